@@ -1,0 +1,3 @@
+from roadmap_cli.cli import main
+
+main()

@@ -1,0 +1,97 @@
+"""Global options (`--home`, `--curriculum`, `--lang`) and lazy access to the
+store and the curriculum for CLI commands.
+
+Nothing is opened until a command asks for it, so `--help` touches neither the
+database nor the YAML file.
+"""
+
+from __future__ import annotations
+
+import locale
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from roadmap_cli.curriculum import Curriculum
+    from roadmap_cli.store import Store
+
+LANGS = ("en", "zh")
+
+
+def detect_lang() -> str:
+    """`zh` when the locale says Chinese, else `en`."""
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        value = os.environ.get(var)
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    try:
+        loc = locale.getlocale()[0] or ""
+    except ValueError:
+        loc = ""
+    return "zh" if loc.lower().startswith("zh") else "en"
+
+
+@dataclass
+class AppContext:
+    home_option: Optional[str] = None
+    curriculum_option: Optional[str] = None
+    lang_option: Optional[str] = None
+    _home: Optional[Path] = None
+    _store: Any = None
+    _curriculum: Any = None
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        if self._home is None:
+            from roadmap_cli.paths import resolve_home
+
+            self._home = resolve_home(self.home_option)
+        return self._home
+
+    def store(self) -> "Store":
+        if self._store is None:
+            from roadmap_cli.store import open_store
+
+            self._store = open_store(self.home)
+        return self._store
+
+    def setting(self, key: str) -> Any:
+        from roadmap_cli.store.settings import get_setting
+
+        return get_setting(self.store(), key)
+
+    @property
+    def lang(self) -> str:
+        if self.lang_option:
+            return self.lang_option
+        return os.environ.get("ROADMAP_LANG") or self.setting("lang") or detect_lang()
+
+    def curriculum_path(self) -> Path:
+        from roadmap_cli.paths import default_curriculum_path
+
+        chosen = self.curriculum_option or os.environ.get("ROADMAP_CURRICULUM") or self.setting("curriculum")
+        return Path(chosen).expanduser() if chosen else default_curriculum_path()
+
+    def curriculum(self) -> "Curriculum":
+        if self._curriculum is None:
+            from roadmap_cli.curriculum import load_curriculum
+
+            self._curriculum = load_curriculum(self.curriculum_path(), cache_dir=self.home / "cache")
+        return self._curriculum
+
+
+_current = AppContext()
+
+
+def current() -> AppContext:
+    return _current
+
+
+def reset(**options: Any) -> AppContext:
+    """Start a fresh context (each CLI invocation, and each test, gets one)."""
+    global _current
+    _current = AppContext(**options)
+    return _current

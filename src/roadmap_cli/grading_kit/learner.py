@@ -1,0 +1,47 @@
+"""Reaching the learner's workspace from a grader process."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def workspace() -> Path:
+    """The learner's workspace, as set by the engine (or the current dir)."""
+    return Path(os.environ.get("ROADMAP_WORKSPACE") or os.getcwd()).resolve()
+
+
+def learner_module(name: str) -> ModuleType:
+    """Import module `name` from the workspace (not from anywhere else).
+
+    The workspace goes first on sys.path so a same-named module elsewhere can
+    never shadow the learner's file.
+    """
+    root = str(workspace())
+    if sys.path[0] != root:
+        sys.path.insert(0, root)
+    module = sys.modules.get(name)
+    if module is not None and not str(getattr(module, "__file__", "")).startswith(root):
+        del sys.modules[name]
+    module = importlib.import_module(name)
+    origin = Path(module.__file__ or "").resolve()
+    if not str(origin).startswith(root):
+        raise ImportError(f"{name} was imported from {origin}, not from the workspace {root}")
+    return module
+
+
+def has_cuda() -> bool:
+    import torch
+
+    return os.environ.get("ROADMAP_DEVICE", "cuda") != "cpu" and torch.cuda.is_available()
+
+
+def device() -> str:
+    return "cuda" if has_cuda() else "cpu"
+
+
+def interpret_mode() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"

@@ -1,0 +1,68 @@
+"""Rendering for people (rich) and for scripts (a versioned JSON envelope).
+
+Every read command builds one result object and hands it to `emit`, with a
+render function for people. The JSON and the table come from the same data,
+so the two outputs never drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+JSON_SCHEMA_VERSION = 1
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn pydantic models, dataclasses, dates and paths into plain JSON data."""
+    if hasattr(value, "model_dump"):
+        return to_jsonable(value.model_dump(mode="json"))
+    if hasattr(value, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return to_jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def envelope(command: str, data: Any) -> dict:
+    return {"roadmap": JSON_SCHEMA_VERSION, "command": command, "data": to_jsonable(data)}
+
+
+def emit(command: str, data: Any, *, as_json: bool, render: Callable[[Console], None] | None = None) -> None:
+    """Print `data` as a JSON envelope, or call `render` for people."""
+    if as_json:
+        sys.stdout.write(json.dumps(envelope(command, data), ensure_ascii=False, indent=2) + "\n")
+        return
+    if render is not None:
+        render(console)
+    else:
+        console.print(data)
+
+
+def error_line(message: str, details: list[str] | None = None) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    for line in details or []:
+        err_console.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def progress_bar(fraction: float, width: int = 20) -> str:
+    """A plain-text bar ("█████░░░░░") that also reads well without colour."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    filled = round(fraction * width)
+    return "█" * filled + "░" * (width - filled)

@@ -1,0 +1,62 @@
+"""Where things live: the data home (user state) and the data root (shipped files).
+
+Data home: `--home`, then `$ROADMAP_HOME`, then the platform's user data dir.
+Data root: the folder holding `curriculum.yaml`, `labs/` and `kernels/`. In a
+wheel they are package data under `roadmap_cli/_data`; in a source checkout
+(editable install, tests) they are the repository's top level.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from roadmap_cli.errors import StoreError
+
+APP_NAME = "roadmap"
+
+
+def resolve_home(explicit: str | os.PathLike | None = None) -> Path:
+    """Return the data home, creating it if needed; a clear error if unusable."""
+    if explicit:
+        home = Path(explicit).expanduser()
+    elif os.environ.get("ROADMAP_HOME"):
+        home = Path(os.environ["ROADMAP_HOME"]).expanduser()
+    else:
+        from platformdirs import user_data_dir
+
+        home = Path(user_data_dir(APP_NAME, appauthor=False))
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data home {home}: {exc.strerror or exc}") from None
+    if not home.is_dir():
+        raise StoreError(f"data home {home} is not a directory")
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise StoreError(f"data home {home} is not writable (set --home or ROADMAP_HOME)")
+    return home
+
+
+@lru_cache(maxsize=1)
+def data_root() -> Path:
+    """The folder with curriculum.yaml, labs/ and kernels/."""
+    packaged = Path(__file__).resolve().parent / "_data"
+    if (packaged / "curriculum.yaml").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "curriculum.yaml").is_file():
+        return checkout
+    raise StoreError("installation is incomplete: curriculum.yaml not found (reinstall roadmap-cli)")
+
+
+def default_curriculum_path() -> Path:
+    return data_root() / "curriculum.yaml"
+
+
+def labs_root() -> Path:
+    return data_root() / "labs"
+
+
+def kernels_root() -> Path:
+    return data_root() / "kernels"

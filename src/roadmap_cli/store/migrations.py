@@ -1,0 +1,223 @@
+"""The schema's history: an ordered, append-only list of small migrations.
+
+Each migration is applied once, in order, inside one transaction, and recorded
+in `schema_migrations`. Never edit or reorder a released migration: add a new
+one at the end. Each one declares its tables with SQLAlchemy Core, frozen as
+they were at that version, so the same list runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Callable
+
+import sqlalchemy as sa
+
+from roadmap_cli.errors import StoreError
+
+Migration = tuple[str, Callable[[sa.Connection], None]]
+
+
+def _create(conn: sa.Connection, *tables: sa.Table) -> None:
+    for table in tables:
+        table.create(conn)
+
+
+def m001_core_progress(conn: sa.Connection) -> None:
+    """Settings, checkpoint completion and checkpoint notes."""
+    md = sa.MetaData()
+    _create(
+        conn,
+        sa.Table(
+            "settings", md,
+            sa.Column("key", sa.String, primary_key=True),
+            sa.Column("value", sa.Text, nullable=False),  # JSON-encoded
+        ),
+        sa.Table(
+            "checkpoint_progress", md,
+            sa.Column("checkpoint_id", sa.String, primary_key=True),
+            sa.Column("completed_at", sa.String, nullable=False),  # ISO 8601, UTC
+            sa.Column("source", sa.String, nullable=False),  # "self" or "lab:<lab>/<part>"
+            sa.Column("evidence", sa.Text),
+        ),
+        sa.Table(
+            "checkpoint_notes", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("checkpoint_id", sa.String, nullable=False, index=True),
+            sa.Column("created_at", sa.String, nullable=False),
+            sa.Column("text", sa.Text, nullable=False),
+        ),
+    )
+
+
+def m002_labs(conn: sa.Connection) -> None:
+    """Lab workspaces, grade attempts with per-test results, hints used."""
+    md = sa.MetaData()
+    attempts = sa.Table(
+        "grade_attempts", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("lab_id", sa.String, nullable=False, index=True),
+        sa.Column("started_at", sa.String, nullable=False),
+        sa.Column("duration_s", sa.Float, nullable=False),
+        sa.Column("outcome", sa.String, nullable=False),  # passed|failed|error|timeout|crash
+        sa.Column("score", sa.Float, nullable=False),
+        sa.Column("max_score", sa.Float, nullable=False),  # points of the parts gradable here
+        sa.Column("parts", sa.Text, nullable=False),  # JSON: [{id, points, max_points, status}]
+        sa.Column("perf", sa.Text, nullable=False),  # JSON: [{test, name, value, unit, ...}]
+        sa.Column("device", sa.String, nullable=False),
+        sa.Column("device_capability", sa.String),
+        sa.Column("torch_version", sa.String),
+        sa.Column("triton_version", sa.String),
+        sa.Column("interpret_mode", sa.Boolean, nullable=False),
+        sa.Column("commit_sha", sa.String),
+        sa.Column("dirty", sa.Boolean),
+        sa.Column("workspace", sa.Text, nullable=False),
+        sa.Column("grader_sha256", sa.String, nullable=False),
+        sa.Column("message", sa.Text),
+    )
+    _create(
+        conn,
+        sa.Table(
+            "lab_workspaces", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("lab_id", sa.String, nullable=False, index=True),
+            sa.Column("path", sa.Text, nullable=False, unique=True),
+            sa.Column("created_at", sa.String, nullable=False),
+        ),
+        attempts,
+        sa.Table(
+            "grade_test_results", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("attempt_id", sa.Integer, sa.ForeignKey("grade_attempts.id", ondelete="CASCADE"), nullable=False, index=True),
+            sa.Column("nodeid", sa.Text, nullable=False),
+            sa.Column("part_id", sa.String, nullable=False),
+            sa.Column("outcome", sa.String, nullable=False),  # passed|failed|error|skipped|crashed|timeout
+            sa.Column("duration_s", sa.Float, nullable=False),
+            sa.Column("message", sa.Text),
+        ),
+        sa.Table(
+            "lab_hints", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("lab_id", sa.String, nullable=False, index=True),
+            sa.Column("hint_index", sa.Integer, nullable=False),
+            sa.Column("shown_at", sa.String, nullable=False),
+        ),
+    )
+
+
+def m003_research(conn: sa.Connection) -> None:
+    """Papers (with tags) and the other cadence entries."""
+    md = sa.MetaData()
+    papers = sa.Table(
+        "papers", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("title", sa.Text, nullable=False),
+        sa.Column("title_key", sa.Text, nullable=False, index=True),  # normalised title for duplicates
+        sa.Column("authors", sa.Text),
+        sa.Column("year", sa.Integer),
+        sa.Column("arxiv_id", sa.String, index=True),  # without version, e.g. 2307.08691
+        sa.Column("arxiv_version", sa.Integer),
+        sa.Column("doi", sa.String, index=True),  # normalised: lower case, no prefix
+        sa.Column("url", sa.Text),
+        sa.Column("stage", sa.Integer),
+        sa.Column("status", sa.String, nullable=False),  # to-read|reading|read|reproduced
+        sa.Column("read_on", sa.String, index=True),  # local date YYYY-MM-DD
+        sa.Column("added_on", sa.String, nullable=False),
+        sa.Column("rating", sa.Integer),
+        sa.Column("notes", sa.Text),
+        sa.Column("bibtex_key", sa.String),
+    )
+    _create(
+        conn,
+        papers,
+        sa.Table(
+            "paper_tags", md,
+            sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id", ondelete="CASCADE"), primary_key=True),
+            sa.Column("tag", sa.String, primary_key=True),
+        ),
+        sa.Table(
+            "cadence_entries", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("kind", sa.String, nullable=False, index=True),  # reproduction|experiment|...|hours
+            sa.Column("title", sa.Text),
+            sa.Column("on_date", sa.String, nullable=False, index=True),  # local date YYYY-MM-DD
+            sa.Column("hours", sa.Float),
+            sa.Column("stage", sa.Integer),
+            sa.Column("link", sa.Text),
+            sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id", ondelete="SET NULL")),
+            sa.Column("lab_id", sa.String),
+            sa.Column("note", sa.Text),
+            sa.Column("created_at", sa.String, nullable=False),
+        ),
+    )
+
+
+# Append only. The version of a database is the number of migrations applied.
+MIGRATIONS: list[Migration] = [
+    ("core_progress", m001_core_progress),
+    ("labs", m002_labs),
+    ("research", m003_research),
+]
+
+LATEST = len(MIGRATIONS)
+
+_LEDGER = sa.Table(
+    "schema_migrations", sa.MetaData(),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String, nullable=False),
+    sa.Column("applied_at", sa.String, nullable=False),
+)
+
+
+def applied_version(conn: sa.Connection) -> int:
+    if not sa.inspect(conn).has_table("schema_migrations"):
+        return 0
+    return conn.execute(sa.select(sa.func.coalesce(sa.func.max(_LEDGER.c.version), 0))).scalar_one()
+
+
+def _refuse_newer(version: int, where: str) -> None:
+    if version > LATEST:
+        raise StoreError(
+            f"database {where} has schema version {version}, newer than this roadmap understands "
+            f"({LATEST}); upgrade roadmap-cli"
+        )
+
+
+def check_not_newer(store) -> int:
+    with store.engine.connect() as conn:
+        version = applied_version(conn)
+        conn.rollback()
+    _refuse_newer(version, str(store.path or store.url))
+    return version
+
+
+def migrate(store, *, target: int | None = None) -> list[str]:
+    """Apply pending migrations (up to `target`); return the names applied."""
+    target = LATEST if target is None else target
+    done: list[str] = []
+    with store.engine.begin() as conn:
+        # One transaction: with BEGIN IMMEDIATE two processes opening a fresh
+        # database at once migrate it exactly once.
+        version = applied_version(conn)
+        _refuse_newer(version, str(store.path or store.url))
+        if version >= target:
+            return done
+        if version == 0:
+            _LEDGER.create(conn, checkfirst=True)
+        for number in range(version + 1, target + 1):
+            name, apply = MIGRATIONS[number - 1]
+            apply(conn)
+            conn.execute(
+                _LEDGER.insert().values(
+                    version=number, name=name, applied_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
+                )
+            )
+            done.append(name)
+    return done
+
+
+def pending(store) -> list[str]:
+    with store.engine.connect() as conn:
+        version = applied_version(conn)
+        conn.rollback()
+    return [name for name, _ in MIGRATIONS[version:]]

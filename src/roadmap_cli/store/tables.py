@@ -1,0 +1,126 @@
+"""SQLModel classes for the current schema (queries use these).
+
+They mirror the tables the migrations create; `tests/test_store.py` checks the
+two agree, so a new column needs both a migration and a field here.
+Timestamps are ISO 8601 strings in UTC; dates (`on_date`, `read_on`) are the
+learner's local dates, `YYYY-MM-DD`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sqlmodel import Field, SQLModel
+
+
+class Setting(SQLModel, table=True):
+    __tablename__ = "settings"
+    key: str = Field(primary_key=True)
+    value: str  # JSON-encoded
+
+
+class CheckpointProgress(SQLModel, table=True):
+    __tablename__ = "checkpoint_progress"
+    checkpoint_id: str = Field(primary_key=True)
+    completed_at: str
+    source: str  # "self" or "lab:<lab>/<part>"
+    evidence: Optional[str] = None
+
+
+class CheckpointNote(SQLModel, table=True):
+    __tablename__ = "checkpoint_notes"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    checkpoint_id: str = Field(index=True)
+    created_at: str
+    text: str
+
+
+class LabWorkspace(SQLModel, table=True):
+    __tablename__ = "lab_workspaces"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    lab_id: str = Field(index=True)
+    path: str = Field(unique=True)
+    created_at: str
+
+
+class GradeAttempt(SQLModel, table=True):
+    __tablename__ = "grade_attempts"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    lab_id: str = Field(index=True)
+    started_at: str
+    duration_s: float
+    outcome: str  # passed|failed|error|timeout|crash
+    score: float
+    max_score: float
+    parts: str  # JSON list
+    perf: str  # JSON list
+    device: str
+    device_capability: Optional[str] = None
+    torch_version: Optional[str] = None
+    triton_version: Optional[str] = None
+    interpret_mode: bool
+    commit_sha: Optional[str] = None
+    dirty: Optional[bool] = None
+    workspace: str
+    grader_sha256: str
+    message: Optional[str] = None
+
+
+class GradeTestResult(SQLModel, table=True):
+    __tablename__ = "grade_test_results"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    attempt_id: int = Field(foreign_key="grade_attempts.id", index=True)
+    nodeid: str
+    part_id: str
+    outcome: str
+    duration_s: float
+    message: Optional[str] = None
+
+
+class LabHint(SQLModel, table=True):
+    __tablename__ = "lab_hints"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    lab_id: str = Field(index=True)
+    hint_index: int
+    shown_at: str
+
+
+class Paper(SQLModel, table=True):
+    __tablename__ = "papers"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    title: str
+    title_key: str = Field(index=True)
+    authors: Optional[str] = None
+    year: Optional[int] = None
+    arxiv_id: Optional[str] = Field(default=None, index=True)
+    arxiv_version: Optional[int] = None
+    doi: Optional[str] = Field(default=None, index=True)
+    url: Optional[str] = None
+    stage: Optional[int] = None
+    status: str
+    read_on: Optional[str] = Field(default=None, index=True)
+    added_on: str
+    rating: Optional[int] = None
+    notes: Optional[str] = None
+    bibtex_key: Optional[str] = None
+
+
+class PaperTag(SQLModel, table=True):
+    __tablename__ = "paper_tags"
+    paper_id: int = Field(foreign_key="papers.id", primary_key=True)
+    tag: str = Field(primary_key=True)
+
+
+class CadenceEntry(SQLModel, table=True):
+    __tablename__ = "cadence_entries"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    kind: str = Field(index=True)
+    title: Optional[str] = None
+    on_date: str = Field(index=True)
+    hours: Optional[float] = None
+    stage: Optional[int] = None
+    link: Optional[str] = None
+    paper_id: Optional[int] = Field(default=None, foreign_key="papers.id")
+    lab_id: Optional[str] = None
+    note: Optional[str] = None
+    created_at: str
