@@ -1,0 +1,62 @@
+"""Shared fixtures: every test gets its own data home; `run_cli` drives the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+
+@pytest.fixture(autouse=True)
+def roadmap_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh data home per test, so no test sees another's database."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("ROADMAP_HOME", str(home))
+    monkeypatch.setenv("ROADMAP_LANG", "en")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("ROADMAP_CURRICULUM", raising=False)
+    from roadmap_cli import context
+
+    context.reset()
+    return home
+
+
+class CliResult:
+    def __init__(self, exit_code: int, stdout: str, stderr: str, exception: Exception | None) -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exception = exception
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+    def __repr__(self) -> str:
+        return f"<CliResult exit={self.exit_code} stdout={self.stdout[-800:]!r} stderr={self.stderr[-800:]!r}>"
+
+
+@pytest.fixture
+def run_cli():
+    """Invoke `roadmap ARGS...` in-process through the same entry point as the
+    console script (`cli.main`), so our error handling is what is tested."""
+    from roadmap_cli.cli import main
+
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None) -> CliResult:
+        exit_code, exception = 0, None
+        with runner.isolation(input=input) as outstreams:
+            try:
+                main([str(a) for a in args])
+            except SystemExit as exc:
+                code = exc.code
+                exit_code = code if isinstance(code, int) else (0 if code is None else 1)
+            except Exception as exc:  # a real bug: keep it visible in the result
+                exit_code, exception = -1, exc
+            stdout = outstreams[0].getvalue().decode("utf-8", "replace")
+            stderr = outstreams[1].getvalue().decode("utf-8", "replace")
+        return CliResult(exit_code, stdout, stderr, exception)
+
+    return run
