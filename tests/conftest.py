@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,8 @@ def run_cli():
                 exit_code = code if isinstance(code, int) else (0 if code is None else 1)
             except Exception as exc:  # a real bug: keep it visible in the result
                 exit_code, exception = -1, exc
+            sys.stdout.flush()
+            sys.stderr.flush()
             stdout = outstreams[0].getvalue().decode("utf-8", "replace")
             stderr = outstreams[1].getvalue().decode("utf-8", "replace")
         return CliResult(exit_code, stdout, stderr, exception)

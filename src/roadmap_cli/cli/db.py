@@ -1,9 +1,106 @@
-"""Placeholder: this command group is being written (see docs/architecture.md)."""
+"""Database commands: db status, export, import."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
+from typing_extensions import Annotated
+
+from roadmap_cli import context
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
+
+db_app = typer.Typer(help="The progress database: where it is and its schema version.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    app.add_typer(db_app, name="db")
+    app.command("export")(export)
+    app.command("import")(import_)
+
+
+@db_app.command("status")
+def db_status(as_json: JsonOpt = False) -> None:
+    """Path, schema version, pending migrations and row counts."""
+    from roadmap_cli.output import emit
+    from roadmap_cli.paths import resolve_home
+    from roadmap_cli.store import migrations, open_store
+    from roadmap_cli.transfer import row_counts
+
+    ctx = context.current()
+    home = resolve_home(ctx.home_option)
+    # Open without migrating first, so pending migrations can be shown; then migrate.
+    store = open_store(home, migrate=False)
+    pending = migrations.pending(store)
+    applied = migrations.migrate(store)
+    with store.connection() as conn:
+        version = migrations.applied_version(conn)
+    size = store.path.stat().st_size if store.path and store.path.exists() else None
+    data = {
+        "home": str(home), "database": str(store.path or store.url), "size_bytes": size,
+        "schema_version": version, "latest_version": migrations.LATEST,
+        "pending_before_open": pending, "applied_now": applied, "rows": row_counts(store),
+    }
+
+    def render(console):
+        console.print(f"[bold]database[/]        {data['database']}")
+        console.print(f"schema version  {version} (latest {migrations.LATEST})")
+        if applied:
+            console.print(f"migrated now    {', '.join(applied)}")
+        else:
+            console.print("pending         none")
+        if size is not None:
+            console.print(f"size            {size / 1024:.0f} KiB")
+        for table, n in sorted(data["rows"].items()):
+            console.print(f"  {table:<22} {n}")
+
+    emit("db.status", data, as_json=as_json, render=render)
+
+
+def export(
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Write all your progress as JSON (restore it with `roadmap import`)."""
+    from pathlib import Path
+
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.transfer import dumps, export_data
+
+    text = dumps(export_data(context.current().store()))
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    path = Path(output).expanduser()
+    if path.exists():
+        raise UserError(f"{path} exists; choose another file (exports never overwrite)")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    typer.echo(f"exported to {path}")
+
+
+def import_(
+    source: Annotated[str, typer.Argument(help="A file written by `roadmap export` (- for stdin).")],
+    replace: Annotated[bool, typer.Option("--replace", help="Replace existing data (a backup export is saved first).")] = False,
+) -> None:
+    """Restore progress from a JSON export."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.transfer import import_data
+
+    ctx = context.current()
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read {source}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    counts = import_data(ctx.store(), data, home=ctx.home, replace=replace)
+    typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")

@@ -1,0 +1,68 @@
+"""Rendering `roadmap status` for people (the JSON comes from the same report)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from roadmap_cli.output import progress_bar
+
+_STATE_STYLE = {"done": "green", "current": "bold yellow", "upcoming": "dim"}
+
+
+def render_status(console: Console, report) -> None:
+    pct = report.done / report.total if report.total else 0.0
+    console.print(f"[bold]{report.curriculum}[/]")
+    console.print(f"Overall  {progress_bar(pct, 30)} {report.done}/{report.total} checkpoints ({pct:.0%})")
+    if report.current_stage is not None:
+        console.print(f"Current stage: [bold yellow]{report.current_stage}[/]")
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column("Stage")
+    table.add_column("Progress")
+    table.add_column("Done", justify="right")
+    for s in report.stages:
+        style = _STATE_STYLE[s.state]
+        marker = "▶ " if s.state == "current" else ("✓ " if s.state == "done" else "  ")
+        table.add_row(str(s.number), f"[{style}]{marker}{s.title}[/]", progress_bar(s.done / s.total if s.total else 0, 16), f"{s.done}/{s.total}")
+    console.print(table)
+
+    if report.milestones:
+        console.print("[bold]Milestones[/]")
+        for m in report.milestones:
+            mark = "[green]✓[/]" if m.reached else "·"
+            stages = f"{m.stages[0]}–{m.stages[-1]}" if m.stages else "-"
+            console.print(f"  {mark} M{m.number} {m.title} (stages {stages}): {m.done}/{m.total}")
+
+    if report.schedule:
+        sch = report.schedule
+        console.print(
+            f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: plan expects stage "
+            f"{sch.planned_stage or '-'} and {sch.expected_done} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]"
+        )
+
+    console.print("[bold]Labs[/]")
+    if report.labs:
+        for lab in report.labs:
+            title = lab.get("title", {})
+            title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
+            best = "" if lab.get("best_score") is None else f" best {lab['best_score']:g}/{lab['max_score']:g}"
+            console.print(f"  {lab['id']:<18} stage {lab.get('stage', '?'):<3} {lab['state']}{best}")
+    else:
+        console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
+
+    console.print("[bold]This week's cadence[/]")
+    if report.cadence:
+        from roadmap_cli.cli.cadence_line import render_cadence_line
+
+        render_cadence_line(console, report.cadence)
+    else:
+        console.print("  [dim]nothing logged yet — roadmap paper log TITLE[/]")
+
+    if report.next:
+        console.print("[bold]Next[/]")
+        for a in report.next:
+            console.print(f"  {a.text} [dim]({a.checkpoint_id})[/]\n    [cyan]{a.command}[/]")
+    for note in report.notes:
+        console.print(f"[dim]note: {note}[/]")

@@ -1,0 +1,141 @@
+"""Checkpoint progress: check, uncheck, notes, and what to do next.
+
+A checkpoint is done when it has a row in `checkpoint_progress`. Explain
+checkpoints are checked by the learner; build checkpoints are checked by
+`roadmap grade` when a lab part that proves them passes (the learner can
+force one, e.g. for work done outside roadmap, and that is recorded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.timeutil import utc_now_iso
+
+
+@dataclass
+class CheckResult:
+    checkpoint_id: str
+    completed_at: str
+    source: str
+    already_done: bool
+    note_added: bool
+
+
+def completed(store) -> dict[str, str]:
+    """checkpoint id -> completion timestamp, for every completed checkpoint."""
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CheckpointProgress
+
+    with store.session() as session:
+        rows = session.exec(select(CheckpointProgress.checkpoint_id, CheckpointProgress.completed_at)).all()
+    return {cid: when for cid, when in rows}
+
+
+def mark_done(session, checkpoint_id: str, source: str, evidence: Optional[str] = None) -> tuple[str, bool]:
+    """Insert the completion row unless one exists; return (completed_at, already_done).
+
+    The first completion date is kept: checking again never moves it.
+    """
+    from roadmap_cli.store.tables import CheckpointProgress
+
+    row = session.get(CheckpointProgress, checkpoint_id)
+    if row is not None:
+        if evidence and not row.evidence:
+            row.evidence = evidence
+        return row.completed_at, True
+    now = utc_now_iso()
+    session.add(CheckpointProgress(checkpoint_id=checkpoint_id, completed_at=now, source=source, evidence=evidence))
+    return now, False
+
+
+def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
+          evidence: Optional[str] = None, force: bool = False) -> CheckResult:
+    """Mark a checkpoint done by the learner (with an optional note/evidence)."""
+    from roadmap_cli.store.tables import CheckpointNote
+
+    checkpoint = curriculum.checkpoint(checkpoint_id)  # NotFoundError with did-you-mean
+    if checkpoint.kind == "build" and not force:
+        labs = ", ".join(f"{ref.lab}/{ref.part}" for ref in checkpoint.proved_by) or "a lab"
+        raise UserError(
+            f"{checkpoint.id} is a build checkpoint, proved by {labs}: pass it with `roadmap grade` "
+            f"(or use --force to record work done elsewhere)"
+        )
+    source = "self" if checkpoint.kind == "explain" else "self (forced)"
+    with store.session() as session:
+        completed_at, already = mark_done(session, checkpoint.id, source, evidence)
+        if note:
+            session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=note))
+    return CheckResult(checkpoint.id, completed_at, source, already, bool(note))
+
+
+def add_note(store, curriculum, checkpoint_id: str, text: str) -> None:
+    from roadmap_cli.store.tables import CheckpointNote
+
+    checkpoint = curriculum.checkpoint(checkpoint_id)
+    with store.session() as session:
+        session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=text))
+
+
+def notes_for(store, checkpoint_id: str) -> list[dict]:
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CheckpointNote
+
+    with store.session() as session:
+        rows = session.exec(
+            select(CheckpointNote).where(CheckpointNote.checkpoint_id == checkpoint_id).order_by(CheckpointNote.id)
+        ).all()
+    return [{"created_at": r.created_at, "text": r.text} for r in rows]
+
+
+def uncheck(store, curriculum, checkpoint_id: str) -> bool:
+    """Mark a checkpoint not done; its notes stay. Returns whether it was done."""
+    from roadmap_cli.store.tables import CheckpointProgress
+
+    checkpoint = curriculum.checkpoint(checkpoint_id)
+    with store.session() as session:
+        row = session.get(CheckpointProgress, checkpoint.id)
+        if row is None:
+            return False
+        session.delete(row)
+    return True
+
+
+def current_stage(curriculum, done: dict[str, str]):
+    """The first stage with an unfinished checkpoint (None when all are done)."""
+    for stage in curriculum.stages:
+        if any(cp.id not in done for cp in stage.checkpoints):
+            return stage
+    return None
+
+
+@dataclass
+class NextAction:
+    checkpoint_id: str
+    stage: int
+    kind: str
+    text: str
+    command: str
+    extra: dict = field(default_factory=dict)
+
+
+def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) -> list[NextAction]:
+    """The next unfinished checkpoints in curriculum order, each with the command that advances it."""
+    actions: list[NextAction] = []
+    for stage in curriculum.stages:
+        for cp in stage.checkpoints:
+            if cp.id in done:
+                continue
+            if cp.kind == "build" and cp.proved_by:
+                lab = cp.proved_by[0].lab
+                command = f"roadmap lab start {lab}  # then: roadmap grade"
+            else:
+                command = f"roadmap check {cp.id}"
+            actions.append(NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), command))
+            if len(actions) >= limit:
+                return actions
+    return actions
