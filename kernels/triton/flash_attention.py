@@ -1,0 +1,334 @@
+"""FlashAttention forward and backward in Triton.
+
+What you will learn here:
+- why attention is limited by memory traffic (HBM), not by arithmetic, and how
+  tiling keeps the N x N score matrix in on-chip SRAM and never writes it out;
+- the online softmax: one pass over blocks of K/V with a running max `m` and a
+  running sum `l`, rescaling the output accumulator when the max grows;
+- why the forward saves the log-sum-exp (LSE): the backward recomputes the
+  probabilities from it instead of storing the N x N matrix P;
+- causal attention that *skips* the K/V blocks above the diagonal, and
+  grouped-query attention (GQA), where several query heads share one K/V head.
+
+Layout: q is [batch, heads, seq, head_dim]; k and v are [batch, kv_heads, seq,
+head_dim] with heads % kv_heads == 0 (kv_heads == heads is ordinary multi-head
+attention). Any sequence length works (the ragged last block is masked), any
+head_dim from 16 to 128, fp16 / bf16 / fp32. Queries and keys have the same
+length (self-attention), so "causal" means query i sees keys 0..i.
+
+The algorithm is FlashAttention-2 (Dao, 2023): one program per block of query
+rows, the loop over K/V blocks inside. Ideas follow the Triton tutorial
+06-fused-attention and the FlashAttention papers; the code is our own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E); exp2 is one fast instruction
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    Q, K, V, O, LSE,  # pointers; LSE is [batch, heads, seq] fp32, contiguous
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    H, N, HEAD_DIM, GROUP_SIZE,  # heads, seq length, real head_dim, heads per kv head
+    qk_scale,  # softmax scale * log2(e): scores come out in log2 units
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    # Program (pid_m, pid_bh) owns query rows [pid_m * BLOCK_M, +BLOCK_M) of one (batch, head).
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    kv_h = h // GROUP_SIZE  # GQA: query heads [kv_h*G, kv_h*G + G) all read K/V head kv_h
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query rows
+    offs_d = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head_dim padded to a power of two
+    d_ok = offs_d < HEAD_DIM
+
+    # Q block stays in SRAM/registers for the whole loop: (BLOCK_M, BLOCK_D).
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=(offs_m[:, None] < N) & d_ok[None, :], other=0.0)
+
+    k_base = K + b * stride_kb + kv_h * stride_kh
+    v_base = V + b * stride_vb + kv_h * stride_vh
+
+    # Online-softmax state per query row (all in log2 units):
+    #   m_i = max of the scores seen so far, l_i = sum_j exp2(s_j - m_i),
+    #   acc = sum_j exp2(s_j - m_i) * v_j   (the unnormalised output).
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    # Causal: key n is visible to row m only if n <= m, so blocks that start after
+    # this program's last row are entirely masked. We never visit them (that is
+    # half the work saved), instead of visiting and masking them.
+    if CAUSAL:
+        hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)
+    else:
+        hi = N
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
+        kv_mask = (offs_n[:, None] < N) & d_ok[None, :]
+        k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        # Scores of this tile, S = Q K^T * scale, in log2 units: (BLOCK_M, BLOCK_N).
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        # Keys past the end (the ragged tail) and future keys (causal) get -inf,
+        # i.e. probability exactly 0. This must happen BEFORE the max and the sum.
+        valid = offs_n[None, :] < N
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= offs_n[None, :])
+        s = tl.where(valid, s, float("-inf"))
+
+        # Online softmax update. With the new max m_new:
+        #   l_new   = l_i * exp2(m_i - m_new) + sum_j exp2(s_j - m_new)
+        #   acc_new = acc * exp2(m_i - m_new) + P_tile @ V_tile
+        # alpha = exp2(m_i - m_new) <= 1 rescales everything accumulated under the
+        # old max, so no exponent is ever taken of a positive number (no overflow).
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])  # (BLOCK_M, BLOCK_N), entries in [0, 1]
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        # P is cast to V's dtype (fp16/bf16 tensor cores); accumulation stays fp32.
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    # Normalise once at the end (FlashAttention-2 defers the division).
+    acc = acc / l_i[:, None]
+    # log-sum-exp of the scaled scores, natural log: ln(sum_j e^{x_j}) = ln2 * (m + log2(l)).
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    row_ok = offs_m < N
+    tl.store(LSE + pid_bh * N + offs_m, lse, mask=row_ok)
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
+    tl.store(o_ptrs, acc.to(O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM,
+                         BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    # delta_i = sum_d dO_i,d * O_i,d = rowsum(dO * O). It appears in dS = P * (dP - delta)
+    # because d softmax: dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) and sum_k P_ik dP_ik = dO_i . O_i.
+    # O and dO are [batch*heads, seq, head_dim] contiguous here; DELTA is [batch*heads, seq].
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m[:, None] < N) & (offs_d[None, :] < HEAD_DIM)
+    o = tl.load(O + pid_bh * N * HEAD_DIM + offs_m[:, None] * stride_on + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DO + pid_bh * N * HEAD_DIM + offs_m[:, None] * stride_dn + offs_d[None, :], mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + pid_bh * N + offs_m, delta, mask=offs_m < N)
+
+
+@triton.jit
+def _attn_bwd_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,  # Q, DO: [B, H, N, D]; K, V, DK, DV: [B, H_kv, N, D]; all contiguous
+    H, H_KV, N, HEAD_DIM, GROUP_SIZE, sm_scale, qk_scale,
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    # One program per block of BLOCK_N keys of one (batch, kv head). It keeps K_j, V_j and
+    # their gradients on chip and streams every query block of every query head in the
+    # GQA group past them:  dV_j = sum_i P_ij^T dO_i,   dK_j = scale * sum_i dS_ij^T Q_i.
+    # P is recomputed from the saved LSE: P_ij = exp(scale * q_i . k_j - lse_i).
+    pid_n = tl.program_id(0)
+    pid_bkv = tl.program_id(1)
+    b = pid_bkv // H_KV
+    kv_h = pid_bkv % H_KV
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    kv_off = pid_bkv * N * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    kv_mask = (offs_n[:, None] < N) & d_ok[None, :]
+    k = tl.load(K + kv_off, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
+    v = tl.load(V + kv_off, mask=kv_mask, other=0.0)
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    # Causal: query rows before this key block cannot see it; start at the query
+    # block that contains the first key of this block.
+    if CAUSAL:
+        lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M
+    else:
+        lo = 0
+    for g in range(0, GROUP_SIZE):
+        bh = b * H + kv_h * GROUP_SIZE + g  # the query head (flattened with batch)
+        for start_m in range(lo, N, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            m_ok = offs_m < N
+            q_off = bh * N * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+            q_mask = m_ok[:, None] & d_ok[None, :]
+            q = tl.load(Q + q_off, mask=q_mask, other=0.0)  # (BLOCK_M, BLOCK_D)
+            do = tl.load(DO + q_off, mask=q_mask, other=0.0)
+            lse2 = tl.load(LSE + bh * N + offs_m, mask=m_ok, other=0.0) * 1.4426950408889634
+            delta = tl.load(DELTA + bh * N + offs_m, mask=m_ok, other=0.0)
+            # Work with transposed tiles (keys along rows) so dK, dV need no transposes.
+            s_t = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale  # (BLOCK_N, BLOCK_M)
+            p_t = tl.math.exp2(s_t - lse2[None, :])
+            valid = m_ok[None, :] & (offs_n[:, None] < N)
+            if CAUSAL:
+                valid = valid & (offs_m[None, :] >= offs_n[:, None])
+            p_t = tl.where(valid, p_t, 0.0)
+            dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=DOT_PRECISION)
+            dp_t = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)  # (BLOCK_N, BLOCK_M) = (dO V^T)^T
+            ds_t = p_t * (dp_t - delta[None, :])
+            dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision=DOT_PRECISION)
+    dk = dk * sm_scale  # S = scale * Q K^T, so dK = scale * dS^T Q
+    tl.store(DK + kv_off, dk.to(DK.dtype.element_ty), mask=kv_mask)
+    tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kv_mask)
+
+
+@triton.jit
+def _attn_bwd_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ,  # same layouts as the dK/dV kernel; DQ like Q
+    H, N, HEAD_DIM, GROUP_SIZE, sm_scale, qk_scale,
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    # One program per block of query rows: dQ_i = scale * sum_j dS_ij K_j, looping over
+    # K/V blocks exactly like the forward (and skipping the same causal blocks).
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    kv_bh = b * (H // GROUP_SIZE) + (pid_bh % H) // GROUP_SIZE
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < HEAD_DIM
+    m_ok = offs_m < N
+    q_off = pid_bh * N * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    q_mask = m_ok[:, None] & d_ok[None, :]
+    q = tl.load(Q + q_off, mask=q_mask, other=0.0)
+    do = tl.load(DO + q_off, mask=q_mask, other=0.0)
+    lse2 = tl.load(LSE + pid_bh * N + offs_m, mask=m_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(DELTA + pid_bh * N + offs_m, mask=m_ok, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    if CAUSAL:
+        hi = tl.minimum(N, (pid_m + 1) * BLOCK_M)
+    else:
+        hi = N
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        kv_off = kv_bh * N * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+        kv_mask = (offs_n[:, None] < N) & d_ok[None, :]
+        k = tl.load(K + kv_off, mask=kv_mask, other=0.0)
+        v = tl.load(V + kv_off, mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        p = tl.math.exp2(s - lse2[:, None])  # (BLOCK_M, BLOCK_N), the forward's P, recomputed
+        valid = offs_n[None, :] < N
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= offs_n[None, :])
+        p = tl.where(valid, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)  # dP = dO V^T
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
+    dq = dq * sm_scale
+    tl.store(DQ + q_off, dq.to(DQ.dtype.element_ty), mask=q_mask)
+
+
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("q, k, v must be [batch, heads, seq, head_dim]")
+    batch, heads, seq, head_dim = q.shape
+    if k.shape != v.shape or k.shape[0] != batch or k.shape[2] != seq or k.shape[3] != head_dim:
+        raise ValueError(f"k and v must be [batch, kv_heads, seq, head_dim]; got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    kv_heads = k.shape[1]
+    if heads % kv_heads:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    if not 16 <= head_dim <= 128:
+        raise ValueError(f"head_dim must be between 16 and 128, got {head_dim}")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError("q, k, v must share one dtype: float16, bfloat16 or float32")
+    return batch, heads, kv_heads, seq, head_dim
+
+
+def _launch_config(head_dim: int, backward: bool, interpret: bool) -> dict:
+    """Tile sizes and launch settings. The interpreter runs one program at a time,
+    so small tiles keep CPU runs quick; on a GPU larger tiles reuse each load more."""
+    if interpret:
+        return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
+    if backward:
+        return dict(BLOCK_M=32, BLOCK_N=64 if head_dim <= 64 else 32, num_warps=4, num_stages=2)
+    return dict(BLOCK_M=128, BLOCK_N=64, num_warps=4 if head_dim <= 64 else 8, num_stages=3)
+
+
+def _interpreting(t: torch.Tensor) -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1" or t.device.type == "cpu"
+
+
+def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None = None):
+    """O = softmax(scale * Q K^T [+ causal mask]) V, and LSE = logsumexp of the scaled,
+    masked scores per query row (natural log, fp32, [batch, heads, seq]).
+    scale defaults to 1/sqrt(head_dim). No autograd; see `flash_attention`."""
+    batch, heads, kv_heads, seq, head_dim = _check_inputs(q, k, v)
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    o = torch.empty_like(q)
+    lse = torch.empty((batch, heads, seq), device=q.device, dtype=torch.float32)
+    cfg = _launch_config(head_dim, backward=False, interpret=_interpreting(q))
+    grid = (triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)
+    _attn_fwd_kernel[grid](
+        q, k, v, o, lse,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        heads, seq, head_dim, heads // kv_heads, scale * LOG2E,
+        CAUSAL=bool(causal), DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), **cfg,
+    )
+    return o, lse
+
+
+def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: float | None = None):
+    """Gradients (dq, dk, dv) of sum(O * dO), recomputing P from the saved LSE."""
+    batch, heads, kv_heads, seq, head_dim = _check_inputs(q, k, v)
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    lse = lse.contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    delta = torch.empty_like(lse)
+    cfg = _launch_config(head_dim, backward=True, interpret=_interpreting(q))
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    _attn_bwd_preprocess[(triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)](
+        o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=cfg["BLOCK_M"], BLOCK_D=block_d)
+    _attn_bwd_dkdv_kernel[(triton.cdiv(seq, cfg["BLOCK_N"]), batch * kv_heads)](
+        q, k, v, do, lse, delta, dk, dv, heads, kv_heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E,
+        CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, **cfg)
+    _attn_bwd_dq_kernel[(triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)](
+        q, k, v, do, lse, delta, dq, heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E,
+        CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, **cfg)
+    return dq, dk, dv
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Autograd wrapper: saves q, k, v, O and LSE (O(N) extra memory, not O(N^2))."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, scale: float | None):
+        o, lse = flash_attention_forward(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.scale = causal, scale
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_backward(q, k, v, o, lse, do, ctx.causal, ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """Differentiable FlashAttention: returns (O, LSE); gradients flow to q, k, v through O."""
+    return FlashAttentionFunction.apply(q, k, v, causal, scale)
