@@ -1,0 +1,187 @@
+"""`roadmap dev check`: prove every lab's grader can tell right from wrong.
+
+For each lab, in temporary workspaces:
+  starter   must fail every part that has tests runnable here;
+  solution  (starter + solution/ + solution_files) must pass every gradable part;
+  wrong/<id>.patch applied to the solution must fail at least one test in
+            each part of its `fails` list (only those parts run, stopping at
+            the first failure of each part: that is all the check needs).
+Plus static checks: every test file belongs to a part, every prefix names an
+existing file, and `proves` agrees with the curriculum's `proved_by`
+(disagreement is a warning: the curriculum is owned elsewhere).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from roadmap_cli.errors import RoadmapError
+from roadmap_cli.labs import workspace as ws
+from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.nodeids import file_of
+from roadmap_cli.labs.runner import GradeRun, grade_workspace, gradable_parts
+from roadmap_cli.labs.spec import LabSpec
+
+
+@dataclass
+class CheckRow:
+    lab: str
+    check: str  # static | starter | solution | wrong:<id>
+    expected: str
+    got: str
+    ok: Optional[bool]  # None: not checked here (needs CUDA)
+    seconds: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class DevCheckReport:
+    device: str
+    rows: list[CheckRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok is not False for r in self.rows)
+
+
+def static_problems(spec: LabSpec) -> list[str]:
+    problems = []
+    prefixes = [p for part in spec.parts for p in part.tests]
+    for prefix in prefixes:
+        if not (spec.tests_dir / file_of(prefix)).exists():
+            problems.append(f"part test prefix {prefix!r}: tests/{file_of(prefix)} does not exist")
+    for path in sorted(spec.tests_dir.rglob("test_*.py")):
+        rel = path.relative_to(spec.tests_dir).as_posix()
+        if not any(rel == file_of(p) or rel.startswith(file_of(p).rstrip("/") + "/") or
+                   (file_of(p).endswith("/") and rel.startswith(file_of(p))) for p in prefixes):
+            problems.append(f"tests/{rel} belongs to no part (add it to a part's tests)")
+    return problems
+
+
+def curriculum_warnings(specs: list[LabSpec]) -> list[str]:
+    """Where lab.yaml `proves` and the curriculum's `proved_by` disagree."""
+    try:
+        from roadmap_cli import context
+
+        curriculum = context.current().curriculum()
+    except (RoadmapError, ImportError, AttributeError) as exc:
+        return [f"curriculum not checked: {getattr(exc, 'message', exc)}"]
+    claimed: set[tuple[str, str, str]] = set()  # (lab, part, checkpoint) from the curriculum
+    known: set[str] = set()
+    for stage in getattr(curriculum, "stages", []):
+        for cp in stage.checkpoints:
+            known.add(cp.id)
+            for ref in getattr(cp, "proved_by", None) or []:
+                claimed.add((ref.lab, ref.part, cp.id))
+    ours = {(s.id, p.id, cp) for s in specs for p in s.parts for cp in p.proves}
+    lab_ids = {s.id for s in specs}
+    warnings = []
+    for lab, part, cp in sorted(ours - claimed):
+        where = "is not in the curriculum" if cp not in known else f"has no proved_by {lab}/{part} in the curriculum"
+        warnings.append(f"{lab}/{part} proves {cp}, which {where}")
+    for lab, part, cp in sorted(claimed - ours):
+        if lab in lab_ids:
+            warnings.append(f"curriculum: {cp} is proved_by {lab}/{part}, but that part's `proves` does not list it")
+    return warnings
+
+
+def _grade_in(spec: LabSpec, build: Callable[[Path], None], **kwargs) -> GradeRun:
+    with tempfile.TemporaryDirectory(prefix=f"roadmap-check-{spec.id}-") as tmp:
+        path = Path(tmp) / "ws"
+        path.mkdir()
+        build(path)
+        return grade_workspace(spec, path, **kwargs)
+
+
+def _statuses(run: GradeRun, parts: list[str]) -> str:
+    return ", ".join(f"{p}:{run.part(p).status}" for p in parts)
+
+
+def _first_problem(run: GradeRun, parts: list[str], bad_status: str) -> str:
+    if run.outcome in ("error", "timeout", "crash"):
+        return f"{run.outcome}: {run.message or ''} {run.log_tail[-600:]}".strip()
+    for p in parts:
+        part = run.part(p)
+        if part.status == bad_status or (bad_status == "!passed" and part.status != "passed"):
+            return f"{p}: {part.message or part.status}"
+    return ""
+
+
+def check_starter(spec: LabSpec, device: DeviceInfo) -> CheckRow:
+    parts = gradable_parts(spec, device)
+    t0 = time.monotonic()
+    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True)
+    ok = run.outcome in ("failed", "crash") and all(run.part(p).status != "passed" for p in parts)
+    if run.unassigned:
+        ok = False
+    detail = "" if ok else (_first_problem(run, parts, "passed") or f"unassigned tests: {run.unassigned[:3]}")
+    return CheckRow(spec.id, "starter", "fails every gradable part", _statuses(run, parts), ok,
+                    round(time.monotonic() - t0, 2), detail)
+
+
+def check_solution(spec: LabSpec, device: DeviceInfo) -> CheckRow:
+    parts = gradable_parts(spec, device)
+    t0 = time.monotonic()
+    run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device)
+    ok = run.outcome == "passed" and not run.unassigned
+    detail = "" if ok else (_first_problem(run, parts, "!passed") or f"unassigned tests: {run.unassigned[:3]}")
+    return CheckRow(spec.id, "solution", "passes every gradable part", _statuses(run, parts), ok,
+                    round(time.monotonic() - t0, 2), detail)
+
+
+def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
+    wrong = next(w for w in spec.wrong if w.id == wrong_id)
+    parts = [p for p in wrong.fails if p in gradable_parts(spec, device)]
+    expected = f"fails {', '.join(wrong.fails)}"
+    if not parts:
+        return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "not checked here (needs a CUDA GPU)", None)
+
+    def build(d: Path) -> None:
+        ws.write_solution(spec, d)
+        ws.apply_patch(spec.patch_file(wrong.id), d)
+
+    t0 = time.monotonic()
+    try:
+        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=True)
+    except RoadmapError as exc:
+        return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
+    ok = run.outcome in ("failed", "crash", "timeout") and all(run.part(p).status == "failed" for p in parts)
+    detail = "" if ok else (f"{wrong.description}: " + (_first_problem(run, parts, "passed") or
+                            "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
+    return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail)
+
+
+def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
+                  device: Optional[DeviceInfo] = None) -> DevCheckReport:
+    device = device or detect_device()
+    report = DevCheckReport(device=f"{device.kind} ({device.name})")
+    report.warnings = curriculum_warnings(specs)
+    tasks: list[Callable[[], CheckRow]] = []
+    for spec in specs:
+        for problem in static_problems(spec):
+            row = CheckRow(spec.id, "static", "a consistent lab", "problem", False, 0.0, problem)
+            report.rows.append(row)
+            if on_row:
+                on_row(row)
+        tasks.append(lambda s=spec: check_starter(s, device))
+        tasks.append(lambda s=spec: check_solution(s, device))
+        tasks.extend(lambda s=spec, w=w.id: check_wrong(s, w, device) for w in spec.wrong)
+
+    def run(task: Callable[[], CheckRow]) -> CheckRow:
+        row = task()
+        if on_row:
+            on_row(row)
+        return row
+
+    if jobs <= 1:
+        report.rows.extend(run(t) for t in tasks)
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            report.rows.extend(pool.map(run, tasks))
+    return report

@@ -1,0 +1,357 @@
+"""Run a lab's grader on a workspace: pytest in a child process, in its own
+process group, under a hard timeout; results come back through the plugin.
+
+This module knows nothing of the database or git: it turns (lab spec,
+workspace) into a `GradeRun`. `service.grade` records it; `devcheck` uses it
+on temporary workspaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from roadmap_cli.errors import GraderError, UserError
+from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.spec import LabSpec
+
+POLL_S = 0.05
+LOG_TAIL_LINES = 25
+# Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
+# timeout when the child died while it ran; not-run when it never started.
+BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
+EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4}
+
+# Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
+PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
+
+
+@dataclass
+class TestResult:
+    nodeid: str
+    part: Optional[str]
+    outcome: str
+    duration_s: float = 0.0
+    message: Optional[str] = None
+    fraction: Optional[float] = None
+    perf: list = field(default_factory=list)
+
+
+@dataclass
+class PartResult:
+    id: str
+    title: dict
+    max_points: float  # 0 when not graded in this run
+    points: float
+    status: str  # passed|failed|skipped|not-graded-here|not-run
+    needs_cuda: bool
+    tests_passed: int = 0
+    tests_total: int = 0
+    message: Optional[str] = None  # first failure, or why it was not graded
+
+
+@dataclass
+class GradeRun:
+    lab_id: str
+    workspace: str
+    started_at: str
+    outcome: str  # passed|failed|error|timeout|crash
+    score: float
+    max_score: float
+    parts: list[PartResult]
+    tests: list[TestResult]
+    perf: list[dict]
+    device: str
+    device_capability: Optional[str]
+    torch_version: Optional[str]
+    triton_version: Optional[str]
+    interpret_mode: bool
+    grader_sha256: str
+    duration_s: float
+    message: Optional[str] = None
+    unassigned: list[str] = field(default_factory=list)
+    log_tail: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.outcome, 4)
+
+    def part(self, part_id: str) -> PartResult:
+        return next(p for p in self.parts if p.id == part_id)
+
+
+def tests_sha256(tests_dir: Path) -> str:
+    """One hash over the grader folder: relative paths and contents, sorted."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in tests_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(tests_dir)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc":
+            continue
+        digest.update(rel.as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
+    return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
+
+
+def _child_env(workspace: Path, device: DeviceInfo, results: Path, parts_file: Path) -> dict:
+    env = dict(os.environ)
+    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET"):
+        env.pop(var, None)
+    env.update(
+        ROADMAP_WORKSPACE=str(workspace),
+        ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
+        ROADMAP_SECRET_SEED=str(secrets.randbits(63)),
+        ROADMAP_RESULTS=str(results),
+        ROADMAP_PARTS=str(parts_file),
+        PYTHONPATH=os.pathsep.join([str(workspace)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])),
+        # Keep the installed grader folder free of __pycache__ (and its hash stable).
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        # Only our plugin: third-party plugins (e.g. hypothesis, ~0.5 s) stay out of
+        # the grader unless a test imports them itself.
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+    )
+    if not device.cuda:
+        env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
+    return env
+
+
+class _EventReader:
+    """Reads the JSON lines the plugin appends, tolerating a half-written last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.buffer = b""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def grade_workspace(
+    spec: LabSpec,
+    workspace: Path,
+    *,
+    parts: Optional[list[str]] = None,
+    timeout: Optional[float] = None,
+    device: Optional[DeviceInfo] = None,
+    stop_part_on_fail: bool = False,
+    on_event: Optional[Callable[[dict], None]] = None,
+) -> GradeRun:
+    """Grade `workspace` against the lab's installed tests; never raises for
+    learner failures (those are outcomes), only for unusable requests."""
+    workspace = Path(workspace).resolve()
+    if not workspace.is_dir():
+        raise UserError(f"workspace {workspace} does not exist")
+    device = device or detect_device()
+    for part_id in parts or []:
+        spec.part(part_id)  # NotFoundError with did-you-mean
+    here = gradable_parts(spec, device)
+    selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
+    if not selected:
+        raise UserError(f"nothing of {spec.id} can be graded here: the selected part(s) need a CUDA GPU ({device.reason})")
+    timeout = float(timeout or spec.time_limit_s)
+    tests_dir = spec.tests_dir
+    sha = tests_sha256(tests_dir)
+    targets: list[str] = []
+    for part in spec.parts:
+        if part.id in selected:
+            targets += [str(tests_dir / prefix) for prefix in part.tests if str(tests_dir / prefix) not in targets]
+
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="roadmap-grade-") as tmp:
+        tmpdir = Path(tmp)
+        results, log, ini, parts_file = (tmpdir / n for n in ("results.jsonl", "pytest.log", "pytest.ini", "parts.json"))
+        ini.write_text(PYTEST_INI)
+        parts_file.write_text(json.dumps({
+            "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
+            "selected": selected,
+            "stop_part_on_fail": stop_part_on_fail,
+        }))
+        cmd = [
+            sys.executable, "-m", "pytest",
+            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
+            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            "-q", "--continue-on-collection-errors", *targets,
+        ]
+        env = _child_env(workspace, device, results, parts_file)
+        reader = _EventReader(results)
+        events: list[dict] = []
+        timed_out = False
+        with open(log, "wb") as log_fh:
+            try:
+                proc = subprocess.Popen(cmd, cwd=workspace, env=env, stdout=log_fh, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            except OSError as exc:
+                raise GraderError(f"cannot start the grader: {exc}") from None
+            deadline = t0 + timeout
+            try:
+                while True:
+                    returncode = proc.poll()
+                    for event in reader.read():
+                        events.append(event)
+                        if on_event:
+                            on_event(event)
+                    if returncode is not None:
+                        break
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                        _kill_group(proc)
+                        proc.wait()
+                        break
+                    time.sleep(POLL_S)
+            finally:
+                # Also reaps grandchildren the tests may have left behind (and
+                # the whole group on Ctrl-C).
+                _kill_group(proc)
+                if proc.poll() is None:
+                    proc.wait()
+        for event in reader.read():
+            events.append(event)
+            if on_event:
+                on_event(event)
+        returncode = proc.returncode
+        log_tail = _tail(log)
+
+    run = _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail)
+    run.started_at, run.grader_sha256 = started_at, sha
+    run.duration_s = round(time.monotonic() - t0, 3)
+    return run
+
+
+def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:
+    """Turn the plugin's events and the child's fate into test, part and attempt results."""
+    collected: dict[str, Optional[str]] = {}
+    results: dict[str, TestResult] = {}
+    running: Optional[str] = None
+    finish, device_event, unassigned = None, {}, []
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "collected":
+            collected.update({nodeid: part for nodeid, part in ev.get("tests", [])})
+            unassigned += ev.get("unassigned", [])
+        elif kind == "collect_error":
+            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), "error", 0.0, ev.get("message"))
+        elif kind == "start":
+            running = ev["nodeid"]
+        elif kind == "result":
+            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), ev["outcome"], ev.get("duration_s", 0.0),
+                                               ev.get("message"), ev.get("fraction"), ev.get("perf") or [])
+            running = None
+        elif kind == "device":
+            device_event = ev
+        elif kind == "finish":
+            finish = ev
+
+    message = None
+    if timed_out:
+        outcome = "timeout"
+        message = f"the grader ran past its time limit of {timeout:g} s and was killed"
+        if running:
+            results[running] = TestResult(running, collected.get(running), "timeout", message=f"killed after {timeout:g} s (time limit)")
+    elif finish is None or (returncode is not None and returncode < 0):
+        outcome = "crash"
+        how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else f"exited with status {returncode}"
+        message = f"the test process crashed ({how})"
+        if running:
+            results[running] = TestResult(running, collected.get(running), "crashed", message=f"{message}\n{log_tail}")
+    else:
+        status = finish.get("exitstatus")
+        collect_errors = [r for r in results.values() if r.outcome == "error" and r.nodeid not in collected]
+        if status in (0, 1) or (status == 2 and collect_errors and all(r.part for r in collect_errors)):
+            outcome = "passed"  # refined below from the parts
+        else:
+            outcome = "error"
+            reason = {2: "interrupted (a grader file failed to import?)", 3: "internal error", 4: "usage error",
+                      5: "no tests were collected"}.get(status, f"exit status {status}")
+            message = f"the grader failed: pytest {reason}"
+
+    for nodeid, part in collected.items():
+        results.setdefault(nodeid, TestResult(nodeid, part, "not-run"))
+    tests = list(results.values())
+    parts = [_part_result(p, selected, device, tests, outcome) for p in spec.parts]
+    if outcome == "passed" and any(p.status not in ("passed", "not-graded-here", "not-run") for p in parts):
+        outcome = "failed"
+    if outcome == "passed" and not any(p.status == "passed" for p in parts):
+        outcome, message = "error", "the grader ran no test"
+    return GradeRun(
+        lab_id=spec.id, workspace=str(workspace), started_at="", outcome=outcome,
+        score=round(sum(p.points for p in parts), 3), max_score=round(sum(p.max_points for p in parts), 3),
+        parts=parts, tests=tests, perf=[f for t in tests for f in t.perf],
+        device=device_event.get("device") or device.name,
+        device_capability=device_event.get("device_capability") or device.capability,
+        torch_version=device_event.get("torch_version") or device.torch_version,
+        triton_version=device_event.get("triton_version") or device.triton_version,
+        interpret_mode=not device.cuda, grader_sha256="", duration_s=0.0, message=message,
+        unassigned=unassigned, log_tail=log_tail if outcome in ("error", "crash", "timeout") else "",
+    )
+
+
+def _part_result(part, selected, device, tests, outcome) -> PartResult:
+    title = part.title.model_dump()
+    if part.needs_cuda and not device.cuda:
+        return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
+    if part.id not in selected:
+        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not selected (--part)")
+    mine = [t for t in tests if t.part == part.id]
+    result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
+                        tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))
+    bad = [t for t in mine if t.outcome in BAD_TEST_OUTCOMES]
+    ran = [t for t in mine if t.outcome == "passed"]
+    if bad:
+        first = bad[0]
+        result.message = f"{first.nodeid}: {first.message or first.outcome}"
+    elif any(t.outcome == "not-run" for t in mine) or not mine:
+        result.message = "the grader stopped before these tests ran" if outcome in ("timeout", "crash") else "no test ran"
+    elif not ran:
+        result.status, result.message = "skipped", "every test was skipped"
+    else:
+        result.status = "passed"
+        credit = sum(1.0 if t.fraction is None else t.fraction for t in ran) / len(ran)
+        result.points = round(part.points * credit, 3)
+    return result

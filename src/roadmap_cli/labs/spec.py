@@ -1,0 +1,261 @@
+"""The lab spec (`labs/<id>/lab.yaml`): pydantic models, loading with
+`file:line:col` errors, and finding labs.
+
+The labs root is the installed project's `labs/` (paths.labs_root()), or
+$ROADMAP_LABS_DIR (tests point it at fake labs). `solution_files` targets are
+relative to the labs root's parent: the project root in a checkout, the
+package's `_data` folder in a wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from roadmap_cli.errors import NotFoundError, ValidationError
+
+KEBAB = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+SPEC_FILE = "lab.yaml"
+
+
+class Text(BaseModel):
+    """A text in both languages; `zh` falls back to `en`."""
+
+    model_config = ConfigDict(extra="forbid")
+    en: str = Field(min_length=1)
+    zh: Optional[str] = None
+
+    def get(self, lang: str) -> str:
+        return (self.zh or self.en) if lang == "zh" else self.en
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=KEBAB)
+    title: Text
+    points: float = Field(ge=0)
+    tests: list[str] = Field(min_length=1)
+    needs_cuda: bool = False
+    proves: list[str] = Field(default_factory=list)
+
+    @field_validator("tests")
+    @classmethod
+    def _relative_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            if not prefix.strip() or prefix.startswith("/") or ".." in Path(prefix.split("::")[0]).parts:
+                raise ValueError(f"test prefix {prefix!r} must be relative to tests/ and stay inside it")
+        return value
+
+
+class WrongVariant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=KEBAB)
+    description: str = Field(min_length=1)
+    fails: list[str] = Field(min_length=1)
+
+
+class LabSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format_version: Literal[1]
+    id: str = Field(pattern=KEBAB)
+    title: Text
+    stage: int = Field(ge=0)
+    summary: Text
+    time_limit_s: float = Field(default=300, gt=0)
+    parts: list[Part] = Field(min_length=1)
+    hints: list[Text] = Field(default_factory=list)
+    solution_files: dict[str, str] = Field(default_factory=dict)
+    wrong: list[WrongVariant] = Field(default_factory=list)
+
+    _root: Path = PrivateAttr(default=Path("."))
+
+    # --- where things are -------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    @property
+    def tests_dir(self) -> Path:
+        return self._root / "tests"
+
+    @property
+    def starter_dir(self) -> Path:
+        return self._root / "starter"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self._root / "solution"
+
+    @property
+    def readme(self) -> Path:
+        return self._root / "README.md"
+
+    def patch_file(self, wrong_id: str) -> Path:
+        return self._root / "wrong" / f"{wrong_id}.patch"
+
+    def solution_sources(self) -> dict[str, Path]:
+        """Workspace-relative path -> source file of the reference solution
+        (solution/ overlaid with solution_files), starter excluded."""
+        sources: dict[str, Path] = {}
+        if self.solution_dir.is_dir():
+            for path in sorted(self.solution_dir.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    sources[path.relative_to(self.solution_dir).as_posix()] = path
+        for target, source in self.solution_files.items():
+            sources[target] = project_root() / source
+        return sources
+
+    # --- parts --------------------------------------------------------------
+    def part(self, part_id: str) -> Part:
+        for part in self.parts:
+            if part.id == part_id:
+                return part
+        raise NotFoundError(f"part of {self.id}", part_id, [p.id for p in self.parts])
+
+    def part_prefixes(self) -> list[tuple[str, list[str]]]:
+        return [(p.id, list(p.tests)) for p in self.parts]
+
+
+# ---------------------------------------------------------------- locations
+
+
+def labs_root() -> Path:
+    override = os.environ.get("ROADMAP_LABS_DIR")
+    if override:
+        return Path(override).expanduser().resolve()
+    from roadmap_cli.paths import labs_root as shipped
+
+    return shipped()
+
+
+def project_root() -> Path:
+    return labs_root().parent
+
+
+def _mark_of(node: yaml.Node | None, loc: tuple) -> Optional[yaml.Mark]:
+    """The YAML position of pydantic's error location (or its deepest existing parent)."""
+    if node is None:
+        return None
+    mark = node.start_mark
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == str(key):
+                    node = value_node
+                    mark = key_node.start_mark if value_node.start_mark is None else value_node.start_mark
+                    break
+            else:
+                return mark
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            mark = node.start_mark
+        else:
+            return mark
+    return mark
+
+
+def _where(path: Path, mark: Optional[yaml.Mark]) -> str:
+    if mark is None:
+        return f"{path}:1:1"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}"
+
+
+def load_lab(lab_dir: Path) -> LabSpec:
+    """Load and validate `lab_dir/lab.yaml`; every problem as `file:line:col: message`."""
+    lab_dir = Path(lab_dir)
+    path = lab_dir / SPEC_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"cannot read lab spec {path}: {exc.strerror or exc}") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ValidationError(f"invalid lab spec {path}", details=[f"{_where(path, mark)}: {getattr(exc, 'problem', exc)}"]) from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"invalid lab spec {path}", details=[f"{path}:1:1: expected a mapping at the top level"])
+    try:
+        spec = LabSpec.model_validate(data)
+    except PydanticValidationError as exc:
+        details = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            dotted = ".".join(str(p) for p in loc) or "(top)"
+            details.append(f"{_where(path, _mark_of(node, loc))}: {dotted}: {err['msg']}")
+        raise ValidationError(f"invalid lab spec {path} ({len(details)} problem(s))", details=details) from None
+    spec._root = lab_dir.resolve()
+    problems = _cross_check(spec, node, path)
+    if problems:
+        raise ValidationError(f"invalid lab spec {path} ({len(problems)} problem(s))", details=problems)
+    return spec
+
+
+def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
+    """Rules a single field cannot express: ids, references, files on disk."""
+    problems: list[str] = []
+
+    def at(*loc) -> str:
+        return _where(path, _mark_of(node, loc))
+
+    if spec.id != spec.root.name:
+        problems.append(f"{at('id')}: id {spec.id!r} must equal the folder name {spec.root.name!r}")
+    seen: set[str] = set()
+    for i, part in enumerate(spec.parts):
+        if part.id in seen:
+            problems.append(f"{at('parts', i, 'id')}: duplicate part id {part.id!r}")
+        seen.add(part.id)
+    wrong_seen: set[str] = set()
+    for i, wrong in enumerate(spec.wrong):
+        if wrong.id in wrong_seen:
+            problems.append(f"{at('wrong', i, 'id')}: duplicate wrong variant id {wrong.id!r}")
+        wrong_seen.add(wrong.id)
+        for j, part_id in enumerate(wrong.fails):
+            if part_id not in seen:
+                problems.append(f"{at('wrong', i, 'fails', j)}: unknown part {part_id!r}")
+        if not spec.patch_file(wrong.id).is_file():
+            problems.append(f"{at('wrong', i, 'id')}: missing file wrong/{wrong.id}.patch")
+    for folder in ("starter", "tests"):
+        if not (spec.root / folder).is_dir():
+            problems.append(f"{at('id')}: missing folder {folder}/")
+    if not spec.readme.is_file():
+        problems.append(f"{at('id')}: missing handout README.md")
+    for target, source in spec.solution_files.items():
+        if target.startswith("/") or ".." in Path(target).parts:
+            problems.append(f"{at('solution_files', target)}: workspace path {target!r} must stay inside the workspace")
+        if not (project_root() / source).is_file():
+            problems.append(f"{at('solution_files', target)}: {source!r} not found under {project_root()}")
+    return problems
+
+
+def _lab_dirs() -> list[Path]:
+    root = labs_root()
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / SPEC_FILE).is_file())
+
+
+def lab_ids() -> list[str]:
+    return [p.name for p in _lab_dirs()]
+
+
+def all_labs() -> list[LabSpec]:
+    """Every lab, sorted by (stage, id). A broken spec raises ValidationError."""
+    return sorted((load_lab(p) for p in _lab_dirs()), key=lambda s: (s.stage, s.id))
+
+
+def find_lab(lab_id: str) -> LabSpec:
+    if not re.match(KEBAB, lab_id or ""):
+        raise NotFoundError("lab", lab_id, lab_ids())
+    lab_dir = labs_root() / lab_id
+    if not (lab_dir / SPEC_FILE).is_file():
+        raise NotFoundError("lab", lab_id, lab_ids())
+    return load_lab(lab_dir)

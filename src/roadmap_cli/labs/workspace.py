@@ -1,0 +1,178 @@
+"""Learner workspaces: the starter copied into a git repository.
+
+This is the only module that uses gitpython. Every commit has an explicit
+author and committer ("roadmap <roadmap@localhost>"): a fresh machine may
+have no git identity configured. Nothing a learner wrote is ever lost:
+`start` refuses a non-empty folder without --force, and with --force the old
+content is committed (a git workspace) or moved aside (anything else) first;
+`reset` commits the current work before restoring the starter.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.labs.spec import LabSpec
+
+AUTHOR_NAME = "roadmap"
+AUTHOR_EMAIL = "roadmap@localhost"
+IGNORED = ["__pycache__/", "*.pyc", ".pytest_cache/", ".hypothesis/"]
+
+
+@dataclass
+class StartResult:
+    path: Path
+    commit_sha: str
+    moved_aside: Optional[Path] = None  # where a non-git folder's old content went
+    saved_commit: Optional[str] = None  # commit that holds the old work of a git folder
+
+
+def _actor():
+    from git import Actor
+
+    return Actor(AUTHOR_NAME, AUTHOR_EMAIL)
+
+
+def _commit_all(repo, message: str) -> str:
+    """Stage everything (deletions too) and commit; returns the new HEAD sha."""
+    repo.git.add(A=True)
+    actor = _actor()
+    commit = repo.index.commit(message, author=actor, committer=actor)
+    return commit.hexsha
+
+
+def _has_changes(repo) -> bool:
+    return repo.is_dirty(untracked_files=True) or not repo.head.is_valid()
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc":
+            continue
+        target = dest / rel
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+
+
+def _clear_except_git(path: Path) -> None:
+    for child in path.iterdir():
+        if child.name == ".git":
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def write_starter(spec: LabSpec, dest: Path) -> None:
+    _copy_tree(spec.starter_dir, dest)
+    ignore = dest / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("\n".join(IGNORED) + "\n")
+
+
+def write_solution(spec: LabSpec, dest: Path) -> None:
+    """The reference solution: starter, overlaid with solution/ and solution_files."""
+    write_starter(spec, dest)
+    for rel, source in spec.solution_sources().items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def apply_patch(patch: Path, dest: Path) -> None:
+    """`git apply` a wrong variant (paths a/<file> b/<file> relative to `dest`)."""
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(dest.parent))  # never apply into an enclosing repo
+    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=dest, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UserError(f"cannot apply {patch.name}: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
+    """Copy the starter into `dest`, make it a git repository, commit."""
+    from git import InvalidGitRepositoryError, Repo
+
+    dest = Path(dest).expanduser().resolve()
+    if dest.exists() and not dest.is_dir():
+        raise UserError(f"{dest} exists and is not a directory")
+    non_empty = dest.is_dir() and any(dest.iterdir())
+    result = StartResult(dest, "")
+    if non_empty and not force:
+        raise UserError(f"{dest} is not empty; use --force to start over (your old work is kept in git or moved aside)")
+    repo = None
+    if non_empty:
+        try:
+            repo = Repo(dest)
+            if Path(repo.working_tree_dir).resolve() != dest:
+                repo = None  # a folder inside some other repository: do not touch that one
+        except InvalidGitRepositoryError:
+            repo = None
+        if repo is not None:
+            if _has_changes(repo):
+                result.saved_commit = _commit_all(repo, f"roadmap: save work before restarting {spec.id}")
+            else:
+                result.saved_commit = repo.head.commit.hexsha
+            _clear_except_git(dest)
+        else:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+            aside = dest.with_name(f"{dest.name}.old-{stamp}")
+            n = 1
+            while aside.exists():
+                aside = dest.with_name(f"{dest.name}.old-{stamp}-{n}")
+                n += 1
+            dest.rename(aside)
+            result.moved_aside = aside
+    dest.mkdir(parents=True, exist_ok=True)
+    if repo is None:
+        repo = Repo.init(dest)
+    write_starter(spec, dest)
+    result.commit_sha = _commit_all(repo, f"roadmap: start {spec.id} from the starter")
+    return result
+
+
+def reset(spec: LabSpec, path: Path) -> tuple[Optional[str], str]:
+    """Back to the starter after committing the current work.
+
+    Returns (sha of the commit holding the old work or None, sha of the reset commit).
+    """
+    from git import InvalidGitRepositoryError, Repo
+
+    path = Path(path).resolve()
+    if not path.is_dir():
+        raise UserError(f"workspace {path} does not exist; use `roadmap lab start {spec.id}`")
+    try:
+        repo = Repo(path)
+    except InvalidGitRepositoryError:
+        raise UserError(f"{path} is not a git repository; refusing to reset (use `roadmap lab start --force`)") from None
+    saved = _commit_all(repo, f"roadmap: save work before resetting {spec.id}") if _has_changes(repo) else None
+    _clear_except_git(path)
+    write_starter(spec, path)
+    if _has_changes(repo):
+        return saved, _commit_all(repo, f"roadmap: reset {spec.id} to the starter")
+    return saved, repo.head.commit.hexsha
+
+
+def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
+    """(HEAD sha, dirty) of the workspace's git repository, or (None, None)."""
+    try:
+        from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+    except ImportError:  # pragma: no cover - gitpython is a dependency
+        return None, None
+    try:
+        repo = Repo(path, search_parent_directories=False)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return None, None
+    sha = repo.head.commit.hexsha if repo.head.is_valid() else None
+    return sha, repo.is_dirty(untracked_files=True)

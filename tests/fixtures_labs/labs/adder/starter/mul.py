@@ -1,0 +1,2 @@
+def mul(a, b):
+    raise NotImplementedError("implement mul(a, b): see README.md")

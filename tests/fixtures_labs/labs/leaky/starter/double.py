@@ -1,0 +1,2 @@
+def double(x):
+    raise NotImplementedError("see README.md")
