@@ -1,9 +1,389 @@
-"""Placeholder: this command group is being written (see docs/architecture.md)."""
+"""Research log commands: `paper ...`, `log ...` and `cadence`.
+
+Thin: parse the options, call one function of `roadmap_cli.research`, render.
+Services (and sqlmodel) are imported inside the commands.
+"""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
+from typing_extensions import Annotated
+
+from roadmap_cli import context
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
+DateOpt = Annotated[Optional[str], typer.Option("--date", help="Your local date, YYYY-MM-DD / today / yesterday (default: today; no future dates).")]
+StageOpt = Annotated[Optional[int], typer.Option("--stage", help="Curriculum stage number this belongs to.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
+log_app = typer.Typer(name="log", help="Log cadence items (reproduction, experiment, ...) and study hours; list/edit/delete them.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    app.add_typer(paper_app)
+    app.add_typer(log_app)
+    app.command("cadence")(cadence)
+
+
+def _today():
+    from roadmap_cli.research.periods import local_today
+
+    return local_today()
+
+
+def _date(text: Optional[str], what: str = "date"):
+    from roadmap_cli.research.periods import parse_local_date
+
+    return parse_local_date(text, today=_today(), what=what) if text else None
+
+
+def _check_stage(stage: Optional[int]) -> None:
+    """Refuse a stage the curriculum does not have (skipped if it cannot load)."""
+    if stage is None:
+        return
+    from roadmap_cli.errors import NotFoundError, RoadmapError
+
+    try:
+        numbers = [s.number for s in context.current().curriculum().stages]
+    except (RoadmapError, ImportError):
+        return
+    if stage not in numbers:
+        raise NotFoundError("stage", str(stage), [str(n) for n in numbers])
+
+
+def _emit(command: str, data, as_json: bool, render) -> None:
+    from roadmap_cli.output import emit
+
+    emit(command, data, as_json=as_json, render=lambda console: render(data, console))
+
+
+# --- paper -------------------------------------------------------------------
+
+def paper_log(
+    title: Annotated[str, typer.Argument(help="The paper's title.")],
+    arxiv: Annotated[Optional[str], typer.Option("--arxiv", help="arXiv id or abs/pdf URL (2307.08691, hep-th/9901001, arXiv:..v2).")] = None,
+    doi: Annotated[Optional[str], typer.Option("--doi", help="DOI, bare or as a doi.org URL.")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="A link to the paper.")] = None,
+    authors: Annotated[Optional[str], typer.Option("--authors", help="Authors, comma separated.")] = None,
+    year: Annotated[Optional[int], typer.Option("--year", help="Publication year.")] = None,
+    tags: Annotated[Optional[str], typer.Option("--tags", help="Tags, comma separated.")] = None,
+    stage: StageOpt = None,
+    status: Annotated[str, typer.Option("--status", help="to-read, reading, read or reproduced.")] = "read",
+    rating: Annotated[Optional[int], typer.Option("--rating", help="Your rating, 1 to 5.")] = None,
+    note: Annotated[Optional[str], typer.Option("--note", help="A first note.")] = None,
+    date: DateOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Log it even if the same paper is already logged.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Log a paper (default: read today). Refuses a paper already logged, unless --force."""
+    from roadmap_cli.research.papers import PaperInput, log_paper
+    from roadmap_cli.research.render import paper_detail
+
+    _check_stage(stage)
+    inp = PaperInput(title=title, authors=authors, year=year, arxiv=arxiv, doi=doi, url=url, tags=[tags] if tags else [],
+                     stage=stage, status=status, rating=rating, note=note, read_on=_date(date))
+    paper = log_paper(context.current().store(), inp, today=_today(), force=force)
+    _emit("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
+
+
+paper_app.command("log")(paper_log)
+paper_app.command("add", help="Alias of `paper log`.")(paper_log)
+
+
+@paper_app.command("list")
+def paper_list(
+    status: Annotated[Optional[str], typer.Option("--status", help="Only this status.")] = None,
+    tag: Annotated[Optional[str], typer.Option("--tag", help="Only papers with this tag.")] = None,
+    stage: StageOpt = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Read (or added, if unread) on or after YYYY-MM-DD.")] = None,
+    search: Annotated[Optional[str], typer.Option("--search", "-s", help="Text in title, authors, notes, ids or tags.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most N papers (newest first).")] = 50,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every matching paper.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List logged papers, newest first, with filters."""
+    from roadmap_cli.research.papers_query import PaperFilter, list_papers
+    from roadmap_cli.research.render import paper_table
+
+    flt = PaperFilter(status=status, tag=tag, stage=stage, since=_date(since, "since date"), text=search)
+    result = list_papers(context.current().store(), flt, limit=None if show_all else max(limit, 0))
+    _emit("paper list", result, as_json, paper_table)
+
+
+@paper_app.command("show")
+def paper_show(
+    paper_id: Annotated[str, typer.Argument(help="Paper id (see `paper list`).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one paper: ids, status, tags, notes and the entries that cite it."""
+    from roadmap_cli.research.papers import get_paper, parse_paper_id
+    from roadmap_cli.research.render import paper_detail
+
+    _emit("paper show", get_paper(context.current().store(), parse_paper_id(paper_id)), as_json, paper_detail)
+
+
+@paper_app.command("read")
+def paper_read(
+    paper_id: Annotated[str, typer.Argument(help="Paper id.")],
+    date: DateOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Mark a paper read (today or --date); it counts for that week's papers."""
+    from roadmap_cli.research.papers import mark_read, parse_paper_id
+
+    today = _today()
+    paper = mark_read(context.current().store(), parse_paper_id(paper_id), on=_date(date) or today, today=today)
+    _emit("paper read", paper, as_json, lambda p, c: c.print(f"#{p['id']} {p['title']}: {p['status']} on {p['read_on']}"))
+
+
+@paper_app.command("note")
+def paper_note(
+    paper_id: Annotated[str, typer.Argument(help="Paper id.")],
+    text: Annotated[Optional[str], typer.Option("--text", help="Append this note (without it, $EDITOR opens the notes).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="With --text: replace the notes instead of appending.")] = False,
+) -> None:
+    """Add to a paper's notes with --text, or edit them in $EDITOR."""
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.research.papers import current_notes, parse_paper_id, set_notes
+
+    store, pid = context.current().store(), parse_paper_id(paper_id)
+    if text is None:
+        edited = typer.edit(current_notes(store, pid), extension=".md", require_save=True)
+        if edited is None:
+            raise UserError("notes not saved (editor closed without saving); nothing changed")
+        set_notes(store, pid, edited, append=False)
+    else:
+        set_notes(store, pid, text, append=not replace)
+    typer.echo(f"notes of #{pid} saved")
+
+
+@paper_app.command("edit")
+def paper_edit(
+    paper_id: Annotated[str, typer.Argument(help="Paper id.")],
+    title: Annotated[Optional[str], typer.Option("--title", help="New title.")] = None,
+    arxiv: Annotated[Optional[str], typer.Option("--arxiv", help="arXiv id or URL ('' clears it).")] = None,
+    doi: Annotated[Optional[str], typer.Option("--doi", help="DOI ('' clears it).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="Link ('' clears it).")] = None,
+    authors: Annotated[Optional[str], typer.Option("--authors", help="Authors, comma separated.")] = None,
+    year: Annotated[Optional[int], typer.Option("--year", help="Publication year.")] = None,
+    tags: Annotated[Optional[str], typer.Option("--tags", help="Replace the tags (comma separated).")] = None,
+    stage: StageOpt = None,
+    status: Annotated[Optional[str], typer.Option("--status", help="to-read, reading, read or reproduced.")] = None,
+    rating: Annotated[Optional[int], typer.Option("--rating", help="1 to 5.")] = None,
+    date: DateOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Allow ids/title that another logged paper has.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a paper's fields (only those given)."""
+    from roadmap_cli.research.papers import edit_paper, parse_paper_id
+    from roadmap_cli.research.render import paper_detail
+
+    _check_stage(stage)
+    given = {"title": title, "arxiv": arxiv, "doi": doi, "url": url, "authors": authors, "year": year,
+             "tags": tags, "stage": stage, "status": status, "rating": rating, "read_on": _date(date)}
+    changes = {k: v for k, v in given.items() if v is not None}
+    paper = edit_paper(context.current().store(), parse_paper_id(paper_id), changes, today=_today(), force=force)
+    _emit("paper edit", paper, as_json, paper_detail)
+
+
+@paper_app.command("delete")
+def paper_delete(paper_id: Annotated[str, typer.Argument(help="Paper id.")], yes: YesOpt = False) -> None:
+    """Delete a paper (asks first unless --yes)."""
+    from roadmap_cli.research.papers import delete_paper, get_paper, parse_paper_id
+
+    store, pid = context.current().store(), parse_paper_id(paper_id)
+    paper = get_paper(store, pid)
+    if not yes and not typer.confirm(f"delete paper #{pid} {paper['title']!r}?", default=False):
+        raise typer.Exit(1)
+    delete_paper(store, pid)
+    typer.echo(f"deleted paper #{pid}")
+
+
+@paper_app.command("import")
+def paper_import(
+    file: Annotated[str, typer.Argument(help="A .bib file.")],
+    status: Annotated[str, typer.Option("--status", help="Status for entries that carry none (to-read: importing is not reading).")] = "to-read",
+    tags: Annotated[Optional[str], typer.Option("--tags", help="Tags added to every imported paper.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Import duplicates too.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a BibTeX file; malformed entries are reported (file:line:col) and skipped."""
+    from pathlib import Path
+
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.research.render import import_report
+    from roadmap_cli.research.transfer import import_bibtex
+
+    path = Path(file).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    result = import_bibtex(context.current().store(), text, source=str(file), today=_today(),
+                           default_status=status, tags=[tags] if tags else None, force=force)
+    _emit("paper import", result, as_json, import_report)
+
+
+@paper_app.command("export")
+def paper_export(
+    fmt: Annotated[str, typer.Option("--format", help="bibtex, json or csv.")] = "bibtex",
+    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Export the whole paper log as BibTeX, JSON or CSV."""
+    from pathlib import Path
+
+    from roadmap_cli.research.transfer import export_papers
+
+    text = export_papers(context.current().store(), fmt)
+    if output:
+        Path(output).expanduser().write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output}", err=True)
+    else:
+        typer.echo(text, nl=False)
+
+
+@paper_app.command("suggest")
+def paper_suggest(
+    stage: Annotated[Optional[int], typer.Option("--stage", help="Treat this as the current stage (default: your first unfinished stage).")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many suggestions.")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Unread papers from the curriculum's reading list, current stage first."""
+    from roadmap_cli.research.papers_query import current_stage_number, suggest
+    from roadmap_cli.research.render import suggestions
+
+    ctx = context.current()
+    curriculum = ctx.curriculum()
+    _check_stage(stage)
+    current = stage if stage is not None else current_stage_number(ctx.store(), curriculum)
+    result = suggest(ctx.store(), curriculum.reading_list, current, limit=max(limit, 0))
+    _emit("paper suggest", result, as_json, suggestions)
+
+
+# --- log -----------------------------------------------------------------------
+
+def _item_command(kind: str):
+    def log_item(
+        title: Annotated[str, typer.Argument(help="What it was: a short title.")],
+        link: Annotated[Optional[str], typer.Option("--link", help="URL of the repo, post, report or PR.")] = None,
+        paper: Annotated[Optional[str], typer.Option("--paper", help="Paper id it is about (a reproduction marks it reproduced).")] = None,
+        lab: Annotated[Optional[str], typer.Option("--lab", help="Lab id it belongs to.")] = None,
+        stage: StageOpt = None,
+        date: DateOpt = None,
+        note: Annotated[Optional[str], typer.Option("--note", help="A note.")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from roadmap_cli.research.entries import EntryInput, log_entry
+        from roadmap_cli.research.papers import parse_paper_id
+
+        _check_stage(stage)
+        inp = EntryInput(kind=kind, on_date=_date(date) or _today(), title=title, link=link, stage=stage, lab_id=lab,
+                         paper_id=parse_paper_id(paper) if paper else None, note=note)
+        entry = log_entry(context.current().store(), inp, today=_today())
+        _emit(f"log {kind}", entry, as_json, lambda e, c: c.print(f"logged {e['kind']} #{e['id']} on {e['on_date']}"))
+
+    log_item.__doc__ = f"Log a {kind} (dated today or --date)."
+    return log_item
+
+
+for _kind in ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper"):
+    log_app.command(_kind)(_item_command(_kind))
+
+
+@log_app.command("hours")
+def log_hours(
+    hours: Annotated[float, typer.Argument(help="Hours studied, e.g. 2.5.")],
+    stage: StageOpt = None,
+    date: DateOpt = None,
+    note: Annotated[Optional[str], typer.Option("--note", help="What you worked on.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Log study hours (the plan asks for 10-15 a week)."""
+    from roadmap_cli.research.entries import EntryInput, log_entry
+
+    _check_stage(stage)
+    inp = EntryInput(kind="hours", on_date=_date(date) or _today(), hours=hours, stage=stage, note=note)
+    entry = log_entry(context.current().store(), inp, today=_today())
+    _emit("log hours", entry, as_json, lambda e, c: c.print(f"logged {e['hours']:g} h on {e['on_date']} (#{e['id']})"))
+
+
+@log_app.command("list")
+def log_list(
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind (reproduction, ..., hours).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="On or after YYYY-MM-DD.")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="On or before YYYY-MM-DD.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most N entries.")] = 50,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every entry.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List logged cadence entries, newest first."""
+    from roadmap_cli.research.entries import list_entries
+    from roadmap_cli.research.render import entry_table
+
+    result = list_entries(context.current().store(), kind=kind, since=_date(since, "since date"),
+                          until=_date(until, "until date"), limit=None if show_all else max(limit, 0))
+    _emit("log list", result, as_json, entry_table)
+
+
+@log_app.command("edit")
+def log_edit(
+    entry_id: Annotated[str, typer.Argument(help="Entry id (see `log list`).")],
+    title: Annotated[Optional[str], typer.Option("--title", help="New title.")] = None,
+    hours: Annotated[Optional[float], typer.Option("--hours", help="New hours (hours entries).")] = None,
+    link: Annotated[Optional[str], typer.Option("--link", help="New link.")] = None,
+    paper: Annotated[Optional[str], typer.Option("--paper", help="Paper id it is about.")] = None,
+    lab: Annotated[Optional[str], typer.Option("--lab", help="Lab id.")] = None,
+    stage: StageOpt = None,
+    date: DateOpt = None,
+    note: Annotated[Optional[str], typer.Option("--note", help="New note.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change an entry's fields (only those given)."""
+    from roadmap_cli.research.entries import edit_entry, parse_entry_id
+    from roadmap_cli.research.papers import parse_paper_id
+
+    _check_stage(stage)
+    given = {"title": title, "hours": hours, "link": link, "lab_id": lab, "stage": stage, "note": note,
+             "on_date": _date(date), "paper_id": parse_paper_id(paper) if paper else None}
+    changes = {k: v for k, v in given.items() if v is not None}
+    entry = edit_entry(context.current().store(), parse_entry_id(entry_id), changes, today=_today())
+    _emit("log edit", entry, as_json, lambda e, c: c.print(f"updated {e['kind']} #{e['id']} ({e['on_date']})"))
+
+
+@log_app.command("delete")
+def log_delete(entry_id: Annotated[str, typer.Argument(help="Entry id.")], yes: YesOpt = False) -> None:
+    """Delete an entry (asks first unless --yes)."""
+    from roadmap_cli.research.entries import delete_entry, get_entry, parse_entry_id
+
+    store, eid = context.current().store(), parse_entry_id(entry_id)
+    entry = get_entry(store, eid)
+    what = f"{entry['hours']:g} h" if entry["kind"] == "hours" else repr(entry["title"])
+    if not yes and not typer.confirm(f"delete {entry['kind']} #{eid} {what} of {entry['on_date']}?", default=False):
+        raise typer.Exit(1)
+    delete_entry(store, eid)
+    typer.echo(f"deleted {entry['kind']} #{eid}")
+
+
+# --- cadence -------------------------------------------------------------------
+
+def cadence(
+    week: Annotated[bool, typer.Option("--week", help="This ISO week (the default).")] = False,
+    month: Annotated[bool, typer.Option("--month", help="This month.")] = False,
+    quarter: Annotated[bool, typer.Option("--quarter", help="This quarter.")] = False,
+    at: Annotated[Optional[str], typer.Option("--at", help="Look at the period holding this date instead of today.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Targets vs logged for the ISO week/month/quarter, streaks, and a 52-week calendar."""
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.research.cadence import cadence_report
+    from roadmap_cli.research.render import cadence as render_cadence
+
+    if week + month + quarter > 1:
+        raise UserError("choose one of --week, --month, --quarter")
+    period = "month" if month else "quarter" if quarter else "week"
+    ctx, today = context.current(), _today()
+    report = cadence_report(ctx.store(), ctx.curriculum(), period=period, at=_date(at, "--at date") or today, today=today)
+    _emit("cadence", report, as_json, render_cadence)

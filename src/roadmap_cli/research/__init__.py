@@ -1,0 +1,34 @@
+"""The research log: papers (arXiv/DOI ids, BibTeX), the other cadence items
+(reproductions, experiments, benchmarks, reports, blog posts, open-source
+projects, workshop papers, study hours), and the cadence itself: targets per
+ISO week / month / quarter, streaks and a 52-week calendar.
+
+Modules: ids (parsing), periods (calendar maths, streaks), papers (log/edit),
+papers_query (list/suggest), bibtex (reader/writer), transfer (import/export),
+entries (other items), cadence (targets vs done), calendar (rendering data),
+render (rich output for the CLI).
+
+This package's top level stays import-light: `roadmap status` calls
+`cadence_summary` and must not pay for anything else.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+
+def cadence_summary(store, curriculum, today: date) -> dict:
+    """This ISO week's cadence for `roadmap status`.
+
+    Returns {"week": "2026-W49", "start", "end",
+             "kinds": {kind: {"done", "target"}} for every weekly target,
+             "hours": {"done", "min", "max"}, "met": bool | None,
+             "streak": {"current", "longest"}} (weekly streaks).
+    Two GROUP BY queries; no rows are loaded one by one.
+    """
+    from roadmap_cli.research.cadence import cadence_summary as summary
+
+    return summary(store, curriculum, today)
+
+
+__all__ = ["cadence_summary"]

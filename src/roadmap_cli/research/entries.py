@@ -1,0 +1,164 @@
+"""The rest of the cadence: reproductions, experiments, benchmarks, reports,
+blog posts, open-source projects, workshop papers, and study hours.
+
+Each is one row in `cadence_entries` dated with the learner's local date.
+A reproduction that names a paper (`--paper ID`) marks that paper reproduced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Optional
+
+from roadmap_cli.errors import NotFoundError, UserError
+from roadmap_cli.research.papers import mark_reproduced, utc_now_iso
+
+# The kinds of `roadmap log KIND`; `paper` is the paper log itself.
+ENTRY_KINDS = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours")
+ITEM_KINDS = ENTRY_KINDS[:-1]
+MAX_HOURS_PER_DAY = 24.0
+
+
+@dataclass
+class EntryInput:
+    kind: str
+    on_date: date
+    title: Optional[str] = None
+    hours: Optional[float] = None
+    stage: Optional[int] = None
+    link: Optional[str] = None
+    paper_id: Optional[int] = None
+    lab_id: Optional[str] = None
+    note: Optional[str] = None
+
+
+def _future(day: date, today: date) -> None:
+    if day > today:
+        raise UserError(f"date {day.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+
+
+def _validate(inp: EntryInput, today: date) -> None:
+    if inp.kind not in ENTRY_KINDS:
+        raise NotFoundError("entry kind", inp.kind, ENTRY_KINDS)
+    _future(inp.on_date, today)
+    if inp.kind == "hours":
+        if inp.hours is None or not 0 < inp.hours <= MAX_HOURS_PER_DAY:
+            raise UserError(f"hours must be more than 0 and at most {MAX_HOURS_PER_DAY:g} for one day, got {inp.hours}")
+    elif not (inp.title or "").strip():
+        raise UserError(f"a {inp.kind} needs a title")
+    if inp.paper_id is not None and inp.kind == "hours":
+        raise UserError("--paper applies to items, not hours")
+
+
+def entry_dict(entry) -> dict:
+    return {
+        "id": entry.id, "kind": entry.kind, "title": entry.title, "on_date": entry.on_date,
+        "hours": entry.hours, "stage": entry.stage, "link": entry.link, "paper_id": entry.paper_id,
+        "lab_id": entry.lab_id, "note": entry.note, "created_at": entry.created_at,
+    }
+
+
+def log_entry(store, inp: EntryInput, *, today: date) -> dict:
+    """Record one entry; a reproduction of a logged paper marks it reproduced."""
+    from roadmap_cli.store.tables import CadenceEntry, Paper
+
+    _validate(inp, today)
+    with store.session() as session:
+        if inp.paper_id is not None:
+            if session.get(Paper, inp.paper_id) is None:
+                raise NotFoundError("paper", str(inp.paper_id), [])
+            if inp.kind == "reproduction":
+                mark_reproduced(session, inp.paper_id, inp.on_date)
+        entry = CadenceEntry(
+            kind=inp.kind, title=(inp.title or "").strip() or None, on_date=inp.on_date.isoformat(),
+            hours=inp.hours, stage=inp.stage, link=inp.link, paper_id=inp.paper_id, lab_id=inp.lab_id,
+            note=inp.note, created_at=utc_now_iso(),
+        )
+        session.add(entry)
+        session.flush()
+        return entry_dict(entry)
+
+
+def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = None,
+                 until: Optional[date] = None, limit: Optional[int] = 50) -> dict:
+    """{"total", "shown", "entries"} newest first, optionally of one kind/date range."""
+    from sqlmodel import func, select
+
+    from roadmap_cli.store.tables import CadenceEntry
+
+    if kind is not None and kind not in ENTRY_KINDS:
+        raise NotFoundError("entry kind", kind, ENTRY_KINDS)
+    query = select(CadenceEntry)
+    if kind:
+        query = query.where(CadenceEntry.kind == kind)
+    if since:
+        query = query.where(CadenceEntry.on_date >= since.isoformat())
+    if until:
+        query = query.where(CadenceEntry.on_date <= until.isoformat())
+    with store.session() as session:
+        total = session.exec(select(func.count()).select_from(query.subquery())).one()
+        query = query.order_by(CadenceEntry.on_date.desc(), CadenceEntry.id.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        entries = [entry_dict(e) for e in session.exec(query).all()]
+    return {"total": total, "shown": len(entries), "entries": entries}
+
+
+def _load(session, entry_id: int):
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CadenceEntry
+
+    entry = session.get(CadenceEntry, entry_id)
+    if entry is None:
+        recent = session.exec(select(CadenceEntry.id).order_by(CadenceEntry.id.desc()).limit(20)).all()
+        raise NotFoundError("entry", str(entry_id), [str(i) for i in recent])
+    return entry
+
+
+def get_entry(store, entry_id: int) -> dict:
+    with store.session() as session:
+        return entry_dict(_load(session, entry_id))
+
+
+def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
+    """Change the given fields (keys absent are left alone); same checks as logging."""
+    from roadmap_cli.store.tables import Paper
+
+    allowed = {"title", "on_date", "hours", "stage", "link", "paper_id", "lab_id", "note"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise UserError(f"cannot edit {', '.join(sorted(unknown))}")
+    with store.session() as session:
+        entry = _load(session, entry_id)
+        merged = EntryInput(
+            kind=entry.kind,
+            on_date=changes.get("on_date") or date.fromisoformat(entry.on_date),
+            **{k: changes.get(k, getattr(entry, k)) for k in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note")},
+        )
+        _validate(merged, today)
+        if merged.paper_id is not None and session.get(Paper, merged.paper_id) is None:
+            raise NotFoundError("paper", str(merged.paper_id), [])
+        entry.on_date = merged.on_date.isoformat()
+        for key in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note"):
+            setattr(entry, key, getattr(merged, key))
+        if entry.kind == "reproduction" and entry.paper_id is not None:
+            mark_reproduced(session, entry.paper_id, merged.on_date)
+        return entry_dict(entry)
+
+
+def delete_entry(store, entry_id: int) -> dict:
+    """Delete one entry (a paper it marked reproduced stays reproduced)."""
+    with store.session() as session:
+        entry = _load(session, entry_id)
+        data = entry_dict(entry)
+        session.delete(entry)
+    return data
+
+
+def parse_entry_id(text: str | int) -> int:
+    value = str(text).strip().lstrip("#")
+    if not value.isdigit():
+        raise UserError(f"invalid entry id {text!r}: expected a number (see `roadmap log list`)")
+    return int(value)

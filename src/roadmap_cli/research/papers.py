@@ -1,0 +1,309 @@
+"""The paper log: log (with duplicate refusal), show, read, note, edit, delete.
+
+Listing and suggestions live in `papers_query`; BibTeX in `bibtex`.
+
+A paper counts for the cadence ("5 papers a week") in the ISO week of its
+`read_on` date once its status is `read` or `reproduced`. A paper logged as
+`reproduced` also gets a reproduction entry on that date (one per paper), and
+`roadmap log reproduction --paper ID` marks the paper reproduced — so the
+weekly "1 deep reproduction" is always counted from reproduction entries,
+exactly once, whichever way the learner records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Optional
+
+from roadmap_cli.errors import NotFoundError, UserError
+from roadmap_cli.research.ids import normalize_doi, parse_arxiv, title_key
+
+STATUSES = ("to-read", "reading", "read", "reproduced")
+COUNTED_STATUSES = ("read", "reproduced")  # these count for the cadence on read_on
+
+
+@dataclass
+class PaperInput:
+    """What the learner typed (or a BibTeX entry held), before validation."""
+
+    title: str
+    authors: Optional[str] = None
+    year: Optional[int] = None
+    arxiv: Optional[str] = None
+    doi: Optional[str] = None
+    url: Optional[str] = None
+    tags: list[str] = field(default_factory=list)
+    stage: Optional[int] = None
+    status: str = "read"
+    rating: Optional[int] = None
+    note: Optional[str] = None
+    read_on: Optional[date] = None  # defaults to today for read/reproduced
+    bibtex_key: Optional[str] = None
+
+
+class DuplicatePaperError(UserError):
+    def __init__(self, existing_id: int, reason: str, title: str) -> None:
+        super().__init__(f"already logged as #{existing_id} ({reason}): {title!r} — use --force to log it again")
+        self.existing_id = existing_id
+
+
+def parse_paper_id(text: str | int) -> int:
+    value = str(text).strip().lstrip("#")
+    if not value.isdigit():
+        raise UserError(f"invalid paper id {text!r}: expected a number such as 12 (see `roadmap paper list`)")
+    return int(value)
+
+
+def normalize_tags(tags: list[str] | str | None) -> list[str]:
+    """Tags are lower case, comma/space separated on input, unique, in order."""
+    if not tags:
+        return []
+    items = tags.split(",") if isinstance(tags, str) else [t for raw in tags for t in str(raw).split(",")]
+    seen: list[str] = []
+    for tag in (t.strip().lower().replace(" ", "-") for t in items):
+        if tag and tag not in seen:
+            seen.append(tag)
+    return seen
+
+
+def _check_status(status: str) -> str:
+    if status not in STATUSES:
+        raise UserError(f"unknown status {status!r} (choose {', '.join(STATUSES)})")
+    return status
+
+
+def _check_rating(rating: Optional[int]) -> Optional[int]:
+    if rating is not None and not 1 <= rating <= 5:
+        raise UserError(f"rating {rating} out of range (1 to 5)")
+    return rating
+
+
+def prepare(inp: PaperInput, *, today: date) -> dict:
+    """Validate and normalise into column values (raises UserError)."""
+    title = " ".join((inp.title or "").split())
+    if not title:
+        raise UserError("a paper needs a title")
+    status = _check_status(inp.status)
+    if inp.read_on is not None and inp.read_on > today:
+        raise UserError(f"date {inp.read_on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+    arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
+    if inp.year is not None and not 1000 <= inp.year <= today.year + 1:
+        raise UserError(f"year {inp.year} does not look like a publication year")
+    return {
+        "title": title,
+        "title_key": title_key(title),
+        "authors": " ".join(inp.authors.split()) if inp.authors else None,
+        "year": inp.year,
+        "arxiv_id": arxiv.id if arxiv else None,
+        "arxiv_version": arxiv.version if arxiv else None,
+        "doi": normalize_doi(inp.doi) if inp.doi else None,
+        "url": inp.url.strip() if inp.url else None,
+        "stage": inp.stage,
+        "status": status,
+        # Only a paper that was read has a read date; to-read/reading have none.
+        "read_on": (inp.read_on or today).isoformat() if status in COUNTED_STATUSES else None,
+        "added_on": today.isoformat(),
+        "rating": _check_rating(inp.rating),
+        "notes": inp.note.strip() if inp.note and inp.note.strip() else None,
+        "bibtex_key": inp.bibtex_key,
+    }
+
+
+def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> Optional[tuple[int, str, str]]:
+    """(id, reason, title) of a logged paper with the same arXiv id, DOI or title."""
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import Paper
+
+    checks = (("arxiv_id", "same arXiv id"), ("doi", "same DOI"), ("title_key", "same title"))
+    for column, reason in checks:
+        value = values.get(column)
+        if not value:
+            continue
+        query = select(Paper.id, Paper.title).where(getattr(Paper, column) == value)
+        if exclude_id is not None:
+            query = query.where(Paper.id != exclude_id)
+        row = session.exec(query.order_by(Paper.id).limit(1)).first()
+        if row is not None:
+            return row[0], reason, row[1]
+    return None
+
+
+def insert_paper(session, values: dict, tags: list[str]) -> int:
+    """Insert one prepared paper (+ tags, + a reproduction entry if reproduced)."""
+    from roadmap_cli.store.tables import Paper, PaperTag
+
+    paper = Paper(**values)
+    session.add(paper)
+    session.flush()
+    for tag in tags:
+        session.add(PaperTag(paper_id=paper.id, tag=tag))
+    if values["status"] == "reproduced":
+        _ensure_reproduction_entry(session, paper)
+    return paper.id
+
+
+def utc_now_iso() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _ensure_reproduction_entry(session, paper) -> None:
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CadenceEntry
+
+    exists = session.exec(
+        select(CadenceEntry.id).where(CadenceEntry.kind == "reproduction", CadenceEntry.paper_id == paper.id)
+    ).first()
+    if exists is None:
+        session.add(CadenceEntry(kind="reproduction", title=paper.title, on_date=paper.read_on or paper.added_on,
+                                 paper_id=paper.id, stage=paper.stage, created_at=utc_now_iso()))
+
+
+def log_paper(store, inp: PaperInput, *, today: date, force: bool = False) -> dict:
+    """Log one paper; a duplicate is refused with the existing id unless `force`."""
+    values = prepare(inp, today=today)
+    tags = normalize_tags(inp.tags)
+    with store.session() as session:
+        if not force:
+            duplicate = find_duplicate(session, values)
+            if duplicate:
+                raise DuplicatePaperError(*duplicate)
+        paper_id = insert_paper(session, values, tags)
+    return get_paper(store, paper_id)
+
+
+def _load(session, paper_id: int):
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import Paper
+
+    paper = session.get(Paper, paper_id)
+    if paper is None:
+        nearby = session.exec(select(Paper.id).order_by(Paper.id.desc()).limit(20)).all()
+        raise NotFoundError("paper", str(paper_id), [str(i) for i in nearby])
+    return paper
+
+
+def paper_dict(paper, tags: list[str]) -> dict:
+    arxiv = None
+    if paper.arxiv_id:
+        arxiv = f"{paper.arxiv_id}v{paper.arxiv_version}" if paper.arxiv_version else paper.arxiv_id
+    return {
+        "id": paper.id, "title": paper.title, "authors": paper.authors, "year": paper.year,
+        "arxiv": arxiv, "arxiv_id": paper.arxiv_id, "arxiv_version": paper.arxiv_version,
+        "doi": paper.doi, "url": paper.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None),
+        "stage": paper.stage, "status": paper.status, "read_on": paper.read_on, "added_on": paper.added_on,
+        "rating": paper.rating, "tags": tags, "notes": paper.notes, "bibtex_key": paper.bibtex_key,
+    }
+
+
+def get_paper(store, paper_id: int) -> dict:
+    """One paper with its tags and the cadence entries that cite it."""
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CadenceEntry, PaperTag
+
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        tags = session.exec(select(PaperTag.tag).where(PaperTag.paper_id == paper_id).order_by(PaperTag.tag)).all()
+        entries = session.exec(
+            select(CadenceEntry).where(CadenceEntry.paper_id == paper_id).order_by(CadenceEntry.on_date)
+        ).all()
+        data = paper_dict(paper, list(tags))
+        data["entries"] = [{"id": e.id, "kind": e.kind, "title": e.title, "on_date": e.on_date} for e in entries]
+    return data
+
+
+def mark_read(store, paper_id: int, *, on: date, today: date) -> dict:
+    """Mark a paper read on `on` (a reproduced paper stays reproduced)."""
+    if on > today:
+        raise UserError(f"date {on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        if paper.status != "reproduced":
+            paper.status = "read"
+        paper.read_on = on.isoformat()
+    return get_paper(store, paper_id)
+
+
+def mark_reproduced(session, paper_id: int, on: date) -> None:
+    """Called by `log reproduction --paper ID` inside its transaction."""
+    paper = _load(session, paper_id)
+    paper.status = "reproduced"
+    if not paper.read_on:  # reproducing a paper means it was read by then
+        paper.read_on = on.isoformat()
+
+
+def set_notes(store, paper_id: int, text: str, *, append: bool) -> dict:
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        text = text.strip()
+        if append and paper.notes:
+            paper.notes = f"{paper.notes}\n\n{text}" if text else paper.notes
+        else:
+            paper.notes = text or None
+    return get_paper(store, paper_id)
+
+
+def current_notes(store, paper_id: int) -> str:
+    with store.session() as session:
+        return _load(session, paper_id).notes or ""
+
+
+def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool = False) -> dict:
+    """Change the given fields (None values are left alone); same checks as log."""
+    from sqlmodel import delete
+
+    from roadmap_cli.store.tables import PaperTag
+
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        current = paper_dict(paper, [])
+        merged = PaperInput(
+            title=changes.get("title") or paper.title,
+            authors=changes.get("authors", current["authors"]),
+            year=changes.get("year", paper.year),
+            arxiv=changes.get("arxiv", current["arxiv"]),
+            doi=changes.get("doi", paper.doi),
+            url=changes.get("url", paper.url),
+            stage=changes.get("stage", paper.stage),
+            status=changes.get("status") or paper.status,
+            rating=changes.get("rating", paper.rating),
+            note=paper.notes,
+            read_on=changes.get("read_on") or (date.fromisoformat(paper.read_on) if paper.read_on else None),
+            bibtex_key=paper.bibtex_key,
+        )
+        values = prepare(merged, today=today)
+        values["added_on"] = paper.added_on
+        if not force:
+            duplicate = find_duplicate(session, values, exclude_id=paper_id)
+            if duplicate:
+                raise DuplicatePaperError(*duplicate)
+        for key, value in values.items():
+            setattr(paper, key, value)
+        if changes.get("tags") is not None:
+            session.exec(delete(PaperTag).where(PaperTag.paper_id == paper_id))
+            for tag in normalize_tags(changes["tags"]):
+                session.add(PaperTag(paper_id=paper_id, tag=tag))
+        if values["status"] == "reproduced":
+            _ensure_reproduction_entry(session, paper)
+    return get_paper(store, paper_id)
+
+
+def delete_paper(store, paper_id: int) -> dict:
+    """Delete a paper and its tags; entries that cited it keep their own record."""
+    from sqlmodel import delete, update
+
+    from roadmap_cli.store.tables import CadenceEntry, PaperTag
+
+    data = get_paper(store, paper_id)
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        session.exec(delete(PaperTag).where(PaperTag.paper_id == paper_id))
+        session.exec(update(CadenceEntry).where(CadenceEntry.paper_id == paper_id).values(paper_id=None))
+        session.delete(paper)
+    return data

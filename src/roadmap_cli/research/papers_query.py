@@ -1,0 +1,155 @@
+"""Reading the paper log: `paper list` filters and `paper suggest`.
+
+`paper list` must start as fast as `roadmap status` even with 10,000 papers,
+so it is two SQL statements (a COUNT and a LIMITed page with the tags folded
+in by GROUP_CONCAT), run on a Core connection: no ORM objects, no loading of
+rows that are not shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Optional
+
+from roadmap_cli.research.ids import parse_arxiv, title_key
+from roadmap_cli.research.papers import COUNTED_STATUSES, STATUSES
+
+DEFAULT_LIMIT = 50
+
+_COLUMNS = ("id", "title", "authors", "year", "arxiv_id", "arxiv_version", "doi", "url", "stage",
+            "status", "read_on", "added_on", "rating")
+
+
+@dataclass
+class PaperFilter:
+    status: Optional[str] = None
+    tag: Optional[str] = None
+    stage: Optional[int] = None
+    since: Optional[date] = None  # read on (or, unread, added on) this date or later
+    text: Optional[str] = None  # in title, authors, notes, ids or tags
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _where(flt: PaperFilter) -> tuple[str, dict]:
+    from roadmap_cli.errors import UserError
+
+    clauses, params = [], {}
+    if flt.status:
+        if flt.status not in STATUSES:
+            raise UserError(f"unknown status {flt.status!r} (choose {', '.join(STATUSES)})")
+        clauses.append("p.status = :status")
+        params["status"] = flt.status
+    if flt.tag:
+        clauses.append("EXISTS (SELECT 1 FROM paper_tags t WHERE t.paper_id = p.id AND t.tag = :tag)")
+        params["tag"] = flt.tag.strip().lower()
+    if flt.stage is not None:
+        clauses.append("p.stage = :stage")
+        params["stage"] = flt.stage
+    if flt.since:
+        clauses.append("COALESCE(p.read_on, p.added_on) >= :since")
+        params["since"] = flt.since.isoformat()
+    if flt.text:
+        # LIKE is case-insensitive for ASCII in SQLite; ESCAPE keeps % and _ literal.
+        fields = ("p.title", "p.authors", "p.notes", "p.arxiv_id", "p.doi")
+        inner = " OR ".join(f"{f} LIKE :text ESCAPE '\\'" for f in fields)
+        clauses.append(f"({inner} OR EXISTS (SELECT 1 FROM paper_tags t WHERE t.paper_id = p.id AND t.tag LIKE :text ESCAPE '\\'))")
+        params["text"] = _like(flt.text.strip())
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _row_dict(row) -> dict:
+    data = dict(zip(_COLUMNS, row[: len(_COLUMNS)]))
+    version = data["arxiv_version"]
+    data["arxiv"] = (f"{data['arxiv_id']}v{version}" if version else data["arxiv_id"]) if data["arxiv_id"] else None
+    data["tags"] = sorted(row[len(_COLUMNS)].split("\x1f")) if row[len(_COLUMNS)] else []
+    data["has_notes"] = bool(row[len(_COLUMNS) + 1])
+    return data
+
+
+def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT) -> dict:
+    """{"total": all matches, "shown": n, "papers": [...]}, newest first.
+
+    `limit=None` returns every match.
+    """
+    from sqlalchemy import text
+
+    where, params = _where(flt)
+    columns = ", ".join(f"p.{c}" for c in _COLUMNS)
+    page = (
+        f"SELECT {columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
+        f"p.notes IS NOT NULL FROM papers p{where} "
+        "ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
+    )
+    if limit is not None:
+        page += " LIMIT :limit"
+        params = {**params, "limit": limit}
+    with store.engine.connect() as conn:
+        total = conn.execute(text(f"SELECT COUNT(*) FROM papers p{where}"), params).scalar_one()
+        rows = conn.execute(text(page), params).all()
+        conn.rollback()
+    papers = [_row_dict(r) for r in rows]
+    return {"total": total, "shown": len(papers), "papers": papers}
+
+
+def current_stage_number(store, curriculum) -> Optional[int]:
+    """The lowest-numbered stage with an unchecked checkpoint (None: all done)."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        done = {r[0] for r in conn.execute(text("SELECT checkpoint_id FROM checkpoint_progress"))}
+        conn.rollback()
+    for stage in sorted(curriculum.stages, key=lambda s: s.number):
+        if any(cp.id not in done for cp in stage.checkpoints):
+            return stage.number
+    return None
+
+
+def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optional[int] = 10) -> dict:
+    """Unread papers from the reading list: the current stage's first, then the
+    earlier stages' (backlog), then the later ones, each in list order.
+
+    A reading item is "read" when a logged paper with the same arXiv id or
+    title has status read/reproduced; one logged as to-read/reading is still
+    suggested, with its paper id.
+    """
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers")).all()
+        conn.rollback()
+    by_arxiv = {r[1]: r for r in rows if r[1]}
+    by_title = {r[2]: r for r in rows}
+
+    def bucket(stage: int) -> tuple[int, int]:
+        if current_stage is None or stage == current_stage:
+            return (0, 0)
+        return (1, -stage) if stage < current_stage else (2, stage)
+
+    items = []
+    for order, item in enumerate(reading_list):
+        arxiv_id = None
+        if item.arxiv:
+            try:
+                arxiv_id = parse_arxiv(item.arxiv).id
+            except Exception:  # noqa: BLE001 - a bad id in the list must not hide the rest
+                arxiv_id = None
+        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(title_key(item.title))
+        if logged is not None and logged[3] in COUNTED_STATUSES:
+            continue
+        items.append(((bucket(item.stage), order), {
+            "reading_id": item.id, "title": item.title, "authors": item.authors, "year": item.year,
+            "arxiv": item.arxiv, "url": item.url or (f"https://arxiv.org/abs/{item.arxiv}" if item.arxiv else None),
+            "stage": item.stage, "kind": item.kind,
+            "paper_id": logged[0] if logged else None, "status": logged[3] if logged else None,
+        }))
+    items.sort(key=lambda pair: pair[0])
+    chosen = [data for _, data in items]
+    total = len(chosen)
+    if limit is not None:
+        chosen = chosen[:limit]
+    return {"current_stage": current_stage, "total_unread": total, "suggestions": chosen}

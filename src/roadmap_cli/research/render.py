@@ -1,0 +1,121 @@
+"""Rich rendering of the research log's results (the CLI calls these through
+`output.emit(..., render=...)`, with the same data the JSON envelope holds)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from roadmap_cli.output import progress_bar
+
+STATUS_STYLE = {"to-read": "dim", "reading": "yellow", "read": "green", "reproduced": "bold green"}
+
+
+def _ids(p: dict) -> str:
+    return f"arXiv:{p['arxiv']}" if p.get("arxiv") else (f"doi:{p['doi']}" if p.get("doi") else "")
+
+
+def paper_table(result: dict, console: Console) -> None:
+    papers = result["papers"]
+    if not papers:
+        console.print("No papers match." if result["total"] == 0 else "")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("id", "status", "read", "title", "id/link", "tags", "st."):
+        table.add_column(name, overflow="fold" if name == "title" else "ellipsis", no_wrap=name != "title",
+                         min_width=24 if name == "title" else None, ratio=1 if name == "title" else None)
+    for p in papers:
+        table.add_row(
+            str(p["id"]), Text(p["status"], style=STATUS_STYLE.get(p["status"], "")), p["read_on"] or "",
+            p["title"], _ids(p), ",".join(p["tags"]), "" if p["stage"] is None else str(p["stage"]),
+        )
+    console.print(table)
+    if result["shown"] < result["total"]:
+        console.print(f"[dim]{result['shown']} of {result['total']} shown (newest first); --limit N or --all for more[/]")
+    else:
+        console.print(f"[dim]{result['total']} paper(s)[/]")
+
+
+def paper_detail(p: dict, console: Console) -> None:
+    console.print(f"[bold]#{p['id']} {p['title']}[/]", soft_wrap=True)
+    rows = [
+        ("authors", p.get("authors")), ("year", p.get("year")), ("arXiv", p.get("arxiv")), ("DOI", p.get("doi")),
+        ("url", p.get("url")), ("status", p["status"]), ("read on", p.get("read_on")), ("added on", p.get("added_on")),
+        ("stage", p.get("stage")), ("rating", "★" * p["rating"] if p.get("rating") else None),
+        ("tags", ", ".join(p.get("tags") or []) or None),
+    ]
+    for name, value in rows:
+        if value not in (None, ""):
+            console.print(f"  [dim]{name:<9}[/] {value}", soft_wrap=True)
+    for entry in p.get("entries") or []:
+        console.print(f"  [dim]{entry['kind']:<9}[/] #{entry['id']} {entry['on_date']} {entry['title'] or ''}")
+    if p.get("notes"):
+        console.print("  [dim]notes[/]")
+        for line in p["notes"].splitlines():
+            console.print(f"    {line}", markup=False, soft_wrap=True)
+
+
+def suggestions(result: dict, console: Console) -> None:
+    stage = result["current_stage"]
+    console.print(f"[bold]Reading list[/] — current stage: {stage if stage is not None else 'all done'}; "
+                  f"{result['total_unread']} unread")
+    for s in result["suggestions"]:
+        link = f"arXiv:{s['arxiv']}" if s.get("arxiv") else (s.get("url") or "")
+        logged = f" [dim](logged #{s['paper_id']}, {s['status']})[/]" if s.get("paper_id") else ""
+        console.print(f"  [cyan]stage {s['stage']}[/] {s['title']} [dim]{link}[/]{logged}", soft_wrap=True)
+    if result["suggestions"]:
+        first = result["suggestions"][0]
+        hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else ""
+        console.print(f"[dim]log one: roadmap paper log \"{first['title']}\"{hint} --stage {first['stage']}[/]", markup=True)
+
+
+def entry_table(result: dict, console: Console) -> None:
+    if not result["entries"]:
+        console.print("No entries.")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("id", "date", "kind", "title / hours", "paper", "link"):
+        table.add_column(name, overflow="fold" if name.startswith("title") else "ellipsis")
+    for e in result["entries"]:
+        what = f"{e['hours']:g} h" if e["kind"] == "hours" else (e["title"] or "")
+        table.add_row(str(e["id"]), e["on_date"], e["kind"], what,
+                      f"#{e['paper_id']}" if e["paper_id"] else "", e["link"] or e["lab_id"] or "")
+    console.print(table)
+    if result["shown"] < result["total"]:
+        console.print(f"[dim]{result['shown']} of {result['total']} shown; --limit N or --all for more[/]")
+
+
+def import_report(result: dict, console: Console) -> None:
+    console.print(f"imported {len(result['imported'])} paper(s) from {result['source']}")
+    for d in result["duplicates"]:
+        console.print(f"  [yellow]skipped[/] {d['key']}: already logged as #{d['existing_id']} ({d['reason']})")
+    for problem in result["problems"]:
+        console.print(f"  [red]skipped[/] {problem}", markup=True, soft_wrap=True)
+
+
+def cadence(report: dict, console: Console) -> None:
+    from roadmap_cli.research.calendar import render_calendar
+
+    line = report["line"]
+    verdict = {True: "[green]all targets met[/]", False: "[yellow]not yet[/]", None: "[dim]no targets[/]"}[line["met"]]
+    console.print(f"[bold]{line['label']}[/] ({line['start']} – {line['end']}): {verdict}")
+    for k in line["kinds"]:
+        frac = k["done"] / k["target"] if k["target"] else 1.0
+        mark = "[green]✓[/]" if k["met"] else " "
+        console.print(f"  {k['kind']:<15} {progress_bar(frac, 15)} {k['done']:>3}/{k['target']:<3} {mark}")
+    hours = line["hours"]
+    if hours["min"] is not None:
+        frac = hours["done"] / hours["min"] if hours["min"] else 1.0
+        mark = "[green]✓[/]" if hours["done"] >= hours["min"] else " "
+        console.print(f"  {'hours':<15} {progress_bar(frac, 15)} {hours['done']:>3g}/{hours['min']:g}–{hours['max']:g} {mark}")
+    elif hours["done"]:
+        console.print(f"  {'hours':<15} {hours['done']:g}")
+    for kind, n in line["other"].items():
+        console.print(f"  [dim]{kind:<15} {n} (no {line['period']}ly target)[/]")
+    s = report["streak"]
+    end = f", ended {s['longest_end']}" if s["longest_end"] else ""
+    console.print(f"streak: {s['current']} {s['period']}(s) in a row meeting every target; longest {s['longest']}{end}")
+    console.print()
+    for i, text in enumerate(render_calendar(report["calendar"])):
+        console.print(Text(text, style="green" if 0 < i < 8 else ""))
