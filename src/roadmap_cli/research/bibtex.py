@@ -208,9 +208,10 @@ _SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_"}
 def latex_to_text(value: str) -> str:
     """`{FlashAttention}-2: Fast \\& {\\"u}ber` -> `FlashAttention-2: Fast & über`."""
     text = _ACCENT.sub(lambda m: m.group(2) + _ACCENTS[m.group(1)], value)
-    text = _ESCAPED.sub(lambda m: "\x00" + m.group(1), text)  # protect escaped braces
+    # Escaped braces are kept (as placeholders while grouping braces go).
+    text = _ESCAPED.sub(lambda m: {"{": "\ue000", "}": "\ue001"}.get(m.group(1), m.group(1)), text)
     text = text.replace("{", "").replace("}", "").replace("~", " ")
-    text = text.replace("\x00", "")
+    text = text.replace("\ue000", "{").replace("\ue001", "}")
     return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
