@@ -18,6 +18,199 @@ dev_app = typer.Typer(name="dev", help="Commands for lab authors and CI.", no_ar
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON envelope instead of tables.")]
 
 
+# ------------------------------------------------------------------ lab ...
+
+
+def _ctx():
+    from roadmap_cli import context
+
+    return context.current()
+
+
+@lab_app.command("list")
+def lab_list(as_json: JsonOpt = False) -> None:
+    """Every lab: stage, state, best score, and whether it can be fully graded on this machine."""
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    ctx = _ctx()
+    data = service.lab_list(ctx.store(), ctx.lang)
+    emit("lab list", data, as_json=as_json, render=lambda c: render.lab_list(c, data))
+
+
+@lab_app.command("show")
+def lab_show(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the lab's handout (README.md), rendered."""
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    data = service.show(lab_id)
+
+    def render(console) -> None:
+        from rich.markdown import Markdown
+
+        console.print(Markdown(data["readme"]))
+
+    emit("lab show", data, as_json=as_json, render=render)
+
+
+@lab_app.command("start")
+def lab_start(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
+    directory: Annotated[Optional[str], typer.Option("--dir", help="Workspace folder (default: <data home>/labs/ID).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Start over in a non-empty folder (old work is committed or moved aside first).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy the starter into a workspace (a git repository) and record it."""
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    ctx = _ctx()
+    spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force)
+    data = {"lab": spec.id, "path": result.path, "commit_sha": result.commit_sha,
+            "moved_aside": result.moved_aside, "saved_commit": result.saved_commit}
+
+    def render(console) -> None:
+        if result.saved_commit:
+            console.print(f"Your previous work is saved in commit {result.saved_commit[:10]} (git log in the workspace).")
+        if result.moved_aside:
+            console.print(f"Your previous files were moved to {result.moved_aside}")
+        console.print(f"Started [bold]{spec.id}[/] in {result.path}")
+        console.print(f"Next: read the handout (`roadmap lab show {spec.id}`), edit the files, then run `roadmap grade` there.")
+
+    emit("lab start", data, as_json=as_json, render=render)
+
+
+@lab_app.command("status")
+def lab_status(
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in, else every lab you tried).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attempt history: when, score per part, commit, device, key performance figures."""
+    from pathlib import Path
+
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    ctx = _ctx()
+    data = service.lab_status(ctx.store(), lab_id, Path.cwd(), ctx.lang)
+    emit("lab status", data, as_json=as_json, render=lambda c: render.lab_status(c, data))
+
+
+@lab_app.command("hint")
+def lab_hint(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the next hint (hints used are recorded)."""
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    ctx = _ctx()
+    data = service.next_hint(ctx.store(), lab_id, ctx.lang)
+
+    def render(console) -> None:
+        if not data["total"]:
+            console.print(f"{data['lab']} has no hints.")
+            return
+        console.print(f"[bold]Hint {data['index']}/{data['total']}[/]: {data['text']}")
+        if not data["new"]:
+            console.print("[dim](that was the last hint)[/]")
+
+    emit("lab hint", data, as_json=as_json, render=render)
+
+
+@lab_app.command("reset")
+def lab_reset(
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put the starter back, after committing your current work (recover it with git)."""
+    from pathlib import Path
+
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    spec, path, saved, head = service.reset_lab(_ctx().store(), lab_id, Path.cwd())
+    data = {"lab": spec.id, "path": path, "saved_commit": saved, "commit_sha": head}
+
+    def render(console) -> None:
+        if saved:
+            console.print(f"Your work is saved in commit {saved[:10]} (`git show {saved[:10]}` in {path}).")
+        console.print(f"{spec.id}: back to the starter in {path}")
+
+    emit("lab reset", data, as_json=as_json, render=render)
+
+
+@lab_app.command("solution")
+def lab_solution(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the reference solution (only once the lab has passed)."""
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    data = service.solution(_ctx().store(), lab_id)
+
+    def render(console) -> None:
+        from rich.syntax import Syntax
+
+        for rel, text in data["files"].items():
+            console.rule(rel)
+            console.print(Syntax(text, "python" if rel.endswith(".py") else "text", line_numbers=False))
+
+    emit("lab solution", data, as_json=as_json, render=render)
+
+
+@lab_app.command("path")
+def lab_path(lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")]) -> None:
+    """Print the workspace folder of a lab (e.g. `cd $(roadmap lab path ID)`)."""
+    from roadmap_cli.labs import service
+
+    typer.echo(str(service.lab_path(_ctx().store(), lab_id)))
+
+
+# ------------------------------------------------------------------ grade, doctor
+
+
+def grade(
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    part: Annotated[Optional[str], typer.Option("--part", help="Grade only this part.")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout."""
+    from pathlib import Path
+
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs import service
+    from roadmap_cli.output import emit
+
+    ctx = _ctx()
+    with render.GradeProgress() as progress:
+        outcome = service.grade(ctx.store(), lab_id, Path.cwd(), part=part, timeout=timeout, on_event=progress.on_event)
+    data = render.grade_data(outcome)
+    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(c, outcome, ctx.lang))
+    if outcome.run.exit_code:
+        raise typer.Exit(outcome.run.exit_code)
+
+
+def doctor(as_json: JsonOpt = False) -> None:
+    """Check python, torch, triton, CUDA, the GPU, nvcc and git; say which lab parts can be graded here."""
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs.doctor import run_doctor
+    from roadmap_cli.output import emit
+
+    report = run_doctor()
+    emit("doctor", report, as_json=as_json, render=lambda c: render.doctor(c, report))
+
+
 # ------------------------------------------------------------------ dev check
 
 
@@ -45,3 +238,5 @@ def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.add_typer(lab_app)
     app.add_typer(dev_app)
+    app.command("grade")(grade)
+    app.command("doctor")(doctor)

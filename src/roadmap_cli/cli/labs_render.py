@@ -36,3 +36,169 @@ def dev_check_table(console: Console, report) -> None:
 def _first_lines(text: str, n: int) -> str:
     lines = (text or "").strip().splitlines()
     return "\n".join(lines[:n]) + ("\n…" if len(lines) > n else "")
+
+
+# ------------------------------------------------------------------ lab list / status
+
+STATE_STYLE = {"passed": "green", "partial": "yellow", "in-progress": "cyan", "not-started": "dim"}
+PART_MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[yellow]s[/]",
+             "not-graded-here": "[yellow]–[/]", "not-run": "[dim]·[/]"}
+
+
+def _gradable(value) -> str:
+    return {True: "yes", False: "[yellow]partly (needs a CUDA GPU)[/]", None: "?"}[value]
+
+
+def lab_list(console: Console, data: dict) -> None:
+    table = Table(title=f"Labs (grading on {data['device']})")
+    for col in ("id", "stage", "title", "state", "best", "fully gradable here?"):
+        table.add_column(col, overflow="fold")
+    for row in data["labs"]:
+        style = STATE_STYLE.get(row["state"], "")
+        table.add_row(row["id"], str(row["stage"]), row.get("title_text") or row["title"]["en"],
+                      f"[{style}]{row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
+                      _gradable(row["gradable_here"]))
+    console.print(table)
+    if any(r["parts_not_gradable_here"] for r in data["labs"]):
+        console.print("[dim]Scores count only the parts gradable on this machine.[/]")
+
+
+def lab_status(console: Console, data: dict) -> None:
+    if not data["labs"]:
+        console.print("No lab started yet: `roadmap lab list`, then `roadmap lab start ID`.")
+        return
+    for lab in data["labs"]:
+        style = STATE_STYLE.get(lab["state"], "")
+        console.print(f"[bold]{lab['id']}[/] [{style}]{lab['state']}[/] best {lab['best_score']:g}/{lab['max_score']:g}"
+                      + (f"  workspace {lab['workspace']}" if lab.get("workspace") else ""), soft_wrap=True)
+        if lab["parts_not_gradable_here"]:
+            console.print(f"  not graded here (needs a CUDA GPU): {', '.join(lab['parts_not_gradable_here'])}")
+        if not lab["history"]:
+            console.print("  no attempts yet: run `roadmap grade` in the workspace")
+            continue
+        table = Table(show_edge=False)
+        for col in ("#", "when (UTC)", "outcome", "score", "parts", "commit", "device", "perf"):
+            table.add_column(col, overflow="fold")
+        for a in lab["history"]:
+            parts = " ".join(f"{p['id']}:{_part_cell(p)}" for p in a["parts"])
+            commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
+            device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
+            perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
+            table.add_row(str(a["id"]), a["started_at"].replace("T", " ")[:19], a["outcome"],
+                          f"{a['score']:g}/{a['max_score']:g}", parts, commit, device, perf)
+        console.print(table)
+
+
+def _part_cell(p: dict) -> str:
+    if p["status"] == "not-graded-here":
+        return "not graded here"
+    if p["status"] == "not-run":
+        return "–"
+    return f"{p['points']:g}/{p['max_points']:g}"
+
+
+# ------------------------------------------------------------------ grade
+
+
+class GradeProgress:
+    """Live progress per test on stderr: a bar with the running test, and one
+    line per finished test (stdout stays clean for --json)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.description}"), console=err_console, transient=True)
+        self.task = None
+
+    def __enter__(self) -> "GradeProgress":
+        self.progress.__enter__()
+        self.task = self.progress.add_task("starting pytest…", total=None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def on_event(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "collected":
+            self.progress.update(self.task, total=len(event.get("tests", [])), description="")
+        elif kind == "start":
+            self.progress.update(self.task, description=event["nodeid"])
+        elif kind == "collect_error":
+            self.progress.console.print(f"[red]✗[/] {event['nodeid']} could not be imported", soft_wrap=True)
+        elif kind == "result":
+            self.progress.advance(self.task)
+            mark = {"passed": "[green]✓[/]", "skipped": "[yellow]s[/]"}.get(event["outcome"], "[red]✗[/]")
+            first = (event.get("message") or "").strip().splitlines()[:1]
+            tail = f"  [dim]{first[0]}[/]" if first and event["outcome"] != "passed" else ""
+            self.progress.console.print(f"{mark} {event['nodeid']} [dim]{event.get('duration_s', 0):.2f}s[/]{tail}",
+                                        soft_wrap=True, highlight=False)
+
+
+def grade_data(outcome) -> dict:
+    from roadmap_cli.output import to_jsonable
+
+    data = to_jsonable(outcome.run)
+    data.update(attempt_id=outcome.attempt_id, commit_sha=outcome.commit_sha, dirty=outcome.dirty,
+                checkpoints_marked=outcome.checkpoints_marked, exit_code=outcome.run.exit_code,
+                not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"])
+    return data
+
+
+def grade_report(console: Console, outcome, lang: str) -> None:
+    run = outcome.run
+    color = {"passed": "green", "failed": "red"}.get(run.outcome, "magenta")
+    table = Table(title=f"{run.lab_id}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
+    for col in ("", "part", "points", "tests", "details"):
+        table.add_column(col, overflow="fold")
+    for p in run.parts:
+        title = p.title.get(lang) or p.title.get("en")
+        points = "—" if p.status in ("not-graded-here", "not-run") else f"{p.points:g}/{p.max_points:g}"
+        tests = f"{p.tests_passed}/{p.tests_total}" if p.tests_total else ""
+        details = _first_lines(p.message or "", 4) if p.status != "passed" else ""
+        table.add_row(PART_MARK.get(p.status, "?"), f"{p.id}\n[dim]{title}[/]", points, tests, details)
+    console.print(table)
+    skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
+    if skipped:
+        console.print(f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "
+                      "The score counts only the parts gradable on this machine.")
+    if run.perf:
+        perf = Table(title="performance", show_edge=False)
+        for col in ("test", "figure", "value"):
+            perf.add_column(col, overflow="fold")
+        for f in run.perf:
+            perf.add_row(f["test"], f["name"], f"{f['value']:.4g} {f['unit']}")
+        console.print(perf)
+    if run.message:
+        console.print(f"[{color}]{run.message}[/]", soft_wrap=True)
+    if run.log_tail and run.outcome in ("error", "crash"):
+        console.print("[dim]last lines of the grader's output:[/]")
+        console.print(_first_lines("\n".join(run.log_tail.splitlines()[-12:]), 12), markup=False, soft_wrap=True)
+    device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
+    console.print(f"[dim]attempt #{outcome.attempt_id} · {run.duration_s:.1f}s · {device} · commit {commit}[/]")
+    if outcome.checkpoints_marked:
+        console.print(f"[green]Checkpoints completed:[/] {', '.join(outcome.checkpoints_marked)}")
+
+
+# ------------------------------------------------------------------ doctor
+
+
+def doctor(console: Console, report) -> None:
+    table = Table(title="roadmap doctor", show_header=False)
+    table.add_column("")
+    table.add_column("check")
+    table.add_column("value", overflow="fold")
+    for check in report.checks:
+        table.add_row(MARK[check.ok], check.name, check.value)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if report.labs:
+        labs = Table(title="what can be graded here")
+        for col in ("lab", "parts graded here", "not graded here (needs a CUDA GPU)"):
+            labs.add_column(col, overflow="fold")
+        for lab in report.labs:
+            labs.add_row(lab["id"], ", ".join(lab["gradable"]) or "—", ", ".join(lab["not_gradable"]) or "—")
+        console.print(labs)

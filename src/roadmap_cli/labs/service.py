@@ -1,0 +1,313 @@
+"""What the lab commands do with the database: workspaces, attempts, state,
+hints, solutions, and the build checkpoints that passing parts prove.
+
+`lab_summaries(store)` feeds `roadmap status`: it reads lab.yaml files and the
+database only (no torch, no subprocess).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from roadmap_cli.errors import NotFoundError, UserError
+from roadmap_cli.labs.spec import LabSpec, all_labs, find_lab, lab_ids
+from roadmap_cli.timeutil import utc_now_iso
+
+STATES = ("not-started", "in-progress", "partial", "passed")
+
+
+# ---------------------------------------------------------------- workspaces
+
+
+def default_workspace(home: Path, lab_id: str) -> Path:
+    return Path(home) / "labs" / lab_id
+
+
+def record_workspace(store, lab_id: str, path: Path) -> None:
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import LabWorkspace
+
+    with store.session() as s:
+        row = s.exec(select(LabWorkspace).where(LabWorkspace.path == str(path))).first()
+        if row is None:
+            s.add(LabWorkspace(lab_id=lab_id, path=str(path), created_at=utc_now_iso()))
+        else:
+            row.lab_id, row.created_at = lab_id, utc_now_iso()  # most recent start wins
+
+
+def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
+    """(lab id, path) of recorded workspaces, most recent first."""
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import LabWorkspace
+
+    with store.session() as s:
+        query = select(LabWorkspace).order_by(LabWorkspace.created_at.desc(), LabWorkspace.id.desc())
+        if lab_id:
+            query = query.where(LabWorkspace.lab_id == lab_id)
+        return [(row.lab_id, Path(row.path)) for row in s.exec(query)]
+
+
+def workspace_at(store, cwd: Path) -> Optional[tuple[str, Path]]:
+    """The recorded workspace containing `cwd` (the deepest one), if any."""
+    cwd = Path(cwd).resolve()
+    best = None
+    for lab_id, path in workspaces(store):
+        if cwd == path or path in cwd.parents:
+            if best is None or len(path.parts) > len(best[1].parts):
+                best = (lab_id, path)
+    return best
+
+
+def resolve_workspace(store, lab_id: Optional[str], cwd: Path) -> tuple[LabSpec, Path]:
+    """The lab and workspace a command is about: from the id, or from the current directory."""
+    here = workspace_at(store, cwd)
+    if lab_id is None:
+        if here is None:
+            raise UserError("not inside a lab workspace: give the lab id (see `roadmap lab list`)")
+        return find_lab(here[0]), here[1]
+    spec = find_lab(lab_id)
+    if here is not None and here[0] == spec.id:
+        return spec, here[1]
+    recorded = workspaces(store, spec.id)
+    if not recorded:
+        raise UserError(f"no workspace for {spec.id} yet: run `roadmap lab start {spec.id}`")
+    return spec, recorded[0][1]
+
+
+def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool):
+    from roadmap_cli.labs import workspace as ws
+
+    spec = find_lab(lab_id)
+    dest = Path(directory).expanduser() if directory else default_workspace(home, spec.id)
+    result = ws.start(spec, dest, force=force)
+    record_workspace(store, spec.id, result.path)
+    return spec, result
+
+
+def reset_lab(store, lab_id: Optional[str], cwd: Path):
+    from roadmap_cli.labs import workspace as ws
+
+    spec, path = resolve_workspace(store, lab_id, cwd)
+    saved, head = ws.reset(spec, path)
+    return spec, path, saved, head
+
+
+# ---------------------------------------------------------------- grading
+
+
+@dataclass
+class GradeOutcome:
+    attempt_id: int
+    run: object  # runner.GradeRun
+    commit_sha: Optional[str]
+    dirty: Optional[bool]
+    checkpoints_marked: list[str] = field(default_factory=list)
+
+
+def grade(store, lab_id: Optional[str], cwd: Path, *, part: Optional[str] = None,
+          timeout: Optional[float] = None, on_event: Optional[Callable[[dict], None]] = None) -> GradeOutcome:
+    from roadmap_cli.labs.runner import grade_workspace
+    from roadmap_cli.labs.workspace import head_info
+
+    spec, path = resolve_workspace(store, lab_id, cwd)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `roadmap lab start {spec.id} --force`")
+    sha, dirty = head_info(path)
+    run = grade_workspace(spec, path, parts=[part] if part else None, timeout=timeout, on_event=on_event)
+    attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
+    return GradeOutcome(attempt_id, run, sha, dirty, marked)
+
+
+def record_attempt(store, spec: LabSpec, run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
+    """Store the attempt and its per-test results; mark the checkpoints of passed parts."""
+    from roadmap_cli.progress import mark_done
+    from roadmap_cli.store.tables import GradeAttempt, GradeTestResult
+
+    parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
+                   "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
+    marked: list[str] = []
+    with store.session() as s:
+        attempt = GradeAttempt(
+            lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
+            score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
+            device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
+            triton_version=run.triton_version, interpret_mode=run.interpret_mode, commit_sha=commit_sha,
+            dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        )
+        s.add(attempt)
+        s.flush()
+        for t in run.tests:
+            s.add(GradeTestResult(attempt_id=attempt.id, nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome,
+                                  duration_s=t.duration_s, message=t.message))
+        for p in run.parts:
+            if p.status != "passed":
+                continue
+            for checkpoint in spec.part(p.id).proves:
+                _, already = mark_done(s, checkpoint, f"lab:{spec.id}/{p.id}", f"grade attempt {attempt.id}")
+                if not already:
+                    marked.append(checkpoint)
+        attempt_id = attempt.id
+    return attempt_id, marked
+
+
+# ---------------------------------------------------------------- state
+
+
+def _attempt_rows(store, lab_id: Optional[str] = None) -> list:
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import GradeAttempt
+
+    with store.session() as s:
+        query = select(GradeAttempt).order_by(GradeAttempt.id)
+        if lab_id:
+            query = query.where(GradeAttempt.lab_id == lab_id)
+        return list(s.exec(query))
+
+
+def _summary(spec: LabSpec, attempts: list, has_workspace: bool, cuda: Optional[bool], lang: Optional[str] = None) -> dict:
+    """State from every attempt: a part counts as passed once any attempt passed it."""
+    required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
+    best: dict[str, float] = {}
+    passed: set[str] = set()
+    for attempt in attempts:
+        for entry in json.loads(attempt.parts or "[]"):
+            if entry.get("status") == "passed":
+                passed.add(entry["id"])
+                best[entry["id"]] = max(best.get(entry["id"], 0.0), float(entry.get("points") or 0.0))
+    done = [p for p in required if p.id in passed]
+    if required and len(done) == len(required):
+        state = "passed"
+    elif done:
+        state = "partial"
+    elif attempts or has_workspace:
+        state = "in-progress"
+    else:
+        state = "not-started"
+    needs_cuda = any(p.needs_cuda for p in spec.parts)
+    row = {
+        "id": spec.id,
+        "title": spec.title.model_dump(),
+        "stage": spec.stage,
+        "state": state,
+        "best_score": round(sum(best.get(p.id, 0.0) for p in required), 3),
+        "max_score": round(sum(p.points for p in required), 3),
+        "gradable_here": (not needs_cuda) or cuda,
+        "attempts": len(attempts),
+        "parts_not_gradable_here": [p.id for p in spec.parts if p not in required],
+    }
+    if lang:
+        row["title_text"] = spec.title.get(lang)
+    return row
+
+
+def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[dict]:
+    attempts = _attempt_rows(store)
+    recorded = {lab for lab, _ in workspaces(store)}
+    rows = []
+    for spec in all_labs():
+        mine = [a for a in attempts if a.lab_id == spec.id]
+        rows.append(_summary(spec, mine, spec.id in recorded, cuda, lang))
+    return rows
+
+
+def lab_summaries(store) -> list[dict]:
+    """For `roadmap status`: id, title {en, zh}, stage, state, best_score,
+    max_score, gradable_here (True/False, None when unknown without probing
+    the GPU). Reads lab.yaml files and the database only."""
+    from roadmap_cli.labs.device import nvidia_smi_present
+
+    return _summaries(store, None if nvidia_smi_present() else False)
+
+
+def lab_list(store, lang: str) -> dict:
+    from roadmap_cli.labs.device import detect_device
+
+    device = detect_device()
+    return {"device": device.name, "cuda": device.cuda, "labs": _summaries(store, device.cuda, lang)}
+
+
+def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
+    """Attempt history of one lab (or of every lab with attempts)."""
+    from roadmap_cli.labs.device import detect_device
+
+    if lab_id is None:
+        here = workspace_at(store, cwd)
+        lab_id = here[0] if here else None
+    specs = [find_lab(lab_id)] if lab_id else all_labs()
+    cuda = detect_device().cuda
+    out = []
+    for spec in specs:
+        attempts = _attempt_rows(store, spec.id)
+        recorded = workspaces(store, spec.id)
+        if lab_id is None and not attempts and not recorded:
+            continue
+        summary = _summary(spec, attempts, bool(recorded), cuda, lang)
+        summary["workspace"] = str(recorded[0][1]) if recorded else None
+        summary["history"] = [_attempt_dict(a) for a in reversed(attempts)]
+        out.append(summary)
+    return {"labs": out}
+
+
+def _attempt_dict(a) -> dict:
+    return {
+        "id": a.id, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
+        "duration_s": a.duration_s, "parts": json.loads(a.parts or "[]"), "perf": json.loads(a.perf or "[]"),
+        "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
+        "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
+        "dirty": a.dirty, "grader_sha256": a.grader_sha256, "message": a.message,
+    }
+
+
+# ---------------------------------------------------------------- hints, solution
+
+
+def next_hint(store, lab_id: str, lang: str) -> dict:
+    from sqlmodel import func, select
+
+    from roadmap_cli.store.tables import LabHint
+
+    spec = find_lab(lab_id)
+    total = len(spec.hints)
+    if total == 0:
+        return {"lab": spec.id, "index": 0, "total": 0, "text": None, "new": False}
+    with store.session() as s:
+        used = s.exec(select(func.count()).select_from(LabHint).where(LabHint.lab_id == spec.id)).one()
+        index = min(used, total - 1)
+        new = used < total
+        if new:
+            s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
+    return {"lab": spec.id, "index": index + 1, "total": total, "text": spec.hints[index].get(lang), "new": new}
+
+
+def solution(store, lab_id: str) -> dict:
+    """The reference solution's files, only once every part gradable here has passed."""
+    from roadmap_cli.labs.device import detect_device
+
+    spec = find_lab(lab_id)
+    summary = _summary(spec, _attempt_rows(store, spec.id), False, detect_device().cuda)
+    if summary["state"] != "passed":
+        raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
+                        f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
+    files = {rel: src.read_text(encoding="utf-8", errors="replace") for rel, src in spec.solution_sources().items()}
+    return {"lab": spec.id, "files": files}
+
+
+def show(lab_id: str) -> dict:
+    spec = find_lab(lab_id)
+    return {"lab": spec.id, "title": spec.title.model_dump(), "stage": spec.stage,
+            "readme": spec.readme.read_text(encoding="utf-8"), "path": str(spec.readme)}
+
+
+def lab_path(store, lab_id: str) -> Path:
+    if lab_id not in lab_ids():
+        raise NotFoundError("lab", lab_id, lab_ids())
+    recorded = workspaces(store, lab_id)
+    if not recorded:
+        raise UserError(f"no workspace for {lab_id} yet: run `roadmap lab start {lab_id}`")
+    return recorded[0][1]
