@@ -1,0 +1,187 @@
+"""The only door from the grader to the learner's code.
+
+Every call into the workspace goes through a function here, wrapped in the
+guards this lab needs:
+- `forbid_torch_ops`: torch.matmul / mm / bmm / einsum / F.linear / `@` raise
+  while a learner matmul runs (write the kernel yourself);
+- `count_triton_launches`: a @triton.jit kernel must actually have launched;
+- `guarded_allocations`: tensors the learner allocates with torch.empty /
+  empty_like / zeros / zeros_like get a guard band after their last element,
+  and start out filled with a sentinel. Writing past the end (a missing store
+  mask) or leaving part of the output unwritten (a grid that misses a tile)
+  is then caught deterministically, on CPU as on GPU;
+- CUDA parts: the extension built from the learner's .cu file is called
+  directly, and the profiler confirms the learner's kernel ran and no
+  cuBLAS/CUTLASS GEMM did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+from roadmap_cli.grading_kit import count_triton_launches, forbid_torch_ops, learner_module
+
+MATMUL_OPS = ("matmul", "mm", "bmm", "einsum", "linear")
+SENTINEL = -4096.0  # exactly representable in fp16, bf16 and fp32
+GUARD_ELEMENTS = 4096
+
+# torch.matmul as it was before any guard patched it: the baseline and references use this.
+torch_matmul = torch.matmul
+
+
+# ---------------------------------------------------------------- guards
+
+
+class GuardedAllocations:
+    def __init__(self) -> None:
+        self.buffers: list[tuple[torch.Tensor, int, tuple[int, ...]]] = []
+
+    def check(self) -> None:
+        for storage, used, shape in self.buffers:
+            tail = storage[used:]
+            if not bool((tail == SENTINEL).all()):
+                bad = int((tail != SENTINEL).sum())
+                raise AssertionError(
+                    f"your code wrote {bad} element(s) past the end of a tensor of shape {shape} it allocated: "
+                    "a load/store without a mask for the last, partial block?"
+                )
+
+
+def _shape_from(size) -> tuple[int, ...] | None:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    if all(isinstance(s, int) for s in size):
+        return tuple(int(s) for s in size)
+    return None
+
+
+@contextlib.contextmanager
+def guarded_allocations() -> Iterator[GuardedAllocations]:
+    """Patch torch.empty/empty_like/zeros/zeros_like to hand out guarded,
+    sentinel-filled buffers (floating dtypes only; anything unusual falls
+    through to torch). Checks the guard bands when the block ends."""
+    originals = {name: getattr(torch, name) for name in ("empty", "empty_like", "zeros", "zeros_like")}
+    guards = GuardedAllocations()
+
+    def make(shape, dtype, device, zero: bool):
+        numel = 1
+        for s in shape:
+            numel *= s
+        storage = originals["empty"](numel + GUARD_ELEMENTS, dtype=dtype, device=device)
+        storage.fill_(SENTINEL)
+        view = storage[:numel].view(shape)
+        if zero:
+            view.zero_()
+        guards.buffers.append((storage, numel, shape))
+        return view
+
+    def plain_kwargs(kwargs) -> bool:
+        dtype = kwargs.get("dtype") or torch.get_default_dtype()
+        return set(kwargs) <= {"dtype", "device"} and dtype.is_floating_point
+
+    def empty(*size, **kwargs):
+        shape = _shape_from(size)
+        if shape is None or not plain_kwargs(kwargs):
+            return originals["empty"](*size, **kwargs)
+        return make(shape, kwargs.get("dtype") or torch.get_default_dtype(), kwargs.get("device"), zero=False)
+
+    def zeros(*size, **kwargs):
+        shape = _shape_from(size)
+        if shape is None or not plain_kwargs(kwargs):
+            return originals["zeros"](*size, **kwargs)
+        return make(shape, kwargs.get("dtype") or torch.get_default_dtype(), kwargs.get("device"), zero=True)
+
+    def like(name: str, zero: bool):
+        def allocate(tensor, **kwargs):
+            dtype = kwargs.get("dtype") or tensor.dtype
+            if not isinstance(tensor, torch.Tensor) or set(kwargs) - {"dtype", "device"} or not dtype.is_floating_point:
+                return originals[name](tensor, **kwargs)
+            return make(tuple(tensor.shape), dtype, kwargs.get("device") or tensor.device, zero=zero)
+
+        return allocate
+
+    patched = {"empty": empty, "zeros": zeros, "empty_like": like("empty_like", False), "zeros_like": like("zeros_like", True)}
+    try:
+        for name, fn in patched.items():
+            setattr(torch, name, fn)
+        yield guards
+    finally:
+        for name, fn in originals.items():
+            setattr(torch, name, fn)
+    guards.check()
+
+
+@contextlib.contextmanager
+def triton_call(what: str, forbid: tuple[str, ...] = ()) -> Iterator[None]:
+    """Guards around one call of a learner's Triton wrapper."""
+    with count_triton_launches() as launches, guarded_allocations(), forbid_torch_ops(*forbid):
+        yield
+    if launches.count == 0:
+        raise AssertionError(f"{what} returned without launching a @triton.jit kernel")
+
+
+# ---------------------------------------------------------------- Triton parts
+
+
+def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    module = learner_module("vector_add")
+    with triton_call("vector_add"):
+        return module.vector_add(x, y)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    module = learner_module("matmul")
+    with triton_call("matmul", forbid=MATMUL_OPS):
+        return module.matmul(a, b)
+
+
+def matmul_unguarded():
+    """The learner's matmul for timing: no allocation guards (they cost time);
+    the caller wraps the whole timing run in forbid_torch_ops + count_triton_launches."""
+    return learner_module("matmul").matmul
+
+
+# ---------------------------------------------------------------- CUDA parts
+
+GEMM_LIBRARY_MARKERS = ("gemm", "cublas", "cutlass", "xmma", "sm80_", "sm90_", "ampere_", "volta_", "turing_")
+
+
+def _kernel_names(fn, *args):
+    """Run fn(*args) under the CUDA profiler; return (output, names of GPU kernels that ran)
+    or (output, None) when the profiler records no CUDA activity on this machine."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn(*args)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if getattr(e, "device_type", None) is not None and "cuda" in str(e.device_type).lower()]
+    return out, (names or None)
+
+
+def _cuda_call(extension, function: str, kernel: str, *args):
+    fn = getattr(extension, function, None)
+    if fn is None:
+        raise AssertionError(f"the extension built from your .cu file has no function {function!r}")
+    with forbid_torch_ops(*MATMUL_OPS):
+        out, names = _kernel_names(fn, *args)
+    if names is not None:
+        if not any(kernel in n for n in names):
+            raise AssertionError(f"{function} did not launch a kernel named {kernel} (GPU kernels seen: {names[:5]})")
+        library = [n for n in names if any(m in n.lower() for m in GEMM_LIBRARY_MARKERS)]
+        if library:
+            raise AssertionError(f"{function} ran a library GEMM ({library[0]}): write the kernel yourself")
+    return out
+
+
+def cuda_vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    extension = learner_module("cuda_kernels").load_vector_add()
+    return _cuda_call(extension, "vector_add", "vector_add_kernel", x, y)
+
+
+def cuda_matmul(variant: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """variant: "naive" or "tiled"."""
+    extension = learner_module("cuda_kernels").load_matmul()
+    return _cuda_call(extension, f"matmul_{variant}", f"matmul_{variant}_kernel", a, b)

@@ -1,0 +1,51 @@
+"""Test inputs that make mistakes show up deterministically.
+
+Every input is a view into a bigger buffer whose extra rows and columns hold
+NaN. A kernel that forgets a mask reads NaN past the edge (instead of
+whatever happens to lie in memory, or crashing), and NaN poisons the output.
+Seeds come from grading_kit.seeded(), mixed with the per-run secret seed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from roadmap_cli.grading_kit import device, seeded
+
+PAD = 256  # NaN elements after each row and after the last row: more than any sane block
+
+
+def generator(name: str) -> torch.Generator:
+    return torch.Generator(device="cpu").manual_seed(seeded(name))
+
+
+def random_values(shape, dtype, gen: torch.Generator, distribution: str = "normal") -> torch.Tensor:
+    """fp32 values on the CPU: "normal" N(0, 1) or "uniform" U(-1, 1)."""
+    if distribution == "normal":
+        values = torch.randn(shape, generator=gen)
+    else:
+        values = torch.rand(shape, generator=gen) * 2 - 1
+    return values.to(dtype)
+
+
+def nan_padded(values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
+    """`values` (on the grading device) as a view whose neighbours in memory are NaN.
+
+    Row-major: the view's rows are PAD elements longer than its width.
+    transposed=True: stored column-major (the view is a .t() of a padded matrix),
+    which catches kernels that assume contiguous inputs or swap strides.
+    """
+    dev = device()
+    if values.dim() == 1:
+        storage = torch.full((values.shape[0] + PAD,), float("nan"), dtype=values.dtype, device=dev)
+        view = storage[: values.shape[0]]
+    elif not transposed:
+        rows, cols = values.shape
+        storage = torch.full((rows + PAD, cols + PAD), float("nan"), dtype=values.dtype, device=dev)
+        view = storage[:rows, :cols]
+    else:
+        rows, cols = values.shape
+        storage = torch.full((cols + PAD, rows + PAD), float("nan"), dtype=values.dtype, device=dev)
+        view = storage[:cols, :rows].t()
+    view.copy_(values.to(dev))
+    return view
