@@ -71,7 +71,7 @@ def build_calendar(daily: dict[date, int], *, end: date, weeks: int = 52, met_we
 
 def _month_row(columns: list[dict]) -> str:
     """Month names above the first week that holds the 1st of that month."""
-    row = [" "] * len(columns)
+    row = [" "] * (len(columns) + 2)  # a label on the last weeks may run past the grid
     free_from = 0
     for i, col in enumerate(columns):
         start = col["start"] if isinstance(col["start"], date) else date.fromisoformat(col["start"])
@@ -79,8 +79,6 @@ def _month_row(columns: list[dict]) -> str:
         if first_of_month is None or i < free_from:
             continue
         name = MONTHS[first_of_month.month - 1]
-        if i + len(name) > len(columns):
-            break
         row[i:i + len(name)] = list(name)
         free_from = i + len(name) + 1
     return " " * GUTTER + "".join(row).rstrip()
