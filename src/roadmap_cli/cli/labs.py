@@ -223,10 +223,10 @@ def dev_check(
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs.devcheck import run_dev_check
-    from roadmap_cli.labs.spec import all_labs, find_lab
+    from roadmap_cli.labs.spec import find_lab, load_all
 
-    specs = [find_lab(lab_id)] if lab_id else all_labs()
-    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress)
+    specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
+    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken)
     from roadmap_cli.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))

@@ -61,6 +61,9 @@ def lab_list(console: Console, data: dict) -> None:
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
         console.print("[dim]Scores count only the parts gradable on this machine.[/]")
+    for lab, problems in data.get("invalid", {}).items():
+        console.print(f"[yellow]warning:[/] lab {lab} is not listed: {problems[1] if len(problems) > 1 else problems[0]}",
+                      soft_wrap=True, markup=True)
 
 
 def lab_status(console: Console, data: dict) -> None:
@@ -156,9 +159,14 @@ def grade_report(console: Console, outcome, lang: str) -> None:
         title = p.title.get(lang) or p.title.get("en")
         points = "—" if p.status in ("not-graded-here", "not-run") else f"{p.points:g}/{p.max_points:g}"
         tests = f"{p.tests_passed}/{p.tests_total}" if p.tests_total else ""
-        details = _first_lines(p.message or "", 4) if p.status != "passed" else ""
+        details = {"passed": "", "failed": "failed (see below)"}.get(p.status, p.message or p.status)
         table.add_row(PART_MARK.get(p.status, "?"), f"{p.id}\n[dim]{title}[/]", points, tests, details)
     console.print(table)
+    # Failures below the table, unwrapped: the first lines of the first failing test of each part.
+    for p in run.parts:
+        if p.status == "failed" and p.message:
+            console.print(f"[red]✗ {p.id}[/]", soft_wrap=True)
+            console.print("  " + _first_lines(p.message, 6).replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
     if skipped:
         console.print(f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "

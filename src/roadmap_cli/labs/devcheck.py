@@ -158,9 +158,15 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
 
 
 def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
-                  device: Optional[DeviceInfo] = None) -> DevCheckReport:
+                  device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None) -> DevCheckReport:
+    """Run every check; `invalid` (lab id -> ValidationError) become failed rows."""
     device = device or detect_device()
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
+    for lab_id, exc in (invalid or {}).items():
+        row = CheckRow(lab_id, "spec", "a valid lab.yaml", "invalid", False, 0.0, "\n".join([exc.message, *exc.details]))
+        report.rows.append(row)
+        if on_row:
+            on_row(row)
     report.warnings = curriculum_warnings(specs)
     tasks: list[Callable[[], CheckRow]] = []
     for spec in specs:

@@ -80,7 +80,7 @@ def probe_torch(timeout: float = 120) -> dict:
 def run_doctor() -> DoctorReport:
     from roadmap_cli.labs.device import detect_device
     from roadmap_cli.labs.runner import gradable_parts
-    from roadmap_cli.labs.spec import all_labs
+    from roadmap_cli.labs.spec import load_all
 
     device = detect_device()
     torch_info = probe_torch()
@@ -101,7 +101,10 @@ def run_doctor() -> DoctorReport:
               "CPU: Triton under TRITON_INTERPRET=1; parts that need a CUDA GPU are not graded here"))
     if device.cuda and not torch_info.get("cuda_available"):
         report.notes.append("nvidia-smi sees a GPU but torch cannot use it: check the driver / CUDA build")
-    for spec in all_labs():
+    specs, broken = load_all()
+    for lab_id, exc in broken.items():
+        report.notes.append(f"lab {lab_id} is invalid: {exc.details[0] if exc.details else exc.message}")
+    for spec in specs:
         here = gradable_parts(spec, device)
         report.labs.append({"id": spec.id, "stage": spec.stage, "gradable": here,
                             "not_gradable": [p.id for p in spec.parts if p.id not in here]})

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.labs.spec import LabSpec, all_labs, find_lab, lab_ids
+from roadmap_cli.labs.spec import LabSpec, all_labs, find_lab, lab_ids, load_all
 from roadmap_cli.timeutil import utc_now_iso
 
 STATES = ("not-started", "in-progress", "partial", "passed")
@@ -210,7 +210,7 @@ def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[
     attempts = _attempt_rows(store)
     recorded = {lab for lab, _ in workspaces(store)}
     rows = []
-    for spec in all_labs():
+    for spec in load_all()[0]:
         mine = [a for a in attempts if a.lab_id == spec.id]
         rows.append(_summary(spec, mine, spec.id in recorded, cuda, lang))
     return rows
@@ -229,7 +229,9 @@ def lab_list(store, lang: str) -> dict:
     from roadmap_cli.labs.device import detect_device
 
     device = detect_device()
-    return {"device": device.name, "cuda": device.cuda, "labs": _summaries(store, device.cuda, lang)}
+    broken = load_all()[1]
+    return {"device": device.name, "cuda": device.cuda, "labs": _summaries(store, device.cuda, lang),
+            "invalid": {lab: [exc.message, *exc.details] for lab, exc in broken.items()}}
 
 
 def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
@@ -239,7 +241,7 @@ def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
     if lab_id is None:
         here = workspace_at(store, cwd)
         lab_id = here[0] if here else None
-    specs = [find_lab(lab_id)] if lab_id else all_labs()
+    specs = [find_lab(lab_id)] if lab_id else load_all()[0]
     cuda = detect_device().cuda
     out = []
     for spec in specs:

@@ -252,6 +252,18 @@ def all_labs() -> list[LabSpec]:
     return sorted((load_lab(p) for p in _lab_dirs()), key=lambda s: (s.stage, s.id))
 
 
+def load_all() -> tuple[list[LabSpec], dict[str, ValidationError]]:
+    """Every valid lab, and the problems of the invalid ones (by folder name):
+    one lab being written must not break `lab list` for the others."""
+    specs, broken = [], {}
+    for path in _lab_dirs():
+        try:
+            specs.append(load_lab(path))
+        except ValidationError as exc:
+            broken[path.name] = exc
+    return sorted(specs, key=lambda s: (s.stage, s.id)), broken
+
+
 def find_lab(lab_id: str) -> LabSpec:
     if not re.match(KEBAB, lab_id or ""):
         raise NotFoundError("lab", lab_id, lab_ids())
