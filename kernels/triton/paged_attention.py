@@ -60,7 +60,7 @@ def paged_attention_kernel(
     q = q.to(tl.float32) * scale
 
     context_len = tl.load(context_lens_ptr + seq)
-    num_blocks = tl.cdiv(context_len, BLOCK_SIZE)
+    num_blocks = (context_len + BLOCK_SIZE - 1) // BLOCK_SIZE       # blocks this sequence uses
 
     # Online-softmax state: running max, running denominator, running numerator.
     # (Shape-[1] tensors rather than Python floats: a loop-carried value must keep one type.)
