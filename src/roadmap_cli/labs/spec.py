@@ -138,17 +138,19 @@ def project_root() -> Path:
     return labs_root().parent
 
 
-def _mark_of(node: yaml.Node | None, loc: tuple) -> Optional[yaml.Mark]:
-    """The YAML position of pydantic's error location (or its deepest existing parent)."""
+def _mark_of(node: yaml.Node | None, loc: tuple, *, at_key: bool = False) -> Optional[yaml.Mark]:
+    """The YAML position of pydantic's error location (or its deepest existing
+    parent); `at_key` points at the last key itself (an unknown key)."""
     if node is None:
         return None
     mark = node.start_mark
-    for key in loc:
+    for i, key in enumerate(loc):
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 if key_node.value == str(key):
                     node = value_node
-                    mark = key_node.start_mark if value_node.start_mark is None else value_node.start_mark
+                    last = i == len(loc) - 1
+                    mark = key_node.start_mark if (at_key and last) else value_node.start_mark
                     break
             else:
                 return mark
@@ -190,7 +192,8 @@ def load_lab(lab_dir: Path) -> LabSpec:
         for err in exc.errors():
             loc = tuple(err["loc"])
             dotted = ".".join(str(p) for p in loc) or "(top)"
-            details.append(f"{_where(path, _mark_of(node, loc))}: {dotted}: {err['msg']}")
+            mark = _mark_of(node, loc, at_key=err["type"] == "extra_forbidden")
+            details.append(f"{_where(path, mark)}: {dotted}: {err['msg']}")
         raise ValidationError(f"invalid lab spec {path} ({len(details)} problem(s))", details=details) from None
     spec._root = lab_dir.resolve()
     problems = _cross_check(spec, node, path)
