@@ -99,9 +99,9 @@ def validate(
             console.print(line, markup=False, soft_wrap=True)
         if report.ok:
             extra = f" ({len(report.warnings)} warning(s))" if report.warnings else ""
-            console.print(f"{target}: valid{extra}", markup=False)
+            console.print(f"{target}: valid{extra}", markup=False, soft_wrap=True)
         else:
-            console.print(f"{target}: {len(report.errors)} problem(s)", markup=False)
+            console.print(f"{target}: {len(report.errors)} problem(s)", markup=False, soft_wrap=True)
 
     emit("curriculum validate", data, as_json=as_json, render=render)
     if not report.ok:
@@ -124,9 +124,9 @@ def readings(
     def render(console) -> None:
         from rich.table import Table
 
-        table = Table("stage", "id", "title", "year", "arXiv / URL")
+        table = Table("stage", "title", "year", "arXiv / URL")
         for r in rows:
-            table.add_row(str(r["stage"]), r["id"], r["title"], str(r["year"] or ""), r["arxiv"] or r["url"] or "")
+            table.add_row(str(r["stage"]), r["title"], str(r["year"] or ""), r["arxiv"] or r["url"] or "")
         console.print(table)
         console.print(f"{len(rows)} reading(s)")
 

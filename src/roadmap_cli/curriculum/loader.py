@@ -67,6 +67,9 @@ def _safe_load(path: Path, text: str) -> tuple[Any, Optional[str]]:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         what = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context and exc.context_mark and exc.context_mark is not mark:
+            start = exc.context_mark
+            what += f" ({exc.context} at {start.line + 1}:{start.column + 1})"
         return None, f"{path}:{line}:{col}: YAML syntax error: {what}"
     except yaml.YAMLError as exc:
         return None, f"{path}:1:1: YAML error: {exc}"
