@@ -137,7 +137,17 @@ def test_cadence_summary_for_status(store, curriculum):
     assert summary["week"] == "2021-W01" and summary["start"] == "2021-01-04"
     assert summary["kinds"] == {"paper": {"done": 2, "target": 5}, "reproduction": {"done": 0, "target": 1}}
     assert summary["hours"] == {"done": 2.5, "min": 10.0, "max": 15.0}
-    assert summary["met"] is False and summary["streak"] == {"current": 0, "longest": 0}
+    assert summary["met"] is False and (summary["streak"], summary["longest_streak"]) == (0, 0)
+
+
+def test_cadence_summary_streak_counts_finished_weeks(store, curriculum):
+    from roadmap_cli.research import cadence_summary
+
+    _meet_week(store, date(2020, 12, 21))
+    _meet_week(store, date(2020, 12, 28))
+    summary = cadence_summary(store, curriculum, TODAY)
+    assert (summary["streak"], summary["longest_streak"]) == (2, 2)
+    assert cadence_summary(store, curriculum, TODAY + timedelta(days=7))["streak"] == 0  # W01 was missed
 
 
 def test_cadence_without_targets_has_nothing_to_meet(store):
@@ -165,7 +175,8 @@ def test_calendar_grid_weeks_days_and_future_blank():
     assert (cal["total"], cal["active_days"], cal["weeks_met"]) == (10, 3, 2)
 
     lines = render_calendar(cal)
-    assert len(lines) == 10  # months, 7 weekdays, met, legend
+    assert len(lines) == 11  # months, 7 weekdays, met, legend, totals
+    assert lines[-1].strip() == "10 logged on 3 days; 2 of 52 weeks met every target"
     mon, wed, thu, met = lines[1], lines[3], lines[4], lines[8]
     assert mon.startswith("Mon ") and lines[2].startswith("    ") and wed.startswith("Wed ")
     assert mon[4:] == SHADES[1] + EMPTY * 50 + SHADES[0]

@@ -181,5 +181,5 @@ def cadence_summary(store, curriculum, today: date) -> dict:
         "week": week.label, "start": week.start.isoformat(), "end": week.end.isoformat(),
         "kinds": {k["kind"]: {"done": k["done"], "target": k["target"]} for k in line["kinds"]},
         "hours": line["hours"], "met": line["met"],
-        "streak": {"current": streak.current, "longest": streak.longest},
+        "streak": streak.current, "longest_streak": streak.longest,  # in weeks
     }

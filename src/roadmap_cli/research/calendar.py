@@ -85,15 +85,14 @@ def _month_row(columns: list[dict]) -> str:
 
 
 def render_calendar(calendar: dict) -> list[str]:
-    """The calendar as plain text lines (months, 7 weekday rows, met row, legend)."""
+    """The calendar as plain text lines (months, 7 weekday rows, met row, legend, totals)."""
     columns = calendar["weeks"]
     lines = [_month_row(columns)]
     for d, name in enumerate(WEEKDAYS):
         gutter = f"{name:<{GUTTER}}" if name in LABELLED_WEEKDAYS else " " * GUTTER
         lines.append(gutter + "".join(shade(col["days"][d]) for col in columns).rstrip())
     lines.append(f"{'met':<{GUTTER}}" + "".join(MET if col["met"] else " " for col in columns).rstrip())
-    lines.append(
-        f"{'':<{GUTTER}}less {EMPTY} {' '.join(SHADES)} more   {MET} week met every target   "
-        f"{calendar['total']} logged on {calendar['active_days']} days, {calendar['weeks_met']} weeks met"
-    )
+    lines.append(f"{'':<{GUTTER}}less {EMPTY} {' '.join(SHADES)} more   {MET} week met every target")
+    lines.append(f"{'':<{GUTTER}}{calendar['total']} logged on {calendar['active_days']} days; "
+                 f"{calendar['weeks_met']} of {len(columns)} weeks met every target")
     return lines
