@@ -25,13 +25,14 @@ class CheckResult:
 
 
 def completed(store) -> dict[str, str]:
-    """checkpoint id -> completion timestamp, for every completed checkpoint."""
-    from sqlmodel import select
+    """checkpoint id -> completion timestamp, for every completed checkpoint.
 
-    from roadmap_cli.store.tables import CheckpointProgress
+    Plain SQL: this is on `roadmap status`'s start-up path (see settings.py).
+    """
+    import sqlalchemy as sa
 
-    with store.session() as session:
-        rows = session.exec(select(CheckpointProgress.checkpoint_id, CheckpointProgress.completed_at)).all()
+    with store.connection() as conn:
+        rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at FROM checkpoint_progress")).all()
     return {cid: when for cid, when in rows}
 
 

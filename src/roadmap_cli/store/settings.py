@@ -9,21 +9,24 @@ from typing import Any
 KNOWN_SETTINGS = ("start_date", "curriculum", "lang", "weekly_hours")
 
 
-def get_setting(store, key: str, default: Any = None) -> Any:
-    from roadmap_cli.store.tables import Setting
+# Reads use plain SQL on purpose: they sit on `roadmap status`'s start-up
+# path, and defining the SQLModel table classes costs more than the query.
 
-    with store.session() as session:
-        row = session.get(Setting, key)
-        return json.loads(row.value) if row is not None else default
+
+def get_setting(store, key: str, default: Any = None) -> Any:
+    import sqlalchemy as sa
+
+    with store.connection() as conn:
+        value = conn.execute(sa.text("SELECT value FROM settings WHERE key = :key"), {"key": key}).scalar()
+    return json.loads(value) if value is not None else default
 
 
 def all_settings(store) -> dict[str, Any]:
-    from sqlmodel import select
+    import sqlalchemy as sa
 
-    from roadmap_cli.store.tables import Setting
-
-    with store.session() as session:
-        return {row.key: json.loads(row.value) for row in session.exec(select(Setting))}
+    with store.connection() as conn:
+        rows = conn.execute(sa.text("SELECT key, value FROM settings ORDER BY key")).all()
+    return {key: json.loads(value) for key, value in rows}
 
 
 def set_setting(store, key: str, value: Any) -> None:
