@@ -12,7 +12,8 @@ import torch
 
 from roadmap_cli.grading_kit import device, seeded
 
-PAD = 256  # NaN elements after each row and after the last row: more than any sane block
+PAD = 256  # NaN elements after each row and after the last row: more than any sane 2-D block
+PAD_1D = 4096  # after a vector: more than any sane 1-D block
 
 
 def generator(name: str) -> torch.Generator:
@@ -37,7 +38,7 @@ def nan_padded(values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
     """
     dev = device()
     if values.dim() == 1:
-        storage = torch.full((values.shape[0] + PAD,), float("nan"), dtype=values.dtype, device=dev)
+        storage = torch.full((values.shape[0] + PAD_1D,), float("nan"), dtype=values.dtype, device=dev)
         view = storage[: values.shape[0]]
     elif not transposed:
         rows, cols = values.shape

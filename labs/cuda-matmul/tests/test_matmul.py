@@ -43,6 +43,11 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
     assert out.dtype == a.dtype, f"{what}: output dtype {out.dtype}, expected the inputs' {a.dtype}"
     assert out.device == a.device, f"{what}: output on {out.device}, inputs on {a.device}"
     assert torch.isfinite(out.float()).all(), f"{what}: output has NaN/inf (a load past the edge of A or B?)"
+    unwritten = int(((out.cpu().float() == adapter.SENTINEL) & (expected != adapter.SENTINEL)).sum())
+    assert unwritten == 0, (
+        f"{what}: {unwritten} output element(s) still hold {adapter.SENTINEL:g}, the value the grader filled "
+        "your output with: were they never written? (grid rounded down? last group of tiles?)"
+    )
     error = rel_fro_error(out.cpu(), expected)
     assert error < MAX_REL_FRO, f"{what}: relative Frobenius error {error:.3g} >= {MAX_REL_FRO:g}"
     if expected.numel() > 1:

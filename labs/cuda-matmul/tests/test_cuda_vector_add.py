@@ -1,0 +1,29 @@
+"""Part `cuda-vector-add` (needs a CUDA GPU): vector_add.cu, built with load_inline."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import adapter
+from inputs import generator, nan_padded, random_values
+from roadmap_cli.grading_kit import assert_close, has_cuda, inputs_unchanged
+
+TRIALS = 5
+# 255/256/257: around one block of 256 threads; 1_000_003: thousands of blocks and a ragged tail.
+LENGTHS = [1, 255, 256, 257, 1_000_003]
+
+
+@pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("n", LENGTHS)
+def test_cuda_vector_add(n):
+    for trial in range(TRIALS):
+        gen = generator(f"cuda-vector-add:{n}:{trial}")
+        distribution = "normal" if trial % 2 == 0 else "uniform"
+        x_values = random_values((n,), torch.float32, gen, distribution) * 100
+        y_values = random_values((n,), torch.float32, gen, distribution) * 100
+        x, y = nan_padded(x_values), nan_padded(y_values)
+        with inputs_unchanged(x, y):
+            out = adapter.cuda_vector_add(x, y)
+        assert out.is_cuda and out.dtype == torch.float32, f"output: {out.device} {out.dtype}"
+        assert_close(out, x_values + y_values, atol=1e-4, what=f"vector_add.cu (n={n}, trial {trial})")
