@@ -218,3 +218,10 @@ def test_an_unwritable_cache_dir_only_costs_speed(tmp_path):
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")
     assert load_curriculum(path, cache_dir=blocker / "cache").stage(2).id == "two"
+
+
+def test_the_example_in_docs_is_a_valid_curriculum(tmp_path):
+    doc = Path(__file__).resolve().parents[1] / "docs" / "curriculum.md"
+    example = doc.read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    cur = load_curriculum(write(tmp_path, example))
+    assert cur.stage("transformer-basics").checkpoints[1].proved_by[0].part == "attention"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -69,6 +68,8 @@ def load(cache_dir: Path, key: str) -> Optional[Curriculum]:
 
 def store(cache_dir: Path, key: str, curriculum: Curriculum) -> None:
     """Write atomically (two processes may race); never fail the command."""
+    import tempfile  # only on a miss: keeps the cached path's imports small
+
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".curriculum-", suffix=".tmp", dir=cache_dir)
