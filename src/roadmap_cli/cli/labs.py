@@ -194,7 +194,8 @@ def grade(
 
     ctx = _ctx()
     with render.GradeProgress() as progress:
-        outcome = service.grade(ctx.store(), lab_id, Path.cwd(), part=part, timeout=timeout, on_event=progress.on_event)
+        outcome = service.grade(ctx.store, ctx.home, lab_id, Path.cwd(), part=part, timeout=timeout,
+                                on_event=progress.on_event)
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(c, outcome, ctx.lang))
     if outcome.run.exit_code:

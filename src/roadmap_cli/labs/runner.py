@@ -184,34 +184,54 @@ def grade_workspace(
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests."""
-    workspace = Path(workspace).resolve()
-    if not workspace.is_dir():
-        raise UserError(f"workspace {workspace} does not exist")
-    device = device or detect_device()
-    for part_id in parts or []:
-        spec.part(part_id)  # NotFoundError with did-you-mean
-    here = gradable_parts(spec, device)
-    selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
-    if not selected:
-        raise UserError(f"nothing of {spec.id} can be graded here: the selected part(s) need a CUDA GPU ({device.reason})")
-    timeout = float(timeout or spec.time_limit_s)
-    tests_dir = spec.tests_dir
-    sha = tests_sha256(tests_dir)
-    targets: list[str] = []
-    for part in spec.parts:
-        if part.id in selected:
-            targets += [str(tests_dir / prefix) for prefix in part.tests if str(tests_dir / prefix) not in targets]
+    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail)
+    job.start()
+    return job.finish(on_event)
 
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="roadmap-grade-") as tmp:
-        tmpdir = Path(tmp)
-        results, log, ini, parts_file = (tmpdir / n for n in ("results.jsonl", "pytest.log", "pytest.ini", "parts.json"))
+
+class GradeJob:
+    """One grader run, split in two so the caller can do its own slow work
+    (opening the database, asking git) while pytest starts up:
+
+        job = GradeJob(spec, workspace); job.start(); ...; run = job.finish(on_event)
+    """
+
+    def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
+                 timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
+                 stop_part_on_fail: bool = False) -> None:
+        self.spec = spec
+        self.workspace = Path(workspace).resolve()
+        if not self.workspace.is_dir():
+            raise UserError(f"workspace {self.workspace} does not exist")
+        self.device = device or detect_device()
+        for part_id in parts or []:
+            spec.part(part_id)  # NotFoundError with did-you-mean
+        here = gradable_parts(spec, self.device)
+        self.selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
+        if not self.selected:
+            raise UserError(f"nothing of {spec.id} can be graded here: the selected part(s) need a CUDA GPU "
+                            f"({self.device.reason})")
+        self.timeout = float(timeout or spec.time_limit_s)
+        self.stop_part_on_fail = stop_part_on_fail
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self) -> "GradeJob":
+        spec, tests_dir = self.spec, self.spec.tests_dir
+        targets: list[str] = []
+        for part in spec.parts:
+            if part.id in self.selected:
+                targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.t0 = time.monotonic()
+        self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
+        tmpdir = Path(self.tmp.name)
+        self.results, self.log = tmpdir / "results.jsonl", tmpdir / "pytest.log"
+        ini, parts_file = tmpdir / "pytest.ini", tmpdir / "parts.json"
         ini.write_text(PYTEST_INI)
         parts_file.write_text(json.dumps({
             "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
-            "selected": selected,
-            "stop_part_on_fail": stop_part_on_fail,
+            "selected": self.selected,
+            "stop_part_on_fail": self.stop_part_on_fail,
         }))
         cmd = [
             sys.executable, "-m", "pytest",
@@ -219,49 +239,69 @@ def grade_workspace(
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
             "-q", "--continue-on-collection-errors", *targets,
         ]
-        env = _child_env(workspace, device, results, parts_file)
-        reader = _EventReader(results)
+        env = _child_env(self.workspace, self.device, self.results, parts_file)
+        self.log_fh = open(self.log, "wb")
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=self.workspace, env=env, stdout=self.log_fh, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            self._cleanup()
+            raise GraderError(f"cannot start the grader: {exc}") from None
+        # Hashing the grader folder overlaps with pytest's start-up.
+        self.sha = tests_sha256(tests_dir)
+        return self
+
+    def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
+        proc = self.proc
+        assert proc is not None, "start() first"
+        reader = _EventReader(self.results)
         events: list[dict] = []
         timed_out = False
-        with open(log, "wb") as log_fh:
-            try:
-                proc = subprocess.Popen(cmd, cwd=workspace, env=env, stdout=log_fh, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
-            except OSError as exc:
-                raise GraderError(f"cannot start the grader: {exc}") from None
-            deadline = t0 + timeout
-            try:
-                while True:
-                    returncode = proc.poll()
-                    for event in reader.read():
-                        events.append(event)
-                        if on_event:
-                            on_event(event)
-                    if returncode is not None:
-                        break
-                    if time.monotonic() > deadline:
-                        timed_out = True
-                        _kill_group(proc)
-                        proc.wait()
-                        break
-                    time.sleep(POLL_S)
-            finally:
-                # Also reaps grandchildren the tests may have left behind (and
-                # the whole group on Ctrl-C).
-                _kill_group(proc)
-                if proc.poll() is None:
-                    proc.wait()
-        for event in reader.read():
-            events.append(event)
-            if on_event:
-                on_event(event)
-        returncode = proc.returncode
-        log_tail = _tail(log)
 
-    run = _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail)
-    run.started_at, run.grader_sha256 = started_at, sha
-    run.duration_s = round(time.monotonic() - t0, 3)
-    return run
+        def drain() -> None:
+            for event in reader.read():
+                events.append(event)
+                if on_event:
+                    on_event(event)
+
+        deadline = self.t0 + self.timeout
+        try:
+            while True:
+                returncode = proc.poll()
+                drain()
+                if returncode is not None:
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    _kill_group(proc)
+                    proc.wait()
+                    break
+                time.sleep(POLL_S)
+        finally:
+            # Also reaps grandchildren the tests may have left behind (and
+            # the whole group on Ctrl-C).
+            _kill_group(proc)
+            if proc.poll() is None:
+                proc.wait()
+            drain()
+            log_tail = _tail(self.log)
+            self._cleanup()
+        run = _assemble(self.spec, self.workspace, self.device, self.selected, events, proc.returncode,
+                        timed_out, self.timeout, log_tail)
+        run.started_at, run.grader_sha256 = self.started_at, self.sha
+        run.duration_s = round(time.monotonic() - self.t0, 3)
+        return run
+
+    def abort(self) -> None:
+        """Kill the grader (the caller failed before `finish`)."""
+        if self.proc is not None:
+            _kill_group(self.proc)
+            self.proc.wait()
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        self.log_fh.close()
+        self.tmp.cleanup()
 
 
 def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:

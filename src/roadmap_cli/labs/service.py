@@ -52,20 +52,52 @@ def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
         return [(row.lab_id, Path(row.path)) for row in s.exec(query)]
 
 
-def workspace_at(store, cwd: Path) -> Optional[tuple[str, Path]]:
+def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
+    """The same rows read with the stdlib sqlite3, without importing SQLAlchemy.
+
+    `roadmap grade` needs the workspace before it can start pytest, and
+    importing SQLAlchemy costs ~0.3 s (more on a busy machine); the store is
+    opened afterwards, while pytest runs. The lab_workspaces table is frozen
+    by migration m002. None means "ask the store" (another database, or any
+    problem: the store gives the proper error).
+    """
+    import os
+    import sqlite3
+
+    from roadmap_cli.store.engine import DB_FILENAME
+
+    if os.environ.get("DATABASE_URL"):
+        return None
+    db = Path(home) / DB_FILENAME
+    if not db.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = con.execute("SELECT lab_id, path FROM lab_workspaces ORDER BY created_at DESC, id DESC").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return [(lab, Path(path)) for lab, path in rows]
+
+
+def workspace_at(store, cwd: Path, rows: Optional[list[tuple[str, Path]]] = None) -> Optional[tuple[str, Path]]:
     """The recorded workspace containing `cwd` (the deepest one), if any."""
     cwd = Path(cwd).resolve()
     best = None
-    for lab_id, path in workspaces(store):
+    for lab_id, path in rows if rows is not None else workspaces(store):
         if cwd == path or path in cwd.parents:
             if best is None or len(path.parts) > len(best[1].parts):
                 best = (lab_id, path)
     return best
 
 
-def resolve_workspace(store, lab_id: Optional[str], cwd: Path) -> tuple[LabSpec, Path]:
+def resolve_workspace(store, lab_id: Optional[str], cwd: Path,
+                      rows: Optional[list[tuple[str, Path]]] = None) -> tuple[LabSpec, Path]:
     """The lab and workspace a command is about: from the id, or from the current directory."""
-    here = workspace_at(store, cwd)
+    rows = rows if rows is not None else workspaces(store)
+    here = workspace_at(store, cwd, rows)
     if lab_id is None:
         if here is None:
             raise UserError("not inside a lab workspace: give the lab id (see `roadmap lab list`)")
@@ -73,10 +105,10 @@ def resolve_workspace(store, lab_id: Optional[str], cwd: Path) -> tuple[LabSpec,
     spec = find_lab(lab_id)
     if here is not None and here[0] == spec.id:
         return spec, here[1]
-    recorded = workspaces(store, spec.id)
+    recorded = [path for lab, path in rows if lab == spec.id]
     if not recorded:
         raise UserError(f"no workspace for {spec.id} yet: run `roadmap lab start {spec.id}`")
-    return spec, recorded[0][1]
+    return spec, recorded[0]
 
 
 def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool):
@@ -109,16 +141,31 @@ class GradeOutcome:
     checkpoints_marked: list[str] = field(default_factory=list)
 
 
-def grade(store, lab_id: Optional[str], cwd: Path, *, part: Optional[str] = None,
-          timeout: Optional[float] = None, on_event: Optional[Callable[[dict], None]] = None) -> GradeOutcome:
-    from roadmap_cli.labs.runner import grade_workspace
+def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
+          part: Optional[str] = None, timeout: Optional[float] = None,
+          on_event: Optional[Callable[[dict], None]] = None) -> GradeOutcome:
+    """Grade the workspace, record the attempt, mark checkpoints.
+
+    `get_store` is called only once pytest is running: opening the database
+    and asking git overlap with the grader's start-up.
+    """
+    from roadmap_cli.labs.runner import GradeJob
     from roadmap_cli.labs.workspace import head_info
 
-    spec, path = resolve_workspace(store, lab_id, cwd)
+    rows = workspaces_fast(home)
+    if rows is None:
+        rows = workspaces(get_store())
+    spec, path = resolve_workspace(None, lab_id, cwd, rows)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `roadmap lab start {spec.id} --force`")
-    sha, dirty = head_info(path)
-    run = grade_workspace(spec, path, parts=[part] if part else None, timeout=timeout, on_event=on_event)
+    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout).start()
+    try:
+        sha, dirty = head_info(path)
+        store = get_store()
+    except BaseException:
+        job.abort()
+        raise
+    run = job.finish(on_event)
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     return GradeOutcome(attempt_id, run, sha, dirty, marked)
 
