@@ -111,7 +111,7 @@ def validate(
 @curriculum_app.command("readings")
 def readings(
     stage: Annotated[Optional[int], typer.Option("--stage", help="Only the readings tied to this stage number.")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind: paper, system, book or article.")] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind: paper, system, book, article, course, video or docs.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The curriculum's reading list (papers with arXiv ids, systems, books), each tied to a stage."""

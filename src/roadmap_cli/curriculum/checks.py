@@ -38,13 +38,13 @@ def _duplicates(items: Iterable[tuple[Loc, object]], what: str) -> list[Problem]
     for loc, value in items:
         if value in seen:
             first = seen[value]
-            problems.append((loc, f"duplicate {what} {value!r} (first used at {_dotted(first)})"))
+            problems.append((loc, f"duplicate {what} {value!r} (first used at {dotted(first)})"))
         else:
             seen[value] = loc
     return problems
 
 
-def _dotted(loc: Loc) -> str:
+def dotted(loc: Loc) -> str:
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

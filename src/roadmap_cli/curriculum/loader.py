@@ -96,7 +96,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
 
 
 def _dotted(loc: tuple) -> str:
-    return checks._dotted(loc) or "(top level)"
+    return checks.dotted(loc) or "(top level)"
 
 
 def _pydantic_problems(exc: Any) -> list[tuple[tuple, str, bool]]:

@@ -164,7 +164,7 @@ class Reading(_Model):
     arxiv: Optional[str] = Field(default=None, pattern=ARXIV_PATTERN)
     url: Optional[str] = Field(default=None, pattern=r"^https?://")
     stage: int
-    kind: Literal["paper", "system", "book", "article"]
+    kind: Literal["paper", "system", "book", "article", "course", "video", "docs"]
     # "plan-id/phase-id" for readings that belong to a long-range phase.
     phase: Optional[str] = None
 
