@@ -1,0 +1,114 @@
+"""Continuous batching: which sequences run in the next step.
+
+A static batch waits for its slowest member; continuous batching re-decides
+every step. Sequences live in two queues:
+
+    waiting  (FIFO)  requests not yet in the KV cache (new, or preempted)
+    running          sequences holding blocks, oldest admission first
+
+Each step (README.md, section "Continuous batching"):
+1. Decodes first: every running sequence gets one token slot. If the pool has
+   no block for it, preempt the *newest* running sequence (it has done the
+   least work, and the oldest requests finish first): free its blocks and put
+   it at the front of `waiting`. Its KV is recomputed when it is resumed
+   ("recompute" preemption; vLLM's default).
+2. Then, if nothing was preempted this step, admit waiting sequences in FIFO
+   order while there is room: at most `max_num_seqs` running, at most
+   `max_num_batched_tokens` tokens computed in the step, enough free blocks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional
+
+from block_manager import BlockManager
+
+
+class SequenceStatus(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)  # identity, not field equality: two requests may look alike
+class Sequence:
+    seq_id: int
+    prompt_token_ids: list[int]
+    max_tokens: int
+    output_token_ids: list[int] = field(default_factory=list)
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_cached_tokens: int = 0      # prompt tokens whose KV was found in the prefix cache
+    num_preemptions: int = 0
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    def __len__(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int = 8
+    max_num_batched_tokens: int = 256
+
+
+@dataclass
+class SchedulerOutput:
+    prefills: list[Sequence]                 # admitted this step: compute tokens num_cached_tokens.. len-1
+    decodes: list[Sequence]                  # one new token each: the last token of token_ids
+    preempted: list[Sequence]                # moved back to waiting this step (newest first)
+    copies: list[tuple[int, int]]            # copy-on-write (src_block, dst_block) to apply before writing
+    num_batched_tokens: int                  # tokens computed this step
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.prefills and not self.decodes
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, block_manager: BlockManager) -> None:
+        if config.max_num_batched_tokens < config.max_num_seqs:
+            raise ValueError("max_num_batched_tokens must be >= max_num_seqs (one decode token each)")
+        self.config = config
+        self.block_manager = block_manager
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+
+    def add(self, seq: Sequence) -> None:
+        bm = self.block_manager
+        need = -(-(len(seq.prompt_token_ids) + seq.max_tokens) // bm.block_size)
+        if need > bm.num_blocks:
+            raise ValueError(f"sequence {seq.seq_id} needs {need} blocks; the pool has {bm.num_blocks}")
+        if len(seq.prompt_token_ids) + seq.max_tokens > self.config.max_num_batched_tokens:
+            # A preempted sequence is recomputed in one step: it must fit the budget.
+            raise ValueError(f"sequence {seq.seq_id} is longer than max_num_batched_tokens")
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def _preempt(self, seq: Sequence) -> None:
+        raise NotImplementedError("_preempt: see README.md, section \"Continuous batching\"")
+
+    def schedule(self) -> SchedulerOutput:
+        raise NotImplementedError("schedule: see README.md, section \"Continuous batching\"")
+
+    def postprocess(self, seq: Sequence, token_id: int) -> bool:
+        """Record a sampled token; free the sequence when it is done. Returns finished?"""
+        raise NotImplementedError("postprocess: see README.md, section \"Continuous batching\"")
+
+    def find(self, seq_id: int) -> Optional[Sequence]:
+        for seq in list(self.waiting) + self.running:
+            if seq.seq_id == seq_id:
+                return seq
+        return None
