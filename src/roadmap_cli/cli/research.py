@@ -4,8 +4,8 @@ Thin: parse the options, call one function of `roadmap_cli.research`, render.
 Services (and sqlmodel) are imported inside the commands.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads every command's
+# signature at startup, and string annotations would cost an eval() each.
 from typing import Optional
 
 import typer

@@ -45,7 +45,8 @@ def _where(flt: PaperFilter) -> tuple[str, dict]:
         clauses.append("p.status = :status")
         params["status"] = flt.status
     if flt.tag:
-        clauses.append("EXISTS (SELECT 1 FROM paper_tags t WHERE t.paper_id = p.id AND t.tag = :tag)")
+        # Uncorrelated: SQLite builds the id set once instead of probing per paper.
+        clauses.append("p.id IN (SELECT t.paper_id FROM paper_tags t WHERE t.tag = :tag)")
         params["tag"] = flt.tag.strip().lower()
     if flt.stage is not None:
         clauses.append("p.stage = :stage")
@@ -57,7 +58,7 @@ def _where(flt: PaperFilter) -> tuple[str, dict]:
         # LIKE is case-insensitive for ASCII in SQLite; ESCAPE keeps % and _ literal.
         fields = ("p.title", "p.authors", "p.notes", "p.arxiv_id", "p.doi")
         inner = " OR ".join(f"{f} LIKE :text ESCAPE '\\'" for f in fields)
-        clauses.append(f"({inner} OR EXISTS (SELECT 1 FROM paper_tags t WHERE t.paper_id = p.id AND t.tag LIKE :text ESCAPE '\\'))")
+        clauses.append(f"({inner} OR p.id IN (SELECT t.paper_id FROM paper_tags t WHERE t.tag LIKE :text ESCAPE '\\'))")
         params["text"] = _like(flt.text.strip())
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -74,7 +75,9 @@ def _row_dict(row) -> dict:
 def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT) -> dict:
     """{"total": all matches, "shown": n, "papers": [...]}, newest first.
 
-    `limit=None` returns every match.
+    `limit=None` returns every match. The page is one LIMITed query (SQLite
+    keeps only the top N while scanning, and folds in the tags of those rows);
+    the total needs a COUNT only when the page is full.
     """
     from sqlalchemy import text
 
@@ -82,15 +85,17 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
     columns = ", ".join(f"p.{c}" for c in _COLUMNS)
     page = (
         f"SELECT {columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
-        f"p.notes IS NOT NULL FROM papers p{where} "
-        "ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
+        f"p.notes IS NOT NULL FROM papers p{where} ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
     )
     if limit is not None:
         page += " LIMIT :limit"
         params = {**params, "limit": limit}
     with store.engine.connect() as conn:
-        total = conn.execute(text(f"SELECT COUNT(*) FROM papers p{where}"), params).scalar_one()
         rows = conn.execute(text(page), params).all()
+        if limit is None or len(rows) < limit:
+            total = len(rows)
+        else:
+            total = conn.execute(text(f"SELECT COUNT(*) FROM papers p{where}"), params).scalar_one()
         conn.rollback()
     papers = [_row_dict(r) for r in rows]
     return {"total": total, "shown": len(papers), "papers": papers}

@@ -16,21 +16,29 @@ def _ids(p: dict) -> str:
     return f"arXiv:{p['arxiv']}" if p.get("arxiv") else (f"doi:{p['doi']}" if p.get("doi") else "")
 
 
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
 def paper_table(result: dict, console: Console) -> None:
+    """Fixed-width lines rather than a rich Table: measuring every cell of a
+    Table costs more than the whole query, and `paper list` must start fast."""
     papers = result["papers"]
     if not papers:
-        console.print("No papers match." if result["total"] == 0 else "")
+        console.print("No papers match." if result["total"] == 0 else f"{result['total']} match; none shown (--limit 0)")
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in ("id", "status", "read", "title", "id/link", "tags", "st."):
-        table.add_column(name, overflow="fold" if name == "title" else "ellipsis", no_wrap=name != "title",
-                         min_width=24 if name == "title" else None, ratio=1 if name == "title" else None)
-    for p in papers:
-        table.add_row(
-            str(p["id"]), Text(p["status"], style=STATUS_STYLE.get(p["status"], "")), p["read_on"] or "",
-            p["title"], _ids(p), ",".join(p["tags"]), "" if p["stage"] is None else str(p["stage"]),
-        )
-    console.print(table)
+    rows = [(str(p["id"]), p["status"], p["read_on"] or "", _ids(p), ",".join(p["tags"]),
+             "" if p["stage"] is None else str(p["stage"]), p["title"]) for p in papers]
+    header = ("id", "status", "read on", "arXiv/DOI", "tags", "st", "title")
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(6)]
+    widths[4] = min(widths[4], 24)
+    title_width = max(console.width - sum(widths) - 2 * 6, 20)
+    lines = Text()
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  title\n", style="bold")
+    for row in rows:
+        lines.append("  ".join(_fit(c, w).ljust(w) for c, w in zip(row[:6], widths)) + "  ")
+        lines.append(_fit(row[6], title_width) + "\n")
+    console.print(lines, end="", soft_wrap=True, highlight=False)
     if result["shown"] < result["total"]:
         console.print(f"[dim]{result['shown']} of {result['total']} shown (newest first); --limit N or --all for more[/]")
     else:
