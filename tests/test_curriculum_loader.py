@@ -225,3 +225,15 @@ def test_the_example_in_docs_is_a_valid_curriculum(tmp_path):
     example = doc.read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
     cur = load_curriculum(write(tmp_path, example))
     assert cur.stage("transformer-basics").checkpoints[1].proved_by[0].part == "attention"
+
+
+def test_a_part_missing_from_an_existing_lab_is_a_warning(tmp_path, monkeypatch):
+    labs = tmp_path / "labs"
+    (labs / "no-such-lab").mkdir(parents=True)
+    (labs / "no-such-lab" / "lab.yaml").write_text("parts:\n  - id: p2\n  - id: p3\n", encoding="utf-8")
+    monkeypatch.setattr("roadmap_cli.paths.labs_root", lambda: labs)
+    path = write(tmp_path, MINIMAL)
+    assert validate_curriculum(path) == [
+        f"{path}:25:46: warning: checkpoint 's2-b': lab 'no-such-lab' has no part 'p1' (parts: p2, p3)"]
+    (labs / "no-such-lab" / "lab.yaml").write_text("parts:\n  - id: p1\n", encoding="utf-8")
+    assert validate_curriculum(path) == []

@@ -178,7 +178,10 @@ def stage_show(
                 where = r["url"] or (f"arXiv:{r['arxiv']}" if r["arxiv"] else "")
                 console.print(f"  • {escape(r['title'])} [dim]({r['kind']})[/] {escape(where)}")
         console.print("\n[bold]Topics[/]")
-        for t in data["topics"]:
+        if not any(t["terms"] or t["formula"] for t in data["topics"]):
+            # a flat list of topics (stages 6-9) reads better on one line
+            console.print("  " + escape(" · ".join(t["title"] for t in data["topics"])))
+        for t in data["topics"] if any(t["terms"] or t["formula"] for t in data["topics"]) else []:
             terms = f": {', '.join(t['terms'])}" if t["terms"] else ""
             console.print(f"  • {escape(t['title'])}{escape(terms)}")
             if t["formula"]:
@@ -186,10 +189,11 @@ def stage_show(
                     console.print(f"      {line}", markup=False)
         console.print("\n[bold]Checkpoints[/]")
         for c in data["checkpoints"]:
+            # id on its own line, never wrapped: people copy it into `roadmap check`
             mark = "[green]✓[/]" if c["done"] else "·"
             proof = f"  [dim]← {', '.join(c['proved_by'])}[/]" if c["proved_by"] else ""
-            kind = escape(f"[{c['kind']}]")
-            console.print(f"  {mark} {kind:<10} {escape(c['text'])}  [dim]{c['id']}[/]{proof}")
+            console.print(f"  {mark} {c['kind']:<8} [bold]{c['id']}[/]{proof}", soft_wrap=True)
+            console.print(f"             {escape(c['text'])}")
         if data["readings"]:
             console.print("\n[bold]Readings[/]")
             for r in data["readings"]:
