@@ -42,37 +42,38 @@ def show(as_json: JsonOpt = False) -> None:
     data = overview(ctx.curriculum(), ctx.lang, path=str(ctx.curriculum_path()))
 
     def render(console) -> None:
+        from rich.markup import escape as e  # curriculum text is data, never markup
         from rich.table import Table
 
         cp = data["checkpoints"]
-        console.print(f"[bold]{data['title']}[/]  ({data['path']})")
+        console.print(f"[bold]{e(data['title'])}[/]  ({e(data['path'])})")
         if data["summary"]:
-            console.print(data["summary"])
+            console.print(e(data["summary"]))
         table = Table("#", "stage", "weeks", "topics", "checkpoints", "build", "readings")
         for s in data["stages"]:
-            table.add_row(str(s["number"]), s["title"], str(s["planned_weeks"]), str(s["topics"]),
+            table.add_row(str(s["number"]), e(s["title"]), str(s["planned_weeks"]), str(s["topics"]),
                           str(s["checkpoints"]), str(s["build_checkpoints"]), str(s["readings"]))
         console.print(table)
         console.print(f"{cp['total']} checkpoints ({cp['explain']} explain, {cp['build']} build), {data['planned_weeks']} planned weeks")
         console.print("\n[bold]Milestones[/]")
         for m in data["milestones"]:
             note = f"  — {m['note']}" if m["note"] else ""
-            console.print(f"  {m['number']}. {m['title']} (stages {', '.join(map(str, m['stages']))}): {'; '.join(m['abilities'])}{note}")
-        console.print(f"\n[bold]Final goal[/]  {data['final_goal']}")
+            console.print(f"  {m['number']}. " + e(f"{m['title']} (stages {', '.join(map(str, m['stages']))}): {'; '.join(m['abilities'])}{note}"))
+        console.print(f"\n[bold]Final goal[/]  {e(data['final_goal'])}")
         console.print("\n[bold]Levels[/]")
         for lv in data["levels"]:
-            console.print(f"  {lv['number']}. {lv['title']} — {lv['description']}")
+            console.print(f"  {lv['number']}. " + e(f"{lv['title']} — {lv['description']}"))
         for plan in data["plans"]:
-            console.print(f"\n[bold]{plan['title']}[/] [dim]({plan['id']})[/]")
+            console.print(f"\n[bold]{e(plan['title'])}[/] [dim]({plan['id']})[/]")
             for ph in plan["phases"]:
                 span = f" [{ph['span']}]" if ph["span"] else ""
-                console.print(f"  {ph['number']}. {ph['title']}{span}")
+                console.print(f"  {ph['number']}. " + e(f"{ph['title']}{span}"))
             if plan["fast_track"]:
-                console.print(f"  fast track: {plan['fast_track']['months']} months — {plan['fast_track']['note']}")
+                console.print("  " + e(f"fast track: {plan['fast_track']['months']} months — {plan['fast_track']['note']}"))
         hours = data["cadence"]["weekly_hours"]
         console.print(f"\n[bold]Cadence[/]  {hours['min']:g}-{hours['max']:g} hours a week")
         for t in data["cadence"]["targets"]:
-            console.print(f"  {t['count']} {t['kind']} / {t['period']}" + (f"  ({t['text']})" if t["text"] else ""))
+            console.print("  " + e(f"{t['count']} {t['kind']} / {t['period']}" + (f"  ({t['text']})" if t["text"] else "")))
         rl = data["reading_list"]
         console.print(f"\n[bold]Reading list[/]  {rl['total']} entries ({rl['with_arxiv']} on arXiv): roadmap curriculum readings")
 
@@ -122,11 +123,12 @@ def readings(
     rows = views.readings(ctx.curriculum(), stage=stage, kind=kind)
 
     def render(console) -> None:
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table("stage", "title", "year", "arXiv / URL")
         for r in rows:
-            table.add_row(str(r["stage"]), r["title"], str(r["year"] or ""), r["arxiv"] or r["url"] or "")
+            table.add_row(str(r["stage"]), escape(r["title"]), str(r["year"] or ""), escape(r["arxiv"] or r["url"] or ""))
         console.print(table)
         console.print(f"{len(rows)} reading(s)")
 
@@ -142,12 +144,13 @@ def stages(as_json: JsonOpt = False) -> None:
     rows = stage_rows(ctx.curriculum(), _done_ids(ctx), ctx.lang)
 
     def render(console) -> None:
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table("#", "stage", "checkpoints", "", "weeks", "id")
         for r in rows:
             frac = r["done"] / r["total"] if r["total"] else 0.0
-            table.add_row(str(r["number"]), r["title"], f"{r['done']}/{r['total']}", progress_bar(frac, 10),
+            table.add_row(str(r["number"]), escape(r["title"]), f"{r['done']}/{r['total']}", progress_bar(frac, 10),
                           str(r["planned_weeks"]), r["id"])
         console.print(table)
 
