@@ -166,3 +166,11 @@ def test_every_command_has_help(run_cli, args):
     assert "--json" in result.stdout
     # the command's docstring is its help text
     assert len([line for line in result.stdout.splitlines() if line.strip()]) > 4
+
+
+def test_curriculum_text_is_shown_literally_not_as_markup(run_cli, tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(MINIMAL.replace("title: {zh: 一, en: One}", "title: {zh: 一, en: \"[red]One[/red]\"}"), encoding="utf-8")
+    result = run_cli("--curriculum", str(mine), "stage", "show", "1")
+    assert result.exit_code == 0, result
+    assert "Stage 1 · [red]One[/red]" in result.stdout
