@@ -118,6 +118,29 @@ def test_infinite_loop_is_killed_and_recorded_as_timeout(run_cli, workspace: Pat
     assert [t["nodeid"] for t in timed_out] == ["test_add.py::test_add_small"]
     history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]
     assert history[0]["outcome"] == "timeout"
+    # The whole process group was killed, including what the learner's code started.
+    pid = int((workspace / "grandchild.pid").read_text())
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting to be reaped counts as dead)."""
+    import os
+
+    for _ in range(20):  # the kernel delivers SIGKILL asynchronously
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.05)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_interpreter_crash_is_recorded_as_crash(run_cli, workspace: Path) -> None:
@@ -207,7 +230,7 @@ def test_grade_outside_a_workspace_needs_an_id(run_cli, tmp_path: Path, monkeypa
 
 
 def test_dev_check_passes_a_good_lab_and_catches_a_wrong_variant_that_passes(run_cli) -> None:
-    good = run_cli("dev", "check", "adder", "--json")
+    good = run_cli("dev", "check", "adder", "--jobs", "2", "--json")
     assert good.exit_code == 0, good
     rows = {r["check"]: r for r in good.json()["data"]["rows"]}
     assert set(rows) == {"starter", "solution", "wrong:add-off-by-one", "wrong:mul-adds"}

@@ -227,6 +227,7 @@ def dev_check(
     from roadmap_cli.labs.spec import find_lab, load_all
 
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
+    render.dev_check_start(specs, jobs)
     report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken)
     from roadmap_cli.output import emit
 

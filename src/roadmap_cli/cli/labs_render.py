@@ -10,6 +10,12 @@ from roadmap_cli.output import err_console
 MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]–[/]"}
 
 
+def dev_check_start(specs, jobs: int) -> None:
+    runs = sum(2 + len(s.wrong) for s in specs)
+    err_console.print(f"dev check: {len(specs)} lab(s), {runs} grader runs, {jobs} at a time "
+                      "(starter, solution, each wrong variant)…", soft_wrap=True)
+
+
 def dev_check_progress(row) -> None:
     err_console.print(f"{MARK[row.ok]} {row.lab:<18} {row.check:<24} {row.got}  [dim]{row.seconds:.1f}s[/]",
                       soft_wrap=True)
