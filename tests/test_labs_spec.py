@@ -125,3 +125,23 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
     assert res["test_p.py::test_bad_fraction"]["outcome"] == "failed"
     assert "within 0..1" in res["test_p.py::test_bad_fraction"]["message"]
     assert res["test_p.py::test_fails"]["message"].startswith("AssertionError: one is not two")
+
+
+def test_a_broken_grader_is_a_grader_error_not_a_learner_failure(labs_copy: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from roadmap_cli.labs import workspace as ws
+    from roadmap_cli.labs.device import detect_device
+    from roadmap_cli.labs.runner import grade_workspace
+    from roadmap_cli.labs.spec import find_lab
+
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    detect_device.cache_clear()
+    spec = find_lab("adder")
+    (spec.tests_dir / "conftest.py").write_text("import no_such_module_anywhere\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    ws.write_solution(spec, workspace)
+    run = grade_workspace(spec, workspace, parts=["add"])
+    detect_device.cache_clear()
+    assert run.outcome == "error" and run.exit_code == 4
+    assert "no_such_module_anywhere" in run.log_tail

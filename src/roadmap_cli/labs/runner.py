@@ -334,6 +334,10 @@ def _assemble(spec, workspace, device, selected, events, returncode, timed_out, 
         message = f"the grader ran past its time limit of {timeout:g} s and was killed"
         if running:
             results[running] = TestResult(running, collected.get(running), "timeout", message=f"killed after {timeout:g} s (time limit)")
+    elif finish is None and not running and (returncode or 0) >= 0:
+        # pytest gave up before any test ran (e.g. the grader's conftest.py failed to import).
+        outcome = "error"
+        message = f"the grader did not run: pytest exited with status {returncode}"
     elif finish is None or (returncode is not None and returncode < 0):
         outcome = "crash"
         how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else f"exited with status {returncode}"
