@@ -93,7 +93,7 @@ def lab_status(console: Console, data: dict) -> None:
             commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
             device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
             perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
-            table.add_row(str(a["id"]), a["started_at"].replace("T", " ")[:19], a["outcome"],
+            table.add_row(str(a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome"],
                           f"{a['score']:g}/{a['max_score']:g}", parts, commit, device, perf)
         console.print(table)
 
