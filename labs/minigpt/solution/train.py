@@ -1,0 +1,255 @@
+"""Train the GPT on a text, character by character (README.md, section 5).
+
+    python train.py                         # Shakespeare (run prepare_data.py once first)
+    python train.py --corpus my_text.txt    # any UTF-8 text
+    python train.py --resume                # continue from out/ckpt.pt
+
+What you will learn: the pieces of a real training loop. AdamW with weight decay
+on matrices only, a learning rate that warms up then follows a cosine down,
+gradient clipping, periodic validation, and checkpoints that resume exactly
+where they stopped (model, optimizer AND the batch sampler's random state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+from data import get_batch, split_train_val
+from model import GPT, GPTConfig
+from tokenizer import CharTokenizer
+
+
+@dataclass
+class TrainConfig:
+    corpus: str | None = None  # a UTF-8 text file; None: the Shakespeare that prepare_data.py caches
+    out_dir: str = "out"  # where ckpt.pt goes
+    # model (nanoGPT's shakespeare_char CPU configuration)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    block_size: int = 64
+    dropout: float = 0.0
+    # optimisation
+    batch_size: int = 12
+    max_iters: int = 2000
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int = 2000  # the cosine reaches min_lr here (usually = max_iters)
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0  # clip the global gradient norm to this (0: no clipping)
+    # evaluation and checkpoints
+    eval_interval: int = 250
+    eval_iters: int = 20
+    seed: int = 1337
+    device: str = "cpu"
+    resume: bool = False
+    progress: bool = True
+
+
+@dataclass
+class TrainResult:
+    model: GPT
+    tokenizer: CharTokenizer
+    optimizer: torch.optim.Optimizer
+    history: list[dict] = field(default_factory=list)  # one {"iter", "loss", "lr"} per optimizer step
+    val_history: list[dict] = field(default_factory=list)  # one {"iter", "train", "val"} per evaluation
+    checkpoint: Path | None = None
+    tokens_per_s: float = 0.0
+
+
+def get_lr(it: int, cfg: TrainConfig) -> float:
+    """Linear warm-up for warmup_iters steps, then a cosine from learning_rate down to min_lr."""
+    if it < cfg.warmup_iters:
+        # (it + 1): the very first step already gets a small, non-zero rate.
+        return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
+    if it > cfg.lr_decay_iters:
+        return cfg.min_lr
+    ratio = (it - cfg.warmup_iters) / (cfg.lr_decay_iters - cfg.warmup_iters)  # 0 -> 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
+    return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+
+
+def configure_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay only on matrices (>= 2 dims), not on biases or LayerNorm gains."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+
+
+@torch.no_grad()
+def estimate_loss(model: GPT, splits: dict[str, torch.Tensor], cfg: TrainConfig) -> dict[str, float]:
+    """Mean loss over eval_iters batches of each split, in eval mode (no dropout).
+
+    Uses its own generator with a fixed seed, so evaluating never disturbs the
+    training batches (and a resumed run sees exactly the same ones).
+    """
+    model.eval()
+    out = {}
+    for name, data in splits.items():
+        gen = torch.Generator().manual_seed(cfg.seed + 1)
+        losses = torch.zeros(cfg.eval_iters)
+        for k in range(cfg.eval_iters):
+            x, y = get_batch(data, cfg.block_size, cfg.batch_size, generator=gen, device=cfg.device)
+            _, loss = model(x, y)
+            losses[k] = loss.item()
+        out[name] = losses.mean().item()
+    model.train()
+    return out
+
+
+def save_checkpoint(path: Path, result: TrainResult, iter_num: int, batch_gen: torch.Generator, cfg: TrainConfig) -> None:
+    """Everything a resumed run needs to continue the same curve."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "model": result.model.state_dict(),
+        "optimizer": result.optimizer.state_dict(),
+        "iter_num": iter_num,  # the next iteration to run
+        "model_config": asdict(result.model.config),
+        "train_config": asdict(cfg),
+        "chars": result.tokenizer.chars,  # the char vocabulary, so sample.py can decode
+        "batch_rng": batch_gen.get_state(),
+        "history": result.history,
+        "val_history": result.val_history,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)  # atomic: a crash while saving never leaves half a checkpoint
+
+
+def load_checkpoint(path: Path, device: str = "cpu") -> dict:
+    return torch.load(path, map_location=device, weights_only=False)
+
+
+def _read_corpus(cfg: TrainConfig) -> str:
+    if cfg.corpus:
+        return Path(cfg.corpus).read_text(encoding="utf-8")
+    import prepare_data
+
+    return prepare_data.load_default_corpus()
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    text = _read_corpus(cfg)
+    tokenizer = CharTokenizer(text)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    train_data, val_data = split_train_val(data, 0.1)
+
+    torch.manual_seed(cfg.seed)  # the model's initial weights
+    model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                          n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout)
+    model = GPT(model_cfg).to(cfg.device)
+    optimizer = configure_optimizer(model, cfg)
+    batch_gen = torch.Generator().manual_seed(cfg.seed)  # the training batches
+    result = TrainResult(model=model, tokenizer=tokenizer, optimizer=optimizer)
+    ckpt_path = Path(cfg.out_dir) / "ckpt.pt"
+    result.checkpoint = ckpt_path
+
+    start = 0
+    if cfg.resume:
+        ckpt = load_checkpoint(ckpt_path, cfg.device)
+        if ckpt["chars"] != tokenizer.chars:
+            raise ValueError(f"{ckpt_path} was trained on a different corpus (its vocabulary differs)")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        batch_gen.set_state(ckpt["batch_rng"])
+        start = ckpt["iter_num"]
+        result.history = list(ckpt["history"])
+        result.val_history = list(ckpt["val_history"])
+
+    splits = {"train": train_data, "val": val_data}
+    progress = _Progress(cfg.max_iters, start, enabled=cfg.progress)
+    tokens_per_step = cfg.batch_size * cfg.block_size
+    t0, steps = time.perf_counter(), 0
+    with progress:
+        for it in range(start, cfg.max_iters):
+            if it % cfg.eval_interval == 0 and not (cfg.resume and it == start):  # (a resumed run did this one)
+                losses = estimate_loss(model, splits, cfg)
+                result.val_history.append({"iter": it, **losses})
+                progress.note(f"iter {it}: train {losses['train']:.4f}, val {losses['val']:.4f}")
+                if it > start:
+                    save_checkpoint(ckpt_path, result, it, batch_gen, cfg)
+
+            lr = get_lr(it, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
+            _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                # Rescale all gradients together if their global norm exceeds grad_clip.
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+
+            steps += 1
+            result.history.append({"iter": it, "loss": loss.item(), "lr": lr})
+            elapsed = time.perf_counter() - t0
+            result.tokens_per_s = steps * tokens_per_step / max(elapsed, 1e-9)
+            progress.advance(loss.item(), result.tokens_per_s)
+
+    losses = estimate_loss(model, splits, cfg)
+    result.val_history.append({"iter": cfg.max_iters, **losses})
+    save_checkpoint(ckpt_path, result, cfg.max_iters, batch_gen, cfg)
+    return result
+
+
+class _Progress:
+    """A rich progress bar showing the loss and tokens/s (or nothing when disabled)."""
+
+    def __init__(self, total: int, done: int, enabled: bool):
+        self.enabled = enabled
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+                                TimeRemainingColumn())
+            self.task = self.bar.add_task("train", total=total, completed=done, loss="-", tps="-")
+
+    def __enter__(self):
+        if self.enabled:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.bar.__exit__(*exc)
+
+    def advance(self, loss: float, tokens_per_s: float) -> None:
+        if self.enabled:
+            self.bar.update(self.task, advance=1, loss=f"{loss:.4f}", tps=f"{tokens_per_s:,.0f}")
+
+    def note(self, message: str) -> None:
+        if self.enabled:
+            self.bar.console.print(message)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Train the MiniGPT character model.")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            kind = {"int": int, "float": float}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=f.default, help=f"default: {f.default}")
+    cfg = TrainConfig(**vars(parser.parse_args(argv)))
+    result = train(cfg)
+    last = result.val_history[-1]
+    print(f"done: train loss {last['train']:.4f}, val loss {last['val']:.4f}, "
+          f"{result.tokens_per_s:,.0f} tokens/s, checkpoint {result.checkpoint}")
+
+
+if __name__ == "__main__":
+    main()

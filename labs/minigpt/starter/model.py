@@ -1,0 +1,176 @@
+"""A GPT written out by hand: LayerNorm, causal self-attention, MLP, a pre-norm
+block and the whole model (README.md, sections 3 and 4).
+
+What you will learn: every tensor shape inside a decoder-only transformer, why
+attention is scaled by 1/sqrt(head_size), how the causal mask keeps the model
+from reading the future, and how sampling turns logits into text.
+
+Parameter names are fixed (README.md, "Parameter names"): the grader loads
+reference weights into your modules with `load_state_dict`, so keep them.
+Shapes use B = batch, T = time (sequence length), C = n_embd,
+nh = n_head, hs = head size = C // nh, V = vocab_size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 65
+    block_size: int = 64  # the longest context the model can see (positions 0..block_size-1)
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+
+
+class LayerNorm(nn.Module):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dimension."""
+
+    def __init__(self, ndim: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))  # (C,) the learned scale, starts at 1
+        self.bias = nn.Parameter(torch.zeros(ndim))  # (C,) the learned shift, starts at 0
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # TODO (README.md, section 3.1): normalise each row of x over its last dimension C:
+        #   mean = x.mean(-1, keepdim=True)                       # (..., 1)
+        #   var  = the BIASED variance (divide by C)              # (..., 1)
+        #   x_hat = (x - mean) / sqrt(var + self.eps)             # (..., C)
+        # then scale by self.weight and shift by self.bias. (F.layer_norm would do it all; write it out.)
+        raise NotImplementedError("LayerNorm.forward: see README.md, section 3.1")
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t only attends to positions <= t."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        # One linear layer makes q, k and v for all heads at once: C -> 3C.
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        # The output projection mixes the heads back together: C -> C.
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        hs = C // self.n_head
+        # TODO (README.md, section 3.2), no F.scaled_dot_product_attention:
+        # 1. q, k, v = self.c_attn(x).split(self.n_embd, dim=2)              # each (B, T, C)
+        # 2. split the heads: view as (B, T, nh, hs), transpose(1, 2)         # (B, nh, T, hs)
+        # 3. scores = q @ k^T / sqrt(hs)                                      # (B, nh, T, T)
+        # 4. causal mask: where key s > query t, set the score to -inf
+        # 5. softmax over the keys (the last axis); then self.attn_dropout
+        # 6. y = att @ v                                                      # (B, nh, T, hs)
+        # 7. merge the heads: transpose(1, 2), contiguous, view (B, T, C)
+        # 8. return self.resid_dropout(self.c_proj(y))
+        raise NotImplementedError("CausalSelfAttention.forward: see README.md, section 3.2")
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward network: C -> 4C -> GELU -> C."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.gelu = nn.GELU()  # the exact (erf) GELU, not the tanh approximation
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # TODO (README.md, section 3.3): c_fc -> gelu -> c_proj -> dropout.     # (B, T, C)
+        raise NotImplementedError("MLP.forward: see README.md, section 3.3")
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # TODO (README.md, section 3.4): pre-norm residual block.
+        #   x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))                      # (B, T, C)
+        raise NotImplementedError("Block.forward: see README.md, section 3.4")
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),  # token id -> vector
+                wpe=nn.Embedding(config.block_size, config.n_embd),  # position -> vector
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=LayerNorm(config.n_embd),
+            )
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # TODO (README.md, section 4): weight tying. The output layer must reuse the token
+        # embedding matrix (V, C): make lm_head.weight the same Parameter as transformer.wte.weight.
+        self.apply(self._init_weights)
+        # GPT-2: scale the init of the projections that write into the residual stream
+        # by 1/sqrt(2 * n_layer), so the stream's variance does not grow with depth.
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self) -> int:
+        # parameters() yields the tied matrix once, so it is counted once.
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """idx: (B, T) token ids; targets: (B, T) the next token at each position, or None.
+
+        Returns (logits (B, T, V), loss): loss is the mean cross-entropy over all B*T
+        positions, or None without targets.
+        """
+        # TODO (README.md, section 4):
+        # 1. token embeddings wte(idx) (B, T, C) + position embeddings wpe(arange(T)) (T, C)
+        # 2. self.transformer.drop, every block in self.transformer.h, then ln_f
+        # 3. logits = lm_head(x)                                              # (B, T, V)
+        # 4. loss = F.cross_entropy over all B*T positions if targets is given, else None
+        # Refuse T > block_size with a ValueError (there is no position embedding for it).
+        raise NotImplementedError("GPT.forward: see README.md, section 4")
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None):
+        """Append max_new_tokens sampled tokens to idx (B, T); returns (B, T + max_new_tokens).
+
+        Uses the global torch RNG, so torch.manual_seed(s) makes it repeatable.
+        """
+        # TODO (README.md, section 4.1): repeat max_new_tokens times:
+        # 1. crop the context to the last block_size tokens                   # (B, <=block_size)
+        # 2. logits of the LAST position only, divided by temperature         # (B, V)
+        # 3. if top_k: set every logit below the k-th largest to -inf
+        # 4. probs = softmax; next = torch.multinomial(probs, 1)              # (B, 1)
+        # 5. append: idx = torch.cat((idx, next), dim=1)
+        # A temperature <= 0 is an error (ValueError); use top_k=1 for greedy decoding.
+        raise NotImplementedError("GPT.generate: see README.md, section 4.1")
