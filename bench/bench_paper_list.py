@@ -6,6 +6,7 @@ papers (2 tags each, some notes) must stay within that same budget. Seeds a
 fresh home, then times, alternating in the same run so drift hits all alike:
 
   baseline     python -c "import sqlmodel, typer, rich"
+  status       roadmap status                    (for comparison; budgeted by bench_status.py)
   list         roadmap paper list                (50 newest, for people)
   list --json  roadmap paper list --json
   filtered     roadmap paper list --tag kernels --search attention
@@ -85,6 +86,7 @@ def main() -> None:
     roadmap = [sys.executable, "-m", "roadmap_cli"]
     commands = {
         "baseline  import sqlmodel, typer, rich": ([sys.executable, "-c", "import sqlmodel, typer, rich"], None),
+        "status (same budget; the lead's bench)": (roadmap + ["status"], None),
         "paper list": (roadmap + ["paper", "list"], BUDGET),
         "paper list --json": (roadmap + ["paper", "list", "--json"], BUDGET),
         "paper list --tag kernels -s attention": (roadmap + ["paper", "list", "--tag", "kernels", "-s", "attention"], BUDGET),

@@ -137,7 +137,7 @@ def test_cadence_summary_for_status(store, curriculum):
     assert summary["week"] == "2021-W01" and summary["start"] == "2021-01-04"
     assert summary["kinds"] == {"paper": {"done": 2, "target": 5}, "reproduction": {"done": 0, "target": 1}}
     assert summary["hours"] == {"done": 2.5, "min": 10.0, "max": 15.0}
-    assert summary["met"] is False and (summary["streak"], summary["longest_streak"]) == (0, 0)
+    assert summary["met"] is False and summary["streak"] == 0
 
 
 def test_cadence_summary_streak_counts_finished_weeks(store, curriculum):
@@ -145,9 +145,17 @@ def test_cadence_summary_streak_counts_finished_weeks(store, curriculum):
 
     _meet_week(store, date(2020, 12, 21))
     _meet_week(store, date(2020, 12, 28))
-    summary = cadence_summary(store, curriculum, TODAY)
-    assert (summary["streak"], summary["longest_streak"]) == (2, 2)
+    assert cadence_summary(store, curriculum, TODAY)["streak"] == 2
     assert cadence_summary(store, curriculum, TODAY + timedelta(days=7))["streak"] == 0  # W01 was missed
+
+
+def test_cadence_summary_widens_its_window_for_a_long_streak(store, curriculum):
+    from roadmap_cli.research import cadence_summary
+
+    first = date(2020, 12, 28) - timedelta(weeks=29)
+    for n in range(30):  # 30 weeks in a row, longer than the first 12-week window
+        _meet_week(store, first + timedelta(weeks=n))
+    assert cadence_summary(store, curriculum, TODAY)["streak"] == 30
 
 
 def test_cadence_without_targets_has_nothing_to_meet(store):

@@ -23,8 +23,9 @@ def cadence_summary(store, curriculum, today: date) -> dict:
     Returns {"week": "2026-W49", "start", "end",
              "kinds": {kind: {"done", "target"}} for every weekly target,
              "hours": {"done", "min", "max"}, "met": bool | None,
-             "streak": current weekly streak (int), "longest_streak": int}.
-    Two GROUP BY queries; no rows are loaded one by one.
+             "streak": current weekly streak (int)}.
+    Two GROUP BY queries over the last weeks only (widened while the
+    streak reaches back further); no rows are loaded one by one.
     """
     from roadmap_cli.research.cadence import cadence_summary as summary
 

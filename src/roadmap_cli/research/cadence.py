@@ -48,7 +48,18 @@ class Targets:
         return self.counts.get(kind, {})
 
     def has_any(self, kind: str) -> bool:
-        return bool(self.for_period(kind)) or (kind == "week" and self.hours_min is not None)
+        """Whether this period kind has a target worth meeting (count or hours above 0)."""
+        return any(n > 0 for n in self.for_period(kind).values()) or (kind == "week" and bool(self.hours_min))
+
+
+def _label(kind: str, day: date) -> str:
+    """The period label of `day` without building a Period (hot in streaks)."""
+    if kind == "week":
+        year, week, _ = day.isocalendar()
+        return f"{year}-W{week:02d}"
+    if kind == "month":
+        return f"{day.year}-{day.month:02d}"
+    return f"{day.year}-Q{(day.month - 1) // 3 + 1}"
 
 
 @dataclass
@@ -75,7 +86,7 @@ class Activity:
         if kind not in cache:
             buckets: dict[str, tuple[dict[str, int], float]] = {}
             for day in set(self.items) | set(self.hours):
-                label = period_of(kind, day).label
+                label = _label(kind, day)
                 counts, hours = buckets.get(label, ({}, 0.0))
                 for k, n in self.items.get(day, {}).items():
                     counts[k] = counts.get(k, 0) + n
@@ -134,17 +145,23 @@ def period_line(period: Period, activity: Activity, targets: Targets) -> dict:
     return line
 
 
+def _meets(kind: str, counts: dict[str, int], hours: float, targets: Targets) -> bool:
+    if any(counts.get(k, 0) < n for k, n in targets.for_period(kind).items()):
+        return False
+    return kind != "week" or targets.hours_min is None or hours >= targets.hours_min
+
+
 def met_labels(kind: str, activity: Activity, targets: Targets, today: date) -> list[str]:
-    """Labels of every period from the first activity to today that met its targets."""
-    first = activity.first_day
-    if first is None or not targets.has_any(kind):
+    """Labels of the periods up to today that met every target.
+
+    Only periods with some activity can meet a target (a period with no
+    activity meets nothing), so this looks at the activity buckets only.
+    """
+    if not targets.has_any(kind):
         return []
-    labels, period = [], period_of(kind, first)
-    while period.start <= today:
-        if period_line(period, activity, targets)["met"]:
-            labels.append(period.label)
-        period = period.next()
-    return labels
+    last = period_of(kind, today).label
+    return sorted(label for label, (counts, hours) in activity._buckets(kind).items()
+                  if label <= last and _meets(kind, counts, hours, targets))
 
 
 def cadence_report(store, curriculum, *, period: str = "week", at: date, today: date, weeks: int = 52) -> dict:
@@ -171,15 +188,28 @@ def cadence_report(store, curriculum, *, period: str = "week", at: date, today: 
 
 
 def cadence_summary(store, curriculum, today: date) -> dict:
-    """This week's line for `roadmap status`: targets vs done, hours, streak."""
+    """This week's line for `roadmap status`: targets vs done, hours, streak.
+
+    Cheap on a long log: it reads only the last weeks' activity (by the
+    date indexes), widening the window only while the current streak reaches
+    back to its start. The longest streak is `roadmap cadence`'s business.
+    """
+    from datetime import timedelta
+
     targets = Targets.from_curriculum(curriculum)
-    activity = load_activity(store)
     week = period_of("week", today)
+    weeks_back = 12
+    while True:
+        window_start = period_of("week", today - timedelta(weeks=weeks_back))
+        activity = load_activity(store, since=window_start.start)
+        streak = streaks("week", met_labels("week", activity, targets, today), today, activity.first_day)
+        if streak.current < weeks_back or weeks_back >= 52 * 100:
+            break  # the current run starts after the window's first week: it is exact
+        weeks_back *= 4
     line = period_line(week, activity, targets)
-    streak = streaks("week", met_labels("week", activity, targets, today), today, activity.first_day)
     return {
         "week": week.label, "start": week.start.isoformat(), "end": week.end.isoformat(),
         "kinds": {k["kind"]: {"done": k["done"], "target": k["target"]} for k in line["kinds"]},
         "hours": line["hours"], "met": line["met"],
-        "streak": streak.current, "longest_streak": streak.longest,  # in weeks
+        "streak": streak.current,  # in weeks
     }
