@@ -30,6 +30,22 @@ def test_log_defaults_to_read_today_and_parses_ids(run_cli):
     assert paper["tags"] == ["attention", "kernels"] and paper["notes"] == "read twice"
 
 
+def test_arxiv_doi_also_gives_the_arxiv_id(run_cli):
+    paper = _data(log(run_cli, "A", "--doi", "https://doi.org/10.48550/arXiv.2307.08691"))
+    assert paper["arxiv_id"] == "2307.08691"
+    refused = log(run_cli, "B", "--arxiv", "2307.08691v3")
+    assert "already logged as #1 (same arXiv id)" in refused.stderr
+
+
+def test_titles_are_never_read_as_markup(run_cli):
+    _data(log(run_cli, "[RFC] Attention [bold]x[/bold]", "--authors", "[red]A[/red]"))
+    shown = run_cli("paper", "show", "1").stdout
+    assert "[RFC] Attention [bold]x[/bold]" in shown and "[red]A[/red]" in shown
+    assert "[RFC] Attention" in run_cli("paper", "list").stdout
+    run_cli("log", "blog", "[draft] post")
+    assert "[draft] post" in run_cli("log", "list").stdout
+
+
 def test_add_is_an_alias_of_log(run_cli):
     assert _data(run_cli("paper", "add", "Some paper", "--status", "to-read", "--json"))["read_on"] is None
 

@@ -74,7 +74,7 @@ def paper_log(
     status: Annotated[str, typer.Option("--status", help="to-read, reading, read or reproduced.")] = "read",
     rating: Annotated[Optional[int], typer.Option("--rating", help="Your rating, 1 to 5.")] = None,
     note: Annotated[Optional[str], typer.Option("--note", help="A first note.")] = None,
-    date: DateOpt = None,
+    date: Annotated[Optional[str], typer.Option("--date", help="When you read it (read/reproduced only): YYYY-MM-DD, today or yesterday; default today; no future dates.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Log it even if the same paper is already logged.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

@@ -88,6 +88,9 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
     if inp.read_on is not None and inp.read_on > today:
         raise UserError(f"date {inp.read_on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
     arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
+    doi = normalize_doi(inp.doi) if inp.doi else None
+    if arxiv is None and doi and doi.startswith("10.48550/arxiv."):
+        arxiv = parse_arxiv(doi)  # arXiv's own DOI names the paper: catch duplicates by id too
     if inp.year is not None and not 1000 <= inp.year <= today.year + 1:
         raise UserError(f"year {inp.year} does not look like a publication year")
     return {
@@ -97,7 +100,7 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
         "year": inp.year,
         "arxiv_id": arxiv.id if arxiv else None,
         "arxiv_version": arxiv.version if arxiv else None,
-        "doi": normalize_doi(inp.doi) if inp.doi else None,
+        "doi": doi,
         "url": inp.url.strip() if inp.url else None,
         "stage": inp.stage,
         "status": status,

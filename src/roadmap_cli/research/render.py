@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
+from rich.markup import escape as esc
 from rich.table import Table
 from rich.text import Text
 
@@ -46,7 +49,7 @@ def paper_table(result: dict, console: Console) -> None:
 
 
 def paper_detail(p: dict, console: Console) -> None:
-    console.print(f"[bold]#{p['id']} {p['title']}[/]", soft_wrap=True)
+    console.print(f"[bold]#{p['id']} {esc(p['title'])}[/]", soft_wrap=True)
     rows = [
         ("authors", p.get("authors")), ("year", p.get("year")), ("arXiv", p.get("arxiv")), ("DOI", p.get("doi")),
         ("url", p.get("url")), ("status", p["status"]), ("read on", p.get("read_on")), ("added on", p.get("added_on")),
@@ -55,9 +58,9 @@ def paper_detail(p: dict, console: Console) -> None:
     ]
     for name, value in rows:
         if value not in (None, ""):
-            console.print(f"  [dim]{name:<9}[/] {value}", soft_wrap=True)
+            console.print(f"  [dim]{name:<9}[/] {esc(str(value))}", soft_wrap=True)
     for entry in p.get("entries") or []:
-        console.print(f"  [dim]{entry['kind']:<9}[/] #{entry['id']} {entry['on_date']} {entry['title'] or ''}")
+        console.print(f"  [dim]{entry['kind']:<9}[/] #{entry['id']} {entry['on_date']} {esc(entry['title'] or '')}")
     if p.get("notes"):
         console.print("  [dim]notes[/]")
         for line in p["notes"].splitlines():
@@ -71,11 +74,11 @@ def suggestions(result: dict, console: Console) -> None:
     for s in result["suggestions"]:
         link = f"arXiv:{s['arxiv']}" if s.get("arxiv") else (s.get("url") or "")
         logged = f" [dim](logged #{s['paper_id']}, {s['status']})[/]" if s.get("paper_id") else ""
-        console.print(f"  [cyan]stage {s['stage']}[/] {s['title']} [dim]{link}[/]{logged}", soft_wrap=True)
+        console.print(f"  [cyan]stage {s['stage']}[/] {esc(s['title'])} [dim]{esc(link)}[/]{logged}", soft_wrap=True)
     if result["suggestions"]:
         first = result["suggestions"][0]
         hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else ""
-        console.print(f"[dim]log one: roadmap paper log \"{first['title']}\"{hint} --stage {first['stage']}[/]", markup=True)
+        console.print(f"[dim]log one: roadmap paper log {esc(shlex.quote(first['title']))}{hint} --stage {first['stage']}[/]")
 
 
 def entry_table(result: dict, console: Console) -> None:
@@ -87,19 +90,19 @@ def entry_table(result: dict, console: Console) -> None:
         table.add_column(name, overflow="fold" if name.startswith("title") else "ellipsis")
     for e in result["entries"]:
         what = f"{e['hours']:g} h" if e["kind"] == "hours" else (e["title"] or "")
-        table.add_row(str(e["id"]), e["on_date"], e["kind"], what,
-                      f"#{e['paper_id']}" if e["paper_id"] else "", e["link"] or e["lab_id"] or "")
+        table.add_row(str(e["id"]), e["on_date"], e["kind"], Text(what),
+                      f"#{e['paper_id']}" if e["paper_id"] else "", Text(e["link"] or e["lab_id"] or ""))
     console.print(table)
     if result["shown"] < result["total"]:
         console.print(f"[dim]{result['shown']} of {result['total']} shown; --limit N or --all for more[/]")
 
 
 def import_report(result: dict, console: Console) -> None:
-    console.print(f"imported {len(result['imported'])} paper(s) from {result['source']}")
+    console.print(f"imported {len(result['imported'])} paper(s) from {esc(result['source'])}")
     for d in result["duplicates"]:
-        console.print(f"  [yellow]skipped[/] {d['key']}: already logged as #{d['existing_id']} ({d['reason']})")
+        console.print(f"  [yellow]skipped[/] {esc(d['key'])}: already logged as #{d['existing_id']} ({d['reason']})")
     for problem in result["problems"]:
-        console.print(f"  [red]skipped[/] {problem}", markup=True, soft_wrap=True)
+        console.print(f"  [red]skipped[/] {esc(problem)}", soft_wrap=True)
 
 
 def cadence(report: dict, console: Console) -> None:

@@ -19,7 +19,7 @@ from typing import Optional
 from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import (BibEntry, authors_from_bibtex, authors_to_bibtex, latex_to_text,
                                          parse_bibtex, text_to_latex)
-from roadmap_cli.research.ids import looks_like_arxiv, parse_arxiv
+from roadmap_cli.research.ids import looks_like_arxiv
 from roadmap_cli.research.papers import PaperInput, find_duplicate, insert_paper, normalize_tags, prepare
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
@@ -165,4 +165,4 @@ def export_papers(store, fmt: str) -> str:
     return out.getvalue()
 
 
-__all__ = ["import_bibtex", "export_papers", "to_bibtex", "entry_to_input", "parse_arxiv"]
+__all__ = ["import_bibtex", "export_papers", "to_bibtex", "entry_to_input"]
