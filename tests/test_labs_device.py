@@ -1,0 +1,68 @@
+"""Device detection without torch, and what the engine does on a CUDA machine,
+simulated with a fake `nvidia-smi` (the GPU itself is not exercised here)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+
+
+@pytest.fixture
+def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A PATH with an nvidia-smi that reports an H100, and a torch 'built with CUDA 12.4'."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 9.0'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("ROADMAP_DEVICE", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    from roadmap_cli.labs import device
+
+    monkeypatch.setattr(device, "torch_built_with_cuda", lambda: "12.4")
+    device.detect_device.cache_clear()
+    yield device
+    device.detect_device.cache_clear()
+
+
+def test_a_gpu_is_detected_from_nvidia_smi(fake_gpu) -> None:
+    info = fake_gpu.detect_device()
+    assert (info.kind, info.name, info.capability) == ("cuda", "NVIDIA H100 80GB HBM3", "9.0")
+    assert not info.interpret_mode
+
+
+def test_cpu_torch_build_or_hidden_gpus_mean_cpu(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fake_gpu, "torch_built_with_cuda", lambda: None)
+    fake_gpu.detect_device.cache_clear()
+    assert "CPU-only build" in fake_gpu.detect_device().reason
+    monkeypatch.setattr(fake_gpu, "torch_built_with_cuda", lambda: "12.4")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    fake_gpu.detect_device.cache_clear()
+    assert fake_gpu.detect_device().kind == "cpu"
+
+
+def test_on_a_cuda_machine_every_part_runs_without_the_interpreter(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake lab's gpu test fails whenever it runs: on 'CUDA' it must run,
+    with ROADMAP_DEVICE=cuda and no TRITON_INTERPRET."""
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # must not leak into a CUDA grade
+    from roadmap_cli.labs import workspace as ws
+    from roadmap_cli.labs.runner import grade_workspace
+    from roadmap_cli.labs.spec import find_lab
+
+    spec = find_lab("adder")
+    with tempfile.TemporaryDirectory() as tmp:
+        ws.write_solution(spec, Path(tmp))
+        run = grade_workspace(spec, Path(tmp))
+    statuses = {p.id: p.status for p in run.parts}
+    assert statuses == {"add": "passed", "mul": "passed", "speed": "passed", "gpu": "failed"}
+    assert run.max_score == 70 and run.interpret_mode is False
+    assert run.device == "NVIDIA H100 80GB HBM3" and run.device_capability == "9.0"
+    assert "engine must never run this part without CUDA" in run.part("gpu").message
