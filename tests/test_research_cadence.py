@@ -205,3 +205,24 @@ def test_calendar_month_labels_sit_on_the_week_holding_the_first():
         first = next((d for d in days if d.day == 1), None)
         if first is not None and months[4 + col:4 + col + 3].strip():
             assert months[4 + col:4 + col + 3] == first.strftime("%b")
+
+
+# --- smoke: the real curriculum -------------------------------------------------------
+
+def test_smoke_real_curriculum_targets_and_reading_list(run_cli):
+    """The shipped curriculum.yaml drives `cadence` and `paper suggest` (shape only)."""
+    line = _data_of(run_cli("cadence", "--json"))["line"]
+    targets = {k["kind"]: k["target"] for k in line["kinds"]}
+    assert targets == {"paper": 5, "reproduction": 1}
+    assert (line["hours"]["min"], line["hours"]["max"]) == (10, 15)
+    month = _data_of(run_cli("cadence", "--month", "--json"))["line"]
+    assert {k["kind"] for k in month["kinds"]} == {"experiment", "benchmark", "report"}
+    quarter = _data_of(run_cli("cadence", "--quarter", "--json"))["line"]
+    assert {k["kind"] for k in quarter["kinds"]} == {"oss", "blog", "workshop-paper"}
+    suggestions = _data_of(run_cli("paper", "suggest", "--json"))
+    assert suggestions["current_stage"] == 1 and suggestions["suggestions"][0]["stage"] == 1
+
+
+def _data_of(result):
+    assert result.exit_code == 0, result
+    return result.json()["data"]
