@@ -162,12 +162,24 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     try:
         sha, dirty = head_info(path)
         store = get_store()
+        _warm_up_recording()
     except BaseException:
         job.abort()
         raise
     run = job.finish(on_event)
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     return GradeOutcome(attempt_id, run, sha, dirty, marked)
+
+
+def _warm_up_recording() -> None:
+    """Pay the ORM's one-time costs (imports, mapper configuration) while
+    pytest runs, not after it: the learner waits for what comes after."""
+    from sqlalchemy.orm import configure_mappers
+
+    import roadmap_cli.progress  # noqa: F401
+    from roadmap_cli.store import tables  # noqa: F401
+
+    configure_mappers()
 
 
 def record_attempt(store, spec: LabSpec, run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
