@@ -202,8 +202,8 @@ def test_reproduction_of_a_paper_marks_it_reproduced_and_counts_once(run_cli):
 
 # --- suggestions ------------------------------------------------------------------------
 
-def _reading(id_, stage, title, arxiv=None):
-    return SimpleNamespace(id=id_, title=title, authors=None, year=None, arxiv=arxiv, url=None, stage=stage, kind="paper")
+def _reading(id_, stage, title, arxiv=None, kind="paper"):
+    return SimpleNamespace(id=id_, title=title, authors=None, year=None, arxiv=arxiv, url=None, stage=stage, kind=kind)
 
 
 @pytest.fixture
@@ -213,7 +213,7 @@ def reading_curriculum(monkeypatch):
     stages = [SimpleNamespace(number=n, checkpoints=[SimpleNamespace(id=f"s{n}-a")]) for n in (1, 2, 3)]
     cur = SimpleNamespace(cadence=None, stages=stages, reading_list=[
         _reading("attention", 1, "Attention Is All You Need", "1706.03762"),
-        _reading("gpt2", 1, "Language Models are Unsupervised Multitask Learners"),
+        _reading("gpt2", 1, "Language Models are Unsupervised Multitask Learners", kind="blog"),
         _reading("rope", 2, "RoFormer", "2104.09864"),
         _reading("gqa", 2, "GQA", "2305.13245"),
         _reading("vllm", 3, "PagedAttention", "2309.06180"),
@@ -237,7 +237,9 @@ def test_suggest_current_stage_first_then_backlog_then_later(run_cli, reading_cu
     forced = _data(run_cli("paper", "suggest", "--stage", "3", "--limit", "2", "--json"))
     assert [s["reading_id"] for s in forced["suggestions"]] == ["vllm", "rope"]
     assert "unknown stage '7'" in run_cli("paper", "suggest", "--stage", "7").stderr
-    assert "log one: roadmap paper log" in run_cli("paper", "suggest").stdout
+    assert "log one: roadmap paper log RoFormer --arxiv 2104.09864 --stage 2" in run_cli("paper", "suggest").stdout
+    assert [s["reading_id"] for s in _data(run_cli("paper", "suggest", "--kind", "blog", "--json"))["suggestions"]] == ["gpt2"]
+    assert "unknown reading kind 'blgo'" in run_cli("paper", "suggest", "--kind", "blgo").stderr
 
 
 def test_stage_checked_against_the_curriculum(run_cli, reading_curriculum):

@@ -275,6 +275,7 @@ def paper_export(
 def paper_suggest(
     stage: Annotated[Optional[int], typer.Option("--stage", help="Treat this as the current stage (default: your first unfinished stage).")] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many suggestions.")] = 10,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind of reading: paper, book, article, system.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Unread papers from the curriculum's reading list, current stage first."""
@@ -285,7 +286,7 @@ def paper_suggest(
     curriculum = ctx.curriculum()
     _check_stage(stage)
     current = stage if stage is not None else current_stage_number(ctx.store(), curriculum)
-    result = suggest(ctx.store(), curriculum.reading_list, current, limit=max(limit, 0))
+    result = suggest(ctx.store(), curriculum.reading_list, current, limit=max(limit, 0), kind=kind)
     _emit("paper suggest", result, as_json, suggestions)
 
 

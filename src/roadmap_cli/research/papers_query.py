@@ -114,7 +114,8 @@ def current_stage_number(store, curriculum) -> Optional[int]:
     return None
 
 
-def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optional[int] = 10) -> dict:
+def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optional[int] = 10,
+            kind: Optional[str] = None) -> dict:
     """Unread papers from the reading list: the current stage's first, then the
     earlier stages' (backlog), then the later ones, each in list order.
 
@@ -136,7 +137,13 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
         return (1, -stage) if stage < current_stage else (2, stage)
 
     items = []
+    if kind is not None and kind not in {item.kind for item in reading_list}:
+        from roadmap_cli.errors import NotFoundError
+
+        raise NotFoundError("reading kind", kind, sorted({item.kind for item in reading_list}))
     for order, item in enumerate(reading_list):
+        if kind is not None and item.kind != kind:
+            continue
         arxiv_id = None
         if item.arxiv:
             try:

@@ -77,7 +77,9 @@ def suggestions(result: dict, console: Console) -> None:
         console.print(f"  [cyan]stage {s['stage']}[/] {esc(s['title'])} [dim]{esc(link)}[/]{logged}", soft_wrap=True)
     if result["suggestions"]:
         first = result["suggestions"][0]
-        hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else ""
+        hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else (f" --url {shlex.quote(first['url'])}" if first.get("url") else "")
+        hint += f" --authors {shlex.quote(first['authors'])}" if first.get("authors") else ""
+        hint += f" --year {first['year']}" if first.get("year") else ""
         console.print(f"[dim]log one: roadmap paper log {esc(shlex.quote(first['title']))}{hint} --stage {first['stage']}[/]")
 
 
