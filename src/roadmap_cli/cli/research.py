@@ -146,12 +146,12 @@ def paper_note(
     replace: Annotated[bool, typer.Option("--replace", help="With --text: replace the notes instead of appending.")] = False,
 ) -> None:
     """Add to a paper's notes with --text, or edit them in $EDITOR."""
-    from roadmap_cli.research.papers import current_notes, parse_paper_id, set_notes
+    from roadmap_cli.research.papers import current_notes, edit_in_editor, parse_paper_id, set_notes
 
     store, pid = context.current().store(), parse_paper_id(paper_id)
     if text is None:
         current = current_notes(store, pid)
-        edited = _edit_in_editor(current)
+        edited = edit_in_editor(current)
         if edited.strip() == current.strip():
             typer.echo(f"notes of #{pid} unchanged")
             return
@@ -159,31 +159,6 @@ def paper_note(
     else:
         set_notes(store, pid, text, append=not replace)
     typer.echo(f"notes of #{pid} saved")
-
-
-def _edit_in_editor(text: str) -> str:
-    """Open `text` in $VISUAL/$EDITOR and return what was saved."""
-    import os
-    import shlex
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    from roadmap_cli.errors import UserError
-
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not editor:
-        raise UserError("no editor: set $EDITOR (or pass --text)")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "notes.md"
-        path.write_text(text, encoding="utf-8")
-        try:
-            code = subprocess.call([*shlex.split(editor), str(path)])
-        except OSError as exc:
-            raise UserError(f"cannot run editor {editor!r}: {exc.strerror or exc}") from None
-        if code != 0:
-            raise UserError(f"editor {editor!r} exited with status {code}; notes not changed")
-        return path.read_text(encoding="utf-8")
 
 
 @paper_app.command("edit")
