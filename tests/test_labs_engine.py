@@ -151,6 +151,7 @@ def test_interpreter_crash_is_recorded_as_crash(run_cli, workspace: Path) -> Non
     crashed = [t for t in data["tests"] if t["outcome"] == "crashed"]
     assert [t["nodeid"] for t in crashed] == ["test_add.py::test_add_small"]
     assert "SIGABRT" in data["message"]
+    assert 'adder.py", line 5 in add' in crashed[0]["message"]  # where the learner's code died
 
 
 def test_tests_and_config_in_the_workspace_have_no_effect(run_cli, workspace: Path) -> None:

@@ -186,7 +186,7 @@ def grade_report(console: Console, outcome, lang: str) -> None:
         console.print(perf)
     if run.message:
         console.print(f"[{color}]{run.message}[/]", soft_wrap=True)
-    if run.log_tail and run.outcome in ("error", "crash"):
+    if run.log_tail and run.outcome == "error":
         console.print("[dim]last lines of the grader's output:[/]")
         console.print(_first_lines("\n".join(run.log_tail.splitlines()[-12:]), 12), markup=False, soft_wrap=True)
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")

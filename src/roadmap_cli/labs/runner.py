@@ -165,11 +165,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of the grader's output; after a hard crash, the crash report.
+
+    pytest's faulthandler prints "Fatal Python error: ..." and the stack,
+    most recent call first: the learner's frames come first, pytest's
+    machinery last, so the interesting part is at the top of that block.
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    all_lines = text.rstrip().splitlines()
+    for i, line in enumerate(all_lines):
+        if line.startswith("Fatal Python error"):
+            frames = [ln for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
+                      and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))]
+            return "\n".join([line, *frames[:lines]])
+    return "\n".join(all_lines[-lines:])
 
 
 def grade_workspace(
