@@ -72,6 +72,8 @@ def test_arxiv_round_trips_through_its_own_string(ident, version):
     ("math.gt/0309136v1", ArxivId("math.GT/0309136", 1)),
     ("https://arxiv.org/pdf/2307.08691v2.pdf", ArxivId("2307.08691", 2)),
     ("10.48550/arXiv.2307.08691", ArxivId("2307.08691")),
+    ("arXiv:2307.08691v1 [cs.LG]", ArxivId("2307.08691", 1)),
+    ("https://arxiv.org/html/2307.08691v2", ArxivId("2307.08691", 2)),
     ("https://doi.org/10.48550/arXiv.2205.14135", ArxivId("2205.14135")),
 ])
 def test_arxiv_examples(text, expected):

@@ -29,10 +29,12 @@ _OLD_STYLE = r"(?P<old>[a-z][a-z-]*(?:\.[a-z]{2})?/\d{2}(?:0[1-9]|1[0-2])\d{3})"
 _VERSION = r"(?:v(?P<version>[1-9]\d*))?"
 _ARXIV_ID = re.compile(rf"(?:{_NEW_STYLE}|{_OLD_STYLE}){_VERSION}", re.IGNORECASE)
 _ARXIV_URL = re.compile(
-    r"^(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf)/(?P<rest>.+?)(?:\.pdf)?/?(?:[?#].*)?$",
+    r"^(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/(?P<rest>.+?)(?:\.pdf)?/?(?:[?#].*)?$",
     re.IGNORECASE,
 )
 _ARXIV_PREFIX = re.compile(r"^arxiv:\s*", re.IGNORECASE)
+# arXiv listings print "arXiv:2307.08691 [cs.LG]": the category is not part of the id.
+_CATEGORY_SUFFIX = re.compile(r"\s*\[[a-z-]+(?:\.[a-z-]+)?\]$", re.IGNORECASE)
 # An arXiv DOI (since 2022 every arXiv paper also has one) carries the id too.
 _ARXIV_DOI = re.compile(r"^10\.48550/arxiv\.(?P<rest>.+)$", re.IGNORECASE)
 
@@ -74,7 +76,7 @@ def parse_arxiv(text: str) -> ArxivId:
 
     Raises UserError with the text when it is none of those.
     """
-    value = text.strip()
+    value = _CATEGORY_SUFFIX.sub("", text.strip())
     url = _ARXIV_URL.match(value)
     if url:
         value = url.group("rest")
