@@ -18,7 +18,7 @@
 // Built by cuda_kernels.py with torch.utils.cpp_extension.load_inline.
 
 #include <torch/types.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 constexpr int TILE = 32;  // 32 x 32 = 1024 threads per block (the maximum) and 8 KB of shared memory
@@ -81,7 +81,7 @@ torch::Tensor matmul_naive(torch::Tensor a, torch::Tensor b) {
     if (M == 0 || N == 0) return c;
     const dim3 threads(16, 16);
     const dim3 blocks((N + threads.x - 1) / threads.x, (M + threads.y - 1) / threads.y);  // x: columns, y: rows
-    matmul_naive_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    matmul_naive_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         ac.data_ptr<float>(), bc.data_ptr<float>(), c.data_ptr<float>(), M, N, K);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return c;
@@ -95,7 +95,7 @@ torch::Tensor matmul_tiled(torch::Tensor a, torch::Tensor b) {
     if (M == 0 || N == 0) return c;
     const dim3 threads(TILE, TILE);
     const dim3 blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
-    matmul_tiled_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    matmul_tiled_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         ac.data_ptr<float>(), bc.data_ptr<float>(), c.data_ptr<float>(), M, N, K);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return c;

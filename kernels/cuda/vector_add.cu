@@ -14,7 +14,7 @@
 // also writes the Python binding for `vector_add` (declared there).
 
 #include <torch/types.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 __global__ void vector_add_kernel(const float* __restrict__ x,
@@ -42,7 +42,7 @@ torch::Tensor vector_add(torch::Tensor x, torch::Tensor y) {
 
     const int threads = 256;  // a multiple of the warp size (32)
     const int64_t blocks = (n + threads - 1) / threads;  // round up: cover the tail
-    vector_add_kernel<<<static_cast<unsigned int>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    vector_add_kernel<<<static_cast<unsigned int>(blocks), threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         xc.data_ptr<float>(), yc.data_ptr<float>(), out.data_ptr<float>(), n);
     C10_CUDA_KERNEL_LAUNCH_CHECK();  // surfaces launch errors (bad config) as Python exceptions
     return out;

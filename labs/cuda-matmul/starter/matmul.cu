@@ -9,7 +9,7 @@
 // ran (and no cuBLAS GEMM did): keep those names.
 
 #include <torch/types.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
 constexpr int TILE = 32;  // 32 x 32 = 1024 threads per block (the maximum)
@@ -52,7 +52,7 @@ torch::Tensor matmul_naive(torch::Tensor a, torch::Tensor b) {
     auto bc = b.contiguous();
     // TODO (Part 4a): M, K, N from the shapes; return c if M or N is 0;
     //   dim3 threads(16, 16); dim3 blocks(ceil(N / 16), ceil(M / 16));  (x: columns, y: rows)
-    //   launch matmul_naive_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(...);
+    //   launch matmul_naive_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(...);
     //   C10_CUDA_KERNEL_LAUNCH_CHECK(); return c;
     TORCH_CHECK(false, "matmul_naive is not implemented yet: see README.md, section 'Part 4: CUDA matmul'");
     return c;

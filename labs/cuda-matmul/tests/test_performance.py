@@ -67,6 +67,6 @@ def test_matmul_speed(shape, record_perf, grade_fraction):
         median_ms=result.learner.median_ms,
         baseline_median_ms=result.baseline.median_ms,
         device=result.device,
-        warnings=list(result.warnings),
+        warnings="; ".join(result.warnings),
     )
     grade_fraction(score_fraction(result.ratio, full_at=FULL_POINTS_AT))
