@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         for M in ([2048] if args.quick else [1024, 2048, 4096]):
             for name in ("matmul_naive", "matmul_tiled"):
                 cmp = timing.compare_to_baseline(getattr(ext_mm, name), torch.matmul, matrices(M, M, M, torch.float32),
-                                                 flops=2.0 * M ** 3, dtype="fp32", peak=peak,
+                                                 flops=2.0 * M ** 3, dtype="fp32-simt", peak=peak,
                                                  rule=timing.StopRule(time_cap_s=5.0))
                 print(_row(f"cuda {name} fp32 {M}^3", cmp))
     print("ratio = torch time / kernel time (medians); % peak = roofline time / kernel time")

@@ -234,6 +234,7 @@ def test_unknown_device_and_dtype_peaks():
     h100 = devices.device_peak("NVIDIA H100 80GB HBM3")
     assert h100.tflops_for("torch.float16") == h100.tflops_for("bf16") == 989.4
     assert h100.tflops_for("float32") == h100.tf32_tflops
+    assert h100.tflops_for("fp32-simt") == h100.fp32_tflops == 66.9
     with pytest.raises(ValueError):
         h100.tflops_for("int8")
 

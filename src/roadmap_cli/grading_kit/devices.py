@@ -45,7 +45,8 @@ class DevicePeak:
     l2_bytes: int
 
     def tflops_for(self, dtype: object) -> float:
-        """The compute peak for inputs of `dtype` (a torch dtype or a name).
+        """The compute peak for inputs of `dtype` (a torch dtype or a name;
+        "fp32-simt" for fp32 math on CUDA cores, without tensor cores).
 
         fp32 uses the TF32 tensor-core peak: that is the fastest a fp32 matmul
         can legally run (Triton's tl.dot uses TF32 by default on GPUs), so it
@@ -54,6 +55,8 @@ class DevicePeak:
         key = str(dtype).replace("torch.", "").lower()
         if key in {"float16", "half", "fp16", "bfloat16", "bf16"}:
             return self.fp16_tflops
+        if key == "fp32-simt":  # plain fp32 FMAs on CUDA cores (a hand-written CUDA C kernel)
+            return self.fp32_tflops
         if key in {"float32", "float", "fp32", "tf32"}:
             return self.tf32_tflops
         raise ValueError(f"no peak listed for dtype {dtype!r}")
