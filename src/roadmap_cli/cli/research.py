@@ -378,7 +378,13 @@ def cadence(
     at: Annotated[Optional[str], typer.Option("--at", help="Look at the period holding this date instead of today.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Targets vs logged for the ISO week/month/quarter, streaks, and a 52-week calendar."""
+    """Targets vs logged for the ISO week/month/quarter, streaks, and a 52-week calendar.
+
+    A paper counts on its read date once read or reproduced; every other item on
+    its date. A week is met when every weekly target and the weekly hours minimum
+    are reached; a streak is the run of met periods up to now (the period under
+    way extends it once met, and does not break it before it ends).
+    """
     from roadmap_cli.errors import UserError
     from roadmap_cli.research.cadence import cadence_report
     from roadmap_cli.research.render import cadence as render_cadence
