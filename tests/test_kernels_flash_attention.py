@@ -120,3 +120,45 @@ def test_input_validation(fa, shapes, message):
     else:
         with pytest.raises(ValueError, match=message):
             fa._check_inputs(*tensors)
+
+
+_COMPILE_SCRIPT = r"""
+import importlib.util, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+spec = importlib.util.spec_from_file_location("fa", sys.argv[1])
+fa = importlib.util.module_from_spec(spec); spec.loader.exec_module(fa)
+kernels = {"fwd": (fa._attn_fwd_kernel, ["Q", "K", "V", "O", "LSE"]),
+           "dkdv": (fa._attn_bwd_dkdv_kernel, ["Q", "K", "V", "DO", "LSE", "DELTA", "DK", "DV"]),
+           "dq": (fa._attn_bwd_dq_kernel, ["Q", "K", "V", "DO", "LSE", "DELTA", "DQ"])}
+for kind, (fn, ptrs) in kernels.items():
+    block_m, block_n, warps, stages = fa._GPU_TILES[kind][0]
+    for dtype, causal in ((("bf16", False),) if kind == "dkdv" else (("fp16", True),)):
+        consts = dict(CAUSAL=causal, DOT_PRECISION="tf32", BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=64)
+        sig = {n: "constexpr" if n in consts else
+               ("*fp32" if n in ("LSE", "DELTA") else "*" + dtype) if n in ptrs else
+               "fp32" if n in ("qk_scale", "sm_scale") else "i32" for n in fn.arg_names}
+        triton.compile(ASTSource(fn, sig, consts), target=GPUTarget("cuda", 90, 32),
+                       options=dict(num_warps=warps, num_stages=stages))
+print("compiled")
+"""
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_a_hopper_gpu(tmp_path):
+    """The interpreter accepts things the GPU compiler rejects: compile each kernel for
+    sm_90 (through PTX and ptxas, no GPU needed) in a process without TRITON_INTERPRET."""
+    import subprocess
+    import sys
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this triton build ships no ptxas")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT, str(KERNEL_PATH)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]

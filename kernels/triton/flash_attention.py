@@ -253,14 +253,35 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
     return batch, heads, kv_heads, seq, head_dim
 
 
-def _launch_config(head_dim: int, backward: bool, interpret: bool) -> dict:
-    """Tile sizes and launch settings. The interpreter runs one program at a time,
-    so small tiles keep CPU runs quick; on a GPU larger tiles reuse each load more."""
+# GPU tile candidates (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Triton tutorial
+# 06-fused-attention. triton.autotune times each once per (seq, head_dim, causal, dtype) and
+# keeps the fastest; a candidate that does not fit the GPU's shared memory is skipped.
+# The dK/dV kernel wants a wide block of keys on chip and narrow query blocks streaming
+# past; the dQ kernel the opposite. Compiled for sm_90, each list holds candidates that
+# need no register spills at head_dim 64 and at 128 (the fp32 accumulators of a
+# (128, 128) tile alone take 128 registers per thread with 4 warps).
+_GPU_TILES = {
+    "fwd": [(128, 64, 4, 3), (128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 3), (128, 128, 8, 3), (64, 32, 4, 4)],
+    "dkdv": [(32, 128, 8, 3), (32, 64, 8, 3), (32, 64, 4, 3), (64, 64, 4, 3), (32, 64, 8, 2), (64, 128, 8, 3)],
+    "dq": [(128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 8, 3), (64, 64, 8, 3), (128, 32, 4, 3)],
+}
+_TUNED: dict = {}
+
+
+def _launch(kind: str, grid, *args, interpret: bool, **kwargs) -> None:
+    """Launch kernel `kind` ("fwd", "dkdv", "dq"); grid(BLOCK_M, BLOCK_N) -> launch grid.
+
+    The interpreter runs one program at a time, so CPU runs use one small tile size.
+    """
+    kernel = {"fwd": _attn_fwd_kernel, "dkdv": _attn_bwd_dkdv_kernel, "dq": _attn_bwd_dq_kernel}[kind]
     if interpret:
-        return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
-    if backward:
-        return dict(BLOCK_M=32, BLOCK_N=64 if head_dim <= 64 else 32, num_warps=4, num_stages=2)
-    return dict(BLOCK_M=128, BLOCK_N=64, num_warps=4 if head_dim <= 64 else 8, num_stages=3)
+        kernel[grid(32, 32)](*args, BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1, **kwargs)
+        return
+    if kind not in _TUNED:
+        configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st)
+                   for m, n, w, st in _GPU_TILES[kind]]
+        _TUNED[kind] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
+    _TUNED[kind][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
 
 
 def _interpreting(t: torch.Tensor) -> bool:
@@ -277,14 +298,13 @@ def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None =
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq), device=q.device, dtype=torch.float32)
-    cfg = _launch_config(head_dim, backward=False, interpret=_interpreting(q))
-    grid = (triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)
-    _attn_fwd_kernel[grid](
+    _launch(
+        "fwd", lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         heads, seq, head_dim, heads // kv_heads, scale * LOG2E,
         CAUSAL=bool(causal), DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), **cfg,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), interpret=_interpreting(q),
     )
     return o, lse
 
@@ -297,17 +317,19 @@ def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: f
     lse = lse.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty_like(lse)
-    cfg = _launch_config(head_dim, backward=True, interpret=_interpreting(q))
+    interpret = _interpreting(q)
     block_d = max(16, triton.next_power_of_2(head_dim))
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
-    _attn_bwd_preprocess[(triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)](
-        o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=cfg["BLOCK_M"], BLOCK_D=block_d)
-    _attn_bwd_dkdv_kernel[(triton.cdiv(seq, cfg["BLOCK_N"]), batch * kv_heads)](
-        q, k, v, do, lse, delta, dk, dv, heads, kv_heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E,
-        CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, **cfg)
-    _attn_bwd_dq_kernel[(triton.cdiv(seq, cfg["BLOCK_M"]), batch * heads)](
-        q, k, v, do, lse, delta, dq, heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E,
-        CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, **cfg)
+    # delta first (one row sum per query), then the two gradient kernels; neither needs atomics.
+    pre_block = 32 if interpret else 64
+    _attn_bwd_preprocess[(triton.cdiv(seq, pre_block), batch * heads)](
+        o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=pre_block, BLOCK_D=block_d)
+    common = dict(CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, interpret=interpret)
+    _launch("dq", lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
+            q, k, v, do, lse, delta, dq, heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E, **common)
+    _launch("dkdv", lambda block_m, block_n: (triton.cdiv(seq, block_n), batch * kv_heads),
+            q, k, v, do, lse, delta, dk, dv, heads, kv_heads, seq, head_dim, heads // kv_heads, scale,
+            scale * LOG2E, **common)
     return dq, dk, dv
 
 

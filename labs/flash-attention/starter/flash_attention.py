@@ -108,13 +108,20 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
     return batch, heads, kv_heads, seq, head_dim
 
 
-def _launch_config(head_dim: int, backward: bool, interpret: bool) -> dict:
-    """Tile sizes and launch settings. The interpreter runs one program at a time,
-    so small tiles keep CPU runs quick; on a GPU larger tiles reuse each load more."""
+def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
+    """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq".
+
+    The interpreter runs one program at a time, so small tiles keep CPU runs quick.
+    On a GPU larger tiles reuse each load more (values after the Triton tutorial
+    06-fused-attention): the dK/dV kernel keeps a wide block of keys on chip and
+    streams narrow query blocks; the dQ kernel does the opposite.
+    """
     if interpret:
         return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
-    if backward:
-        return dict(BLOCK_M=32, BLOCK_N=64 if head_dim <= 64 else 32, num_warps=4, num_stages=2)
+    if kernel == "dkdv":
+        return dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3)
+    if kernel == "dq":
+        return dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3)
     return dict(BLOCK_M=128, BLOCK_N=64, num_warps=4 if head_dim <= 64 else 8, num_stages=3)
 
 
