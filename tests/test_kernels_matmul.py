@@ -186,3 +186,16 @@ def test_bench_exits_cleanly_without_a_gpu(capsys):
     bench = load(KERNELS / "bench_matmul.py", "bench_matmul_cpu_exit")
     assert bench.main(["--quick"]) == 0
     assert "needs a CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("patch", sorted((ROOT / "labs" / "cuda-matmul" / "wrong").glob("*.patch")), ids=lambda p: p.stem)
+def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
+    """The wrong/ patches are diffs against kernels/: editing a reference kernel
+    must come with regenerated patches (roadmap dev check then proves they fail)."""
+    import shutil
+    import subprocess
+
+    for name in ("vector_add.py", "matmul.py"):
+        shutil.copy(KERNELS / "triton" / name, tmp_path / name)
+    result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
