@@ -5,8 +5,6 @@ in this package import only typer/rich at top level; services (and anything
 heavy) are imported inside the command functions.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import Optional
 
@@ -45,17 +43,59 @@ def root(
     context.reset(home_option=home, curriculum_option=curriculum, lang_option=lang)
 
 
-def _register_commands() -> None:
-    # Each module adds its commands/groups to `app`. Imported here (not lazily
-    # per command) because typer needs the signatures for --help; the modules
-    # themselves keep their heavy imports inside function bodies.
-    from roadmap_cli.cli import core, curriculum, db, labs, research
+# Which module registers which top-level command. Only the module a command
+# needs is imported and registered: building typer's whole command tree (about
+# a hundred commands) on every run would cost `roadmap status` more than its
+# own work. `--help`, no command, or an unknown one registers everything.
+COMMAND_MODULES = {
+    "init": "core", "status": "core", "next": "core", "check": "core", "uncheck": "core",
+    "curriculum": "curriculum", "stages": "curriculum", "stage": "curriculum",
+    "db": "db", "export": "db", "import": "db",
+    "lab": "labs", "grade": "labs", "doctor": "labs", "dev": "labs",
+    "paper": "research", "log": "research", "cadence": "research",
+}
+_ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}
+_registered: set[str] = set()
 
-    for module in (core, curriculum, db, labs, research):
-        module.register(app)
+
+def _register(module_name: str) -> None:
+    if module_name in _registered:
+        return
+    import importlib
+
+    importlib.import_module(f"roadmap_cli.cli.{module_name}").register(app)
+    _registered.add(module_name)
 
 
-_register_commands()
+def register_all() -> typer.Typer:
+    """Register every command group (for --help, tests, docs); returns the app."""
+    for module_name in sorted(set(COMMAND_MODULES.values())):
+        _register(module_name)
+    return app
+
+
+def command_name(argv: list[str]) -> Optional[str]:
+    """The first argument that is not a root option (or its value)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in _ROOT_OPTIONS_WITH_VALUE:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            continue
+        return arg
+    return None
+
+
+def register_for(argv: list[str]) -> None:
+    module_name = COMMAND_MODULES.get(command_name(argv) or "")
+    if module_name is None or "-h" in argv[:1] or "--help" in argv[:1]:
+        register_all()
+    else:
+        _register(module_name)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -66,8 +106,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     """
     from roadmap_cli.output import error_line
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    register_for(args)
     try:
-        app(args=argv, prog_name="roadmap")
+        app(args=args, prog_name="roadmap")
     except RoadmapError as exc:
         error_line(exc.message, exc.details)
         sys.exit(int(exc.exit_code))

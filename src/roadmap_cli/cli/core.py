@@ -1,7 +1,5 @@
 """Core commands: init, status, next, check, uncheck."""
 
-from __future__ import annotations
-
 from typing import Optional
 
 import typer

@@ -4,8 +4,6 @@ Each command: parse -> call a function in roadmap_cli.curriculum.views (or
 the loader) -> render. Text appears in one language, the context's `lang`.
 """
 
-from __future__ import annotations
-
 from typing import Optional
 
 import typer

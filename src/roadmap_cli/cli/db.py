@@ -1,7 +1,5 @@
 """Database commands: db status, export, import."""
 
-from __future__ import annotations
-
 from typing import Optional
 
 import typer
