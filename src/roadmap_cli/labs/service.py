@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.labs.spec import LabSpec, all_labs, find_lab, lab_ids, load_all
+from roadmap_cli.labs.spec import LabSpec, find_lab, lab_ids, load_all
 from roadmap_cli.timeutil import utc_now_iso
 
 STATES = ("not-started", "in-progress", "partial", "passed")
