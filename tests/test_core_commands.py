@@ -117,3 +117,16 @@ def test_import_rejects_garbage(run_cli, tmp_path: Path):
     bad.write_text("{not json")
     result = run_cli("import", str(bad))
     assert result.exit_code == 2 and "bad.json:1:2" in result.stderr
+
+
+def test_cadence_line_without_hour_targets():
+    """A curriculum without weekly hours still renders this week's line."""
+    from rich.console import Console
+
+    from roadmap_cli.cli.cadence_line import render_cadence_line
+
+    console = Console(record=True, width=120)
+    render_cadence_line(console, {"week": "2026-W49", "kinds": {"paper": {"done": 2, "target": 5}},
+                                  "hours": {"done": 3.5, "min": None, "max": None}, "streak": 4})
+    text = console.export_text()
+    assert "paper 2/5" in text and "hours 3.5" in text and "streak 4" in text

@@ -18,7 +18,9 @@ def render_cadence_line(console: Console, summary: dict) -> None:
         parts.append(f"[{style}]{kind} {done}/{target}[/]")
     hours = summary.get("hours")
     if hours:
-        parts.append(f"hours {hours.get('done', 0):g}/{hours.get('min', 0):g}–{hours.get('max', 0):g}")
+        low, high = hours.get("min"), hours.get("max")
+        goal = f"/{low:g}–{high:g}" if low is not None and high is not None else ""
+        parts.append(f"hours {hours.get('done') or 0:g}{goal}")
     streak = summary.get("streak")
     if streak is not None:
         parts.append(f"streak {streak}")
