@@ -66,3 +66,26 @@ def test_on_a_cuda_machine_every_part_runs_without_the_interpreter(fake_gpu, mon
     assert run.max_score == 70 and run.interpret_mode is False
     assert run.device == "NVIDIA H100 80GB HBM3" and run.device_capability == "9.0"
     assert "engine must never run this part without CUDA" in run.part("gpu").message
+
+
+def test_grade_never_imports_torch_in_the_parent(tmp_path: Path) -> None:
+    """The grader imports torch in its own process; `roadmap grade` itself must not."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(FIXTURES / "labs"),
+               ROADMAP_DEVICE="cpu")
+    script = (
+        "import sys\n"
+        "from roadmap_cli.cli import main\n"
+        "for args in (['lab', 'start', 'adder', '--dir', sys.argv[1]], ['grade', 'adder'], ['lab', 'list']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('HEAVY', sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ws")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert "HEAVY []" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "test_add.py::test_add_small" in proc.stdout  # the grade really ran (and failed on the starter)
