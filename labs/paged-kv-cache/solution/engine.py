@@ -157,6 +157,8 @@ class LLMEngine:
                 torch.tensor(ctx, dtype=torch.int32), last_rows)
 
     def step(self) -> SchedulerOutput:
+        """schedule -> copy-on-write copies -> flattened forward pass with paged
+        attention -> greedy sampling, postprocess, metrics. Returns the schedule."""
         out = self.scheduler.schedule()
         self.num_steps += 1
         self.metrics_.num_steps = self.num_steps

@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
-
 from block_manager import BlockManager
 
 
@@ -98,6 +96,8 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def _preempt(self, seq: Sequence) -> None:
+        """Recompute preemption: free the blocks, forget the cache hits, and put the
+        sequence at the FRONT of waiting (it resumes before newer requests)."""
         self.block_manager.free(seq.seq_id)
         seq.status = SequenceStatus.WAITING
         seq.num_cached_tokens = 0
@@ -105,6 +105,9 @@ class Scheduler:
         self.waiting.appendleft(seq)
 
     def schedule(self) -> SchedulerOutput:
+        """Pick this step's work: decodes for every running sequence (preempting the
+        newest not-yet-scheduled one while no block is free), then - if nothing was
+        preempted - FIFO prefills within max_num_seqs, the token budget and free blocks."""
         bm = self.block_manager
         budget = self.config.max_num_batched_tokens
         decodes: list[Sequence] = []
@@ -159,9 +162,3 @@ class Scheduler:
             self.running.remove(seq)
             return True
         return False
-
-    def find(self, seq_id: int) -> Optional[Sequence]:
-        for seq in list(self.waiting) + self.running:
-            if seq.seq_id == seq_id:
-                return seq
-        return None

@@ -133,6 +133,8 @@ class LLMEngine:
         raise NotImplementedError("_prepare_inputs: see README.md, section \"The engine\"")
 
     def step(self) -> SchedulerOutput:
+        """schedule -> copy-on-write copies -> flattened forward pass with paged
+        attention -> greedy sampling, postprocess, metrics. Returns the schedule."""
         raise NotImplementedError("step: see README.md, section \"The engine\"")
 
     # ------------------------------------------------------------ metrics

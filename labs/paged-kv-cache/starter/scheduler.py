@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
-
 from block_manager import BlockManager
 
 
@@ -98,17 +96,16 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def _preempt(self, seq: Sequence) -> None:
+        """Recompute preemption: free the blocks, forget the cache hits, and put the
+        sequence at the FRONT of waiting (it resumes before newer requests)."""
         raise NotImplementedError("_preempt: see README.md, section \"Continuous batching\"")
 
     def schedule(self) -> SchedulerOutput:
+        """Pick this step's work: decodes for every running sequence (preempting the
+        newest not-yet-scheduled one while no block is free), then - if nothing was
+        preempted - FIFO prefills within max_num_seqs, the token budget and free blocks."""
         raise NotImplementedError("schedule: see README.md, section \"Continuous batching\"")
 
     def postprocess(self, seq: Sequence, token_id: int) -> bool:
         """Record a sampled token; free the sequence when it is done. Returns finished?"""
         raise NotImplementedError("postprocess: see README.md, section \"Continuous batching\"")
-
-    def find(self, seq_id: int) -> Optional[Sequence]:
-        for seq in list(self.waiting) + self.running:
-            if seq.seq_id == seq_id:
-                return seq
-        return None

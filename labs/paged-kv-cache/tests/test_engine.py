@@ -22,7 +22,7 @@ def _model():
     return adapter.model()
 
 
-def _workload(name: str, n: int, vocab: int = 97):
+def _workload(name: str, n: int, vocab: int = 97, max_tokens: tuple[int, int] = (1, 14)):
     """Prompts made of block-sized pieces (so they share prefixes, and share equal
     blocks after different prefixes) plus a random tail; staggered arrivals."""
     rng = random.Random(seeded(name))
@@ -31,7 +31,7 @@ def _workload(name: str, n: int, vocab: int = 97):
     for _ in range(n):
         prompt = [t for _ in range(rng.randrange(0, 5)) for t in rng.choice(pieces)]
         prompt += [rng.randrange(vocab) for _ in range(rng.randrange(1, 7))]
-        requests.append((rng.randrange(0, 6), prompt, rng.randrange(1, 14)))   # (arrival step, prompt, max_tokens)
+        requests.append((rng.randrange(0, 6), prompt, rng.randrange(*max_tokens)))  # (arrival, prompt, max_tokens)
     return sorted(requests, key=lambda r: r[0])
 
 
@@ -62,18 +62,20 @@ def _drive(engine, requests, on_step=None, arrivals=None):
 
 
 SCENARIOS = {
-    # name: (engine config, workload size, must preempt)
-    "no-prefix-caching": (dict(num_blocks=96, enable_prefix_caching=False, max_num_seqs=8), 16, False),
-    "prefix-caching": (dict(num_blocks=96, enable_prefix_caching=True, max_num_seqs=8), 16, False),
-    "preemption": (dict(num_blocks=14, enable_prefix_caching=True, max_num_seqs=6), 12, True),
-    "preemption-no-caching": (dict(num_blocks=14, enable_prefix_caching=False, max_num_seqs=6), 12, True),
+    # name: (engine config, workload size, max_tokens range, must preempt)
+    "no-prefix-caching": (dict(num_blocks=96, enable_prefix_caching=False, max_num_seqs=8), 16, (1, 14), False),
+    "prefix-caching": (dict(num_blocks=96, enable_prefix_caching=True, max_num_seqs=8), 16, (1, 14), False),
+    # The longest request (22-token prompt + 19 outputs) needs 11 of the 12 blocks: growing
+    # sequences must preempt each other.
+    "preemption": (dict(num_blocks=12, enable_prefix_caching=True, max_num_seqs=6), 12, (8, 20), True),
+    "preemption-no-caching": (dict(num_blocks=12, enable_prefix_caching=False, max_num_seqs=6), 12, (8, 20), True),
 }
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_outputs_equal_decoding_each_request_alone(scenario):
-    config, n, must_preempt = SCENARIOS[scenario]
-    requests = _workload(f"engine-{scenario}", n)
+    config, n, max_tokens, must_preempt = SCENARIOS[scenario]
+    requests = _workload(f"engine-{scenario}", n, max_tokens=max_tokens)
     engine = adapter.engine(_model(), block_size=BLOCK_SIZE, max_num_batched_tokens=64, **config)
     outputs = _drive(engine, requests)
     for index, (arrival, prompt, max_tokens) in enumerate(requests):
