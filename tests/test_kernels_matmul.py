@@ -199,3 +199,32 @@ def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
         shutil.copy(KERNELS / "triton" / name, tmp_path / name)
     result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_reference_kernels_compile_for_a_hopper_gpu(ref_add, ref_matmul):
+    """The interpreter accepts code the GPU compiler rejects: compile both
+    kernels ahead of time for sm_90 (Triton's bundled ptxas, no GPU needed) and
+    check the matmul lowers to tensor-core mma instructions."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", 90, 32)
+    ints = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")
+    blocks = {k: ref_matmul._GPU_SMALL_BLOCKS[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+    signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{k: "i32" for k in ints},
+                 **{k: "constexpr" for k in blocks}}
+    kernel = getattr(ref_matmul.matmul_kernel, "fn", ref_matmul.matmul_kernel)
+    if not isinstance(kernel, triton.runtime.jit.JITFunction):  # interpreter mode wraps the function
+        kernel = triton.runtime.jit.JITFunction(kernel)
+    try:
+        compiled = triton.compile(ASTSource(kernel, signature, blocks), target=target,
+                                  options={"num_warps": 4, "num_stages": 3})
+    except (RuntimeError, FileNotFoundError) as exc:  # no ptxas on this machine
+        pytest.skip(f"Triton cannot compile for sm_90 here: {exc}")
+    assert "mma" in compiled.asm["ptx"]
+    add = getattr(ref_add.add_kernel, "fn", ref_add.add_kernel)
+    if not isinstance(add, triton.runtime.jit.JITFunction):
+        add = triton.runtime.jit.JITFunction(add)
+    triton.compile(ASTSource(add, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32",
+                                   "BLOCK_SIZE": "constexpr"}, {"BLOCK_SIZE": 1024}), target=target)
