@@ -24,7 +24,8 @@ def test_layer_norm_matches_reference(scale):
     C = 32
     x = torch.randn(3, 5, C, generator=gen) * scale + 0.5
     w, b = 1 + 0.3 * torch.randn(C, generator=gen), 0.2 * torch.randn(C, generator=gen)
-    assert_close(adapter.layer_norm(x, w, b), reference.layer_norm(x, w, b), atol=1e-4, what="LayerNorm output")
+    assert_close(adapter.layer_norm(x, w, b), reference.layer_norm(x.double(), w.double(), b.double()), atol=1e-4,
+                 what="LayerNorm output")
 
 
 def test_layer_norm_of_a_constant_row_is_finite():
@@ -43,7 +44,7 @@ def test_block_matches_reference(T):
         C, nh = 32, 4
         state = reference.random_block_weights(C, gen)
         x = torch.randn(2, T, C, generator=gen)
-        assert_close(adapter.block(x.clone(), state, nh), reference.block(x, state, nh), atol=1e-4,
+        assert_close(adapter.block(x.clone(), state, nh), reference.block(x.double(), reference.f64(state), nh), atol=1e-4,
                      what=f"Block output (trial {trial})")
 
 
@@ -70,7 +71,7 @@ def test_gpt_logits_and_loss_match_reference(T):
         model = adapter.gpt_model(state, **CFG)
         idx = torch.randint(CFG["vocab_size"], (3, T), generator=gen)
         targets = torch.randint(CFG["vocab_size"], (3, T), generator=gen)
-        ref_logits, ref_loss = reference.gpt(idx, state, CFG["n_layer"], CFG["n_head"], targets)
+        ref_logits, ref_loss = reference.gpt(idx, reference.f64(state), CFG["n_layer"], CFG["n_head"], targets)
         logits, loss = adapter.forward(model, idx.clone(), targets.clone())
         assert_close(logits, ref_logits, atol=1e-4, what=f"GPT logits (trial {trial})")
         assert loss is not None and loss.dim() == 0, "loss must be a scalar tensor when targets are given"
@@ -87,5 +88,5 @@ def test_positions_matter():
     model = adapter.gpt_model(state, **CFG)
     idx = torch.full((1, 6), 7)
     logits, _ = adapter.forward(model, idx)
-    ref_logits, _ = reference.gpt(idx, state, CFG["n_layer"], CFG["n_head"])
+    ref_logits, _ = reference.gpt(idx, reference.f64(state), CFG["n_layer"], CFG["n_head"])
     assert_close(logits, ref_logits, atol=1e-4, what="logits of a repeated token")
