@@ -16,7 +16,7 @@ CASES = [  # (heads, kv_heads, seq, head_dim, causal, dtype)
     (4, 1, 48, 16, False, torch.float16),
 ]
 if ref.ON_GPU:
-    CASES += [(8, 2, 1000, 128, True, torch.bfloat16), (4, 4, 257, 64, False, torch.float16)]
+    CASES += [(8, 2, 1000, 128, True, torch.float16), (4, 4, 257, 64, False, torch.bfloat16)]
 
 
 @pytest.mark.parametrize(
