@@ -88,6 +88,24 @@ class Checked:
 
     # ------------------------------------------------------------ operations
 
+    def can_allocate(self, tokens: list[int]) -> bool:
+        got = bool(self.bm.can_allocate(list(tokens)))
+        want = ceil_div(len(tokens), self.bs) <= len(self.free_list())
+        if got != want:
+            self.fail(f"can_allocate({len(tokens)} tokens) returned {got}; with {len(self.free_list())} free blocks "
+                      f"and {ceil_div(len(tokens), self.bs)} needed it should be {want}")
+        return got
+
+    def can_append(self, seq_id: int) -> bool:
+        got = bool(self.bm.can_append(seq_id))
+        toks, table = self.tokens[seq_id], self.table(seq_id)
+        needs_block = len(toks) % self.bs == 0 or int(self.bm.ref_count(table[-1])) > 1
+        want = not needs_block or len(self.free_list()) >= 1
+        if got != want:
+            self.fail(f"can_append(seq {seq_id}) returned {got}, expected {want} (length {len(toks)}, "
+                      f"last block shared: {int(self.bm.ref_count(table[-1])) > 1}, {len(self.free_list())} free)")
+        return got
+
     def _took_fresh(self, block_id: int) -> None:
         self.tracker.forget(block_id)
 

@@ -134,11 +134,11 @@ def _random_trace(rng: random.Random, num_blocks: int, block_size: int, caching:
         if op == "allocate":
             tokens = [t for _ in range(rng.randrange(0, 4)) for t in rng.choice(pieces)]
             tokens += [next(fresh) for _ in range(rng.randrange(0 if tokens else 1, block_size + 2))]
-            if c.bm.can_allocate(tokens):
+            if c.can_allocate(tokens):
                 c.allocate(next(next_id), tokens)
         elif op == "append" and live:
             seq = rng.choice(live)
-            if c.bm.can_append(seq):
+            if c.can_append(seq):
                 c.append(seq, next(fresh))
         elif op == "fork" and live:
             c.fork(rng.choice(live), next(next_id))
@@ -150,7 +150,7 @@ def _random_trace(rng: random.Random, num_blocks: int, block_size: int, caching:
             c.free(seq)
         elif op == "resume" and paused:
             seq = rng.choice(sorted(paused))
-            if c.bm.can_allocate(paused[seq]):
+            if c.can_allocate(paused[seq]):
                 c.allocate(seq, paused.pop(seq))
     c.free_all()
 
