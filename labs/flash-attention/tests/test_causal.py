@@ -7,7 +7,7 @@ from roadmap_cli import grading_kit as kit
 import adapter
 import references as ref
 
-CASES = [(1, 2, 1, 16), (1, 2, 17, 64), (1, 2, 64, 32), (2, 2, 129, 64)]  # (batch, heads, seq, head_dim)
+CASES = [(2, 2, 1, 16), (1, 2, 17, 64), (1, 2, 64, 32), (1, 2, 129, 64)]  # (batch, heads, seq, head_dim)
 DTYPES = [torch.float16, torch.float32]
 if ref.ON_GPU:
     CASES += [(2, 4, 1000, 128)]

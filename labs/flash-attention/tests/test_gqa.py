@@ -11,7 +11,7 @@ CASES = [  # (heads, kv_heads, seq, head_dim, causal)
     (4, 2, 17, 64, False),
     (6, 2, 64, 32, True),
     (4, 1, 33, 16, False),
-    (6, 3, 129, 16, True),
+    (6, 3, 80, 16, True),
 ]
 DTYPES = [torch.float16, torch.float32]
 if ref.ON_GPU:
