@@ -116,3 +116,51 @@ def test_rejects_bad_shapes(pa):
     q, kc, vc, tables, lens, scale = make_case([3], 2, 2, 16, 2, seed=1)
     with pytest.raises(ValueError, match="power of two"):
         pa.paged_attention(q, kc[:, :1].expand(-1, 3, -1, -1), vc[:, :1].expand(-1, 3, -1, -1), tables, lens, scale)
+
+
+
+AOT_SCRIPT = r"""
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+spec = importlib.util.spec_from_file_location("reference_paged_attention", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+strides = ("stride_qs", "stride_qh", "stride_os", "stride_oh", "stride_kb", "stride_kt", "stride_kh", "stride_bt")
+for dtype, consts in json.loads(sys.argv[2]):
+    signature = {"out_ptr": f"*{dtype}", "q_ptr": f"*{dtype}", "k_cache_ptr": f"*{dtype}", "v_cache_ptr": f"*{dtype}",
+                 "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "scale": "fp32",
+                 **{name: "i32" for name in strides}, **{name: "constexpr" for name in consts}}
+    try:
+        compiled = triton.compile(ASTSource(module.paged_attention_kernel, signature, consts),
+                                  target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    except FileNotFoundError as exc:
+        print("NO-PTXAS", exc)
+        sys.exit(0)
+    assert compiled.asm.get("cubin"), (dtype, consts)
+    print("compiled", dtype, consts)
+"""
+
+
+def test_reference_kernel_compiles_for_a_hopper_gpu():
+    """The interpreter accepts code the GPU compiler rejects (e.g. a loop-carried
+    value that changes type): compile ahead of time for sm_90 down to a cubin with
+    Triton's bundled ptxas, no GPU needed. In a child process without
+    TRITON_INTERPRET, since interpreter mode patches triton.language globally."""
+    import json
+    import subprocess
+
+    configs = [
+        ("fp16", dict(GROUP=4, BLOCK_SIZE=16, HEAD_DIM=128, HEAD_DIM_PAD=128)),
+        ("bf16", dict(GROUP=8, BLOCK_SIZE=32, HEAD_DIM=64, HEAD_DIM_PAD=64)),
+        ("fp32", dict(GROUP=1, BLOCK_SIZE=1, HEAD_DIM=24, HEAD_DIM_PAD=32)),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", AOT_SCRIPT, str(KERNEL_PATH), json.dumps(configs)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if "NO-PTXAS" in proc.stdout:
+        pytest.skip(f"Triton cannot compile for sm_90 here: {proc.stdout}")
+    assert proc.stdout.count("compiled") == len(configs), proc.stdout
