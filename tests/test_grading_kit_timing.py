@@ -262,3 +262,14 @@ def test_comparison_flags_an_impossible_learner():
     assert "IMPOSSIBLE" in cmp.summary()
     honest = timing.summarize([0.3] * 10, [0.31] * 10)
     assert not timing.build_comparison(honest, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200")).impossible
+
+
+def test_learner_with_hidden_work_is_scored_with_host_time():
+    learner = timing.summarize([0.1] * 10, [2.0] * 10)  # events see 0.1 ms, the host waited 2 ms
+    baseline = timing.summarize([1.0] * 10, [1.1] * 10)
+    cmp = timing.build_comparison(learner, baseline, flops=2 * 1024**3, peak=devices.device_peak("NVIDIA H100 80GB HBM3"))
+    assert cmp.ratio == pytest.approx(0.5)  # 1.0 / 2.0, not 1.0 / 0.1
+    assert cmp.tflops == pytest.approx(2 * 1024**3 / 2e-3 / 1e12)
+    assert any("host time" in w for w in cmp.warnings)
+    honest = timing.summarize([0.5] * 10, [0.55] * 10)
+    assert timing.build_comparison(honest, baseline).ratio == pytest.approx(2.0)

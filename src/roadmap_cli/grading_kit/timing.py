@@ -6,7 +6,8 @@ How one measurement is taken (CudaTimer):
 The flush stays outside the events, so every timed call starts with a cold
 cache, as a kernel inside a real model would. Host time (perf_counter around
 the events, including the final synchronize) is kept as a cross-check: if it
-is much longer than the event time, work was hidden on another stream.
+is much longer than the event time, work was hidden on another stream, and
+the learner is scored with the host time (build_comparison).
 
 The loop (`_run_interleaved`):
     one untimed call per function (compile / autotune), then about 25 ms of
@@ -77,7 +78,7 @@ class Comparison:
 
     learner: Timing
     baseline: Timing
-    ratio: float  # baseline median / learner median: 1.0 = as fast as the baseline
+    ratio: float  # baseline median / learner median: 1.0 = as fast as the baseline (see build_comparison)
     tflops: float | None  # learner's throughput (from its median), if flops given
     baseline_tflops: float | None
     pct_of_peak: float | None  # learner's % of the device's compute peak (or bandwidth peak if only bytes given)
@@ -354,14 +355,20 @@ def build_comparison(
     peak: DevicePeak | None = None,
     device_name: str = "unknown GPU",
 ) -> Comparison:
-    """Turn two Timings into ratios, throughput, % of peak and the roofline check."""
-    ratio = baseline.median_ms / learner.median_ms if learner.median_ms > 0 else math.inf
-    tflops = flops / (learner.median_ms * 1e-3) / 1e12 if flops else None
+    """Turn two Timings into ratios, throughput, % of peak and the roofline check.
+
+    When the learner's host time is far above its event time (work hidden on
+    another stream, or heavy Python around the launch), the learner is scored
+    with the host time: the slower of two disagreeing measurements.
+    """
+    learner_ms = learner.host_ms if learner.hidden_work_suspected else learner.median_ms
+    ratio = baseline.median_ms / learner_ms if learner_ms > 0 else math.inf
+    tflops = flops / (learner_ms * 1e-3) / 1e12 if flops else None
     baseline_tflops = flops / (baseline.median_ms * 1e-3) / 1e12 if flops else None
     pct = None
     if peak is not None and (flops or bytes_moved):
         best_ms = roofline_ms(peak, flops=flops, bytes_moved=bytes_moved, dtype=dtype)
-        pct = 100.0 * best_ms / learner.median_ms
+        pct = 100.0 * best_ms / learner_ms
     # Judge the fastest call, not the median: one impossibly fast call is already proof.
     impossible = is_impossible(learner.min_ms, peak, flops=flops, bytes_moved=bytes_moved, dtype=dtype)
     warnings = []
@@ -372,6 +379,7 @@ def build_comparison(
         )
     if learner.hidden_work_suspected:
         warnings.append(
-            f"host time {learner.host_ms:.4f} ms >> event time {learner.median_ms:.4f} ms: work on another stream?"
+            f"host time {learner.host_ms:.4f} ms >> event time {learner.median_ms:.4f} ms "
+            "(work on another stream, or slow Python around the launch?): scored with the host time"
         )
     return Comparison(learner, baseline, ratio, tflops, baseline_tflops, pct, impossible, device_name, tuple(warnings))
