@@ -254,21 +254,23 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
 
 
 # GPU tile candidates (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Triton tutorial
-# 06-fused-attention. triton.autotune times each once per (seq, head_dim, causal, dtype) and
-# keeps the fastest; a candidate that does not fit the GPU's shared memory is skipped.
-# The dK/dV kernel wants a wide block of keys on chip and narrow query blocks streaming
-# past; the dQ kernel the opposite. Compiled for sm_90, each list holds candidates that
-# need no register spills at head_dim 64 and at 128 (the fp32 accumulators of a
-# (128, 128) tile alone take 128 registers per thread with 4 warps).
+# 06-fused-attention. Compiled for sm_90 (H100/H200), each list avoids register spills at
+# head_dim 64 and 128 where it matters: the fp32 accumulator of a (128, 128) tile alone takes
+# 128 registers per thread with 4 warps. The dK/dV kernel wants a wide block of keys on chip
+# and narrow query blocks streaming past; the dQ kernel the opposite. The first entry is the
+# default; from AUTOTUNE_MIN_SEQ keys on, triton.autotune times all of them once per
+# (seq, head_dim, causal, dtype) and keeps the fastest (short sequences are not worth the
+# compile time of every candidate).
 _GPU_TILES = {
-    "fwd": [(128, 64, 4, 3), (128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 3), (128, 128, 8, 3), (64, 32, 4, 4)],
-    "dkdv": [(32, 128, 8, 3), (32, 64, 8, 3), (32, 64, 4, 3), (64, 64, 4, 3), (32, 64, 8, 2), (64, 128, 8, 3)],
-    "dq": [(128, 32, 8, 3), (128, 64, 8, 3), (64, 32, 8, 3), (64, 64, 8, 3), (128, 32, 4, 3)],
+    "fwd": [(128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3)],
+    "dkdv": [(32, 64, 8, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 8, 2)],
+    "dq": [(128, 32, 8, 3), (64, 32, 8, 3), (128, 64, 8, 3)],
 }
+AUTOTUNE_MIN_SEQ = 1024
 _TUNED: dict = {}
 
 
-def _launch(kind: str, grid, *args, interpret: bool, **kwargs) -> None:
+def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None:
     """Launch kernel `kind` ("fwd", "dkdv", "dq"); grid(BLOCK_M, BLOCK_N) -> launch grid.
 
     The interpreter runs one program at a time, so CPU runs use one small tile size.
@@ -276,6 +278,11 @@ def _launch(kind: str, grid, *args, interpret: bool, **kwargs) -> None:
     kernel = {"fwd": _attn_fwd_kernel, "dkdv": _attn_bwd_dkdv_kernel, "dq": _attn_bwd_dq_kernel}[kind]
     if interpret:
         kernel[grid(32, 32)](*args, BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1, **kwargs)
+        return
+    if seq < AUTOTUNE_MIN_SEQ:
+        block_m, block_n, warps, stages = _GPU_TILES[kind][0]
+        kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+                                       num_stages=stages, **kwargs)
         return
     if kind not in _TUNED:
         configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st)
@@ -304,7 +311,7 @@ def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None =
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         heads, seq, head_dim, heads // kv_heads, scale * LOG2E,
         CAUSAL=bool(causal), DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), interpret=_interpreting(q),
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), seq=seq, interpret=_interpreting(q),
     )
     return o, lse
 
@@ -324,7 +331,7 @@ def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: f
     pre_block = 32 if interpret else 64
     _attn_bwd_preprocess[(triton.cdiv(seq, pre_block), batch * heads)](
         o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=pre_block, BLOCK_D=block_d)
-    common = dict(CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, interpret=interpret)
+    common = dict(CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, seq=seq, interpret=interpret)
     _launch("dq", lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
             q, k, v, do, lse, delta, dq, heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E, **common)
     _launch("dkdv", lambda block_m, block_n: (triton.cdiv(seq, block_n), batch * kv_heads),
