@@ -47,7 +47,8 @@ def render_status(console: Console, report) -> None:
         for lab in report.labs:
             title = lab.get("title", {})
             title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
-            best = "" if lab.get("best_score") is None else f" best {lab['best_score']:g}/{lab['max_score']:g}"
+            tried = lab.get("state") != "not-started" and lab.get("best_score") is not None
+            best = f" best {lab['best_score']:g}/{lab['max_score']:g}" if tried else ""
             console.print(f"  {lab['id']:<18} stage {lab.get('stage', '?'):<3} {lab['state']}{best}")
     else:
         console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
