@@ -232,3 +232,26 @@ def get_lr(it: int, lr: float, min_lr: float, warmup: int, decay_iters: int) -> 
     if it > decay_iters:
         return min_lr
     return min_lr + 0.5 * (1 + math.cos(math.pi * (it - warmup) / (decay_iters - warmup))) * (lr - min_lr)
+
+
+def seconds_per_train_step(vocab_size: int, n_layer: int, n_head: int, n_embd: int, block_size: int,
+                           batch_size: int, steps: int, gen: torch.Generator) -> float:
+    """Time `steps` AdamW steps of the reference model (after one untimed step): the
+    machine's speed right now, for a time limit that means the same on a busy machine."""
+    import time
+
+    state = random_gpt_weights(vocab_size, block_size, n_layer, n_embd, gen)
+    params = {id(t): t.requires_grad_() for t in state.values()}  # the tied matrix once
+    optimizer = torch.optim.AdamW(list(params.values()), lr=1e-3)
+    idx = torch.randint(vocab_size, (batch_size, block_size + 1), generator=gen)
+    elapsed = 0.0
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        _, loss = gpt(idx[:, :-1], state, n_layer, n_head, idx[:, 1:])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
+        optimizer.step()
+        if step:
+            elapsed += time.perf_counter() - start
+    return elapsed / steps

@@ -103,8 +103,8 @@ def test_temperature_rescales_the_distribution(model, weights, temperature):
     assert tv < 0.06, f"sampled distribution is {tv:.3f} (total variation) away from softmax(logits / {temperature})"
 
 
-def test_trained_model_writes_corpus_words(trained, corpus_text):
-    result, _, _, _ = trained
+def test_trained_model_writes_corpus_words(trained, corpus_text, perf):
+    result, _, _, _, _ = trained
     vocab = reference.char_vocab(corpus_text)
     stoi = {c: i for i, c in enumerate(vocab)}
     model = result.model.eval()
@@ -117,5 +117,6 @@ def test_trained_model_writes_corpus_words(trained, corpus_text):
     words = [w for w in re.findall(r"[A-Za-z]+", text) if len(w) >= 2]  # single letters are too easy
     assert len(words) >= 60, f"only {len(words)} words in 1200 generated characters: {text[:200]!r}"
     fraction = sum(w.lower() in known for w in words) / len(words)
+    perf("corpus_word_fraction", fraction, "fraction", threshold=READABLE_FRACTION)
     assert fraction >= READABLE_FRACTION, (
         f"{fraction:.0%} of generated words occur in the corpus (need {READABLE_FRACTION:.0%}): {text[:300]!r}")

@@ -87,14 +87,14 @@ def test_bpe_compresses_chinese(bpe):
 _pieces = st.one_of(st.text(max_size=40), st.sampled_from([SPECIAL, "你好，世界", " the", "\n\n", "'ll"]))
 
 
-@settings(max_examples=100, deadline=None, derandomize=True,
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(_pieces, max_size=6).map("".join))
 def test_bpe_roundtrips_any_utf8(bpe, text):
     assert adapter.decode(bpe, adapter.encode(bpe, text)) == text
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=80))
 def test_bpe_trained_on_any_text_roundtrips_it(text):
