@@ -273,3 +273,48 @@ def test_learner_with_hidden_work_is_scored_with_host_time():
     assert any("host time" in w for w in cmp.warnings)
     honest = timing.summarize([0.5] * 10, [0.55] * 10)
     assert timing.build_comparison(honest, baseline).ratio == pytest.approx(2.0)
+
+
+def test_cuda_timer_flushes_outside_the_events_and_syncs_device_wide(monkeypatch):
+    """CudaTimer's order of operations, with torch.cuda faked (no GPU here):
+    sync -> flush (2x L2) -> sync, then start event -> call -> end event -> sync."""
+    import torch
+
+    log = []
+    event_names = iter(["start", "end"])  # CudaTimer makes its start event first
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            self.name = next(event_names)
+
+        def record(self):
+            log.append(f"record-{self.name}")
+
+        def elapsed_time(self, other):
+            return 1.25
+
+    class FakeBuffer:
+        def zero_(self):
+            log.append("flush")
+
+    class Props:
+        L2_cache_size = 50 * 2**20
+
+    allocated = {}
+
+    def fake_empty(n, dtype=None, device=None):
+        allocated["bytes"] = n * 4
+        return FakeBuffer()
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: log.append("sync"))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: Props())
+    monkeypatch.setattr(torch, "empty", fake_empty)
+    timer = timing.CudaTimer("cuda")
+    assert allocated["bytes"] == 100 * 2**20
+    log.clear()
+    timer.prepare()
+    device_ms, host_ms, out = timer.time_call(lambda x: log.append("call") or x * 2, (21,))
+    assert log == ["sync", "flush", "sync", "record-start", "call", "record-end", "sync"]
+    assert (device_ms, out) == (1.25, 42) and host_ms >= 0
