@@ -194,7 +194,12 @@ def main(argv: list[str] | None = None) -> None:
             kind = {"int": int, "float": float}.get(str(f.type), str)
             parser.add_argument(flag, type=kind, default=f.default, help=f"default: {f.default}")
     cfg = TrainConfig(**vars(parser.parse_args(argv)))
-    result = train(cfg)
+    import prepare_data
+
+    try:
+        result = train(cfg)
+    except prepare_data.CorpusError as exc:  # no corpus yet: say how to get one, no traceback
+        raise SystemExit(f"error: {exc}") from None
     last = result.val_history[-1]
     print(f"done: train loss {last['train']:.4f}, val loss {last['val']:.4f}, "
           f"{result.tokens_per_s:,.0f} tokens/s, checkpoint {result.checkpoint}")
