@@ -245,3 +245,51 @@ def test_reference_kernels_compile_for_a_hopper_gpu(tmp_path):
     if result.stdout.startswith("SKIP"):
         pytest.skip(result.stdout)
     assert result.stdout.strip().endswith("OK")
+
+
+# ---------------------------------------------------------------- the lab grader's helpers
+
+
+@pytest.fixture
+def lab_adapter(monkeypatch):
+    tests_dir = ROOT / "labs" / "cuda-matmul" / "tests"
+    monkeypatch.syspath_prepend(str(tests_dir))
+    return load(tests_dir / "adapter.py", "cuda_matmul_lab_adapter")
+
+
+def test_guarded_allocations_catch_writes_past_the_end_and_mark_unwritten(lab_adapter):
+    original_empty = torch.empty
+    with lab_adapter.guarded_allocations():
+        out = torch.empty((2, 3))
+        zeros = torch.zeros_like(out)
+        ints = torch.empty(4, dtype=torch.int64)  # not guarded: falls through to torch
+    assert bool((out == lab_adapter.SENTINEL).all()) and bool((zeros == 0).all()) and ints.shape == (4,)
+    assert torch.empty is original_empty  # restored
+    with pytest.raises(AssertionError, match="past the end"):
+        with lab_adapter.guarded_allocations():
+            out = torch.empty(5)
+            torch.as_strided(out, (6,), (1,)).fill_(1.0)  # one element too far: into the guard band
+
+
+class _FakeExtension:
+    @staticmethod
+    def matmul_tiled(a, b):
+        return "C"
+
+
+def test_cuda_call_requires_the_learners_kernel_and_no_library_gemm(lab_adapter, monkeypatch):
+    def profiled(names):
+        return lambda fn, *args: (fn(*args), names)
+
+    monkeypatch.setattr(lab_adapter, "_kernel_names", profiled(["matmul_tiled_kernel(float const*, ...)"]))
+    assert lab_adapter._cuda_call(_FakeExtension, "matmul_tiled", "matmul_tiled_kernel", 1, 2) == "C"
+    monkeypatch.setattr(lab_adapter, "_kernel_names", profiled(["sm90_xmma_gemm_f32f32_tf32", "matmul_tiled_kernel"]))
+    with pytest.raises(AssertionError, match="library GEMM"):
+        lab_adapter._cuda_call(_FakeExtension, "matmul_tiled", "matmul_tiled_kernel", 1, 2)
+    monkeypatch.setattr(lab_adapter, "_kernel_names", profiled(["some_other_kernel"]))
+    with pytest.raises(AssertionError, match="did not launch a kernel named matmul_tiled_kernel"):
+        lab_adapter._cuda_call(_FakeExtension, "matmul_tiled", "matmul_tiled_kernel", 1, 2)
+    monkeypatch.setattr(lab_adapter, "_kernel_names", profiled(None))  # profiler saw nothing: no verdict
+    assert lab_adapter._cuda_call(_FakeExtension, "matmul_tiled", "matmul_tiled_kernel", 1, 2) == "C"
+    with pytest.raises(AssertionError, match="no function 'matmul_naive'"):
+        lab_adapter._cuda_call(_FakeExtension, "matmul_naive", "matmul_naive_kernel", 1, 2)
