@@ -151,3 +151,8 @@ def test_shipped_corpus_is_small_utf8_text():
     corpus = LAB / "data" / "shakespeare_small.txt"
     assert corpus.stat().st_size < 300_000
     assert "MACBETH" in corpus.read_text(encoding="utf-8")
+
+
+def test_small_path_points_at_the_shipped_excerpt(prep, capsys):
+    assert prep.main(["--small-path"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == LAB / "data" / "shakespeare_small.txt"
