@@ -39,11 +39,14 @@ class UserError(RoadmapError):
 class NotFoundError(UserError):
     """An id the user typed does not exist; carries a did-you-mean."""
 
-    def __init__(self, kind: str, value: str, choices: Iterable[str]) -> None:
+    def __init__(self, kind: str, value: str, choices: Iterable[str], *, hint: str | None = None) -> None:
         choices = list(choices)
         close = difflib.get_close_matches(value, choices, n=3, cutoff=0.5)
-        hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-        super().__init__(f"unknown {kind} {value!r}{hint}")
+        if close:
+            hint = f"did you mean {', '.join(repr(c) for c in close)}?"
+        # `hint` (e.g. "see `roadmap paper list`") helps where no id is close,
+        # as with numeric ids: the user still learns where the real ones are.
+        super().__init__(f"unknown {kind} {value!r}" + (f" ({hint})" if hint else ""))
         self.suggestions = close
 
 

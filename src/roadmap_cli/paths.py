@@ -19,6 +19,8 @@ APP_NAME = "roadmap"
 
 def resolve_home(explicit: str | os.PathLike | None = None) -> Path:
     """Return the data home, creating it if needed; a clear error if unusable."""
+    if explicit is not None and not str(explicit).strip():
+        raise StoreError("--home is empty (give a directory, or leave it out to use $ROADMAP_HOME)")
     if explicit:
         home = Path(explicit).expanduser()
     elif os.environ.get("ROADMAP_HOME"):
@@ -27,9 +29,12 @@ def resolve_home(explicit: str | os.PathLike | None = None) -> Path:
         from platformdirs import user_data_dir
 
         home = Path(user_data_dir(APP_NAME, appauthor=False))
+    if home.exists() and not home.is_dir():
+        raise StoreError(f"data home {home} is a file, not a directory (set --home or ROADMAP_HOME to a directory)")
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        # e.g. a parent that is a file, or a read-only file system
         raise StoreError(f"cannot create data home {home}: {exc.strerror or exc}") from None
     if not home.is_dir():
         raise StoreError(f"data home {home} is not a directory")

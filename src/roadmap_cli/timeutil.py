@@ -16,6 +16,17 @@ def local_today() -> date:
     return datetime.now().astimezone().date()
 
 
+def describe_bad_date(text: str, what: str, exc: ValueError, expected: str) -> str:
+    """Why `text` is not a date: a well-formed date that does not exist
+    (2026-02-30) is told apart from a wrong format, so nobody is told to use
+    YYYY-MM-DD when they did."""
+    import re
+
+    if re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", text):
+        return f"invalid {what} {text!r}: no such day ({exc})"
+    return f"invalid {what} {text!r}: {expected}"
+
+
 def parse_date(text: str, *, what: str = "date", allow_future: bool = True) -> date:
     """Parse YYYY-MM-DD (or 'today'/'yesterday'); a clear error otherwise."""
     from datetime import timedelta
@@ -28,8 +39,8 @@ def parse_date(text: str, *, what: str = "date", allow_future: bool = True) -> d
     else:
         try:
             result = date.fromisoformat(value)
-        except ValueError:
-            raise UserError(f"invalid {what} {text!r}: expected YYYY-MM-DD") from None
+        except ValueError as exc:
+            raise UserError(describe_bad_date(text, what, exc, "expected YYYY-MM-DD")) from None
     if not allow_future and result > local_today():
         raise UserError(f"{what} {result.isoformat()} is in the future")
     return result

@@ -60,12 +60,16 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False) -> dict[
         raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
     from roadmap_cli.store.migrations import LATEST
 
-    if int(data.get("schema_version", 0)) > LATEST:
+    schema_version = data.get("schema_version", 0)
+    if not isinstance(schema_version, int) or isinstance(schema_version, bool):
+        raise UserError(f"export has an invalid schema_version {schema_version!r} (expected a number)")
+    if schema_version > LATEST:
         raise UserError("this export comes from a newer roadmap; upgrade roadmap-cli to import it")
     tables = {t.name: t for t in _tables()}
     unknown = sorted(set(data["tables"]) - set(tables))
     if unknown:
         raise UserError(f"export has unknown table(s): {', '.join(unknown)}")
+    _check_rows(data["tables"], tables)
     existing = {name: n for name, n in row_counts(store).items() if n}
     if existing and not replace:
         raise UserError(
@@ -77,18 +81,38 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False) -> dict[
         backups.mkdir(parents=True, exist_ok=True)
         stamp = utc_now_iso().replace(":", "").replace("-", "")
         (backups / f"before-import-{stamp}.json").write_text(dumps(export_data(store)), encoding="utf-8")
+    from sqlalchemy.exc import StatementError
+
     inserted: dict[str, int] = {}
-    with store.connection() as conn:
-        for table in reversed(_tables()):
-            conn.execute(table.delete())
-        for table in _tables():
-            rows = data["tables"].get(table.name, [])
-            columns = set(table.columns.keys())
-            for row in rows:
-                extra = set(row) - columns
-                if extra:
-                    raise UserError(f"table {table.name}: unknown column(s) {', '.join(sorted(extra))}")
-            if rows:
-                conn.execute(table.insert(), rows)
-            inserted[table.name] = len(rows)
+    current = None
+    try:
+        # One transaction: a row the database refuses rolls everything back,
+        # so a failed import leaves the data exactly as it was.
+        with store.connection() as conn:
+            for table in reversed(_tables()):
+                conn.execute(table.delete())
+            for table in _tables():
+                current = table.name
+                rows = data["tables"].get(table.name, [])
+                if rows:
+                    conn.execute(table.insert(), rows)
+                inserted[table.name] = len(rows)
+    except StatementError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
     return inserted
+
+
+def _check_rows(exported: dict, tables: dict) -> None:
+    """Every table is a list of objects with known columns (a hand-edited file
+    gets a clear line, not a traceback)."""
+    for name, rows in exported.items():
+        if not isinstance(rows, list):
+            raise UserError(f"table {name}: expected a list of rows, got {type(rows).__name__}")
+        columns = set(tables[name].columns.keys())
+        for i, row in enumerate(rows, 1):
+            if not isinstance(row, dict):
+                raise UserError(f"table {name}, row {i}: expected an object, got {type(row).__name__}")
+            extra = set(row) - columns
+            if extra:
+                raise UserError(f"table {name}: unknown column(s) {', '.join(sorted(extra))}")

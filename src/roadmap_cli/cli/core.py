@@ -96,11 +96,13 @@ def next_steps(
     actions = next_actions(ctx.curriculum(), completed(ctx.store()), ctx.lang, limit=limit)
 
     def render(console):
+        from rich.markup import escape  # curriculum text is data, never markup
+
         if not actions:
             console.print("Every checkpoint is done. Time for the research cadence: [bold]roadmap cadence[/]")
         for a in actions:
-            console.print(f"[bold]Stage {a.stage}[/] [dim]{a.kind}[/] {a.text}  [dim]({a.checkpoint_id})[/]")
-            console.print(f"    [cyan]{a.command}[/]")
+            console.print(f"[bold]Stage {a.stage}[/] [dim]{a.kind}[/] {escape(a.text)}  [dim]({a.checkpoint_id})[/]")
+            console.print(f"    [cyan]{escape(a.command)}[/]")
 
     emit("next", actions, as_json=as_json, render=render)
 

@@ -53,7 +53,7 @@ def db_status(as_json: JsonOpt = False) -> None:
         for table, n in sorted(data["rows"].items()):
             console.print(f"  {table:<22} {n}")
 
-    emit("db.status", data, as_json=as_json, render=render)
+    emit("db status", data, as_json=as_json, render=render)
 
 
 def export(
@@ -96,6 +96,8 @@ def import_(
         text = sys.stdin.read() if source == "-" else Path(source).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {source}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{source} is not UTF-8 text (expected the JSON written by `roadmap export`)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

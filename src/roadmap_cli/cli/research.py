@@ -34,10 +34,10 @@ def _today():
     return local_today()
 
 
-def _date(text: Optional[str], what: str = "date"):
+def _date(text: Optional[str], what: str = "date", *, allow_future: bool = False):
     from roadmap_cli.research.periods import parse_local_date
 
-    return parse_local_date(text, today=_today(), what=what) if text else None
+    return parse_local_date(text, today=_today(), what=what, allow_future=allow_future) if text else None
 
 
 def _check_stage(stage: Optional[int]) -> None:
@@ -52,6 +52,21 @@ def _check_stage(stage: Optional[int]) -> None:
         return
     if stage not in numbers:
         raise NotFoundError("stage", str(stage), [str(n) for n in numbers])
+
+
+def _check_lab(lab: Optional[str]) -> None:
+    """Refuse a lab id that no shipped lab has (a typo would never match later)."""
+    if lab is None:
+        return
+    from roadmap_cli.errors import NotFoundError, RoadmapError
+    from roadmap_cli.paths import labs_root
+
+    try:
+        known = sorted(p.parent.name for p in labs_root().glob("*/lab.yaml"))
+    except RoadmapError:
+        return
+    if known and lab not in known:
+        raise NotFoundError("lab", lab, known, hint=f"labs: {', '.join(known)}")
 
 
 def _emit(command: str, data, as_json: bool, render) -> None:
@@ -108,7 +123,8 @@ def paper_list(
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
     from roadmap_cli.research.render import paper_table
 
-    flt = PaperFilter(status=status, tag=tag, stage=stage, since=_date(since, "since date"), text=search)
+    _check_stage(stage)
+    flt = PaperFilter(status=status, tag=tag, stage=stage, since=_date(since, "since date", allow_future=True), text=search)
     result = list_papers(context.current().store(), flt, limit=None if show_all else max(limit, 0))
     _emit("paper list", result, as_json, paper_table)
 
@@ -232,15 +248,23 @@ def paper_import(
 def paper_export(
     fmt: Annotated[str, typer.Option("--format", help="bibtex, json or csv.")] = "bibtex",
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --output: overwrite the file if it exists.")] = False,
 ) -> None:
     """Export the whole paper log as BibTeX, JSON or CSV."""
     from pathlib import Path
 
+    from roadmap_cli.errors import UserError
     from roadmap_cli.research.transfer import export_papers
 
     text = export_papers(context.current().store(), fmt)
     if output:
-        Path(output).expanduser().write_text(text, encoding="utf-8")
+        path = Path(output).expanduser()
+        if path.exists() and not force:
+            raise UserError(f"{path} exists; choose another file or pass --force to overwrite it")
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
         typer.echo(f"wrote {output}", err=True)
     else:
         typer.echo(text, nl=False)
@@ -267,7 +291,7 @@ def paper_suggest(
 
 # --- log -----------------------------------------------------------------------
 
-def _item_command(kind: str):
+def _item_command(kind: str, what: str):
     def log_item(
         title: Annotated[str, typer.Argument(help="What it was: a short title.")],
         link: Annotated[Optional[str], typer.Option("--link", help="URL of the repo, post, report or PR.")] = None,
@@ -282,20 +306,29 @@ def _item_command(kind: str):
         from roadmap_cli.research.papers import parse_paper_id
 
         _check_stage(stage)
+        _check_lab(lab)
         inp = EntryInput(kind=kind, on_date=_date(date) or _today(), title=title, link=link, stage=stage, lab_id=lab,
                          paper_id=parse_paper_id(paper) if paper else None, note=note)
         entry = log_entry(context.current().store(), inp, today=_today())
         _emit(f"log {kind}", entry, as_json, lambda e, c: c.print(f"logged {e['kind']} #{e['id']} on {e['on_date']}"))
 
-    log_item.__doc__ = f"Log a {kind} (dated today or --date)."
+    log_item.__doc__ = f"Log {what} (dated today or --date)."
     return log_item
 
 
-for _kind in ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper"):
-    log_app.command(_kind)(_item_command(_kind))
+# Each item kind with the phrase its help uses (the article matters: "an experiment").
+_ITEM_HELP = (
+    ("reproduction", "a deep reproduction of a paper"), ("experiment", "an experiment"),
+    ("benchmark", "a benchmark"), ("report", "a technical report"), ("blog", "a blog post"),
+    ("oss", "an open-source project or contribution"), ("workshop-paper", "a workshop paper"),
+)
+for _kind, _what in _ITEM_HELP:
+    log_app.command(_kind)(_item_command(_kind, _what))
 
 
-@log_app.command("hours")
+# ignore_unknown_options: `roadmap log hours -1` reaches our range check
+# ("hours must be more than 0") instead of click's "No such option: -1".
+@log_app.command("hours", context_settings={"ignore_unknown_options": True})
 def log_hours(
     hours: Annotated[float, typer.Argument(help="Hours studied, e.g. 2.5.")],
     stage: StageOpt = None,
@@ -325,8 +358,8 @@ def log_list(
     from roadmap_cli.research.entries import list_entries
     from roadmap_cli.research.render import entry_table
 
-    result = list_entries(context.current().store(), kind=kind, since=_date(since, "since date"),
-                          until=_date(until, "until date"), limit=None if show_all else max(limit, 0))
+    result = list_entries(context.current().store(), kind=kind, since=_date(since, "since date", allow_future=True),
+                          until=_date(until, "until date", allow_future=True), limit=None if show_all else max(limit, 0))
     _emit("log list", result, as_json, entry_table)
 
 
@@ -348,6 +381,7 @@ def log_edit(
     from roadmap_cli.research.papers import parse_paper_id
 
     _check_stage(stage)
+    _check_lab(lab)
     given = {"title": title, "hours": hours, "link": link, "lab_id": lab, "stage": stage, "note": note,
              "on_date": _date(date), "paper_id": parse_paper_id(paper) if paper else None}
     changes = {k: v for k, v in given.items() if v is not None}

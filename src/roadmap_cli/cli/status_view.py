@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape as e  # curriculum and lab text is data, never markup
 from rich.table import Table
 
 from roadmap_cli.output import progress_bar
@@ -12,7 +13,7 @@ _STATE_STYLE = {"done": "green", "current": "bold yellow", "upcoming": "dim"}
 
 def render_status(console: Console, report) -> None:
     pct = report.done / report.total if report.total else 0.0
-    console.print(f"[bold]{report.curriculum}[/]")
+    console.print(f"[bold]{e(report.curriculum)}[/]")
     console.print(f"Overall  {progress_bar(pct, 30)} {report.done}/{report.total} checkpoints ({pct:.0%})")
     if report.current_stage is not None:
         console.print(f"Current stage: [bold yellow]{report.current_stage}[/]")
@@ -25,7 +26,7 @@ def render_status(console: Console, report) -> None:
     for s in report.stages:
         style = _STATE_STYLE[s.state]
         marker = "▶ " if s.state == "current" else ("✓ " if s.state == "done" else "  ")
-        table.add_row(str(s.number), f"[{style}]{marker}{s.title}[/]", progress_bar(s.done / s.total if s.total else 0, 16), f"{s.done}/{s.total}")
+        table.add_row(str(s.number), f"[{style}]{marker}{e(s.title)}[/]", progress_bar(s.done / s.total if s.total else 0, 16), f"{s.done}/{s.total}")
     console.print(table)
 
     if report.milestones:
@@ -33,14 +34,10 @@ def render_status(console: Console, report) -> None:
         for m in report.milestones:
             mark = "[green]✓[/]" if m.reached else "·"
             stages = f"{m.stages[0]}–{m.stages[-1]}" if m.stages else "-"
-            console.print(f"  {mark} M{m.number} {m.title} (stages {stages}): {m.done}/{m.total}")
+            console.print(f"  {mark} M{m.number} {e(m.title)} (stages {stages}): {m.done}/{m.total}")
 
     if report.schedule:
-        sch = report.schedule
-        console.print(
-            f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: plan expects stage "
-            f"{sch.planned_stage or '-'} and {sch.expected_done} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]"
-        )
+        console.print(_schedule_line(report.schedule, report.total))
 
     console.print("[bold]Labs[/]")
     if report.labs:
@@ -49,7 +46,7 @@ def render_status(console: Console, report) -> None:
             title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
             tried = lab.get("state") != "not-started" and lab.get("best_score") is not None
             best = f" best {lab['best_score']:g}/{lab['max_score']:g}" if tried else ""
-            console.print(f"  {lab['id']:<18} stage {lab.get('stage', '?'):<3} {lab['state']}{best}")
+            console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {lab['state']}{best}")
     else:
         console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
 
@@ -64,6 +61,16 @@ def render_status(console: Console, report) -> None:
     if report.next:
         console.print("[bold]Next[/]")
         for a in report.next:
-            console.print(f"  {a.text} [dim]({a.checkpoint_id})[/]\n    [cyan]{a.command}[/]")
+            console.print(f"  {e(a.text)} [dim]({a.checkpoint_id})[/]\n    [cyan]{e(a.command)}[/]")
     for note in report.notes:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {e(note)}[/]")
+
+
+def _schedule_line(sch, total: int) -> str:
+    """Where today falls on the plan, worded for a start date in the future
+    and for a plan whose planned weeks are all behind us."""
+    if sch.verdict == "not started":
+        return f"[bold]Schedule[/] starts {sch.start_date}: nothing is expected yet; you have {sch.done} — [bold]not started[/]"
+    where = f"plan expects stage {sch.planned_stage}" if sch.planned_stage else "the planned weeks are over: plan expects every stage"
+    return (f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: {where} and "
+            f"{sch.expected_done} of {total} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]")

@@ -12,12 +12,25 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.research.papers import mark_reproduced, utc_now_iso
+from roadmap_cli.research.papers import PAPER_HINT, mark_reproduced, utc_now_iso
 
 # The kinds of `roadmap log KIND`; `paper` is the paper log itself.
 ENTRY_KINDS = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours")
 ITEM_KINDS = ENTRY_KINDS[:-1]
 MAX_HOURS_PER_DAY = 24.0
+
+
+# What each kind is, for help text and messages ("an experiment", not "a experiment").
+KIND_DESCRIPTIONS = {
+    "reproduction": "a deep reproduction", "experiment": "an experiment", "benchmark": "a benchmark",
+    "report": "a technical report", "blog": "a blog post", "oss": "an open-source project",
+    "workshop-paper": "a workshop paper", "hours": "study hours",
+}
+
+
+def with_article(kind: str) -> str:
+    """The kind as a phrase with its article: `experiment` -> `an experiment`."""
+    return KIND_DESCRIPTIONS.get(kind, f"a {kind}")
 
 
 @dataclass
@@ -46,7 +59,9 @@ def _validate(inp: EntryInput, today: date) -> None:
         if inp.hours is None or not 0 < inp.hours <= MAX_HOURS_PER_DAY:
             raise UserError(f"hours must be more than 0 and at most {MAX_HOURS_PER_DAY:g} for one day, got {inp.hours}")
     elif not (inp.title or "").strip():
-        raise UserError(f"a {inp.kind} needs a title")
+        raise UserError(f"{with_article(inp.kind)} needs a title")
+    elif inp.hours is not None:
+        raise UserError(f"--hours applies to hours entries, not to {with_article(inp.kind)}")
     if inp.paper_id is not None and inp.kind == "hours":
         raise UserError("--paper applies to items, not hours")
 
@@ -67,7 +82,7 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
     with store.session() as session:
         if inp.paper_id is not None:
             if session.get(Paper, inp.paper_id) is None:
-                raise NotFoundError("paper", str(inp.paper_id), [])
+                raise NotFoundError("paper", str(inp.paper_id), [], hint=PAPER_HINT)
             if inp.kind == "reproduction":
                 mark_reproduced(session, inp.paper_id, inp.on_date)
         entry = CadenceEntry(
@@ -113,7 +128,7 @@ def _load(session, entry_id: int):
     entry = session.get(CadenceEntry, entry_id)
     if entry is None:
         recent = session.exec(select(CadenceEntry.id).order_by(CadenceEntry.id.desc()).limit(20)).all()
-        raise NotFoundError("entry", str(entry_id), [str(i) for i in recent])
+        raise NotFoundError("entry", str(entry_id), [str(i) for i in recent], hint="see `roadmap log list`")
     return entry
 
 
@@ -137,9 +152,12 @@ def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
             on_date=changes.get("on_date") or date.fromisoformat(entry.on_date),
             **{k: changes.get(k, getattr(entry, k)) for k in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note")},
         )
+        if entry.kind != "hours" and "hours" not in changes:
+            merged.hours = None  # older versions let `log edit --hours` set hours on an item
+
         _validate(merged, today)
         if merged.paper_id is not None and session.get(Paper, merged.paper_id) is None:
-            raise NotFoundError("paper", str(merged.paper_id), [])
+            raise NotFoundError("paper", str(merged.paper_id), [], hint=PAPER_HINT)
         entry.on_date = merged.on_date.isoformat()
         for key in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note"):
             setattr(entry, key, getattr(merged, key))

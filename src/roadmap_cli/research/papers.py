@@ -21,6 +21,7 @@ from roadmap_cli.research.ids import normalize_doi, parse_arxiv, title_key
 
 STATUSES = ("to-read", "reading", "read", "reproduced")
 COUNTED_STATUSES = ("read", "reproduced")  # these count for the cadence on read_on
+PAPER_HINT = "see `roadmap paper list`"  # paper ids are numbers: a did-you-mean rarely helps
 
 
 @dataclass
@@ -187,7 +188,7 @@ def _load(session, paper_id: int):
     paper = session.get(Paper, paper_id)
     if paper is None:
         nearby = session.exec(select(Paper.id).order_by(Paper.id.desc()).limit(20)).all()
-        raise NotFoundError("paper", str(paper_id), [str(i) for i in nearby])
+        raise NotFoundError("paper", str(paper_id), [str(i) for i in nearby], hint=PAPER_HINT)
     return paper
 
 

@@ -126,10 +126,14 @@ def parse_local_date(text: str, *, today: date, what: str = "date", allow_future
     else:
         try:
             result = date.fromisoformat(value)
-        except ValueError:
-            raise UserError(f"invalid {what} {text!r}: expected YYYY-MM-DD, 'today' or 'yesterday'") from None
+        except ValueError as exc:
+            from roadmap_cli.timeutil import describe_bad_date
+
+            raise UserError(describe_bad_date(text, what, exc, "expected YYYY-MM-DD, 'today' or 'yesterday'")) from None
     if not allow_future and result > today:
-        raise UserError(f"{what} {result.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+        # the hint fits a date being logged, not one being looked at (--at)
+        hint = ": log things once they happen" if what == "date" else ""
+        raise UserError(f"{what} {result.isoformat()} is in the future (today is {today.isoformat()}){hint}")
     return result
 
 

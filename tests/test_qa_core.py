@@ -1,0 +1,131 @@
+"""QA regressions for the core commands: status/next with curriculum text that
+looks like rich markup, dates that do not exist, unusable homes, hand-edited
+exports, and the schedule line for unusual start dates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# A valid curriculum whose text contains square brackets: rich would read
+# "[/]" or "[/bold]" as markup and crash (or silently eat "[red]").
+MARKUP_CURRICULUM = """\
+format_version: 1
+title: {zh: "测试 [bold]", en: "Test [/] [red]x"}
+final_goal: {zh: 目标, en: Goal}
+cadence:
+  weekly_hours: {min: 10, max: 15}
+milestones:
+  - {number: 1, id: m1, title: {zh: "里程碑 [/]", en: "M [/x]"}, stages: [1]}
+stages:
+  - number: 1
+    id: one
+    title: {zh: "一 [/]", en: "C++ [templates] [/bold]"}
+    goal: {zh: 一, en: One}
+    planned_weeks: 2
+    checkpoints:
+      - id: s1-a
+        kind: explain
+        text: {zh: "甲 [/]", en: "A [/] [link=x]"}
+"""
+
+
+def _markup_curriculum(tmp_path: Path) -> Path:
+    path = tmp_path / "markup.yaml"
+    path.write_text(MARKUP_CURRICULUM, encoding="utf-8")
+    return path
+
+
+def test_status_shows_bracketed_curriculum_text_verbatim(run_cli, tmp_path: Path):
+    path = _markup_curriculum(tmp_path)
+    for lang in ("en", "zh"):
+        result = run_cli("--curriculum", path, "--lang", lang, "status")
+        assert result.exit_code == 0, result
+    result = run_cli("--curriculum", path, "status")
+    assert "Test [/] [red]x" in result.stdout
+    assert "C++ [templates] [/bold]" in result.stdout
+    assert "M [/x]" in result.stdout
+    assert "A [/] [link=x]" in result.stdout
+
+
+def test_next_shows_bracketed_checkpoint_text_verbatim(run_cli, tmp_path: Path):
+    result = run_cli("--curriculum", _markup_curriculum(tmp_path), "next")
+    assert result.exit_code == 0, result
+    assert "A [/] [link=x]" in result.stdout
+
+
+def test_a_date_that_does_not_exist_is_not_called_a_format_error(run_cli):
+    result = run_cli("init", "--start-date", "2026-02-30")
+    assert result.exit_code == 2
+    assert "no such day" in result.stderr and "expected YYYY-MM-DD" not in result.stderr
+    wrong_format = run_cli("init", "--start-date", "30.02.2026")
+    assert wrong_format.exit_code == 2 and "expected YYYY-MM-DD" in wrong_format.stderr
+
+
+def test_home_that_is_a_file_is_reported_as_such(run_cli, tmp_path: Path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = run_cli("--home", afile, "status")
+    assert result.exit_code == 3, result
+    assert "is a file, not a directory" in result.stderr
+    assert result.stderr.count("\n") == 1  # one line
+    assert afile.read_text() == "x"
+
+
+def test_empty_home_option_is_refused_not_ignored(run_cli, roadmap_home: Path):
+    result = run_cli("--home", "", "status")
+    assert result.exit_code == 3, result
+    assert "--home is empty" in result.stderr
+    assert not (roadmap_home / "roadmap.db").exists()  # it did not quietly fall back to $ROADMAP_HOME
+
+
+def test_schedule_line_for_a_future_start_and_a_finished_plan(run_cli):
+    assert run_cli("init", "--start-date", "2099-01-01").exit_code == 0
+    future = run_cli("status").stdout
+    assert "starts 2099-01-01" in future and "started 2099" not in future
+    assert run_cli("init", "--start-date", "1990-01-01").exit_code == 0
+    past = run_cli("status").stdout
+    assert "stage -" not in past and "planned weeks are over" in past
+
+
+def _export(run_cli) -> dict:
+    run_cli("check", "s1-explain-query-key-value", "--note", "n")
+    run_cli("paper", "log", "Attention Is All You Need", "--arxiv", "1706.03762")
+    result = run_cli("export")
+    assert result.exit_code == 0, result
+    return json.loads(result.stdout)
+
+
+def test_import_of_hand_edited_exports_gives_one_line(run_cli, tmp_path: Path):
+    data = _export(run_cli)
+    bad_files = {
+        "schema.json": {**data, "schema_version": "x"},
+        "row.json": {**data, "tables": {**data["tables"], "papers": [1]}},
+        "table.json": {**data, "tables": {**data["tables"], "papers": {"a": 1}}},
+    }
+    for name, content in bad_files.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(content), encoding="utf-8")
+        result = run_cli("import", path, "--replace")
+        assert result.exit_code == 2, (name, result)
+        assert result.exception is None and "Traceback" not in result.stderr
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    result = run_cli("import", binary)
+    assert result.exit_code == 2 and "not UTF-8" in result.stderr, result
+
+
+def test_import_refused_by_the_database_keeps_the_data(run_cli, tmp_path: Path):
+    data = _export(run_cli)
+    broken = json.loads(json.dumps(data))
+    del broken["tables"]["papers"][0]["title"]  # NOT NULL column
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    result = run_cli("import", path, "--replace")
+    assert result.exit_code == 2, result
+    assert "papers" in result.stderr and "nothing was imported" in result.stderr
+    assert json.loads(run_cli("export").stdout) == data  # nothing lost
+
+
+def test_db_status_json_command_name_matches_the_command(run_cli):
+    assert run_cli("db", "status", "--json").json()["command"] == "db status"

@@ -1,0 +1,84 @@
+"""QA regressions for the research log: help grammar, negative hours, hours on
+items, unknown ids with a hint, filter dates, lab ids, and `paper export -o`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def test_log_help_uses_the_right_article(run_cli):
+    result = run_cli("log", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "Log a experiment" not in text and "Log a oss" not in text
+    assert "Log an experiment" in text and "Log an open-source project" in text
+
+
+def test_missing_title_message_has_the_right_article(run_cli):
+    result = run_cli("log", "experiment", "")
+    assert result.exit_code == 2
+    assert "an experiment needs a title" in result.stderr
+
+
+def test_negative_hours_reach_the_range_check(run_cli):
+    result = run_cli("log", "hours", "-1")
+    assert result.exit_code == 2
+    assert "No such option" not in result.stderr
+    assert "hours must be more than 0" in result.stderr
+
+
+def test_hours_cannot_be_set_on_an_item(run_cli):
+    assert run_cli("log", "experiment", "ablation").exit_code == 0
+    result = run_cli("log", "edit", "1", "--hours", "3")
+    assert result.exit_code == 2, result
+    assert "--hours applies to hours entries" in result.stderr
+    assert run_cli("log", "list", "--json").json()["data"]["entries"][0]["hours"] is None
+
+
+def test_unknown_paper_and_entry_point_to_the_list(run_cli):
+    paper = run_cli("paper", "show", "99")
+    assert paper.exit_code == 2 and "roadmap paper list" in paper.stderr
+    linked = run_cli("log", "reproduction", "x", "--paper", "99")
+    assert linked.exit_code == 2 and "roadmap paper list" in linked.stderr
+    entry = run_cli("log", "delete", "99", "--yes")
+    assert entry.exit_code == 2 and "roadmap log list" in entry.stderr
+
+
+def test_future_bounds_of_list_filters_are_fine(run_cli):
+    assert run_cli("log", "hours", "2").exit_code == 0
+    until = run_cli("log", "list", "--until", "2999-01-01", "--json")
+    assert until.exit_code == 0, until
+    assert until.json()["data"]["total"] == 1
+    since = run_cli("paper", "list", "--since", "2999-01-01")
+    assert since.exit_code == 0, since
+
+
+def test_cadence_at_a_future_date_does_not_say_log_things(run_cli):
+    result = run_cli("cadence", "--at", "2999-01-01")
+    assert result.exit_code == 2
+    assert "in the future" in result.stderr and "log things" not in result.stderr
+
+
+def test_paper_list_refuses_an_unknown_stage(run_cli):
+    result = run_cli("paper", "list", "--stage", "99")
+    assert result.exit_code == 2 and "unknown stage '99'" in result.stderr
+
+
+def test_unknown_lab_on_an_entry_has_did_you_mean(run_cli):
+    result = run_cli("log", "experiment", "x", "--lab", "minigp")
+    assert result.exit_code == 2, result
+    assert "unknown lab 'minigp'" in result.stderr and "minigpt" in result.stderr
+    assert run_cli("log", "experiment", "x", "--lab", "minigpt").exit_code == 0
+
+
+def test_paper_export_never_overwrites_silently(run_cli, tmp_path: Path):
+    run_cli("paper", "log", "A paper")
+    target = tmp_path / "refs.bib"
+    target.write_text("my hand-written bibliography", encoding="utf-8")
+    refused = run_cli("paper", "export", "-o", target)
+    assert refused.exit_code == 2 and "--force" in refused.stderr
+    assert target.read_text(encoding="utf-8") == "my hand-written bibliography"
+    assert run_cli("paper", "export", "-o", target, "--force").exit_code == 0
+    assert "A paper" in target.read_text(encoding="utf-8")
+    unwritable = run_cli("paper", "export", "-o", tmp_path / "no" / "such" / "dir.bib")
+    assert unwritable.exit_code == 2 and unwritable.exception is None, unwritable
