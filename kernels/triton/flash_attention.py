@@ -266,6 +266,9 @@ _GPU_TILES = {
     "dkdv": [(32, 64, 8, 3), (32, 128, 8, 3), (64, 128, 8, 3), (32, 64, 8, 2)],
     "dq": [(128, 32, 8, 3), (64, 32, 8, 3), (128, 64, 8, 3)],
 }
+# fp32 inputs (exact IEEE dots, no tensor cores: for checking, not for speed) need 2x the
+# shared memory per tile; these small tiles fit every recent GPU.
+_GPU_TILES_FP32 = {"fwd": (32, 32, 4, 2), "dkdv": (16, 32, 4, 2), "dq": (64, 32, 8, 2)}
 AUTOTUNE_MIN_SEQ = 1024
 _TUNED: dict = {}
 
@@ -279,8 +282,9 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
     if interpret:
         kernel[grid(32, 32)](*args, BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1, **kwargs)
         return
-    if seq < AUTOTUNE_MIN_SEQ:
-        block_m, block_n, warps, stages = _GPU_TILES[kind][0]
+    fp32 = kwargs["DOT_PRECISION"] == "ieee"
+    if fp32 or seq < AUTOTUNE_MIN_SEQ:
+        block_m, block_n, warps, stages = _GPU_TILES_FP32[kind] if fp32 else _GPU_TILES[kind][0]
         kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
                                        num_stages=stages, **kwargs)
         return
