@@ -129,3 +129,36 @@ def test_import_refused_by_the_database_keeps_the_data(run_cli, tmp_path: Path):
 
 def test_db_status_json_command_name_matches_the_command(run_cli):
     assert run_cli("db", "status", "--json").json()["command"] == "db status"
+
+
+def test_did_you_mean_ignores_case_and_ranks_a_typed_prefix_first(run_cli):
+    upper = run_cli("check", "S1-DRAW-TRANSFORMER-BLOCK")
+    assert upper.exit_code == 2 and "did you mean 's1-draw-transformer-block'" in upper.stderr
+    stage = run_cli("stage", "show", "BUILD-MINIGPT")
+    assert "did you mean 'build-minigpt'" in stage.stderr
+    typo = run_cli("check", "s1-explain-transfomer")
+    assert "did you mean 's1-explain-transformer-to-non-ai-people'" in typo.stderr
+
+
+def test_readings_refuse_an_unknown_kind(run_cli):
+    result = run_cli("curriculum", "readings", "--kind", "papr")
+    assert result.exit_code == 2 and "did you mean 'paper'" in result.stderr
+
+
+def test_unusable_database_url_is_one_line(run_cli, monkeypatch):
+    for url in ("garbage", "nosuchdialect://x"):
+        monkeypatch.setenv("DATABASE_URL", url)
+        result = run_cli("status")
+        assert result.exit_code == 3, result
+        assert "DATABASE_URL" in result.stderr and result.exception is None
+
+
+def test_a_saved_curriculum_that_moved_says_how_to_recover(run_cli, tmp_path: Path):
+    path = _markup_curriculum(tmp_path)
+    assert run_cli("init", "--use-curriculum", path).exit_code == 0
+    path.unlink()
+    result = run_cli("status")
+    assert result.exit_code == 2
+    assert "roadmap init --use-curriculum" in result.stderr and "default" in result.stderr
+    assert run_cli("init", "--use-curriculum", "default").exit_code == 0
+    assert run_cli("status").exit_code == 0

@@ -69,11 +69,31 @@ class AppContext:
             return self.lang_option
         return os.environ.get("ROADMAP_LANG") or self.setting("lang") or detect_lang()
 
+    def _curriculum_choice(self) -> tuple[Optional[str], str]:
+        """The chosen curriculum file (None: the built-in one) and where the choice came from."""
+        if self.curriculum_option:
+            return self.curriculum_option, "--curriculum"
+        if os.environ.get("ROADMAP_CURRICULUM"):
+            return os.environ["ROADMAP_CURRICULUM"], "$ROADMAP_CURRICULUM"
+        return self.setting("curriculum"), "setting"
+
     def curriculum_path(self) -> Path:
         from roadmap_cli.paths import default_curriculum_path
 
-        chosen = self.curriculum_option or os.environ.get("ROADMAP_CURRICULUM") or self.setting("curriculum")
-        return Path(chosen).expanduser() if chosen else default_curriculum_path()
+        chosen, source = self._curriculum_choice()
+        if not chosen:
+            return default_curriculum_path()
+        path = Path(chosen).expanduser()
+        if source == "setting" and not path.exists():
+            # A file saved by `init --use-curriculum` that has since moved: say
+            # where the path comes from and how to get going again.
+            from roadmap_cli.errors import UserError
+
+            raise UserError(
+                f"curriculum file not found: {path} (saved by `roadmap init --use-curriculum`; "
+                "run it again with the file's new path, or with `default` for the built-in curriculum)"
+            )
+        return path
 
     def curriculum(self) -> "Curriculum":
         if self._curriculum is None:

@@ -40,14 +40,33 @@ class NotFoundError(UserError):
     """An id the user typed does not exist; carries a did-you-mean."""
 
     def __init__(self, kind: str, value: str, choices: Iterable[str], *, hint: str | None = None) -> None:
-        choices = list(choices)
-        close = difflib.get_close_matches(value, choices, n=3, cutoff=0.5)
+        close = _close_matches(value, list(choices))
         if close:
             hint = f"did you mean {', '.join(repr(c) for c in close)}?"
         # `hint` (e.g. "see `roadmap paper list`") helps where no id is close,
         # as with numeric ids: the user still learns where the real ones are.
         super().__init__(f"unknown {kind} {value!r}" + (f" ({hint})" if hint else ""))
         self.suggestions = close
+
+
+def _close_matches(value: str, choices: list[str]) -> list[str]:
+    """Up to 3 choices close to `value`, best first, ignoring case and stray
+    spaces (`S1-DRAW-...` finds `s1-draw-...`). A long id typed in part, with
+    a typo (`s1-explain-transfomer`), matches on its beginning too."""
+    by_key: dict[str, str] = {}
+    for choice in choices:
+        by_key.setdefault(choice.strip().lower(), choice)
+    key = value.strip().lower()
+    scored = []
+    for candidate in by_key:
+        score = difflib.SequenceMatcher(None, key, candidate).ratio()
+        if len(candidate) > len(key) >= 4:
+            prefix = difflib.SequenceMatcher(None, key, candidate[: len(key)]).ratio()
+            if prefix >= 0.8:
+                score = max(score, prefix)
+        if score >= 0.5:
+            scored.append((-score, candidate))
+    return [by_key[k] for _, k in sorted(scored)[:3]]
 
 
 class ValidationError(UserError):

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 def init(
     start_date: Annotated[Optional[str], typer.Option("--start-date", help="When you started (YYYY-MM-DD); enables the schedule view.")] = None,
-    curriculum: Annotated[Optional[str], typer.Option("--use-curriculum", help="Make this curriculum YAML the default for this home.")] = None,
+    curriculum: Annotated[Optional[str], typer.Option("--use-curriculum", help="Make this curriculum YAML the default for this home (`default`: the built-in one).")] = None,
     lang: Annotated[Optional[str], typer.Option("--set-lang", help="Default language for this home: en or zh.")] = None,
     weekly_hours: Annotated[Optional[float], typer.Option("--weekly-hours", help="Hours a week you plan to study (the plan says 10-15).")] = None,
     as_json: JsonOpt = False,
@@ -31,14 +31,16 @@ def init(
     from roadmap_cli.curriculum import load_curriculum
     from roadmap_cli.errors import UserError
     from roadmap_cli.output import emit
-    from roadmap_cli.store.settings import all_settings, set_setting
+    from roadmap_cli.store.settings import all_settings, delete_setting, set_setting
     from roadmap_cli.timeutil import parse_date
 
     ctx = context.current()
     store = ctx.store()
     if start_date is not None:
         set_setting(store, "start_date", parse_date(start_date, what="start date").isoformat())
-    if curriculum is not None:
+    if curriculum == "default":
+        delete_setting(store, "curriculum")
+    elif curriculum is not None:
         path = Path(curriculum).expanduser().resolve()
         load_curriculum(path, cache_dir=ctx.home / "cache")  # refuse a broken file now, not later
         set_setting(store, "curriculum", str(path))

@@ -175,6 +175,15 @@ def readings(cur: Curriculum, stage: Optional[int] = None, kind: Optional[str] =
     """`curriculum readings`: the reading list, optionally one stage / kind."""
     if stage is not None:
         cur.stage(stage)  # NotFoundError with did-you-mean for a bad number
+    if kind is not None:
+        from typing import get_args
+
+        from roadmap_cli.curriculum.models import Reading
+        from roadmap_cli.errors import NotFoundError
+
+        kinds = get_args(Reading.model_fields["kind"].annotation)
+        if kind not in kinds:  # a typo would otherwise list nothing, silently
+            raise NotFoundError("reading kind", kind, kinds, hint=f"choose {', '.join(kinds)}")
     return [
         reading_view(r)
         for r in cur.reading_list

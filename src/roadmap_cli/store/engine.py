@@ -100,8 +100,14 @@ def open_store(home: Path, *, migrate: bool = True) -> Store:
     path: Path | None = None
     if url:
         from sqlalchemy import create_engine
+        from sqlalchemy.exc import ArgumentError
 
-        engine = create_engine(url)
+        try:
+            engine = create_engine(url)
+        except ArgumentError as exc:  # includes NoSuchModuleError (unknown dialect)
+            raise StoreError(f"DATABASE_URL is not a usable database URL: {exc}") from None
+        except ImportError as exc:  # the dialect's driver (e.g. psycopg) is not installed
+            raise StoreError(f"DATABASE_URL needs a database driver that is not installed: {exc.name or exc}") from None
     else:
         path = Path(home) / DB_FILENAME
         _check_sqlite_file(path)

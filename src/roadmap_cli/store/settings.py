@@ -38,3 +38,13 @@ def set_setting(store, key: str, value: Any) -> None:
             session.add(Setting(key=key, value=json.dumps(value)))
         else:
             row.value = json.dumps(value)
+
+
+def delete_setting(store, key: str) -> None:
+    """Forget a setting (its default applies again)."""
+    from roadmap_cli.store.tables import Setting
+
+    with store.session() as session:
+        row = session.get(Setting, key)
+        if row is not None:
+            session.delete(row)
