@@ -82,3 +82,33 @@ def test_paper_export_never_overwrites_silently(run_cli, tmp_path: Path):
     assert "A paper" in target.read_text(encoding="utf-8")
     unwritable = run_cli("paper", "export", "-o", tmp_path / "no" / "such" / "dir.bib")
     assert unwritable.exit_code == 2 and unwritable.exception is None, unwritable
+
+
+def _bibtex_round_trip(run_cli, tmp_path: Path, roadmap_home: Path, monkeypatch) -> tuple[str, str]:
+    first = run_cli("paper", "export")
+    assert first.exit_code == 0, first
+    bib = tmp_path / "papers.bib"
+    bib.write_text(first.stdout, encoding="utf-8")
+    monkeypatch.setenv("ROADMAP_HOME", str(tmp_path / "second-home"))
+    assert run_cli("paper", "import", bib).exit_code == 0
+    return first.stdout, run_cli("paper", "export").stdout
+
+
+def test_bibtex_round_trip_keeps_tildes_urls_and_note_lines(run_cli, tmp_path: Path, roadmap_home: Path, monkeypatch):
+    note = "line1\n  indented } brace\n\nlast"
+    assert run_cli("paper", "log", "A ~tilde & 100% title", "--url", "https://h.org/~u/a?b=1&c=%20",
+                   "--note", note).exit_code == 0
+    first, second = _bibtex_round_trip(run_cli, tmp_path, roadmap_home, monkeypatch)
+    assert first == second
+    assert "url = {https://h.org/~u/a?b=1&c=%20}" in first  # URL fields are verbatim for biblatex
+    paper = run_cli("paper", "show", "1", "--json").json()["data"]
+    assert paper["title"] == "A ~tilde & 100% title"
+    assert paper["url"] == "https://h.org/~u/a?b=1&c=%20"
+    assert paper["notes"] == note
+
+
+def test_bibtex_import_reads_escaped_urls_written_by_other_tools(run_cli, tmp_path: Path):
+    bib = tmp_path / "old.bib"
+    bib.write_text("@misc{k, title={T}, url={https://example.com/a?b=1\\&c=2}}\n", encoding="utf-8")
+    assert run_cli("paper", "import", bib).exit_code == 0
+    assert run_cli("paper", "show", "1", "--json").json()["data"]["url"] == "https://example.com/a?b=1&c=2"

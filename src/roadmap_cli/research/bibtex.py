@@ -202,23 +202,51 @@ _ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u
             ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b"}
 _ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuH](?=[\s{]))\s*\{?([A-Za-z])\}?\}?")
 _ESCAPED = re.compile(r"\\([&%$#_{}])")
-_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_"}
+# `~` is a non-breaking space in BibTeX: a literal tilde (in a title or a URL)
+# must be written as \textasciitilde{} or it comes back as a space.
+_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}"}
+_TILDE = re.compile(r"\\textasciitilde(?:\{\}|\b)")
 
 
-def latex_to_text(value: str) -> str:
-    """`{FlashAttention}-2: Fast \\& {\\"u}ber` -> `FlashAttention-2: Fast & über`."""
-    text = _ACCENT.sub(lambda m: m.group(2) + _ACCENTS[m.group(1)], value)
+def latex_to_text(value: str, *, keep_lines: bool = False) -> str:
+    """`{FlashAttention}-2: Fast \\& {\\"u}ber` -> `FlashAttention-2: Fast & über`.
+
+    Runs of spaces collapse; with `keep_lines` (notes) the text is kept as
+    written, line breaks and indentation included.
+    """
+    text = _TILDE.sub("\ue002", value)
+    text = _ACCENT.sub(lambda m: m.group(2) + _ACCENTS[m.group(1)], text)
     # Escaped braces are kept (as placeholders while grouping braces go).
     text = _ESCAPED.sub(lambda m: {"{": "\ue000", "}": "\ue001"}.get(m.group(1), m.group(1)), text)
     text = text.replace("{", "").replace("}", "").replace("~", " ")
-    text = text.replace("\ue000", "{").replace("\ue001", "}")
-    return unicodedata.normalize("NFC", " ".join(text.split()))
+    text = text.replace("\ue000", "{").replace("\ue001", "}").replace("\ue002", "~")
+    if keep_lines:
+        text = "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+    else:
+        text = " ".join(text.split())
+    return unicodedata.normalize("NFC", text)
+
+
+_BRACES = {"{": r"\{", "}": r"\}"}
 
 
 def text_to_latex(value: str) -> str:
     """Escape what would break a BibTeX value; braces are balanced by construction."""
-    out = "".join(_SPECIALS.get(ch, ch) for ch in value)
-    return out.replace("{", r"\{").replace("}", r"\}")
+    return "".join(_SPECIALS.get(ch) or _BRACES.get(ch, ch) for ch in value)
+
+
+def url_to_bibtex(url: str) -> str:
+    """A URL field is verbatim for biblatex/hyperref: write it as it is (a
+    `\\&` or `\\textasciitilde{}` would end up in the link), escaping only
+    braces, which would unbalance the field."""
+    return "".join(_BRACES.get(ch, ch) for ch in url)
+
+
+def url_from_bibtex(value: str) -> str:
+    """Read a URL field: verbatim, but undo the escapes older exports (and
+    some tools) write, and never turn `~` into a space."""
+    text = _TILDE.sub("~", value.strip())
+    return _ESCAPED.sub(lambda m: m.group(1), text)
 
 
 def authors_from_bibtex(value: str) -> str:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import (BibEntry, authors_from_bibtex, authors_to_bibtex, latex_to_text,
-                                         parse_bibtex, text_to_latex)
+                                         parse_bibtex, text_to_latex, url_from_bibtex, url_to_bibtex)
 from roadmap_cli.research.ids import looks_like_arxiv
 from roadmap_cli.research.papers import PaperInput, find_duplicate, insert_paper, normalize_tags, prepare
 
@@ -42,12 +42,13 @@ def _arxiv_of(fields: dict[str, str]) -> Optional[str]:
 
 def entry_to_input(entry: BibEntry, *, default_status: str, today: date) -> PaperInput:
     """Map one BibTeX entry to the log's fields (raises UserError when it cannot)."""
-    f = {k: latex_to_text(v) if k != "author" else v for k, v in entry.fields.items()}
+    # notes keep their line breaks; every other field is one line
+    f = {k: latex_to_text(v, keep_lines=k == "annote") if k != "author" else v for k, v in entry.fields.items()}
     if not f.get("title"):
         raise UserError("has no title")
     year = f.get("year", "")
     arxiv = _arxiv_of(f)
-    url = f.get("url") or None
+    url = url_from_bibtex(entry.fields["url"]) if entry.fields.get("url") else None
     if url and arxiv and "arxiv.org" in url.lower():
         url = None  # the arXiv id already gives the link
     read_on = f.get("roadmap_read_on")
@@ -134,7 +135,7 @@ def to_bibtex(papers: list[dict]) -> str:
             fields += [("eprint", f"{{{p['arxiv']}}}"), ("archiveprefix", "{arXiv}")]
         for name in ("doi", "url"):
             if p.get(name) and not (name == "url" and p.get("arxiv") and "arxiv.org" in p[name]):
-                fields.append((name, f"{{{text_to_latex(p[name]) if name == 'url' else p[name]}}}"))
+                fields.append((name, f"{{{url_to_bibtex(p[name]) if name == 'url' else p[name]}}}"))
         if p.get("tags"):
             fields.append(("keywords", f"{{{', '.join(p['tags'])}}}"))
         if p.get("notes"):
