@@ -112,3 +112,10 @@ def test_bibtex_import_reads_escaped_urls_written_by_other_tools(run_cli, tmp_pa
     bib.write_text("@misc{k, title={T}, url={https://example.com/a?b=1\\&c=2}}\n", encoding="utf-8")
     assert run_cli("paper", "import", bib).exit_code == 0
     assert run_cli("paper", "show", "1", "--json").json()["data"]["url"] == "https://example.com/a?b=1&c=2"
+
+
+def test_editing_a_paper_to_an_empty_title_is_refused_not_ignored(run_cli):
+    assert run_cli("paper", "log", "Original").exit_code == 0
+    result = run_cli("paper", "edit", "1", "--title", "")
+    assert result.exit_code == 2 and "needs a title" in result.stderr
+    assert run_cli("paper", "show", "1", "--json").json()["data"]["title"] == "Original"

@@ -291,14 +291,14 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
         paper = _load(session, paper_id)
         current = paper_dict(paper, [])
         merged = PaperInput(
-            title=changes.get("title") or paper.title,
+            title=changes["title"] if "title" in changes else paper.title,  # "" is refused, not ignored
             authors=changes.get("authors", current["authors"]),
             year=changes.get("year", paper.year),
             arxiv=changes.get("arxiv", current["arxiv"]),
             doi=changes.get("doi", paper.doi),
             url=changes.get("url", paper.url),
             stage=changes.get("stage", paper.stage),
-            status=changes.get("status") or paper.status,
+            status=changes["status"] if "status" in changes else paper.status,
             rating=changes.get("rating", paper.rating),
             note=paper.notes,
             read_on=changes.get("read_on") or (date.fromisoformat(paper.read_on) if paper.read_on else None),
