@@ -40,16 +40,18 @@ def record_workspace(store, lab_id: str, path: Path) -> None:
 
 
 def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
-    """(lab id, path) of recorded workspaces, most recent first."""
-    from sqlmodel import select
+    """(lab id, path) of recorded workspaces, most recent first.
 
-    from roadmap_cli.store.tables import LabWorkspace
+    Plain SQL: `roadmap status` reads this, and defining the SQLModel table
+    classes would cost it more than the query (see store/settings.py).
+    """
+    import sqlalchemy as sa
 
-    with store.session() as s:
-        query = select(LabWorkspace).order_by(LabWorkspace.created_at.desc(), LabWorkspace.id.desc())
-        if lab_id:
-            query = query.where(LabWorkspace.lab_id == lab_id)
-        return [(row.lab_id, Path(row.path)) for row in s.exec(query)]
+    sql = "SELECT lab_id, path FROM lab_workspaces"
+    sql += " WHERE lab_id = :lab" if lab_id else ""
+    with store.connection() as conn:
+        rows = conn.execute(sa.text(sql + " ORDER BY created_at DESC, id DESC"), {"lab": lab_id}).all()
+    return [(lab, Path(path)) for lab, path in rows]
 
 
 def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
@@ -229,22 +231,43 @@ def _attempt_rows(store, lab_id: Optional[str] = None) -> list:
         return list(s.exec(query))
 
 
-def _summary(spec: LabSpec, attempts: list, has_workspace: bool, cuda: Optional[bool], lang: Optional[str] = None) -> dict:
-    """State from every attempt: a part counts as passed once any attempt passed it."""
-    required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
+def _progress(attempts) -> tuple[dict[str, float], int]:
+    """(best points per passed part, number of attempts) from attempt rows."""
     best: dict[str, float] = {}
-    passed: set[str] = set()
+    count = 0
     for attempt in attempts:
+        count += 1
         for entry in json.loads(attempt.parts or "[]"):
             if entry.get("status") == "passed":
-                passed.add(entry["id"])
                 best[entry["id"]] = max(best.get(entry["id"], 0.0), float(entry.get("points") or 0.0))
-    done = [p for p in required if p.id in passed]
+    return best, count
+
+
+def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
+    """_progress for every lab with two small SQL reads (no ORM rows): only
+    attempts that scored can have passed a part, so only their JSON is parsed."""
+    import sqlalchemy as sa
+
+    out: dict[str, tuple[dict[str, float], int]] = {}
+    with store.connection() as conn:
+        counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts GROUP BY lab_id")).all())
+        scored = conn.execute(sa.text("SELECT lab_id, parts FROM grade_attempts WHERE score > 0")).all()
+    for lab_id, n in counts.items():
+        best, _ = _progress(row for row in scored if row.lab_id == lab_id)
+        out[lab_id] = (best, n)
+    return out
+
+
+def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspace: bool,
+             cuda: Optional[bool], lang: Optional[str] = None) -> dict:
+    """State from every attempt: a part counts as passed once any attempt passed it."""
+    required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
+    done = [p for p in required if p.id in best]
     if required and len(done) == len(required):
         state = "passed"
     elif done:
         state = "partial"
-    elif attempts or has_workspace:
+    elif n_attempts or has_workspace:
         state = "in-progress"
     else:
         state = "not-started"
@@ -257,7 +280,7 @@ def _summary(spec: LabSpec, attempts: list, has_workspace: bool, cuda: Optional[
         "best_score": round(sum(best.get(p.id, 0.0) for p in required), 3),
         "max_score": round(sum(p.points for p in required), 3),
         "gradable_here": (not needs_cuda) or cuda,
-        "attempts": len(attempts),
+        "attempts": n_attempts,
         "parts_not_gradable_here": [p.id for p in spec.parts if p not in required],
     }
     if lang:
@@ -266,12 +289,12 @@ def _summary(spec: LabSpec, attempts: list, has_workspace: bool, cuda: Optional[
 
 
 def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[dict]:
-    attempts = _attempt_rows(store)
+    progress = _progress_by_lab(store)
     recorded = {lab for lab, _ in workspaces(store)}
     rows = []
     for spec in load_all()[0]:
-        mine = [a for a in attempts if a.lab_id == spec.id]
-        rows.append(_summary(spec, mine, spec.id in recorded, cuda, lang))
+        best, n = progress.get(spec.id, ({}, 0))
+        rows.append(_summary(spec, best, n, spec.id in recorded, cuda, lang))
     return rows
 
 
@@ -308,7 +331,7 @@ def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
         recorded = workspaces(store, spec.id)
         if lab_id is None and not attempts and not recorded:
             continue
-        summary = _summary(spec, attempts, bool(recorded), cuda, lang)
+        summary = _summary(spec, *_progress(attempts), bool(recorded), cuda, lang)
         summary["workspace"] = str(recorded[0][1]) if recorded else None
         summary["history"] = [_attempt_dict(a) for a in reversed(attempts)]
         out.append(summary)
@@ -351,7 +374,7 @@ def solution(store, lab_id: str) -> dict:
     from roadmap_cli.labs.device import detect_device
 
     spec = find_lab(lab_id)
-    summary = _summary(spec, _attempt_rows(store, spec.id), False, detect_device().cuda)
+    summary = _summary(spec, *_progress(_attempt_rows(store, spec.id)), False, detect_device().cuda)
     if summary["state"] != "passed":
         raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
                         f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
