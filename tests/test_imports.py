@@ -18,6 +18,9 @@ try:
 except SystemExit as exc:
     code = exc.code
 heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy', 'git'))
+# Defining the SQLModel table classes costs status more than its queries: the
+# status path reads with plain SQL (store/settings.py explains).
+heavy += [m for m in ('roadmap_cli.store.tables',) if m in sys.modules]
 sys.stderr.write('\\nPROBE' + json.dumps({'code': code, 'heavy': heavy}) + '\\n')
 """
 
