@@ -119,3 +119,9 @@ def test_editing_a_paper_to_an_empty_title_is_refused_not_ignored(run_cli):
     result = run_cli("paper", "edit", "1", "--title", "")
     assert result.exit_code == 2 and "needs a title" in result.stderr
     assert run_cli("paper", "show", "1", "--json").json()["data"]["title"] == "Original"
+
+
+def test_negative_limits_are_usage_errors(run_cli):
+    for args in (("paper", "list"), ("log", "list"), ("paper", "suggest")):
+        result = run_cli(*args, "--limit", "-1")
+        assert result.exit_code == 2, (args, result)

@@ -115,7 +115,7 @@ def paper_list(
     stage: StageOpt = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Read (or added, if unread) on or after YYYY-MM-DD.")] = None,
     search: Annotated[Optional[str], typer.Option("--search", "-s", help="Text in title, authors, notes, ids or tags.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Show at most N papers (newest first).")] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N papers (newest first).")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="Show every matching paper.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -273,7 +273,7 @@ def paper_export(
 @paper_app.command("suggest")
 def paper_suggest(
     stage: Annotated[Optional[int], typer.Option("--stage", help="Treat this as the current stage (default: your first unfinished stage).")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many suggestions.")] = 10,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="How many suggestions.")] = 10,
     kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind of reading: paper, book, article, system.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -350,7 +350,7 @@ def log_list(
     kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind (reproduction, ..., hours).")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="On or after YYYY-MM-DD.")] = None,
     until: Annotated[Optional[str], typer.Option("--until", help="On or before YYYY-MM-DD.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Show at most N entries.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N entries.")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="Show every entry.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
