@@ -162,3 +162,14 @@ def test_a_saved_curriculum_that_moved_says_how_to_recover(run_cli, tmp_path: Pa
     assert "roadmap init --use-curriculum" in result.stderr and "default" in result.stderr
     assert run_cli("init", "--use-curriculum", "default").exit_code == 0
     assert run_cli("status").exit_code == 0
+
+
+def test_did_you_mean_for_a_typed_beginning():
+    from roadmap_cli.errors import NotFoundError
+
+    assert NotFoundError("entry kind", "exp", ["experiment", "hours"]).suggestions == ["experiment"]
+    assert NotFoundError("lab", "flsh", ["flash-attention", "minigpt"]).suggestions == ["flash-attention"]
+    assert NotFoundError("lab", "nope", ["flash-attention", "minigpt"]).suggestions == []
+    assert NotFoundError("paper", "99", [], hint="see `roadmap paper list`").message == (
+        "unknown paper '99' (see `roadmap paper list`)"
+    )

@@ -60,9 +60,11 @@ def _close_matches(value: str, choices: list[str]) -> list[str]:
     scored = []
     for candidate in by_key:
         score = difflib.SequenceMatcher(None, key, candidate).ratio()
-        if len(candidate) > len(key) >= 4:
+        if len(key) >= 2 and candidate.startswith(key):
+            score = max(score, 0.9)  # the beginning of an id, typed exactly
+        elif len(candidate) > len(key) >= 4:
             prefix = difflib.SequenceMatcher(None, key, candidate[: len(key)]).ratio()
-            if prefix >= 0.8:
+            if prefix >= 0.75:
                 score = max(score, prefix)
         if score >= 0.5:
             scored.append((-score, candidate))
