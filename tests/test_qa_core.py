@@ -173,3 +173,9 @@ def test_did_you_mean_for_a_typed_beginning():
     assert NotFoundError("paper", "99", [], hint="see `roadmap paper list`").message == (
         "unknown paper '99' (see `roadmap paper list`)"
     )
+
+
+def test_stage_without_topics_has_no_empty_topics_heading(run_cli, tmp_path: Path):
+    result = run_cli("--curriculum", _markup_curriculum(tmp_path), "stage", "show", "1")
+    assert result.exit_code == 0, result
+    assert "Topics" not in result.stdout and "Checkpoints" in result.stdout

@@ -178,8 +178,9 @@ def stage_show(
             for r in data["resources"]:
                 where = r["url"] or (f"arXiv:{r['arxiv']}" if r["arxiv"] else "")
                 console.print(f"  • {escape(r['title'])} [dim]({r['kind']})[/] {escape(where)}")
-        console.print("\n[bold]Topics[/]")
-        if not any(t["terms"] or t["formula"] for t in data["topics"]):
+        if data["topics"]:
+            console.print("\n[bold]Topics[/]")
+        if data["topics"] and not any(t["terms"] or t["formula"] for t in data["topics"]):
             # a flat list of topics (stages 6-9) reads better on one line
             console.print("  " + escape(" · ".join(t["title"] for t in data["topics"])))
         for t in data["topics"] if any(t["terms"] or t["formula"] for t in data["topics"]) else []:
