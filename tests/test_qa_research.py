@@ -125,3 +125,12 @@ def test_negative_limits_are_usage_errors(run_cli):
     for args in (("paper", "list"), ("log", "list"), ("paper", "suggest")):
         result = run_cli(*args, "--limit", "-1")
         assert result.exit_code == 2, (args, result)
+
+
+def test_weekly_hours_from_init_is_the_weeks_hours_goal(run_cli):
+    assert run_cli("init", "--weekly-hours", "3").exit_code == 0
+    assert run_cli("log", "hours", "3").exit_code == 0
+    hours = run_cli("cadence", "--json").json()["data"]["line"]["hours"]
+    assert hours["min"] == 3 and hours["done"] == 3
+    status = run_cli("status")
+    assert "hours 3/3" in status.stdout, status

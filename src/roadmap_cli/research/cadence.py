@@ -5,7 +5,8 @@ What counts, and when:
 - every cadence entry counts as one of its kind on its on_date; `hours`
   entries add their hours to the week's study time.
 A week meets its targets when every weekly target count is reached *and* the
-study hours reach the curriculum's weekly minimum; a month or quarter when
+study hours reach the weekly minimum (the curriculum's, or the learner's own
+`roadmap init --weekly-hours`); a month or quarter when
 every target of that period is reached. A period with no targets at all has
 nothing to meet, and no streak.
 
@@ -42,6 +43,18 @@ class Targets:
         hours = getattr(cadence, "weekly_hours", None)
         if hours is not None:
             targets.hours_min, targets.hours_max = float(hours.min), float(hours.max)
+        return targets
+
+    @classmethod
+    def for_learner(cls, store, curriculum) -> "Targets":
+        """The curriculum's targets, with the weekly hours the learner chose
+        (`roadmap init --weekly-hours`) as the week's hours goal."""
+        from roadmap_cli.store.settings import get_setting
+
+        targets = cls.from_curriculum(curriculum)
+        own = get_setting(store, "weekly_hours")
+        if own:
+            targets.hours_min = targets.hours_max = float(own)
         return targets
 
     def for_period(self, kind: str) -> dict[str, int]:
@@ -172,7 +185,7 @@ def cadence_report(store, curriculum, *, period: str = "week", at: date, today: 
         from roadmap_cli.errors import UserError
 
         raise UserError(f"unknown period {period!r} (choose week, month or quarter)")
-    targets = Targets.from_curriculum(curriculum)
+    targets = Targets.for_learner(store, curriculum)
     activity = load_activity(store)
     chosen = period_of(period, at)
     met = met_labels(period, activity, targets, max(at, today))
@@ -196,7 +209,7 @@ def cadence_summary(store, curriculum, today: date) -> dict:
     """
     from datetime import timedelta
 
-    targets = Targets.from_curriculum(curriculum)
+    targets = Targets.for_learner(store, curriculum)
     week = period_of("week", today)
     weeks_back = 12
     while True:

@@ -121,7 +121,8 @@ def cadence(report: dict, console: Console) -> None:
     if hours["min"] is not None:
         frac = hours["done"] / hours["min"] if hours["min"] else 1.0
         mark = "[green]✓[/]" if hours["done"] >= hours["min"] else " "
-        console.print(f"  {'hours':<15} {progress_bar(frac, 15)} {hours['done']:>3g}/{hours['min']:g}–{hours['max']:g} {mark}")
+        goal = f"{hours['min']:g}" if hours["max"] in (None, hours["min"]) else f"{hours['min']:g}–{hours['max']:g}"
+        console.print(f"  {'hours':<15} {progress_bar(frac, 15)} {hours['done']:>3g}/{goal} {mark}")
     elif hours["done"]:
         console.print(f"  {'hours':<15} {hours['done']:g}")
     for kind, n in line["other"].items():
