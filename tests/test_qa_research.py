@@ -134,3 +134,11 @@ def test_weekly_hours_from_init_is_the_weeks_hours_goal(run_cli):
     assert hours["min"] == 3 and hours["done"] == 3
     status = run_cli("status")
     assert "hours 3/3" in status.stdout, status
+
+
+def test_titles_are_one_line_without_control_characters(run_cli):
+    assert run_cli("paper", "log", "Red \x1b[31mtitle\nnext line").exit_code == 0
+    assert run_cli("paper", "show", "1", "--json").json()["data"]["title"] == "Red [31mtitle next line"
+    assert run_cli("log", "blog", "Post\nsecond\x07").exit_code == 0
+    assert run_cli("log", "list", "--json").json()["data"]["entries"][0]["title"] == "Post second"
+    assert run_cli("log", "blog", "\x07").exit_code == 2

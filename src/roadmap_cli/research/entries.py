@@ -12,7 +12,7 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.research.papers import PAPER_HINT, mark_reproduced, utc_now_iso
+from roadmap_cli.research.papers import PAPER_HINT, mark_reproduced, one_line, utc_now_iso
 
 # The kinds of `roadmap log KIND`; `paper` is the paper log itself.
 ENTRY_KINDS = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours")
@@ -58,7 +58,7 @@ def _validate(inp: EntryInput, today: date) -> None:
     if inp.kind == "hours":
         if inp.hours is None or not 0 < inp.hours <= MAX_HOURS_PER_DAY:
             raise UserError(f"hours must be more than 0 and at most {MAX_HOURS_PER_DAY:g} for one day, got {inp.hours}")
-    elif not (inp.title or "").strip():
+    elif not one_line(inp.title):
         raise UserError(f"{with_article(inp.kind)} needs a title")
     elif inp.hours is not None:
         raise UserError(f"--hours applies to hours entries, not to {with_article(inp.kind)}")
@@ -86,7 +86,7 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
             if inp.kind == "reproduction":
                 mark_reproduced(session, inp.paper_id, inp.on_date)
         entry = CadenceEntry(
-            kind=inp.kind, title=(inp.title or "").strip() or None, on_date=inp.on_date.isoformat(),
+            kind=inp.kind, title=one_line(inp.title) or None, on_date=inp.on_date.isoformat(),
             hours=inp.hours, stage=inp.stage, link=inp.link, paper_id=inp.paper_id, lab_id=inp.lab_id,
             note=inp.note, created_at=utc_now_iso(),
         )
@@ -161,6 +161,7 @@ def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
         entry.on_date = merged.on_date.isoformat()
         for key in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note"):
             setattr(entry, key, getattr(merged, key))
+        entry.title = one_line(merged.title) or None
         if entry.kind == "reproduction" and entry.paper_id is not None:
             mark_reproduced(session, entry.paper_id, merged.on_date)
         return entry_dict(entry)

@@ -24,6 +24,15 @@ COUNTED_STATUSES = ("read", "reproduced")  # these count for the cadence on read
 PAPER_HINT = "see `roadmap paper list`"  # paper ids are numbers: a did-you-mean rarely helps
 
 
+def one_line(text: Optional[str]) -> str:
+    """A title as one line: runs of whitespace collapse, and control characters
+    go (an escape sequence pasted with a title would otherwise recolour the
+    terminal every time the list is shown)."""
+    if not text:
+        return ""
+    return " ".join("".join(ch for ch in text if ch.isspace() or ch.isprintable()).split())
+
+
 @dataclass
 class PaperInput:
     """What the learner typed (or a BibTeX entry held), before validation."""
@@ -82,7 +91,7 @@ def _check_rating(rating: Optional[int]) -> Optional[int]:
 
 def prepare(inp: PaperInput, *, today: date) -> dict:
     """Validate and normalise into column values (raises UserError)."""
-    title = " ".join((inp.title or "").split())
+    title = one_line(inp.title)
     if not title:
         raise UserError("a paper needs a title")
     status = _check_status(inp.status)
@@ -97,7 +106,7 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
     return {
         "title": title,
         "title_key": title_key(title),
-        "authors": " ".join(inp.authors.split()) if inp.authors else None,
+        "authors": one_line(inp.authors) or None,
         "year": inp.year,
         "arxiv_id": arxiv.id if arxiv else None,
         "arxiv_version": arxiv.version if arxiv else None,
