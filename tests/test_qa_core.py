@@ -179,3 +179,17 @@ def test_stage_without_topics_has_no_empty_topics_heading(run_cli, tmp_path: Pat
     result = run_cli("--curriculum", _markup_curriculum(tmp_path), "stage", "show", "1")
     assert result.exit_code == 0, result
     assert "Topics" not in result.stdout and "Checkpoints" in result.stdout
+
+
+def test_stage_show_shows_what_check_recorded_and_no_evidence_is_lost(run_cli):
+    cid = "s1-draw-transformer-block"
+    assert run_cli("check", cid, "--note", "drew [it]", "--evidence", "https://a.example").exit_code == 0
+    assert run_cli("check", cid, "--evidence", "https://b.example").exit_code == 0
+    shown = run_cli("stage", "show", "1")
+    assert "drew [it]" in shown.stdout and "https://a.example" in shown.stdout and "https://b.example" in shown.stdout
+    cp = next(c for c in run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"] if c["id"] == cid)
+    assert cp["evidence"] == "https://a.example" and cp["completed_at"]
+    assert [n["text"] for n in cp["notes"]] == ["drew [it]", "evidence: https://b.example"]
+    assert run_cli("uncheck", cid).exit_code == 0
+    cp = next(c for c in run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"] if c["id"] == cid)
+    assert not cp["done"] and "evidence: https://a.example" in [n["text"] for n in cp["notes"]]

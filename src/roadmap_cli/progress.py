@@ -65,12 +65,20 @@ def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
             f"{checkpoint.id} is a build checkpoint, proved by {labs}: pass it with `roadmap grade` "
             f"(or use --force to record work done elsewhere)"
         )
+    from roadmap_cli.store.tables import CheckpointProgress
+
     source = "self" if checkpoint.kind == "explain" else "self (forced)"
     with store.session() as session:
         completed_at, already = mark_done(session, checkpoint.id, source, evidence)
-        if note:
-            session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=note))
-    return CheckResult(checkpoint.id, completed_at, source, already, bool(note))
+        notes = [note] if note else []
+        kept = session.get(CheckpointProgress, checkpoint.id).evidence
+        if evidence and kept != evidence:
+            # The first evidence stays on the checkpoint; a new link is kept
+            # as a note instead of being dropped.
+            notes.append(f"evidence: {evidence}")
+        for text in notes:
+            session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=text))
+    return CheckResult(checkpoint.id, completed_at, source, already, bool(notes))
 
 
 def add_note(store, curriculum, checkpoint_id: str, text: str) -> None:
@@ -93,15 +101,39 @@ def notes_for(store, checkpoint_id: str) -> list[dict]:
     return [{"created_at": r.created_at, "text": r.text} for r in rows]
 
 
+def checkpoint_records(store, checkpoint_ids: list[str]) -> dict[str, dict]:
+    """What the learner recorded per checkpoint: {id: {completed_at, source,
+    evidence, notes: [{created_at, text}]}} (ids with nothing recorded are absent)."""
+    from sqlmodel import select
+
+    from roadmap_cli.store.tables import CheckpointNote, CheckpointProgress
+
+    records: dict[str, dict] = {}
+    with store.session() as session:
+        for row in session.exec(select(CheckpointProgress).where(CheckpointProgress.checkpoint_id.in_(checkpoint_ids))):
+            records[row.checkpoint_id] = {"completed_at": row.completed_at, "source": row.source,
+                                          "evidence": row.evidence, "notes": []}
+        notes = session.exec(select(CheckpointNote).where(CheckpointNote.checkpoint_id.in_(checkpoint_ids))
+                             .order_by(CheckpointNote.id))
+        for note in notes:
+            empty = {"completed_at": None, "source": None, "evidence": None, "notes": []}
+            records.setdefault(note.checkpoint_id, empty)["notes"].append(
+                {"created_at": note.created_at, "text": note.text})
+    return records
+
+
 def uncheck(store, curriculum, checkpoint_id: str) -> bool:
-    """Mark a checkpoint not done; its notes stay. Returns whether it was done."""
-    from roadmap_cli.store.tables import CheckpointProgress
+    """Mark a checkpoint not done; its notes stay (its evidence link becomes
+    one). Returns whether it was done."""
+    from roadmap_cli.store.tables import CheckpointNote, CheckpointProgress
 
     checkpoint = curriculum.checkpoint(checkpoint_id)
     with store.session() as session:
         row = session.get(CheckpointProgress, checkpoint.id)
         if row is None:
             return False
+        if row.evidence:
+            session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=f"evidence: {row.evidence}"))
         session.delete(row)
     return True
 

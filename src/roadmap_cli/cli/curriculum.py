@@ -167,6 +167,13 @@ def stage_show(
     ctx = context.current()
     cur = ctx.curriculum()
     data = stage_detail(cur, cur.stage(ref), _done_ids(ctx), ctx.lang)
+    from roadmap_cli.progress import checkpoint_records
+
+    # what the learner wrote with `roadmap check --note/--evidence`, shown where the checkpoint is
+    records = checkpoint_records(ctx.store(), [c["id"] for c in data["checkpoints"]])
+    for c in data["checkpoints"]:
+        record = records.get(c["id"], {})
+        c.update(completed_at=record.get("completed_at"), evidence=record.get("evidence"), notes=record.get("notes", []))
 
     def render(console) -> None:
         from rich.markup import escape
@@ -196,6 +203,11 @@ def stage_show(
             proof = f"  [dim]← {', '.join(c['proved_by'])}[/]" if c["proved_by"] else ""
             console.print(f"  {mark} {c['kind']:<8} [bold]{c['id']}[/]{proof}", soft_wrap=True)
             console.print(f"             {escape(c['text'])}")
+            if c["done"] and c["completed_at"]:
+                evidence = f" · {escape(c['evidence'])}" if c["evidence"] else ""
+                console.print(f"             [dim]done {c['completed_at'][:10]}{evidence}[/]", soft_wrap=True)
+            for n in c["notes"]:
+                console.print(f"             [dim]note {n['created_at'][:10]}:[/] {escape(n['text'])}", soft_wrap=True)
         if data["readings"]:
             console.print("\n[bold]Readings[/]")
             for r in data["readings"]:
