@@ -142,3 +142,8 @@ def test_titles_are_one_line_without_control_characters(run_cli):
     assert run_cli("log", "blog", "Post\nsecond\x07").exit_code == 0
     assert run_cli("log", "list", "--json").json()["data"]["entries"][0]["title"] == "Post second"
     assert run_cli("log", "blog", "\x07").exit_code == 2
+
+
+def test_unknown_suggest_kind_lists_the_kinds(run_cli):
+    result = run_cli("paper", "suggest", "--kind", "bogus")
+    assert result.exit_code == 2 and "choose" in result.stderr and "paper" in result.stderr

@@ -140,7 +140,8 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
     if kind is not None and kind not in {item.kind for item in reading_list}:
         from roadmap_cli.errors import NotFoundError
 
-        raise NotFoundError("reading kind", kind, sorted({item.kind for item in reading_list}))
+        kinds = sorted({item.kind for item in reading_list})
+        raise NotFoundError("reading kind", kind, kinds, hint=f"choose {', '.join(kinds)}" if kinds else "the reading list is empty")
     for order, item in enumerate(reading_list):
         if kind is not None and item.kind != kind:
             continue
