@@ -193,3 +193,9 @@ def test_stage_show_shows_what_check_recorded_and_no_evidence_is_lost(run_cli):
     assert run_cli("uncheck", cid).exit_code == 0
     cp = next(c for c in run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"] if c["id"] == cid)
     assert not cp["done"] and "evidence: https://a.example" in [n["text"] for n in cp["notes"]]
+
+
+def test_unknown_roadmap_lang_is_refused_like_the_option(run_cli, monkeypatch):
+    monkeypatch.setenv("ROADMAP_LANG", "fr")
+    result = run_cli("status", "--json")
+    assert result.exit_code == 2 and "ROADMAP_LANG" in result.stderr, result

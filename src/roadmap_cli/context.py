@@ -67,7 +67,12 @@ class AppContext:
     def lang(self) -> str:
         if self.lang_option:
             return self.lang_option
-        return os.environ.get("ROADMAP_LANG") or self.setting("lang") or detect_lang()
+        env = os.environ.get("ROADMAP_LANG")
+        if env and env not in LANGS:
+            from roadmap_cli.errors import UserError
+
+            raise UserError(f"ROADMAP_LANG={env!r} is not a language roadmap knows (choose en or zh)")
+        return env or self.setting("lang") or detect_lang()
 
     def _curriculum_choice(self) -> tuple[Optional[str], str]:
         """The chosen curriculum file (None: the built-in one) and where the choice came from."""
