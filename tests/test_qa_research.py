@@ -147,3 +147,14 @@ def test_titles_are_one_line_without_control_characters(run_cli):
 def test_unknown_suggest_kind_lists_the_kinds(run_cli):
     result = run_cli("paper", "suggest", "--kind", "bogus")
     assert result.exit_code == 2 and "choose" in result.stderr and "paper" in result.stderr
+
+
+def test_declining_a_deletion_says_nothing_was_deleted(run_cli):
+    assert run_cli("paper", "log", "Keep me").exit_code == 0
+    result = run_cli("paper", "delete", "1", input="n\n")
+    assert result.exit_code == 1 and "nothing deleted" in result.stderr
+    assert run_cli("paper", "show", "1").exit_code == 0
+    assert run_cli("log", "hours", "1").exit_code == 0
+    result = run_cli("log", "delete", "1", input="\n")
+    assert result.exit_code == 1 and "nothing deleted" in result.stderr
+    assert run_cli("paper", "delete", "1", input="y\n").exit_code == 0

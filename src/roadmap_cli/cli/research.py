@@ -214,6 +214,7 @@ def paper_delete(paper_id: Annotated[str, typer.Argument(help="Paper id.")], yes
     store, pid = context.current().store(), parse_paper_id(paper_id)
     paper = get_paper(store, pid)
     if not yes and not typer.confirm(f"delete paper #{pid} {paper['title']!r}?", default=False):
+        typer.echo("nothing deleted", err=True)
         raise typer.Exit(1)
     delete_paper(store, pid)
     typer.echo(f"deleted paper #{pid}")
@@ -398,6 +399,7 @@ def log_delete(entry_id: Annotated[str, typer.Argument(help="Entry id.")], yes: 
     entry = get_entry(store, eid)
     what = f"{entry['hours']:g} h" if entry["kind"] == "hours" else repr(entry["title"])
     if not yes and not typer.confirm(f"delete {entry['kind']} #{eid} {what} of {entry['on_date']}?", default=False):
+        typer.echo("nothing deleted", err=True)
         raise typer.Exit(1)
     delete_entry(store, eid)
     typer.echo(f"deleted {entry['kind']} #{eid}")
