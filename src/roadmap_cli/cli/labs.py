@@ -27,6 +27,23 @@ def _ctx():
     return context.current()
 
 
+def _cwd():
+    """The current directory; if it was deleted under the shell (a removed
+    workspace), the shell's $PWD, so the command can say which workspace is gone."""
+    import os
+    from pathlib import Path
+
+    from roadmap_cli.errors import UserError
+
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        pwd = os.environ.get("PWD")
+        if pwd and os.path.isabs(pwd):
+            return Path(pwd)
+        raise UserError("the current directory no longer exists: cd to another one") from None
+
+
 @lab_app.command("list")
 def lab_list(as_json: JsonOpt = False) -> None:
     """Every lab: stage, state, best score, and whether it can be fully graded on this machine."""
@@ -75,11 +92,13 @@ def lab_start(
             "moved_aside": result.moved_aside, "saved_commit": result.saved_commit}
 
     def render(console) -> None:
+        from rich.markup import escape  # a folder may be called `work[1]`
+
         if result.saved_commit:
             console.print(f"Your previous work is saved in commit {result.saved_commit[:10]} (git log in the workspace).")
         if result.moved_aside:
-            console.print(f"Your previous files were moved to {result.moved_aside}")
-        console.print(f"Started [bold]{spec.id}[/] in {result.path}")
+            console.print(f"Your previous files were moved to {escape(str(result.moved_aside))}")
+        console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}")
         console.print(f"Next: read the handout (`roadmap lab show {spec.id}`), edit the files, then run `roadmap grade` there.")
 
     emit("lab start", data, as_json=as_json, render=render)
@@ -91,14 +110,12 @@ def lab_status(
     as_json: JsonOpt = False,
 ) -> None:
     """Attempt history: when, score per part, commit, device, key performance figures."""
-    from pathlib import Path
-
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    data = service.lab_status(ctx.store(), lab_id, Path.cwd(), ctx.lang)
+    data = service.lab_status(ctx.store(), lab_id, _cwd(), ctx.lang)
     emit("lab status", data, as_json=as_json, render=lambda c: render.lab_status(c, data))
 
 
@@ -115,10 +132,12 @@ def lab_hint(
     data = service.next_hint(ctx.store(), lab_id, ctx.lang)
 
     def render(console) -> None:
+        from rich.markup import escape  # hint text is data: `A[m, k]` must not be read as markup
+
         if not data["total"]:
             console.print(f"{data['lab']} has no hints.")
             return
-        console.print(f"[bold]Hint {data['index']}/{data['total']}[/]: {data['text']}")
+        console.print(f"[bold]Hint {data['index']}/{data['total']}[/]: {escape(data['text'])}", soft_wrap=True)
         if not data["new"]:
             console.print("[dim](that was the last hint)[/]")
 
@@ -131,18 +150,19 @@ def lab_reset(
     as_json: JsonOpt = False,
 ) -> None:
     """Put the starter back, after committing your current work (recover it with git)."""
-    from pathlib import Path
-
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
-    spec, path, saved, head = service.reset_lab(_ctx().store(), lab_id, Path.cwd())
+    ctx = _ctx()
+    spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd())
     data = {"lab": spec.id, "path": path, "saved_commit": saved, "commit_sha": head}
 
     def render(console) -> None:
+        from rich.markup import escape
+
         if saved:
-            console.print(f"Your work is saved in commit {saved[:10]} (`git show {saved[:10]}` in {path}).")
-        console.print(f"{spec.id}: back to the starter in {path}")
+            console.print(f"Your work is saved in commit {saved[:10]} (`git show {saved[:10]}` in {escape(str(path))}).")
+        console.print(f"{spec.id}: back to the starter in {escape(str(path))}")
 
     emit("lab reset", data, as_json=as_json, render=render)
 
@@ -186,15 +206,13 @@ def grade(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout."""
-    from pathlib import Path
-
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
     ctx = _ctx()
     with render.GradeProgress() as progress:
-        outcome = service.grade(ctx.store, ctx.home, lab_id, Path.cwd(), part=part, timeout=timeout,
+        outcome = service.grade(ctx.store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
                                 on_event=progress.on_event)
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(c, outcome, ctx.lang))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape as e  # lab text, test ids and failure messages are data, never markup
 from rich.table import Table
 
 from roadmap_cli.output import err_console
@@ -17,7 +18,7 @@ def dev_check_start(specs, jobs: int) -> None:
 
 
 def dev_check_progress(row) -> None:
-    err_console.print(f"{MARK[row.ok]} {row.lab:<18} {row.check:<24} {row.got}  [dim]{row.seconds:.1f}s[/]",
+    err_console.print(f"{MARK[row.ok]} {e(f'{row.lab:<18} {row.check:<24} {row.got}')}  [dim]{row.seconds:.1f}s[/]",
                       soft_wrap=True)
 
 
@@ -26,13 +27,13 @@ def dev_check_table(console: Console, report) -> None:
     for col in ("", "lab", "check", "expected", "got", "s"):
         table.add_column(col, overflow="fold")
     for row in report.rows:
-        table.add_row(MARK[row.ok], row.lab, row.check, row.expected, row.got, f"{row.seconds:.1f}")
+        table.add_row(MARK[row.ok], e(row.lab), e(row.check), e(row.expected), e(row.got), f"{row.seconds:.1f}")
     console.print(table)
     for row in report.rows:
         if row.ok is False and row.detail:
-            console.print(f"[red]✗ {row.lab} {row.check}:[/] {_first_lines(row.detail, 6)}", markup=True, soft_wrap=True)
+            console.print(f"[red]✗ {e(row.lab)} {e(row.check)}:[/] {e(_first_lines(row.detail, 6))}", markup=True, soft_wrap=True)
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {e(warning)}", soft_wrap=True)
     bad = sum(r.ok is False for r in report.rows)
     skipped = sum(r.ok is None for r in report.rows)
     console.print(f"{'[red]' + str(bad) + ' violation(s)[/]' if bad else '[green]all checks passed[/]'}"
@@ -58,17 +59,18 @@ def _gradable(value) -> str:
 def lab_list(console: Console, data: dict) -> None:
     table = Table(title=f"Labs (grading on {data['device']})")
     for col in ("id", "stage", "title", "state", "best", "fully gradable here?"):
-        table.add_column(col, overflow="fold")
+        # Ids are typed back into commands: never break one over two lines.
+        table.add_column(col, overflow="fold", no_wrap=col in ("id", "state"))
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
-        table.add_row(row["id"], str(row["stage"]), row.get("title_text") or row["title"]["en"],
+        table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
                       f"[{style}]{row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
                       _gradable(row["gradable_here"]))
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
         console.print("[dim]Scores count only the parts gradable on this machine.[/]")
     for lab, problems in data.get("invalid", {}).items():
-        console.print(f"[yellow]warning:[/] lab {lab} is not listed: {problems[1] if len(problems) > 1 else problems[0]}",
+        console.print(f"[yellow]warning:[/] lab {e(lab)} is not listed: {e(problems[1] if len(problems) > 1 else problems[0])}",
                       soft_wrap=True, markup=True)
 
 
@@ -78,8 +80,8 @@ def lab_status(console: Console, data: dict) -> None:
         return
     for lab in data["labs"]:
         style = STATE_STYLE.get(lab["state"], "")
-        console.print(f"[bold]{lab['id']}[/] [{style}]{lab['state']}[/] best {lab['best_score']:g}/{lab['max_score']:g}"
-                      + (f"  workspace {lab['workspace']}" if lab.get("workspace") else ""), soft_wrap=True)
+        console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab['state']}[/] best {lab['best_score']:g}/{lab['max_score']:g}"
+                      + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""), soft_wrap=True)
         if lab["parts_not_gradable_here"]:
             console.print(f"  not graded here (needs a CUDA GPU): {', '.join(lab['parts_not_gradable_here'])}")
         if not lab["history"]:
@@ -87,14 +89,16 @@ def lab_status(console: Console, data: dict) -> None:
             continue
         table = Table(show_edge=False)
         for col in ("#", "when (UTC)", "outcome", "score", "parts", "commit", "device", "perf"):
-            table.add_column(col, overflow="fold")
+            # Part ids and shas stay whole (one part per line); free text folds.
+            table.add_column(col, overflow="fold", no_wrap=col in ("outcome", "score", "parts", "commit"))
         for a in lab["history"]:
-            parts = " ".join(f"{p['id']}:{_part_cell(p)}" for p in a["parts"])
+            # Parts that need a GPU are named once above the table, not in every row.
+            parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
             commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
             device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
             perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
             table.add_row(str(a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome"],
-                          f"{a['score']:g}/{a['max_score']:g}", parts, commit, device, perf)
+                          f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit), e(device), e(perf))
         console.print(table)
 
 
@@ -121,27 +125,31 @@ class GradeProgress:
         self.task = None
 
     def __enter__(self) -> "GradeProgress":
-        self.progress.__enter__()
-        self.task = self.progress.add_task("starting pytest…", total=None)
+        # The bar appears with the first event (pytest has started): a mistake
+        # found before that (unknown lab, bad --part) stays one clean line.
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+        if self.task is not None:
+            self.progress.__exit__(*exc)
 
     def on_event(self, event: dict) -> None:
+        if self.task is None:
+            self.progress.__enter__()
+            self.task = self.progress.add_task("starting pytest…", total=None)
         kind = event.get("event")
         if kind == "collected":
             self.progress.update(self.task, total=len(event.get("tests", [])), description="")
         elif kind == "start":
-            self.progress.update(self.task, description=event["nodeid"])
+            self.progress.update(self.task, description=e(event["nodeid"]))
         elif kind == "collect_error":
-            self.progress.console.print(f"[red]✗[/] {event['nodeid']} could not be imported", soft_wrap=True)
+            self.progress.console.print(f"[red]✗[/] {e(event['nodeid'])} could not be imported", soft_wrap=True)
         elif kind == "result":
             self.progress.advance(self.task)
             mark = {"passed": "[green]✓[/]", "skipped": "[yellow]s[/]"}.get(event["outcome"], "[red]✗[/]")
             first = (event.get("message") or "").strip().splitlines()[:1]
-            tail = f"  [dim]{first[0]}[/]" if first and event["outcome"] != "passed" else ""
-            self.progress.console.print(f"{mark} {event['nodeid']} [dim]{event.get('duration_s', 0):.2f}s[/]{tail}",
+            tail = f"  [dim]{e(first[0])}[/]" if first and event["outcome"] != "passed" else ""
+            self.progress.console.print(f"{mark} {e(event['nodeid'])} [dim]{event.get('duration_s', 0):.2f}s[/]{tail}",
                                         soft_wrap=True, highlight=False)
 
 
@@ -158,7 +166,7 @@ def grade_data(outcome) -> dict:
 def grade_report(console: Console, outcome, lang: str) -> None:
     run = outcome.run
     color = {"passed": "green", "failed": "red"}.get(run.outcome, "magenta")
-    table = Table(title=f"{run.lab_id}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
+    table = Table(title=f"{e(run.lab_id)}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
     for col in ("", "part", "points", "tests", "details"):
         table.add_column(col, overflow="fold")
     for p in run.parts:
@@ -166,12 +174,12 @@ def grade_report(console: Console, outcome, lang: str) -> None:
         points = "—" if p.status in ("not-graded-here", "not-run") else f"{p.points:g}/{p.max_points:g}"
         tests = f"{p.tests_passed}/{p.tests_total}" if p.tests_total else ""
         details = {"passed": "", "failed": "failed (see below)"}.get(p.status, p.message or p.status)
-        table.add_row(PART_MARK.get(p.status, "?"), f"{p.id}\n[dim]{title}[/]", points, tests, details)
+        table.add_row(PART_MARK.get(p.status, "?"), f"{e(p.id)}\n[dim]{e(title)}[/]", points, tests, e(details))
     console.print(table)
     # Failures below the table, unwrapped: the first lines of the first failing test of each part.
     for p in run.parts:
         if p.status == "failed" and p.message:
-            console.print(f"[red]✗ {p.id}[/]", soft_wrap=True)
+            console.print(f"[red]✗ {e(p.id)}[/]", soft_wrap=True)
             console.print("  " + _first_lines(p.message, 6).replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
     if skipped:
@@ -182,16 +190,16 @@ def grade_report(console: Console, outcome, lang: str) -> None:
         for col in ("test", "figure", "value"):
             perf.add_column(col, overflow="fold")
         for f in run.perf:
-            perf.add_row(f["test"], f["name"], f"{f['value']:.4g} {f['unit']}")
+            perf.add_row(e(f["test"]), e(f["name"]), e(f"{f['value']:.4g} {f['unit']}"))
         console.print(perf)
     if run.message:
-        console.print(f"[{color}]{run.message}[/]", soft_wrap=True)
+        console.print(f"[{color}]{e(run.message)}[/]", soft_wrap=True)
     if run.log_tail and run.outcome == "error":
         console.print("[dim]last lines of the grader's output:[/]")
         console.print(_first_lines("\n".join(run.log_tail.splitlines()[-12:]), 12), markup=False, soft_wrap=True)
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
-    console.print(f"[dim]attempt #{outcome.attempt_id} · {run.duration_s:.1f}s · {device} · commit {commit}[/]")
+    console.print(f"[dim]attempt #{outcome.attempt_id} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]")
     if outcome.checkpoints_marked:
         console.print(f"[green]Checkpoints completed:[/] {', '.join(outcome.checkpoints_marked)}")
 
@@ -205,14 +213,14 @@ def doctor(console: Console, report) -> None:
     table.add_column("check")
     table.add_column("value", overflow="fold")
     for check in report.checks:
-        table.add_row(MARK[check.ok], check.name, check.value)
+        table.add_row(MARK[check.ok], e(check.name), e(check.value))
     console.print(table)
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {e(note)}")
     if report.labs:
         labs = Table(title="what can be graded here")
         for col in ("lab", "parts graded here", "not graded here (needs a CUDA GPU)"):
             labs.add_column(col, overflow="fold")
         for lab in report.labs:
-            labs.add_row(lab["id"], ", ".join(lab["gradable"]) or "—", ", ".join(lab["not_gradable"]) or "—")
+            labs.add_row(e(lab["id"]), e(", ".join(lab["gradable"]) or "—"), e(", ".join(lab["not_gradable"]) or "—"))
         console.print(labs)

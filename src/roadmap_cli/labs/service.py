@@ -26,6 +26,17 @@ def default_workspace(home: Path, lab_id: str) -> Path:
     return Path(home) / "labs" / lab_id
 
 
+def start_command(home: Path, lab_id: str, path: Path, force: bool = False) -> str:
+    """The `roadmap lab start` line that recreates the workspace at `path`
+    (with --dir unless it is the default one: a plain `lab start` would go elsewhere)."""
+    import shlex
+
+    cmd = f"roadmap lab start {lab_id}"
+    if Path(path).resolve() != default_workspace(home, lab_id).resolve():
+        cmd += f" --dir {shlex.quote(str(path))}"
+    return cmd + (" --force" if force else "")
+
+
 def record_workspace(store, lab_id: str, path: Path) -> None:
     from sqlmodel import select
 
@@ -123,11 +134,13 @@ def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: b
     return spec, result
 
 
-def reset_lab(store, lab_id: Optional[str], cwd: Path):
+def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path):
     from roadmap_cli.labs import workspace as ws
 
     spec, path = resolve_workspace(store, lab_id, cwd)
-    saved, head = ws.reset(spec, path)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
+    saved, head = ws.reset(spec, path, restart_hint=start_command(home, spec.id, path, force=True))
     return spec, path, saved, head
 
 
@@ -159,9 +172,11 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         rows = workspaces(get_store())
     spec, path = resolve_workspace(None, lab_id, cwd, rows)
     if not path.is_dir():
-        raise UserError(f"workspace {path} is gone: run `roadmap lab start {spec.id} --force`")
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout).start()
     try:
+        if on_event:
+            on_event({"event": "started"})  # pytest is starting: progress displays can appear now
         sha, dirty = head_info(path)
         store = get_store()
         _warm_up_recording()
@@ -390,7 +405,7 @@ def show(lab_id: str) -> dict:
 
 def lab_path(store, lab_id: str) -> Path:
     if lab_id not in lab_ids():
-        raise NotFoundError("lab", lab_id, lab_ids())
+        raise NotFoundError("lab", lab_id, lab_ids(), hint="see `roadmap lab list`")
     recorded = workspaces(store, lab_id)
     if not recorded:
         raise UserError(f"no workspace for {lab_id} yet: run `roadmap lab start {lab_id}`")

@@ -116,7 +116,8 @@ class LabSpec(BaseModel):
         for part in self.parts:
             if part.id == part_id:
                 return part
-        raise NotFoundError(f"part of {self.id}", part_id, [p.id for p in self.parts])
+        ids = [p.id for p in self.parts]
+        raise NotFoundError(f"part of {self.id}", part_id, ids, hint=f"its parts: {', '.join(ids)}")
 
     def part_prefixes(self) -> list[tuple[str, list[str]]]:
         return [(p.id, list(p.tests)) for p in self.parts]
@@ -269,8 +270,8 @@ def load_all() -> tuple[list[LabSpec], dict[str, ValidationError]]:
 
 def find_lab(lab_id: str) -> LabSpec:
     if not re.match(KEBAB, lab_id or ""):
-        raise NotFoundError("lab", lab_id, lab_ids())
+        raise NotFoundError("lab", lab_id, lab_ids(), hint="see `roadmap lab list`")
     lab_dir = labs_root() / lab_id
     if not (lab_dir / SPEC_FILE).is_file():
-        raise NotFoundError("lab", lab_id, lab_ids())
+        raise NotFoundError("lab", lab_id, lab_ids(), hint="see `roadmap lab list`")
     return load_lab(lab_dir)

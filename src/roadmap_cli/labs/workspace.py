@@ -65,14 +65,20 @@ def _copy_tree(src: Path, dest: Path) -> None:
             shutil.copy2(path, target)
 
 
-def _clear_except_git(path: Path) -> None:
-    for child in path.iterdir():
-        if child.name == ".git":
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+def _remove_committed(repo, path: Path) -> None:
+    """Delete the files git holds (call it right after committing them), then
+    the folders left empty. Files the workspace's .gitignore ignores are not
+    in git, so they stay: deleting them would lose them for good (say a
+    trained checkpoint under an ignored out/)."""
+    for rel in repo.git.ls_files("-z").split("\0"):
+        target = path / rel
+        if rel and (target.is_file() or target.is_symlink()):
+            target.unlink()
+    folders = [p for p in path.rglob("*") if p.is_dir() and not p.is_symlink()
+               and ".git" not in p.relative_to(path).parts]
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def write_starter(spec: LabSpec, dest: Path) -> None:
@@ -124,7 +130,7 @@ def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
                 result.saved_commit = _commit_all(repo, f"roadmap: save work before restarting {spec.id}")
             else:
                 result.saved_commit = repo.head.commit.hexsha
-            _clear_except_git(dest)
+            _remove_committed(repo, dest)
         else:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
             aside = dest.with_name(f"{dest.name}.old-{stamp}")
@@ -142,22 +148,26 @@ def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
     return result
 
 
-def reset(spec: LabSpec, path: Path) -> tuple[Optional[str], str]:
+def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tuple[Optional[str], str]:
     """Back to the starter after committing the current work.
 
-    Returns (sha of the commit holding the old work or None, sha of the reset commit).
+    `restart_hint` is the `roadmap lab start ... --force` line to suggest when
+    the folder cannot be reset. Returns (sha of the commit holding the old
+    work or None, sha of the reset commit).
     """
     from git import InvalidGitRepositoryError, Repo
 
     path = Path(path).resolve()
+    restart_hint = restart_hint or f"roadmap lab start {spec.id} --force"
     if not path.is_dir():
-        raise UserError(f"workspace {path} does not exist; use `roadmap lab start {spec.id}`")
+        raise UserError(f"workspace {path} does not exist; use `{restart_hint.removesuffix(' --force')}`")
     try:
         repo = Repo(path)
     except InvalidGitRepositoryError:
-        raise UserError(f"{path} is not a git repository; refusing to reset (use `roadmap lab start --force`)") from None
+        raise UserError(f"{path} is not a git repository, so its files cannot be saved in a commit; refusing to "
+                        f"reset (`{restart_hint}` moves them aside and starts over)") from None
     saved = _commit_all(repo, f"roadmap: save work before resetting {spec.id}") if _has_changes(repo) else None
-    _clear_except_git(path)
+    _remove_committed(repo, path)
     write_starter(spec, path)
     if _has_changes(repo):
         return saved, _commit_all(repo, f"roadmap: reset {spec.id} to the starter")

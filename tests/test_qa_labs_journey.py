@@ -1,0 +1,151 @@
+"""QA of the learner journey through the real CLI, on the fake `adder` lab:
+text that looks like rich markup, workspaces that vanish or lose git, files
+the workspace ignores, and mistakes that must stay one clean line."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+
+
+@pytest.fixture(autouse=True)
+def fake_labs(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    yield FIXTURES / "labs"
+    detect_device.cache_clear()
+
+
+def start(run_cli, ws: Path) -> Path:
+    result = run_cli("lab", "start", "adder", "--dir", str(ws))
+    assert result.exit_code == 0, result
+    return ws
+
+
+# ------------------------------------------------------------------ text is data, not markup
+
+
+def test_hint_text_is_shown_verbatim(run_cli) -> None:
+    run_cli("lab", "hint", "adder")
+    second = run_cli("lab", "hint", "adder")
+    assert second.exit_code == 0, second
+    assert "C[m, n] sums A[m, k] * B[k, n] over k." in second.stdout.replace("\n", " ")
+
+
+def test_failure_messages_and_paths_with_brackets_are_shown_verbatim(run_cli, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws [bold]1 ü"
+    started = run_cli("lab", "start", "adder", "--dir", str(ws))
+    assert started.exit_code == 0, started
+    assert "ws [bold]1 ü" in started.stdout
+    # A learner message that rich would read as markup: `[/]` closes nothing (a MarkupError).
+    (ws / "adder.py").write_text("def add(a, b):\n    raise AssertionError('out[i, j] is wrong [/]')\n")
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--part", "add")
+    assert result.exception is None, result
+    assert result.exit_code == 1
+    assert "out[i, j] is wrong [/]" in result.stderr  # the live progress line
+    assert "out[i, j] is wrong [/]" in result.stdout  # the report below the table
+
+
+def test_lab_list_never_breaks_an_id(run_cli) -> None:
+    from rich.console import Console
+
+    from roadmap_cli.cli import labs_render
+
+    row = {"id": "paged-kv-cache", "stage": 5, "title": {"en": "Paged KV cache, prefix caching and batching"},
+           "state": "in-progress", "best_score": 0, "max_score": 95, "gradable_here": False,
+           "parts_not_gradable_here": ["performance"]}
+    console = Console(width=60, record=True, color_system=None)
+    labs_render.lab_list(console, {"device": "cpu", "labs": [row], "invalid": {}})
+    assert "paged-kv-cache" in console.export_text()
+
+
+# ------------------------------------------------------------------ nothing a learner wrote is lost
+
+
+def test_reset_keeps_files_the_workspace_ignores(run_cli, tmp_path: Path) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    (ws / ".gitignore").write_text("out/\n")
+    (ws / "out").mkdir()
+    (ws / "out" / "ckpt.pt").write_bytes(b"hours of training")
+    (ws / "adder.py").write_text("def add(a, b):\n    return a + b  # mine\n")
+    result = run_cli("lab", "reset", "adder")
+    assert result.exit_code == 0, result
+    assert (ws / "out" / "ckpt.pt").read_bytes() == b"hours of training"  # not in git: kept in place
+    assert "NotImplementedError" in (ws / "adder.py").read_text()  # back to the starter
+    from git import Repo
+
+    saved = Repo(ws).commit(result.stdout.split("commit ")[1].split()[0])
+    assert "# mine" in (saved.tree / "adder.py").data_stream.read().decode()
+
+
+def test_start_force_keeps_files_the_workspace_ignores(run_cli, tmp_path: Path) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "train.log").write_text("epoch 1\n")
+    result = run_cli("lab", "start", "adder", "--dir", str(ws), "--force")
+    assert result.exit_code == 0, result
+    assert (ws / "train.log").read_text() == "epoch 1\n"
+    assert "NotImplementedError" in (ws / "adder.py").read_text()
+
+
+# ------------------------------------------------------------------ vanished workspaces
+
+
+def test_grade_inside_a_deleted_workspace_says_how_to_recreate_it(run_cli, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    monkeypatch.chdir(ws)
+    monkeypatch.setenv("PWD", str(ws))  # what the shell keeps when the folder is deleted under it
+    shutil.rmtree(ws)
+    for args in (["grade"], ["grade", "adder"], ["lab", "reset"]):
+        result = run_cli(*args)
+        assert result.exception is None, (args, result)
+        assert result.exit_code == 2, (args, result)
+        assert f"roadmap lab start adder --dir {shlex.quote(str(ws.resolve()))}`" in result.stderr, (args, result)
+    status = run_cli("lab", "status")
+    assert status.exit_code == 0 and status.exception is None, status
+    monkeypatch.delenv("PWD")
+    result = run_cli("grade")
+    assert result.exit_code == 2 and "current directory no longer exists" in result.stderr, result
+
+
+def test_reset_without_git_names_the_start_command_for_that_folder(run_cli, tmp_path: Path) -> None:
+    ws = start(run_cli, tmp_path / "my ws")
+    shutil.rmtree(ws / ".git")
+    result = run_cli("lab", "reset", "adder")
+    assert result.exit_code == 2, result
+    assert f"roadmap lab start adder --dir {shlex.quote(str(ws.resolve()))} --force" in result.stderr
+
+
+# ------------------------------------------------------------------ mistakes are one line
+
+
+def test_grade_mistakes_are_exactly_one_line(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--part", "zzz")
+    assert result.exit_code == 2
+    assert result.stderr == "error: unknown part of adder 'zzz' (its parts: add, mul, speed, gpu)\n"
+    result = run_cli("grade", "nope")
+    assert result.exit_code == 2 and result.stderr == "error: unknown lab 'nope' (see `roadmap lab list`)\n"
+
+
+def test_status_lists_cuda_only_parts_once_not_in_every_attempt(run_cli, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    monkeypatch.chdir(ws)
+    for _ in range(2):
+        run_cli("grade", "--part", "add")
+    status = run_cli("lab", "status")
+    assert status.exit_code == 0, status
+    assert status.stdout.count("gpu") == 1  # in "not graded here (needs a CUDA GPU): gpu"
