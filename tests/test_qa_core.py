@@ -199,3 +199,14 @@ def test_unknown_roadmap_lang_is_refused_like_the_option(run_cli, monkeypatch):
     monkeypatch.setenv("ROADMAP_LANG", "fr")
     result = run_cli("status", "--json")
     assert result.exit_code == 2 and "ROADMAP_LANG" in result.stderr, result
+
+
+def test_import_refuses_malformed_dates_that_would_break_cadence_later(run_cli, tmp_path: Path):
+    assert run_cli("log", "hours", "2").exit_code == 0
+    data = json.loads(run_cli("export").stdout)
+    data["tables"]["cadence_entries"][0]["on_date"] = "not-a-date"
+    path = tmp_path / "bad-date.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = run_cli("import", path, "--replace")
+    assert result.exit_code == 2 and "on_date 'not-a-date'" in result.stderr, result
+    assert run_cli("cadence").exit_code == 0

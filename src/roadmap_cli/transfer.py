@@ -103,9 +103,17 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False) -> dict[
     return inserted
 
 
+# Columns read back as dates / timestamps: a malformed one would be stored
+# fine and then break `roadmap cadence` on every run, so it is refused here.
+DATE_COLUMNS = ("on_date", "read_on", "added_on")
+TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at")
+
+
 def _check_rows(exported: dict, tables: dict) -> None:
-    """Every table is a list of objects with known columns (a hand-edited file
-    gets a clear line, not a traceback)."""
+    """Every table is a list of objects with known columns and readable dates
+    (a hand-edited file gets a clear line, not a traceback now or later)."""
+    from datetime import date, datetime
+
     for name, rows in exported.items():
         if not isinstance(rows, list):
             raise UserError(f"table {name}: expected a list of rows, got {type(rows).__name__}")
@@ -116,3 +124,11 @@ def _check_rows(exported: dict, tables: dict) -> None:
             extra = set(row) - columns
             if extra:
                 raise UserError(f"table {name}: unknown column(s) {', '.join(sorted(extra))}")
+            for column, parse in [(c, date.fromisoformat) for c in DATE_COLUMNS] + [(c, datetime.fromisoformat) for c in TIMESTAMP_COLUMNS]:
+                value = row.get(column)
+                if value is None:
+                    continue
+                try:
+                    parse(value)
+                except (TypeError, ValueError):
+                    raise UserError(f"table {name}, row {i}: {column} {value!r} is not an ISO date") from None
