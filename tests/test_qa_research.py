@@ -158,3 +158,10 @@ def test_declining_a_deletion_says_nothing_was_deleted(run_cli):
     result = run_cli("log", "delete", "1", input="\n")
     assert result.exit_code == 1 and "nothing deleted" in result.stderr
     assert run_cli("paper", "delete", "1", input="y\n").exit_code == 0
+
+
+def test_import_with_a_bad_status_option_fails_once(run_cli, tmp_path: Path):
+    bib = tmp_path / "one.bib"
+    bib.write_text("@misc{k, title={T}}\n", encoding="utf-8")
+    result = run_cli("paper", "import", bib, "--status", "bogus")
+    assert result.exit_code == 2 and "unknown status 'bogus'" in result.stderr, result

@@ -20,7 +20,7 @@ from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import (BibEntry, authors_from_bibtex, authors_to_bibtex, latex_to_text,
                                          parse_bibtex, text_to_latex, url_from_bibtex, url_to_bibtex)
 from roadmap_cli.research.ids import looks_like_arxiv
-from roadmap_cli.research.papers import PaperInput, find_duplicate, insert_paper, normalize_tags, prepare
+from roadmap_cli.research.papers import STATUSES, PaperInput, find_duplicate, insert_paper, normalize_tags, prepare
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
 CSV_COLUMNS = ("id", "title", "authors", "year", "arxiv", "doi", "url", "stage", "status", "read_on",
@@ -69,6 +69,8 @@ def entry_to_input(entry: BibEntry, *, default_status: str, today: date) -> Pape
 def import_bibtex(store, text: str, *, source: str, today: date, default_status: str = "to-read",
                   tags: Optional[list[str]] = None, force: bool = False) -> dict:
     """Import every good entry in one transaction; report the rest."""
+    if default_status not in STATUSES:  # the user's one mistake, not every entry's
+        raise UserError(f"unknown status {default_status!r} (choose {', '.join(STATUSES)})")
     entries, problems = parse_bibtex(text, source=source)
     imported, duplicates = [], []
     with store.session() as session:
