@@ -149,3 +149,20 @@ def test_status_lists_cuda_only_parts_once_not_in_every_attempt(run_cli, tmp_pat
     status = run_cli("lab", "status")
     assert status.exit_code == 0, status
     assert status.stdout.count("gpu") == 1  # in "not graded here (needs a CUDA GPU): gpu"
+
+
+def test_reset_keeps_a_git_repository_cloned_inside_the_workspace(run_cli, tmp_path: Path) -> None:
+    """The outer commit holds only a link to a nested repository, not its
+    files: deleting the folder would lose whatever was in it."""
+    from git import Actor, Repo
+
+    ws = start(run_cli, tmp_path / "ws")
+    nested = Repo.init(ws / "reference")
+    (ws / "reference" / "notes.md").write_text("my notes\n")
+    nested.index.add(["notes.md"])
+    nested.index.commit("notes", author=Actor("me", "me@x"), committer=Actor("me", "me@x"))
+    (ws / "reference" / "draft.md").write_text("not committed anywhere\n")
+    result = run_cli("lab", "reset", "adder")
+    assert result.exit_code == 0, result
+    assert (ws / "reference" / "draft.md").read_text() == "not committed anywhere\n"
+    assert (ws / "reference" / "notes.md").read_text() == "my notes\n"
