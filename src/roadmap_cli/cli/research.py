@@ -18,6 +18,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON en
 DateOpt = Annotated[Optional[str], typer.Option("--date", help="Your local date, YYYY-MM-DD / today / yesterday (default: today; no future dates).")]
 StageOpt = Annotated[Optional[int], typer.Option("--stage", help="Curriculum stage number this belongs to.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+NewDateOpt = Annotated[Optional[str], typer.Option("--date", help="New date: YYYY-MM-DD, today or yesterday (no future dates).")]
 
 paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
 
@@ -116,7 +117,7 @@ paper_app.command("add", help="Alias of `paper log`.")(paper_log)
 def paper_list(
     status: Annotated[Optional[str], typer.Option("--status", help="Only this status.")] = None,
     tag: Annotated[Optional[str], typer.Option("--tag", help="Only papers with this tag.")] = None,
-    stage: StageOpt = None,
+    stage: Annotated[Optional[int], typer.Option("--stage", help="Only papers tied to this stage number.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Read (or added, if unread) on or after YYYY-MM-DD.")] = None,
     search: Annotated[Optional[str], typer.Option("--search", "-s", help="Text in title, authors, notes, ids or tags.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N papers (newest first).")] = 50,
@@ -194,7 +195,7 @@ def paper_edit(
     stage: StageOpt = None,
     status: Annotated[Optional[str], typer.Option("--status", help="to-read, reading, read or reproduced.")] = None,
     rating: Annotated[Optional[int], typer.Option("--rating", help="1 to 5.")] = None,
-    date: DateOpt = None,
+    date: NewDateOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Allow ids/title that another logged paper has.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

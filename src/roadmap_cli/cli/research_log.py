@@ -11,7 +11,8 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import context
-from roadmap_cli.cli.research import DateOpt, JsonOpt, StageOpt, YesOpt, _check_lab, _check_stage, _date, _emit, _today
+from roadmap_cli.cli.research import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, _check_lab, _check_stage, _date,
+                                      _emit, _today)
 
 log_app = typer.Typer(name="log", help="Log cadence items (reproduction, experiment, ...) and study hours; list/edit/delete them.", no_args_is_help=True)
 
@@ -99,7 +100,7 @@ def log_edit(
     paper: Annotated[Optional[str], typer.Option("--paper", help="Paper id it is about.")] = None,
     lab: Annotated[Optional[str], typer.Option("--lab", help="Lab id.")] = None,
     stage: StageOpt = None,
-    date: DateOpt = None,
+    date: NewDateOpt = None,
     note: Annotated[Optional[str], typer.Option("--note", help="New note.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
