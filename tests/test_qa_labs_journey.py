@@ -166,3 +166,12 @@ def test_reset_keeps_a_git_repository_cloned_inside_the_workspace(run_cli, tmp_p
     assert result.exit_code == 0, result
     assert (ws / "reference" / "draft.md").read_text() == "not committed anywhere\n"
     assert (ws / "reference" / "notes.md").read_text() == "my notes\n"
+
+
+def test_lab_show_in_chinese_starts_with_the_chinese_title_and_summary(run_cli) -> None:
+    result = run_cli("--lang", "zh", "lab", "show", "adder")
+    assert result.exit_code == 0, result
+    assert result.stdout.startswith("加法器（引擎测试实验）\n引擎测试用的小实验。")
+    english = run_cli("--lang", "en", "lab", "show", "adder")
+    assert "加法器" not in english.stdout
+    assert run_cli("lab", "show", "adder", "--json").json()["data"]["summary"]["zh"] == "引擎测试用的小实验。"

@@ -66,10 +66,17 @@ def lab_show(
     from roadmap_cli.output import emit
 
     data = service.show(lab_id)
+    lang = _ctx().lang
 
     def render(console) -> None:
         from rich.markdown import Markdown
+        from rich.markup import escape
 
+        if lang != "en":
+            # The handout is written in English: the title and summary come first in the chosen language.
+            console.print(f"[bold]{escape(data['title'].get(lang) or data['title']['en'])}[/]", soft_wrap=True)
+            console.print(escape(data["summary"].get(lang) or data["summary"]["en"]), soft_wrap=True)
+            console.print()
         console.print(Markdown(data["readme"]))
 
     emit("lab show", data, as_json=as_json, render=render)

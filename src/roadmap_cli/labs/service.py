@@ -399,7 +399,7 @@ def solution(store, lab_id: str) -> dict:
 
 def show(lab_id: str) -> dict:
     spec = find_lab(lab_id)
-    return {"lab": spec.id, "title": spec.title.model_dump(), "stage": spec.stage,
+    return {"lab": spec.id, "title": spec.title.model_dump(), "summary": spec.summary.model_dump(), "stage": spec.stage,
             "readme": spec.readme.read_text(encoding="utf-8"), "path": str(spec.readme)}
 
 
