@@ -175,3 +175,15 @@ def test_lab_show_in_chinese_starts_with_the_chinese_title_and_summary(run_cli) 
     english = run_cli("--lang", "en", "lab", "show", "adder")
     assert "加法器" not in english.stdout
     assert run_cli("lab", "show", "adder", "--json").json()["data"]["summary"]["zh"] == "引擎测试用的小实验。"
+
+
+def test_crash_report_shows_a_unicode_workspace_path_as_written(run_cli, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "练习 ü")
+    shutil.copy(FIXTURES / "variants" / "abort_adder.py", ws / "adder.py")
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--part", "add", "--json")
+    data = result.json()["data"]
+    assert data["outcome"] == "crash", result
+    crashed = next(t for t in data["tests"] if t["outcome"] == "crashed")
+    assert f'{ws.resolve() / "adder.py"}", line 5 in add' in crashed["message"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -164,6 +165,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _unescape(line: str) -> str:
+    """faulthandler writes non-ASCII characters of file names as \\xNN,
+    \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
+    return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
+
+
 def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The end of the grader's output; after a hard crash, the crash report.
 
@@ -178,7 +185,7 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     all_lines = text.rstrip().splitlines()
     for i, line in enumerate(all_lines):
         if line.startswith("Fatal Python error"):
-            frames = [ln for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
+            frames = [_unescape(ln) for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
                       and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))]
             return "\n".join([line, *frames[:lines]])
     return "\n".join(all_lines[-lines:])
