@@ -210,3 +210,10 @@ def test_import_refuses_malformed_dates_that_would_break_cadence_later(run_cli, 
     result = run_cli("import", path, "--replace")
     assert result.exit_code == 2 and "on_date 'not-a-date'" in result.stderr, result
     assert run_cli("cadence").exit_code == 0
+
+
+def test_home_with_url_special_characters_keeps_the_database_inside(run_cli, tmp_path: Path):
+    home = tmp_path / "a%20b?x#y"
+    assert run_cli("--home", home, "log", "hours", "1").exit_code == 0
+    assert (home / "roadmap.db").is_file()
+    assert not (tmp_path / "a b").exists()  # where the unquoted URL put it

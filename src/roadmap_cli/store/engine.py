@@ -65,8 +65,12 @@ def _check_sqlite_file(path: Path) -> None:
 
 def _sqlite_engine(path: Path):
     from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import URL
 
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    # URL.create, not an f-string: a home path with '?', '#' or '%' in it
+    # would be parsed as a query string and the file created elsewhere.
+    url = URL.create("sqlite", database=str(path))
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every test
