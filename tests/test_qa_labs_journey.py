@@ -187,3 +187,15 @@ def test_crash_report_shows_a_unicode_workspace_path_as_written(run_cli, tmp_pat
     assert data["outcome"] == "crash", result
     crashed = next(t for t in data["tests"] if t["outcome"] == "crashed")
     assert f'{ws.resolve() / "adder.py"}", line 5 in add' in crashed["message"]
+
+
+def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(run_cli, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    (ws / "adder.py").write_text("def add(a, b):\n    return a +\n")
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--part", "add", "--json")
+    assert result.exit_code == 1, result
+    failed = next(t for t in result.json()["data"]["tests"] if t["outcome"] == "failed")
+    assert "SyntaxError" in failed["message"] and "adder.py" in failed["message"]
+    assert "<frozen" not in failed["message"]

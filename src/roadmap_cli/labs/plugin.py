@@ -159,6 +159,10 @@ def _message(report: pytest.TestReport) -> Optional[str]:
         return str(longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None:
+        if str(crash.path).startswith("<"):
+            # e.g. "<frozen importlib._bootstrap>" for a SyntaxError or a missing
+            # module in the learner's file: the message already names the file.
+            return _trim(crash.message)
         where = f"{os.path.basename(str(crash.path))}:{crash.lineno}"
         return _trim(f"{crash.message}\n  at {where}")
     return _trim(str(longrepr))
