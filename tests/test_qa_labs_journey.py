@@ -114,6 +114,8 @@ def test_grade_inside_a_deleted_workspace_says_how_to_recreate_it(run_cli, tmp_p
         assert f"roadmap lab start adder --dir {shlex.quote(str(ws.resolve()))}`" in result.stderr, (args, result)
     status = run_cli("lab", "status")
     assert status.exit_code == 0 and status.exception is None, status
+    path = run_cli("lab", "path", "adder")
+    assert path.exit_code == 2 and path.stdout == "" and "is gone" in path.stderr, path
     monkeypatch.delenv("PWD")
     result = run_cli("grade")
     assert result.exit_code == 2 and "current directory no longer exists" in result.stderr, result

@@ -200,7 +200,8 @@ def lab_path(lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")
     """Print the workspace folder of a lab (e.g. `cd $(roadmap lab path ID)`)."""
     from roadmap_cli.labs import service
 
-    typer.echo(str(service.lab_path(_ctx().store(), lab_id)))
+    ctx = _ctx()
+    typer.echo(str(service.lab_path(ctx.store(), ctx.home, lab_id)))
 
 
 # ------------------------------------------------------------------ grade, doctor

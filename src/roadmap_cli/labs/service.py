@@ -403,10 +403,13 @@ def show(lab_id: str) -> dict:
             "readme": spec.readme.read_text(encoding="utf-8"), "path": str(spec.readme)}
 
 
-def lab_path(store, lab_id: str) -> Path:
+def lab_path(store, home: Path, lab_id: str) -> Path:
     if lab_id not in lab_ids():
         raise NotFoundError("lab", lab_id, lab_ids(), hint="see `roadmap lab list`")
     recorded = workspaces(store, lab_id)
     if not recorded:
         raise UserError(f"no workspace for {lab_id} yet: run `roadmap lab start {lab_id}`")
-    return recorded[0][1]
+    path = recorded[0][1]
+    if not path.is_dir():  # `cd $(roadmap lab path ID)` would fail with a less helpful message
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, lab_id, path)}`")
+    return path
