@@ -217,3 +217,15 @@ def test_home_with_url_special_characters_keeps_the_database_inside(run_cli, tmp
     assert run_cli("--home", home, "log", "hours", "1").exit_code == 0
     assert (home / "roadmap.db").is_file()
     assert not (tmp_path / "a b").exists()  # where the unquoted URL put it
+
+
+def test_root_options_after_the_command_are_understood(run_cli, tmp_path: Path):
+    zh = run_cli("status", "--lang", "zh", "--json")
+    assert zh.exit_code == 0, zh
+    assert zh.json()["data"]["lang"] == "zh"
+    other = tmp_path / "other-home"
+    assert run_cli("log", "hours", "1", f"--home={other}").exit_code == 0
+    assert (other / "roadmap.db").is_file()
+    later_wins = run_cli("--lang", "en", "stage", "show", "1", "--lang", "zh", "--json")
+    assert later_wins.json()["data"]["title"] == "Transformer 基础", later_wins
+    assert run_cli("paper", "log", "--", "--lang").exit_code == 0  # after --, a title

@@ -90,6 +90,29 @@ def command_name(argv: list[str]) -> Optional[str]:
     return None
 
 
+def hoist_root_options(argv: list[str]) -> list[str]:
+    """`roadmap status --lang zh` means `roadmap --lang zh status`: root options
+    given after the command move in front of it (no command has options of
+    these names, so nothing else can mean them)."""
+    name = command_name(argv)
+    if name is None:
+        return argv
+    at = next(i for i, arg in enumerate(argv) if arg == name and (i == 0 or argv[i - 1] not in _ROOT_OPTIONS_WITH_VALUE))
+    moved, kept, rest, i = [], [], argv[at + 1:], 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--":
+            kept += rest[i:]
+            break
+        if arg in _ROOT_OPTIONS_WITH_VALUE and i + 1 < len(rest):
+            moved += rest[i:i + 2]
+            i += 2
+            continue
+        (moved if arg.split("=", 1)[0] in _ROOT_OPTIONS_WITH_VALUE and "=" in arg else kept).append(arg)
+        i += 1
+    return argv[:at] + moved + [argv[at]] + kept  # after the ones before it: the later one wins
+
+
 def register_for(argv: list[str]) -> None:
     module_name = COMMAND_MODULES.get(command_name(argv) or "")
     if module_name is None or "-h" in argv[:1] or "--help" in argv[:1]:
@@ -106,7 +129,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     """
     from roadmap_cli.output import error_line
 
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = hoist_root_options(list(sys.argv[1:] if argv is None else argv))
     register_for(args)
     try:
         app(args=args, prog_name="roadmap")
