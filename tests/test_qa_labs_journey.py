@@ -201,3 +201,20 @@ def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(run
     failed = next(t for t in result.json()["data"]["tests"] if t["outcome"] == "failed")
     assert "SyntaxError" in failed["message"] and "adder.py" in failed["message"]
     assert "<frozen" not in failed["message"]
+
+
+def test_lab_start_without_git_is_one_line(tmp_path: Path) -> None:
+    """gitpython raises a long ImportError on import when git cannot be found;
+    a subprocess, because this test process has imported gitpython already."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(FIXTURES / "labs"),
+               GIT_PYTHON_GIT_EXECUTABLE=str(tmp_path / "no-such-git"))
+    proc = subprocess.run([sys.executable, "-c", "from roadmap_cli.cli import main; main()",
+                           "lab", "start", "adder", "--dir", str(tmp_path / "ws")],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: git is not installed") and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "ws").exists()

@@ -34,10 +34,19 @@ class StartResult:
     saved_commit: Optional[str] = None  # commit that holds the old work of a git folder
 
 
-def _actor():
-    from git import Actor
+def _git():
+    """gitpython, or one clear line: importing it fails (a long ImportError)
+    when no git executable can be found."""
+    try:
+        import git
+    except ImportError:
+        raise UserError("git is not installed or not on PATH: lab workspaces are git repositories "
+                        "(install git, then retry; `roadmap doctor` checks it)") from None
+    return git
 
-    return Actor(AUTHOR_NAME, AUTHOR_EMAIL)
+
+def _actor():
+    return _git().Actor(AUTHOR_NAME, AUTHOR_EMAIL)
 
 
 def _commit_all(repo, message: str) -> str:
@@ -108,7 +117,8 @@ def apply_patch(patch: Path, dest: Path) -> None:
 
 def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
     """Copy the starter into `dest`, make it a git repository, commit."""
-    from git import InvalidGitRepositoryError, Repo
+    git = _git()
+    InvalidGitRepositoryError, Repo = git.InvalidGitRepositoryError, git.Repo
 
     dest = Path(dest).expanduser().resolve()
     if dest.exists() and not dest.is_dir():
@@ -155,7 +165,8 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
     the folder cannot be reset. Returns (sha of the commit holding the old
     work or None, sha of the reset commit).
     """
-    from git import InvalidGitRepositoryError, Repo
+    git = _git()
+    InvalidGitRepositoryError, Repo = git.InvalidGitRepositoryError, git.Repo
 
     path = Path(path).resolve()
     restart_hint = restart_hint or f"roadmap lab start {spec.id} --force"
