@@ -165,3 +165,8 @@ def test_import_with_a_bad_status_option_fails_once(run_cli, tmp_path: Path):
     bib.write_text("@misc{k, title={T}}\n", encoding="utf-8")
     result = run_cli("paper", "import", bib, "--status", "bogus")
     assert result.exit_code == 2 and "unknown status 'bogus'" in result.stderr, result
+
+
+def test_log_list_with_since_after_until_says_so(run_cli):
+    result = run_cli("log", "list", "--since", "2026-12-05", "--until", "2026-12-01")
+    assert result.exit_code == 2 and "is after --until" in result.stderr, result

@@ -86,8 +86,13 @@ def log_list(
     from roadmap_cli.research.entries import list_entries
     from roadmap_cli.research.render import entry_table
 
-    result = list_entries(context.current().store(), kind=kind, since=_date(since, "since date", allow_future=True),
-                          until=_date(until, "until date", allow_future=True), limit=None if show_all else max(limit, 0))
+    from roadmap_cli.errors import UserError
+
+    first, last = _date(since, "since date", allow_future=True), _date(until, "until date", allow_future=True)
+    if first and last and first > last:
+        raise UserError(f"--since {first.isoformat()} is after --until {last.isoformat()}: nothing could match")
+    result = list_entries(context.current().store(), kind=kind, since=first, until=last,
+                          limit=None if show_all else max(limit, 0))
     _emit("log list", result, as_json, entry_table)
 
 
