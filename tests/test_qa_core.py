@@ -229,3 +229,25 @@ def test_root_options_after_the_command_are_understood(run_cli, tmp_path: Path):
     later_wins = run_cli("--lang", "en", "stage", "show", "1", "--lang", "zh", "--json")
     assert later_wins.json()["data"]["title"] == "Transformer 基础", later_wins
     assert run_cli("paper", "log", "--", "--lang").exit_code == 0  # after --, a title
+
+
+def test_next_for_a_build_checkpoint_of_a_missing_lab_suggests_force(run_cli, tmp_path: Path):
+    text = MARKUP_CURRICULUM + """\
+  - number: 2
+    id: two
+    title: {zh: 二, en: Two}
+    goal: {zh: 二, en: Two}
+    planned_weeks: 3
+    checkpoints:
+      - id: s2-b
+        kind: build
+        text: {zh: 乙, en: B}
+        proved_by: [{lab: no-such-lab, part: p1}]
+"""
+    path = tmp_path / "missing-lab.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = run_cli("--curriculum", path, "next", "--json")
+    commands = {a["checkpoint_id"]: a["command"] for a in result.json()["data"]}
+    assert commands["s2-b"] == "roadmap check s2-b --force"
+    shipped = run_cli("next", "-n", "12", "--json").json()["data"]
+    assert any(a["command"].startswith("roadmap lab start minigpt") for a in shipped)

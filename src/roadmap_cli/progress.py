@@ -9,6 +9,7 @@ force one, e.g. for work done outside roadmap, and that is recorded).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 from roadmap_cli.errors import UserError
@@ -156,6 +157,18 @@ class NextAction:
     extra: dict = field(default_factory=dict)
 
 
+@lru_cache(maxsize=1)
+def _shipped_labs() -> frozenset[str]:
+    """Ids of the labs this installation ships (a folder with a lab.yaml)."""
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.paths import labs_root
+
+    try:
+        return frozenset(p.parent.name for p in labs_root().glob("*/lab.yaml"))
+    except (RoadmapError, OSError):
+        return frozenset()
+
+
 def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) -> list[NextAction]:
     """The next unfinished checkpoints in curriculum order, each with the command that advances it."""
     actions: list[NextAction] = []
@@ -163,9 +176,13 @@ def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) ->
         for cp in stage.checkpoints:
             if cp.id in done:
                 continue
-            if cp.kind == "build" and cp.proved_by:
+            if cp.kind == "build" and cp.proved_by and cp.proved_by[0].lab in _shipped_labs():
                 lab = cp.proved_by[0].lab
                 command = f"roadmap lab start {lab}  # then: roadmap grade"
+            elif cp.kind == "build":
+                # a curriculum may name a lab that does not exist (yet): the
+                # work can only be recorded by hand
+                command = f"roadmap check {cp.id} --force"
             else:
                 command = f"roadmap check {cp.id}"
             actions.append(NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), command))
