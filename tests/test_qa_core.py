@@ -251,3 +251,10 @@ def test_next_for_a_build_checkpoint_of_a_missing_lab_suggests_force(run_cli, tm
     assert commands["s2-b"] == "roadmap check s2-b --force"
     shipped = run_cli("next", "-n", "12", "--json").json()["data"]
     assert any(a["command"].startswith("roadmap lab start minigpt") for a in shipped)
+
+
+def test_stage_show_accepts_the_ways_people_name_a_stage(run_cli):
+    for ref in ("s2", "stage 2", "Stage-2", "2", "build-minigpt"):
+        result = run_cli("stage", "show", ref, "--json")
+        assert result.exit_code == 0 and result.json()["data"]["number"] == 2, (ref, result)
+    assert run_cli("stage", "show", "s11").exit_code == 2

@@ -8,6 +8,7 @@ Cross-references (milestone -> stage, reading -> stage, ...) are checked in
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Literal, Optional
 
@@ -196,8 +197,12 @@ class Curriculum(_Model):
         return {c.id: (c, s) for s in self.stages for c in s.checkpoints}
 
     def stage(self, ref: str | int) -> Stage:
-        """A stage by number (3 or "3") or by id ("build-minigpt")."""
+        """A stage by number (3, "3", "s3", "stage 3") or by id ("build-minigpt")."""
         key = str(ref).strip()
+        # "s3" is how checkpoint ids name a stage; "stage 3" how the seeds do
+        spelled = re.fullmatch(r"(?:s|stage)[\s-]*(\d+)", key.lower())
+        if spelled and int(spelled.group(1)) in self._stages_by_number:
+            return self._stages_by_number[int(spelled.group(1))]
         if key.isdigit() and int(key) in self._stages_by_number:
             return self._stages_by_number[int(key)]
         if key in self._stages_by_id:
