@@ -218,3 +218,18 @@ def test_lab_start_without_git_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: git is not installed") and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def test_start_force_in_the_current_folder_says_the_shell_is_left_in_the_old_copy(
+        run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "mylab"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("mine\n")  # not a git repository: moved aside
+    monkeypatch.chdir(ws)
+    result = run_cli("lab", "start", "adder", "--dir", ".", "--force")
+    assert result.exit_code == 0, result
+    moved = next(tmp_path.glob("mylab.old-*"))
+    assert (moved / "notes.txt").read_text() == "mine\n"
+    assert f"Your shell is still in the old folder: cd {ws.resolve()}" in result.stdout
+    elsewhere = run_cli("lab", "start", "adder", "--dir", str(tmp_path / "other"))
+    assert "still in the old folder" not in elsewhere.stdout

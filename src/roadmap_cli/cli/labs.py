@@ -105,6 +105,11 @@ def lab_start(
             console.print(f"Your previous work is saved in commit {result.saved_commit[:10]} (git log in the workspace).")
         if result.moved_aside:
             console.print(f"Your previous files were moved to {escape(str(result.moved_aside))}")
+            here = _cwd().resolve()
+            if here == result.moved_aside or result.moved_aside in here.parents:
+                # The shell followed the folder it was in: what it edits now is the old copy.
+                console.print(f"[yellow]Your shell is still in the old folder:[/] cd {escape(str(result.path))}",
+                              soft_wrap=True)
         console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}")
         console.print(f"Next: read the handout (`roadmap lab show {spec.id}`), edit the files, then run `roadmap grade` there.")
 
