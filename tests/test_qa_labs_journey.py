@@ -233,3 +233,18 @@ def test_start_force_in_the_current_folder_says_the_shell_is_left_in_the_old_cop
     assert f"Your shell is still in the old folder: cd {ws.resolve()}" in result.stdout
     elsewhere = run_cli("lab", "start", "adder", "--dir", str(tmp_path / "other"))
     assert "still in the old folder" not in elsewhere.stdout
+
+
+def test_git_hooks_from_a_template_do_not_block_start_or_reset(run_cli, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    template = tmp_path / "template"
+    (template / "hooks").mkdir(parents=True)
+    hook = template / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'lint failed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    monkeypatch.setenv("GIT_TEMPLATE_DIR", str(template))  # what `git config init.templateDir` does
+    ws = start(run_cli, tmp_path / "ws")
+    assert (ws / ".git" / "hooks" / "pre-commit").exists()
+    (ws / "adder.py").write_text("def add(a, b):\n    return a + b\n")
+    result = run_cli("lab", "reset", "adder")
+    assert result.exit_code == 0 and result.exception is None, result
