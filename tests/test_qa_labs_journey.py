@@ -248,3 +248,16 @@ def test_git_hooks_from_a_template_do_not_block_start_or_reset(run_cli, tmp_path
     (ws / "adder.py").write_text("def add(a, b):\n    return a + b\n")
     result = run_cli("lab", "reset", "adder")
     assert result.exit_code == 0 and result.exception is None, result
+
+
+def test_reset_when_git_cannot_save_the_work_is_one_line_and_changes_nothing(run_cli, tmp_path: Path) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    from git import Repo
+
+    Repo.init(ws / "reference")  # a repository without commits: `git add -A` refuses it
+    (ws / "reference" / "a.txt").write_text("x\n")
+    (ws / "adder.py").write_text("def add(a, b):\n    return a + b  # mine\n")
+    result = run_cli("lab", "reset", "adder")
+    assert result.exception is None and result.exit_code == 2, result
+    assert "does not have a commit checked out" in result.stderr and "nothing was changed" in result.stderr
+    assert "# mine" in (ws / "adder.py").read_text()

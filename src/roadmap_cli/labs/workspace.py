@@ -50,8 +50,16 @@ def _actor():
 
 
 def _commit_all(repo, message: str) -> str:
-    """Stage everything (deletions too) and commit; returns the new HEAD sha."""
-    repo.git.add(A=True)
+    """Stage everything (deletions too) and commit; returns the new HEAD sha.
+
+    Called before anything in the folder changes: if git refuses (say a
+    repository without commits inside the workspace), nothing was touched."""
+    try:
+        repo.git.add(A=True)
+    except _git().GitCommandError as exc:
+        problem = (exc.stderr or "").strip().removeprefix("stderr:").strip().strip("'").replace("\n", "; ")
+        raise UserError(f"cannot save the work in {repo.working_tree_dir} with git ({problem}); "
+                        "nothing was changed: fix that, then retry") from None
     actor = _actor()
     # These are roadmap's own save points: a learner's hooks (a global
     # init.templateDir with a linting pre-commit, say) must not stop the
