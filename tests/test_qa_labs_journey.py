@@ -261,3 +261,14 @@ def test_reset_when_git_cannot_save_the_work_is_one_line_and_changes_nothing(run
     assert result.exception is None and result.exit_code == 2, result
     assert "does not have a commit checked out" in result.stderr and "nothing was changed" in result.stderr
     assert "# mine" in (ws / "adder.py").read_text()
+
+
+def test_grade_in_a_workspace_with_a_damaged_git_repository_still_grades(run_cli, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    (ws / ".git" / "index").write_text("garbage")  # `git diff --cached` now fails
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--part", "add", "--json")
+    assert result.exception is None and result.exit_code == 1, result  # the starter fails: graded
+    data = result.json()["data"]
+    assert len(data["commit_sha"]) == 40 and data["dirty"] is None

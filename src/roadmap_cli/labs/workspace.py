@@ -197,14 +197,22 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
 
 
 def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
-    """(HEAD sha, dirty) of the workspace's git repository, or (None, None)."""
+    """(HEAD sha, dirty) of the workspace's git repository; None for what
+    git cannot tell (no git, no repository, a damaged one): grading never
+    depends on the health of the learner's repository."""
     try:
-        from git import InvalidGitRepositoryError, NoSuchPathError, Repo
-    except ImportError:  # pragma: no cover - gitpython is a dependency
+        from git import GitError, Repo
+    except ImportError:  # no git executable (gitpython fails on import)
         return None, None
     try:
         repo = Repo(path, search_parent_directories=False)
-    except (InvalidGitRepositoryError, NoSuchPathError):
+    except (GitError, OSError):  # InvalidGitRepositoryError, NoSuchPathError, ...
         return None, None
-    sha = repo.head.commit.hexsha if repo.head.is_valid() else None
-    return sha, repo.is_dirty(untracked_files=True)
+    try:
+        sha = repo.head.commit.hexsha if repo.head.is_valid() else None
+    except (GitError, OSError, ValueError):
+        sha = None
+    try:
+        return sha, repo.is_dirty(untracked_files=True)
+    except (GitError, OSError, ValueError):
+        return sha, None
