@@ -272,3 +272,14 @@ def test_grade_in_a_workspace_with_a_damaged_git_repository_still_grades(run_cli
     assert result.exception is None and result.exit_code == 1, result  # the starter fails: graded
     data = result.json()["data"]
     assert len(data["commit_sha"]) == 40 and data["dirty"] is None
+
+
+def test_reset_with_a_damaged_git_repository_is_one_line_and_changes_nothing(run_cli, tmp_path: Path) -> None:
+    ws = start(run_cli, tmp_path / "ws")
+    (ws / "adder.py").write_text("def add(a, b):\n    return a + b  # mine\n")
+    (ws / ".git" / "index").write_text("garbage")
+    for args in (["lab", "reset", "adder"], ["lab", "start", "adder", "--dir", str(ws), "--force"]):
+        result = run_cli(*args)
+        assert result.exception is None and result.exit_code == 2, (args, result)
+        assert "cannot read the git repository" in result.stderr and "index file" in result.stderr, result
+        assert "# mine" in (ws / "adder.py").read_text()

@@ -57,8 +57,7 @@ def _commit_all(repo, message: str) -> str:
     try:
         repo.git.add(A=True)
     except _git().GitCommandError as exc:
-        problem = (exc.stderr or "").strip().removeprefix("stderr:").strip().strip("'").replace("\n", "; ")
-        raise UserError(f"cannot save the work in {repo.working_tree_dir} with git ({problem}); "
+        raise UserError(f"cannot save the work in {repo.working_tree_dir} with git ({_problem(exc)}); "
                         "nothing was changed: fix that, then retry") from None
     actor = _actor()
     # These are roadmap's own save points: a learner's hooks (a global
@@ -68,8 +67,21 @@ def _commit_all(repo, message: str) -> str:
     return commit.hexsha
 
 
+def _problem(exc: Exception) -> str:
+    """git's own complaint, on one line."""
+    stderr = getattr(exc, "stderr", None)
+    text = stderr.strip().removeprefix("stderr:").strip().strip("'") if stderr else str(exc)
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def _has_changes(repo) -> bool:
-    return repo.is_dirty(untracked_files=True) or not repo.head.is_valid()
+    """Anything to commit? Asked before the folder is touched, so a damaged
+    repository stops here with nothing changed."""
+    try:
+        return repo.is_dirty(untracked_files=True) or not repo.head.is_valid()
+    except (_git().GitError, ValueError) as exc:
+        raise UserError(f"cannot read the git repository in {repo.working_tree_dir} ({_problem(exc)}); "
+                        "nothing was changed: repair it, or move the folder aside yourself") from None
 
 
 def _copy_tree(src: Path, dest: Path) -> None:
