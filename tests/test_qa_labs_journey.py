@@ -283,3 +283,16 @@ def test_reset_with_a_damaged_git_repository_is_one_line_and_changes_nothing(run
         assert result.exception is None and result.exit_code == 2, (args, result)
         assert "cannot read the git repository" in result.stderr and "index file" in result.stderr, result
         assert "# mine" in (ws / "adder.py").read_text()
+
+
+def test_hint_and_solution_infer_the_lab_inside_a_workspace(run_cli, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outside = run_cli("lab", "hint")
+    assert outside.exit_code == 2 and "not inside a lab workspace" in outside.stderr, outside
+    ws = start(run_cli, tmp_path / "ws")
+    monkeypatch.chdir(ws)
+    hint = run_cli("lab", "hint", "--json")
+    assert hint.exit_code == 0 and hint.json()["data"]["lab"] == "adder", hint
+    solution = run_cli("lab", "solution")
+    assert solution.exit_code == 2 and "solution of adder" in solution.stderr, solution

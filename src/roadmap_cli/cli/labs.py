@@ -133,7 +133,7 @@ def lab_status(
 
 @lab_app.command("hint")
 def lab_hint(
-    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the next hint (hints used are recorded)."""
@@ -141,7 +141,8 @@ def lab_hint(
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    data = service.next_hint(ctx.store(), lab_id, ctx.lang)
+    store = ctx.store()
+    data = service.next_hint(store, service.lab_here(store, lab_id, _cwd()), ctx.lang)
 
     def render(console) -> None:
         from rich.markup import escape  # hint text is data: `A[m, k]` must not be read as markup
@@ -181,14 +182,15 @@ def lab_reset(
 
 @lab_app.command("solution")
 def lab_solution(
-    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the reference solution (only once the lab has passed)."""
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
-    data = service.solution(_ctx().store(), lab_id)
+    store = _ctx().store()
+    data = service.solution(store, service.lab_here(store, lab_id, _cwd()))
 
     def render(console) -> None:
         from rich.syntax import Syntax

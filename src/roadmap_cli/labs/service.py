@@ -124,6 +124,16 @@ def resolve_workspace(store, lab_id: Optional[str], cwd: Path,
     return spec, recorded[0]
 
 
+def lab_here(store, lab_id: Optional[str], cwd: Path) -> str:
+    """`lab_id`, or the lab of the workspace containing `cwd`."""
+    if lab_id is not None:
+        return lab_id
+    here = workspace_at(store, cwd)
+    if here is None:
+        raise UserError("not inside a lab workspace: give the lab id (see `roadmap lab list`)")
+    return here[0]
+
+
 def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool):
     from roadmap_cli.labs import workspace as ws
 
