@@ -296,3 +296,10 @@ def test_hint_and_solution_infer_the_lab_inside_a_workspace(run_cli, tmp_path: P
     assert hint.exit_code == 0 and hint.json()["data"]["lab"] == "adder", hint
     solution = run_cli("lab", "solution")
     assert solution.exit_code == 2 and "solution of adder" in solution.stderr, solution
+
+
+def test_start_in_a_folder_that_cannot_be_created_is_one_line(run_cli, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    result = run_cli("lab", "start", "adder", "--dir", str(tmp_path / "a-file" / "ws"))
+    assert result.exception is None and result.exit_code == 2, result
+    assert result.stderr.startswith("error: cannot create the workspace") and result.stderr.count("\n") == 1

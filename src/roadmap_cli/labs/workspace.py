@@ -173,7 +173,10 @@ def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
                 n += 1
             dest.rename(aside)
             result.moved_aside = aside
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only place, a parent that is a file, no permission...
+        raise UserError(f"cannot create the workspace {dest}: {exc.strerror or exc}") from None
     if repo is None:
         repo = Repo.init(dest)
     write_starter(spec, dest)
