@@ -303,3 +303,18 @@ def test_start_in_a_folder_that_cannot_be_created_is_one_line(run_cli, tmp_path:
     result = run_cli("lab", "start", "adder", "--dir", str(tmp_path / "a-file" / "ws"))
     assert result.exception is None and result.exit_code == 2, result
     assert result.stderr.startswith("error: cannot create the workspace") and result.stderr.count("\n") == 1
+
+
+def test_training_outputs_stay_out_of_git_and_survive_reset(run_cli, tmp_path):
+    """A checkpoint under out/ is ignored by the default .gitignore, so a reset
+    keeps it in place instead of committing (or deleting) hundreds of MB."""
+    import git
+
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    (ws / "out").mkdir()
+    (ws / "out" / "ckpt.pt").write_bytes(b"weights")
+    assert run_cli("lab", "reset", "adder").exit_code == 0
+    assert (ws / "out" / "ckpt.pt").read_bytes() == b"weights"
+    tracked = git.Repo(ws).git.ls_files()
+    assert "out/ckpt.pt" not in tracked

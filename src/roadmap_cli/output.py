@@ -56,7 +56,10 @@ def emit(command: str, data: Any, *, as_json: bool, render: Callable[[Console], 
 
 
 def error_line(message: str, details: list[str] | None = None) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    from rich.markup import escape
+
+    # The message often quotes user input (paths, ids): never read it as markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     for line in details or []:
         err_console.print(f"  {line}", markup=False, soft_wrap=True)
 

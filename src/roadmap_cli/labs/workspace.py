@@ -23,7 +23,9 @@ from roadmap_cli.labs.spec import LabSpec
 
 AUTHOR_NAME = "roadmap"
 AUTHOR_EMAIL = "roadmap@localhost"
-IGNORED = ["__pycache__/", "*.pyc", ".pytest_cache/", ".hypothesis/"]
+# Caches, and training outputs (checkpoints can be hundreds of MB): they stay
+# in place on reset/--force (ignored files are never deleted) but out of git.
+IGNORED = ["__pycache__/", "*.pyc", ".pytest_cache/", ".hypothesis/", "out/", "*.pt"]
 
 
 @dataclass
