@@ -25,9 +25,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _done_ids(ctx) -> set[str]:
-    from roadmap_cli.curriculum.views import completed_checkpoint_ids
+    from roadmap_cli.progress import completed
 
-    return completed_checkpoint_ids(ctx.store())
+    return set(completed(ctx.store()))
 
 
 @curriculum_app.command("show")

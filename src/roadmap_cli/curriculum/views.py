@@ -12,16 +12,6 @@ from typing import Any, Iterable, Optional
 from roadmap_cli.curriculum.models import Curriculum, Phase, Plan, Reading, Section, Stage
 
 
-def completed_checkpoint_ids(store: Any) -> set[str]:
-    """Ids in `checkpoint_progress` (a row there means completed)."""
-    from sqlmodel import select
-
-    from roadmap_cli.store.tables import CheckpointProgress
-
-    with store.session() as session:
-        return set(session.exec(select(CheckpointProgress.checkpoint_id)))
-
-
 def _t(text: Any, lang: str) -> Optional[str]:
     return text.get(lang) if text is not None else None
 
