@@ -24,12 +24,13 @@ import argparse
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import date, timedelta
 from pathlib import Path
+
+# Same subprocess timer as the status bench (both run as scripts from bench/).
+from bench_status import timed
 
 BUDGET = 1.3
 N_PAPERS = 10_000
@@ -64,15 +65,6 @@ def seed(home: Path) -> None:
         conn.execute(sa.text(f"INSERT INTO papers ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"), papers)
         conn.execute(sa.text("INSERT INTO paper_tags (paper_id, tag) VALUES (:paper_id, :tag)"), tags)
     store.engine.dispose()
-
-
-def timed(cmd: list[str], env: dict) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{proc.stderr.decode()[-2000:]}")
-    return elapsed
 
 
 def main() -> None:
