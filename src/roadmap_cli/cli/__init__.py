@@ -51,7 +51,7 @@ COMMAND_MODULES = {
     "init": "core", "status": "core", "next": "core", "check": "core", "uncheck": "core",
     "curriculum": "curriculum", "stages": "curriculum", "stage": "curriculum",
     "db": "db", "export": "db", "import": "db",
-    "lab": "labs", "grade": "labs", "doctor": "labs", "dev": "labs",
+    "lab": "labs", "grade": "labs", "watch": "labs", "doctor": "labs", "dev": "labs",
     "paper": "research", "log": "research", "cadence": "research",
 }
 _ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}

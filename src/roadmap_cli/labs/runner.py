@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,7 +33,8 @@ LOG_TAIL_LINES = 25
 # Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
 # timeout when the child died while it ran; not-run when it never started.
 BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
-EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4}
+# "interrupted": Ctrl-C, or `roadmap watch` cancelled the run because a file was saved.
+EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4, "interrupted": 130}
 
 # Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
 PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
@@ -106,6 +108,52 @@ def tests_sha256(tests_dir: Path) -> str:
 
 def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
     return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
+
+
+@dataclass
+class Focus:
+    """What a learner narrows a grade to (`roadmap grade -k/--test/-x/-v`)."""
+
+    keyword: Optional[str] = None  # pytest -k expression
+    tests: list[str] = field(default_factory=list)  # node ids (or prefixes) relative to tests/
+    first_failure: bool = False  # -x: stop at the first failing test
+    verbose: bool = False  # full assertion diff and the learner's frames of the traceback
+
+    @property
+    def narrows(self) -> bool:
+        """True when a part may run only some of its tests: it cannot pass then."""
+        return bool(self.keyword or self.tests)
+
+
+def focus_pytest_args(focus: Optional["Focus"]) -> list[str]:
+    """The extra pytest arguments of a focused grade (the test targets are chosen in start())."""
+    if focus is None:
+        return []
+    args = ["-k", focus.keyword] if focus.keyword else []
+    if focus.first_failure:
+        args.append("-x")
+    if focus.verbose:
+        args.append("-vv")  # pytest's full assertion diffs ("Use -v to get more diff")
+    return args
+
+
+def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
+    """The parts the node ids of `--test` belong to; an id of no part is a user mistake."""
+    from roadmap_cli.labs.nodeids import part_for
+
+    parts: list[str] = []
+    for nodeid in tests:
+        part = part_for(nodeid, spec.part_prefixes())
+        if part is None:
+            owned = next((p.id for p in spec.parts for prefix in p.tests if prefix.startswith(nodeid)), None)
+            part = owned
+        if part is None:
+            files = sorted({t.split("::")[0] for p in spec.parts for t in p.tests})
+            raise UserError(f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
+                            f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})")
+        if part not in parts:
+            parts.append(part)
+    return parts
 
 
 def _child_env(workspace: Path, device: DeviceInfo, results: Path, parts_file: Path) -> dict:
@@ -217,7 +265,8 @@ class GradeJob:
 
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-                 stop_part_on_fail: bool = False) -> None:
+                 stop_part_on_fail: bool = False, focus: Optional[Focus] = None,
+                 cancel: Optional[threading.Event] = None) -> None:
         self.spec = spec
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
@@ -225,6 +274,10 @@ class GradeJob:
         self.device = device or detect_device()
         for part_id in parts or []:
             spec.part(part_id)  # NotFoundError with did-you-mean
+        self.focus = focus or Focus()
+        if self.focus.tests:
+            in_tests = parts_of_tests(spec, self.focus.tests)
+            parts = [p for p in parts if p in in_tests] if parts else in_tests
         here = gradable_parts(spec, self.device)
         self.selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
         if not self.selected:
@@ -232,6 +285,7 @@ class GradeJob:
                             f"({self.device.reason})")
         self.timeout = float(timeout or spec.time_limit_s)
         self.stop_part_on_fail = stop_part_on_fail
+        self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GradeJob":
@@ -240,6 +294,8 @@ class GradeJob:
         for part in spec.parts:
             if part.id in self.selected:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
+        if self.focus.tests:
+            targets = [str(tests_dir / nodeid) for nodeid in self.focus.tests]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
@@ -251,12 +307,13 @@ class GradeJob:
             "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
             "selected": self.selected,
             "stop_part_on_fail": self.stop_part_on_fail,
+            "verbose": self.focus.verbose,
         }))
         cmd = [
             sys.executable, "-m", "pytest",
             "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
-            "-q", "--continue-on-collection-errors", *targets,
+            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         env = _child_env(self.workspace, self.device, self.results, parts_file)
         self.log_fh = open(self.log, "wb")
@@ -275,7 +332,7 @@ class GradeJob:
         assert proc is not None, "start() first"
         reader = _EventReader(self.results)
         events: list[dict] = []
-        timed_out = False
+        timed_out = interrupted = False
 
         def drain() -> None:
             for event in reader.read():
@@ -295,7 +352,11 @@ class GradeJob:
                     _kill_group(proc)
                     proc.wait()
                     break
-                time.sleep(POLL_S)
+                if self.cancel_event.wait(POLL_S):
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True  # recorded as "interrupted" (not a crash, never a best score)
         finally:
             # Also reaps grandchildren the tests may have left behind (and
             # the whole group on Ctrl-C).
@@ -309,7 +370,15 @@ class GradeJob:
                         timed_out, self.timeout, log_tail)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
+        if interrupted:
+            _mark_interrupted(run)
+        elif self.focus.narrows or self.focus.first_failure:
+            _mark_focused(run, self.focus)
         return run
+
+    def cancel(self) -> None:
+        """Stop the run from another thread (`roadmap watch`: a file was saved)."""
+        self.cancel_event.set()
 
     def abort(self) -> None:
         """Kill the grader (the caller failed before `finish`)."""
@@ -395,12 +464,47 @@ def _assemble(spec, workspace, device, selected, events, returncode, timed_out, 
     )
 
 
+def _mark_interrupted(run: GradeRun) -> None:
+    """A run stopped by the learner: what finished stays visible, nothing counts."""
+    run.outcome, run.log_tail = "interrupted", ""
+    run.message = "interrupted before the end: not counted"
+    for t in run.tests:
+        if t.outcome in ("crashed", "timeout"):
+            t.outcome, t.message = "not-run", None
+    for p in run.parts:
+        if p.status not in ("not-graded-here", "not-run"):
+            p.points = 0.0
+            if p.status == "failed" and not any(t.part == p.id and t.outcome in BAD_TEST_OUTCOMES for t in run.tests):
+                p.status, p.message = "not-run", "interrupted before its tests finished"
+    run.score = 0.0
+
+
+def _mark_focused(run: GradeRun, focus: Focus) -> None:
+    """-k/--test ran some tests of a part: passing those is not passing the
+    part (no points, no checkpoint). -x: parts after the stop did not run."""
+    for p in run.parts:
+        mine = [t for t in run.tests if t.part == p.id]
+        if p.status == "failed" and mine and all(t.outcome == "not-run" for t in mine):
+            p.status, p.max_points = "not-run", 0.0
+            p.message = "not run (stopped at the first failure, -x)"
+        elif p.status == "failed" and not mine and focus.narrows:
+            p.status, p.max_points, p.message = "not-run", 0.0, "no test matched the filter"
+        elif p.status == "passed" and focus.narrows:
+            p.status, p.points, p.max_points = "focused", 0.0, 0.0
+            p.message = (f"{p.tests_passed}/{p.tests_total} selected tests passed "
+                         "(a filtered run never completes a part: grade it without -k/--test)")
+    run.score = round(sum(p.points for p in run.parts), 3)
+    run.max_score = round(sum(p.max_points for p in run.parts), 3)
+    if run.outcome == "error" and run.message == "the grader ran no test" and any(p.status == "focused" for p in run.parts):
+        run.outcome, run.message = "passed", None
+
+
 def _part_result(part, selected, device, tests, outcome) -> PartResult:
     title = part.title.model_dump()
     if part.needs_cuda and not device.cuda:
         return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
     if part.id not in selected:
-        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not selected (--part)")
+        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)")
     mine = [t for t in tests if t.part == part.id]
     result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
                         tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))

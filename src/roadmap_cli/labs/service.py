@@ -16,7 +16,12 @@ from roadmap_cli.errors import NotFoundError, UserError
 from roadmap_cli.labs.spec import LabSpec, find_lab, lab_ids, load_all
 from roadmap_cli.timeutil import utc_now_iso
 
-STATES = ("not-started", "in-progress", "partial", "passed")
+# "passed-on-cpu": every part that runs without a GPU passed, but the
+# needs_cuda parts never did. Never shown as plain "passed" (the GPU parts'
+# checkpoints stay open too).
+STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
+# Attempts that prove nothing about the learner's code: never part of "best".
+UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
 
 
 # ---------------------------------------------------------------- workspaces
@@ -164,16 +169,24 @@ class GradeOutcome:
     commit_sha: Optional[str]
     dirty: Optional[bool]
     checkpoints_marked: list[str] = field(default_factory=list)
+    attempt_number: int = 0  # this lab's attempt number (1, 2, ...), not the database id
+    precheck: Optional[object] = None  # precheck.Problem when the pre-check stopped the grade
+    cuda_checks: list = field(default_factory=list)  # precheck.CudaCheck per .cu file (CPU machines)
+    hint_offer: Optional[str] = None  # one line offering `roadmap lab hint` after repeated failures
 
 
 def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
           part: Optional[str] = None, timeout: Optional[float] = None,
-          on_event: Optional[Callable[[dict], None]] = None) -> GradeOutcome:
-    """Grade the workspace, record the attempt, mark checkpoints.
+          on_event: Optional[Callable[[dict], None]] = None, focus=None,
+          cancel=None, lang: str = "en") -> GradeOutcome:
+    """Pre-check, grade the workspace, record the attempt, mark checkpoints.
 
     `get_store` is called only once pytest is running: opening the database
-    and asking git overlap with the grader's start-up.
+    and asking git overlap with the grader's start-up. `focus` is a
+    runner.Focus (-k/--test/-x/-v); `cancel` a threading.Event that stops the
+    run (recorded as "interrupted").
     """
+    from roadmap_cli.labs import precheck
     from roadmap_cli.labs.runner import GradeJob
     from roadmap_cli.labs.workspace import head_info
 
@@ -183,11 +196,22 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     spec, path = resolve_workspace(None, lab_id, cwd, rows)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
-    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout).start()
+    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
+    problem = precheck.check_workspace(path)
+    if problem is not None:
+        # A file that does not parse (or imports what does not exist): one report, no pytest.
+        run = precheck.failed_run(job, problem)
+        sha, dirty = head_info(path)
+        store = get_store()
+        attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
+        return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
+    job.start()
+    cuda_checks = None
     try:
         if on_event:
             on_event({"event": "started"})  # pytest is starting: progress displays can appear now
         sha, dirty = head_info(path)
+        cuda_checks = _start_cuda_checks(job)
         store = get_store()
         _warm_up_recording()
     except BaseException:
@@ -195,7 +219,42 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         raise
     run = job.finish(on_event)
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
-    return GradeOutcome(attempt_id, run, sha, dirty, marked)
+    checks = cuda_checks.result() if cuda_checks is not None else []
+    return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+
+
+def _start_cuda_checks(job):
+    """Without a GPU the CUDA C parts never run; nvcc can at least say the .cu
+    files compile. Started in a thread so it overlaps with pytest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from roadmap_cli.labs import precheck
+
+    if job.device.cuda or job.focus.narrows or not precheck.cuda_sources(job.workspace):
+        return None
+    if not any(job.spec.part(p).needs_cuda for p in [p.id for p in job.spec.parts]):
+        return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(precheck.compile_cuda, job.workspace)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None, cuda_checks=()) -> GradeOutcome:
+    from roadmap_cli.labs import hints
+
+    number = attempt_number(store, spec.id, attempt_id)
+    offer = hints.offer_line(store, spec, lang)
+    return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
+
+
+def attempt_number(store, lab_id: str, attempt_id: int) -> int:
+    """The attempt's number within its lab (computed on read: no schema change)."""
+    import sqlalchemy as sa
+
+    with store.connection() as conn:
+        return int(conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id"),
+                                {"lab": lab_id, "id": attempt_id}).scalar() or 0)
 
 
 def _warm_up_recording() -> None:
@@ -262,6 +321,8 @@ def _progress(attempts) -> tuple[dict[str, float], int]:
     count = 0
     for attempt in attempts:
         count += 1
+        if getattr(attempt, "outcome", None) in UNCOUNTED_OUTCOMES:
+            continue
         for entry in json.loads(attempt.parts or "[]"):
             if entry.get("status") == "passed":
                 best[entry["id"]] = max(best.get(entry["id"], 0.0), float(entry.get("points") or 0.0))
@@ -276,7 +337,8 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
     out: dict[str, tuple[dict[str, float], int]] = {}
     with store.connection() as conn:
         counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts GROUP BY lab_id")).all())
-        scored = conn.execute(sa.text("SELECT lab_id, parts FROM grade_attempts WHERE score > 0")).all()
+        scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
+                                      "AND outcome NOT IN ('timeout', 'interrupted')")).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)
         out[lab_id] = (best, n)
@@ -285,11 +347,20 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
 
 def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspace: bool,
              cuda: Optional[bool], lang: Optional[str] = None) -> dict:
-    """State from every attempt: a part counts as passed once any attempt passed it."""
+    """State from every attempt: a part counts as passed once any attempt passed it.
+
+    "passed" needs every part, the GPU ones included; when only the parts
+    that run without a GPU passed, the state says so ("passed-on-cpu"),
+    whatever machine asks. The score counts the parts gradable here.
+    """
     required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
     done = [p for p in required if p.id in best]
-    if required and len(done) == len(required):
+    cpu_parts = [p for p in spec.parts if not p.needs_cuda]
+    gpu_open = [p.id for p in spec.parts if p.needs_cuda and p.id not in best]
+    if all(p.id in best for p in spec.parts):
         state = "passed"
+    elif gpu_open and cpu_parts and all(p.id in best for p in cpu_parts):
+        state = "passed-on-cpu"
     elif done:
         state = "partial"
     elif n_attempts or has_workspace:
@@ -307,10 +378,19 @@ def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspa
         "gradable_here": (not needs_cuda) or cuda,
         "attempts": n_attempts,
         "parts_not_gradable_here": [p.id for p in spec.parts if p not in required],
+        "gpu_parts_open": gpu_open,
+        "state_text": state_text(state, len(gpu_open)),
     }
     if lang:
         row["title_text"] = spec.title.get(lang)
     return row
+
+
+def state_text(state: str, gpu_open: int) -> str:
+    """The state as people read it: `passed on CPU (2 parts need a CUDA GPU)`."""
+    if state == "passed-on-cpu":
+        return f"passed on CPU ({gpu_open} part{'s' if gpu_open != 1 else ''} need{'s' if gpu_open == 1 else ''} a CUDA GPU)"
+    return state
 
 
 def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[dict]:
@@ -343,6 +423,7 @@ def lab_list(store, lang: str) -> dict:
 
 def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
     """Attempt history of one lab (or of every lab with attempts)."""
+    from roadmap_cli.labs import hints
     from roadmap_cli.labs.device import detect_device
 
     if lab_id is None:
@@ -358,14 +439,16 @@ def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
             continue
         summary = _summary(spec, *_progress(attempts), bool(recorded), cuda, lang)
         summary["workspace"] = str(recorded[0][1]) if recorded else None
-        summary["history"] = [_attempt_dict(a) for a in reversed(attempts)]
+        summary["history"] = [_attempt_dict(a, n) for n, a in reversed(list(enumerate(attempts, 1)))]
+        summary["hints_seen"] = len(hints.seen_indexes(store, spec.id))
+        summary["hints_total"] = len(spec.hints)
         out.append(summary)
     return {"labs": out}
 
 
-def _attempt_dict(a) -> dict:
+def _attempt_dict(a, number: Optional[int] = None) -> dict:
     return {
-        "id": a.id, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
+        "id": a.id, "number": number, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
         "duration_s": a.duration_s, "parts": json.loads(a.parts or "[]"), "perf": json.loads(a.perf or "[]"),
         "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
         "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
@@ -377,21 +460,10 @@ def _attempt_dict(a) -> dict:
 
 
 def next_hint(store, lab_id: str, lang: str) -> dict:
-    from sqlmodel import func, select
+    """The next unseen hint for the part that failed last (labs/hints.py)."""
+    from roadmap_cli.labs import hints
 
-    from roadmap_cli.store.tables import LabHint
-
-    spec = find_lab(lab_id)
-    total = len(spec.hints)
-    if total == 0:
-        return {"lab": spec.id, "index": 0, "total": 0, "text": None, "new": False}
-    with store.session() as s:
-        used = s.exec(select(func.count()).select_from(LabHint).where(LabHint.lab_id == spec.id)).one()
-        index = min(used, total - 1)
-        new = used < total
-        if new:
-            s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
-    return {"lab": spec.id, "index": index + 1, "total": total, "text": spec.hints[index].get(lang), "new": new}
+    return hints.next_hint(store, lab_id, lang)
 
 
 def solution(store, lab_id: str) -> dict:
@@ -399,8 +471,9 @@ def solution(store, lab_id: str) -> dict:
     from roadmap_cli.labs.device import detect_device
 
     spec = find_lab(lab_id)
-    summary = _summary(spec, *_progress(_attempt_rows(store, spec.id)), False, detect_device().cuda)
-    if summary["state"] != "passed":
+    cuda = detect_device().cuda
+    summary = _summary(spec, *_progress(_attempt_rows(store, spec.id)), False, cuda)
+    if summary["state"] != "passed" and not (summary["state"] == "passed-on-cpu" and not cuda):
         raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
                         f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
     files = {rel: src.read_text(encoding="utf-8", errors="replace") for rel, src in spec.solution_sources().items()}
