@@ -59,27 +59,17 @@ def lab_list(as_json: JsonOpt = False) -> None:
 @lab_app.command("show")
 def lab_show(
     lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
+    no_pager: Annotated[bool, typer.Option("--no-pager", help="Print the handout instead of opening it in $PAGER.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the lab's handout (README.md), rendered."""
+    """Show the lab's handout (README.md): paged on a terminal, plain text when piped."""
+    from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
-    data = service.show(lab_id)
     lang = _ctx().lang
-
-    def render(console) -> None:
-        from rich.markdown import Markdown
-        from rich.markup import escape
-
-        if lang != "en":
-            # The handout is written in English: the title and summary come first in the chosen language.
-            console.print(f"[bold]{escape(data['title'].get(lang) or data['title']['en'])}[/]", soft_wrap=True)
-            console.print(escape(data["summary"].get(lang) or data["summary"]["en"]), soft_wrap=True)
-            console.print()
-        console.print(Markdown(data["readme"]))
-
-    emit("lab show", data, as_json=as_json, render=render)
+    data = service.show(lab_id, lang)
+    emit("lab show", data, as_json=as_json, render=lambda c: render.handout(c, data, lang, pager=not no_pager))
 
 
 @lab_app.command("start")
@@ -94,7 +84,7 @@ def lab_start(
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force)
+    spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force, ctx.lang)
     data = {"lab": spec.id, "path": result.path, "commit_sha": result.commit_sha,
             "moved_aside": result.moved_aside, "saved_commit": result.saved_commit}
 
@@ -110,8 +100,9 @@ def lab_start(
                 # The shell followed the folder it was in: what it edits now is the old copy.
                 console.print(f"[yellow]Your shell is still in the old folder:[/] cd {escape(str(result.path))}",
                               soft_wrap=True)
-        console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}")
-        console.print(f"Next: read the handout (`roadmap lab show {spec.id}`), edit the files, then run `roadmap grade` there.")
+        console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}", soft_wrap=True)
+        console.print("Next: read the handout (README.md in the workspace, or `roadmap lab show "
+                      f"{spec.id}`), edit the files, then run `roadmap watch` (or `roadmap grade`) there.", soft_wrap=True)
 
     emit("lab start", data, as_json=as_json, render=render)
 
@@ -167,7 +158,7 @@ def lab_reset(
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd())
+    spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd(), ctx.lang)
     data = {"lab": spec.id, "path": path, "saved_commit": saved, "commit_sha": head}
 
     def render(console) -> None:

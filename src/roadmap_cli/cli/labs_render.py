@@ -276,14 +276,52 @@ def lab_diff(console: Console, data: dict) -> None:
     console.print(f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome']} {a['score']:g}/{a['max_score']:g}) "
                   f"→ #{b['number']} ({b['outcome']} {b['score']:g}/{b['max_score']:g})", soft_wrap=True)
     if not data["changed"]:
-        console.print(f"no test changed outcome ({data['unchanged']} the same)")
+        console.print(f"no test changed outcome ({data['unchanged']} the same, "
+                      f"{data['not_comparable']} ran in only one of them)")
         return
     mark = {"fixed": "[green]+[/]", "broken": "[red]-[/]", "other": "[yellow]~[/]"}
     for c in data["changed"]:
         console.print(f"{mark[c['kind']]} {e(c['test'])}: {c['a']} → {c['b']}", soft_wrap=True, highlight=False)
     s = data["summary"]
     console.print(f"[dim]{s['fixed']} fixed, {s['broken']} broken, {s['other']} other change(s); "
-                  f"{data['unchanged']} unchanged[/]")
+                  f"{data['unchanged']} unchanged; {data['not_comparable']} ran in only one of them[/]")
+
+
+# ------------------------------------------------------------------ lab show
+
+
+def handout(console: Console, data: dict, lang: str, pager: bool = True) -> None:
+    """The handout: through $PAGER (`less -R` by default, exits at once when
+    it fits, like git) on a terminal; the Markdown source as plain text when
+    piped, so code blocks are never wrapped or re-flowed."""
+    if lang != "en" and not data.get("translated"):
+        # The handout is written in English: the title and summary come first in the chosen language.
+        head = f"{data['title'].get(lang) or data['title']['en']}\n{data['summary'].get(lang) or data['summary']['en']}\n\n"
+    else:
+        head = ""
+    if not console.is_terminal:
+        console.file.write(head + data["readme"].rstrip("\n") + "\n")
+        return
+    from rich.markdown import Markdown
+
+    if not pager:
+        console.print(head, markup=False, end="")
+        console.print(Markdown(data["readme"]))
+        return
+    import io
+    import os
+    import shlex
+    import subprocess
+
+    buffer = io.StringIO()
+    Console(file=buffer, force_terminal=True, width=console.width, color_system=console.color_system).print(
+        e(head), Markdown(data["readme"]))
+    command = shlex.split(os.environ.get("PAGER") or "less -R")
+    env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+    try:
+        subprocess.run(command, input=buffer.getvalue(), text=True, env=env, check=False)
+    except (OSError, ValueError):  # no pager installed: print it
+        console.file.write(buffer.getvalue())
 
 
 # ------------------------------------------------------------------ doctor

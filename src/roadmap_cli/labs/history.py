@@ -55,18 +55,20 @@ def _attempt(conn, lab_id: str, number: int):
 def diff(store, lab_id: str, first: int, second: int) -> dict:
     """Tests whose outcome differs between attempts `first` and `second` (per-lab numbers).
 
-    A test one attempt did not run at all (another --part, -k) is "absent"
-    there, which is a change only in the sense that nothing is known.
+    A test one attempt did not run (another --part, -k, -x) is not compared:
+    it is counted in "not_comparable".
     """
     spec = find_lab(lab_id)
     with store.connection() as conn:
         row_a, tests_a = _attempt(conn, spec.id, first)
         row_b, tests_b = _attempt(conn, spec.id, second)
-    changed, same = [], 0
+    changed, same, unknown = [], 0, 0
     for nodeid in sorted(set(tests_a) | set(tests_b)):
         a, b = tests_a.get(nodeid, "absent"), tests_b.get(nodeid, "absent")
         if a == b:
             same += 1
+        elif {a, b} & {"absent", "not-run"}:
+            unknown += 1  # one side never ran it: nothing to compare
         else:
             changed.append({"test": nodeid, "a": a, "b": b, "kind": _kind(a, b)})
     summary = {k: sum(c["kind"] == k for c in changed) for k in ("fixed", "broken", "other")}
@@ -76,7 +78,7 @@ def diff(store, lab_id: str, first: int, second: int) -> dict:
               "commit_sha": row_a.commit_sha, "started_at": row_a.started_at},
         "b": {"number": second, "outcome": row_b.outcome, "score": row_b.score, "max_score": row_b.max_score,
               "commit_sha": row_b.commit_sha, "started_at": row_b.started_at},
-        "changed": changed, "unchanged": same, "summary": summary,
+        "changed": changed, "unchanged": same, "not_comparable": unknown, "summary": summary,
     }
 
 

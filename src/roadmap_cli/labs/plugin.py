@@ -106,7 +106,6 @@ def _part(nodeid: str) -> Optional[str]:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if not _state.parts:
-        _state.emit("collected", tests=[[item.nodeid, None] for item in items], unassigned=[])
         return
     kept, dropped, unassigned = [], [], []
     for item in items:
@@ -121,7 +120,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    _state.emit("collected", tests=[[item.nodeid, _part(item.nodeid)] for item in kept], unassigned=unassigned)
+    _state.unassigned = unassigned
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After every deselection (ours, and pytest's own -k): what will really run.
+    items = session.items
+    _state.emit("collected", tests=[[item.nodeid, _part(item.nodeid) if _state.parts else None] for item in items],
+                unassigned=getattr(_state, "unassigned", []))
 
 
 def _collect_part(nodeid: str) -> Optional[str]:

@@ -139,23 +139,25 @@ def lab_here(store, lab_id: Optional[str], cwd: Path) -> str:
     return here[0]
 
 
-def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool):
+def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool, lang: str = "en"):
     from roadmap_cli.labs import workspace as ws
 
     spec = find_lab(lab_id)
     dest = Path(directory).expanduser() if directory else default_workspace(home, spec.id)
     result = ws.start(spec, dest, force=force)
+    result.commit_sha = ws.add_handout(spec, result.path, lang) or result.commit_sha
     record_workspace(store, spec.id, result.path)
     return spec, result
 
 
-def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path):
+def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path, lang: str = "en"):
     from roadmap_cli.labs import workspace as ws
 
     spec, path = resolve_workspace(store, lab_id, cwd)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     saved, head = ws.reset(spec, path, restart_hint=start_command(home, spec.id, path, force=True))
+    head = ws.add_handout(spec, path, lang) or head
     return spec, path, saved, head
 
 
@@ -480,10 +482,13 @@ def solution(store, lab_id: str) -> dict:
     return {"lab": spec.id, "files": files}
 
 
-def show(lab_id: str) -> dict:
+def show(lab_id: str, lang: str = "en") -> dict:
+    """The handout, in `lang` where the lab has a translation (README.<lang>.md)."""
     spec = find_lab(lab_id)
+    translated = spec.root / f"README.{lang}.md"
+    readme = translated if lang != "en" and translated.is_file() else spec.readme
     return {"lab": spec.id, "title": spec.title.model_dump(), "summary": spec.summary.model_dump(), "stage": spec.stage,
-            "readme": spec.readme.read_text(encoding="utf-8"), "path": str(spec.readme)}
+            "readme": readme.read_text(encoding="utf-8"), "path": str(readme), "translated": readme != spec.readme}
 
 
 def lab_path(store, home: Path, lab_id: str) -> Path:
