@@ -44,7 +44,7 @@ def test_attempts_are_numbered_per_lab_and_diffed(run_cli, tmp_path: Path, monke
     history = run_cli("lab", "history", "--json").json()["data"]
     assert [a["number"] for a in history["attempts"]] == [2, 1] and history["total"] == 2
     assert {p["id"]: p["status"] for p in history["attempts"][0]["parts"]}["add"] == "passed"
-    assert "attempt #2 of adder" in run_cli("grade", "--part", "add").stdout
+    assert "attempt #3 of adder" in run_cli("grade", "--part", "add").stdout
 
     diff = run_cli("lab", "diff", "1", "2", "--json").json()["data"]
     fixed = {c["test"] for c in diff["changed"] if c["kind"] == "fixed"}

@@ -51,10 +51,13 @@ def _for(hint, part: Optional[str], tests: list[str]) -> bool:
     return bool((part and part in hint.parts) or any(prefix_matches(p, t) for p in hint.tests for t in tests))
 
 
-def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str]) -> Optional[int]:
-    """Index of the next unseen hint: for the failing part/tests, then general, then any."""
+def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str], *,
+           any_part: bool = True) -> Optional[int]:
+    """Index of the next unseen hint: for the failing part/tests, then general,
+    then (with `any_part`) any other."""
     unseen = [i for i in range(len(spec.hints)) if i not in seen]
-    for wanted in (lambda h: _for(h, part, tests), lambda h: not h.parts and not h.tests, lambda h: True):
+    tiers = [lambda h: _for(h, part, tests), lambda h: not h.parts and not h.tests]
+    for wanted in tiers + ([lambda h: True] if any_part else []):
         for i in unseen:
             if wanted(spec.hints[i]):
                 return i
@@ -113,6 +116,6 @@ def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
         return None
     part, tests = last_failure(store, spec.id)
     seen = seen_indexes(store, spec.id)
-    if choose(spec, seen, stuck, tests if part == stuck else []) is None:
+    if choose(spec, seen, stuck, tests if part == stuck else [], any_part=False) is None:
         return None
     return f"{stuck} failed twice in a row: `roadmap lab hint` has a hint for it ({len(seen)}/{len(spec.hints)} hints seen)"

@@ -122,7 +122,10 @@ class Watcher:
         try:
             for changes in watch(self.path, watch_filter=_watch_filter(), debounce=DEBOUNCE_MS, step=20,
                                  stop_event=self.stop, yield_on_timeout=False, raise_interrupt=False):
-                names = sorted({os.path.relpath(p, self.path) for _, p in changes})
+                # Name the files as they are now: an editor's temporary file
+                # (written, then renamed over the real one) is not news.
+                names = sorted({os.path.relpath(p, self.path) for _, p in changes if os.path.exists(p)}) \
+                    or sorted({os.path.relpath(p, self.path) for _, p in changes})
                 self.events.put(("change", names, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - reported, and the loop stops
             self.events.put(("error", f"cannot watch {self.path}: {exc}", time.monotonic()))
