@@ -18,7 +18,7 @@ app = typer.Typer(
     name="roadmap",
     help="Learning tracker and lab runner for engineers becoming LLM-systems / AI-infra engineers.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish); values: cli/completion.py
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -121,6 +121,19 @@ def register_for(argv: list[str]) -> None:
         _register(module_name)
 
 
+def _complete(args: list[str]) -> None:
+    """A TAB in the shell: typer's completion, with our completers for lab,
+    part, checkpoint and stage ids attached to the command tree."""
+    from typer.main import get_command
+
+    from roadmap_cli.cli.completion import COMPLETE_VAR, attach
+
+    register_all()
+    command = get_command(app)
+    attach(command)
+    command.main(args=args, prog_name="roadmap", complete_var=COMPLETE_VAR)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: run the app; user errors become one line and an exit code.
 
@@ -129,8 +142,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     """
     from roadmap_cli.output import error_line
 
+    import os
+
     args = hoist_root_options(list(sys.argv[1:] if argv is None else argv))
     register_for(args)
+    if os.environ.get("_ROADMAP_COMPLETE"):
+        _complete(args)
+        return
     try:
         app(args=args, prog_name="roadmap")
     except RoadmapError as exc:

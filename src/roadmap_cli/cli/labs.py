@@ -223,7 +223,7 @@ def grade(
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
     from roadmap_cli.labs.runner import Focus
-    from roadmap_cli.output import emit
+    from roadmap_cli.output import console, emit
 
     ctx = _ctx()
     if watch:
@@ -233,11 +233,12 @@ def grade(
             raise UserError("--watch and --json cannot be combined: watch prints for people")
         return watch_command(lab_id, part, timeout)
     focus = Focus(keyword=keyword, tests=list(test or []), first_failure=first_failure, verbose=verbose)
-    with render.GradeProgress() as progress:
+    with render.GradeProgress(None if as_json else console) as progress:
         outcome = service.grade(ctx.store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
                                 on_event=progress.on_event, focus=focus, lang=ctx.lang)
     data = render.grade_data(outcome)
-    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(c, outcome, ctx.lang, verbose=verbose))
+    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
+        c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))
     if outcome.run.exit_code:
         raise typer.Exit(outcome.run.exit_code)
 

@@ -122,12 +122,14 @@ class GradeProgress:
     """Live progress per test on stderr: a bar with the running test, and one
     line per finished test (stdout stays clean for --json)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("{task.description}"), console=err_console, transient=True)
         self.task = None
+        self.report_console = console  # where a pre-check report goes at once (None: --json, wait for the end)
+        self.precheck_shown = False
 
     def __enter__(self) -> "GradeProgress":
         # The bar appears with the first event (pytest has started): a mistake
@@ -139,6 +141,12 @@ class GradeProgress:
             self.progress.__exit__(*exc)
 
     def on_event(self, event: dict) -> None:
+        if event.get("event") == "precheck":
+            if self.report_console is not None:
+                _precheck_report(self.report_console, event["problem"])
+                self.report_console.file.flush()
+                self.precheck_shown = True
+            return
         if self.task is None:
             self.progress.__enter__()
             self.task = self.progress.add_task("starting pytest…", total=None)
@@ -175,13 +183,18 @@ def _tests_word(p) -> str:
     return f"{p.tests_passed}/{p.tests_total} test{'s' if p.tests_total != 1 else ''}"
 
 
-def grade_report(console: Console, outcome, lang: str, verbose: bool = False) -> None:
+def _precheck_report(console: Console, problem) -> None:
+    # One report at file:line:col, the line and a caret; pytest never started.
+    console.print(f"[red]✗ pre-check:[/] {e(problem.file)} does not load, no test ran", soft_wrap=True)
+    console.print("  " + problem.report().replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
+
+
+def grade_report(console: Console, outcome, lang: str, verbose: bool = False, precheck_shown: bool = False) -> None:
     run = outcome.run
     color = {"passed": "green", "failed": "red"}.get(run.outcome, "magenta")
     if outcome.precheck is not None:
-        # One report at file:line:col, the line and a caret; pytest never started.
-        console.print(f"[red]✗ pre-check:[/] {e(outcome.precheck.file)} does not load, no test ran", soft_wrap=True)
-        console.print("  " + outcome.precheck.report().replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
+        if not precheck_shown:
+            _precheck_report(console, outcome.precheck)
         _footer(console, outcome)
         return
     not_run = [p for p in run.parts if p.status == "not-run"]

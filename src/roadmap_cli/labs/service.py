@@ -198,8 +198,13 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     spec, path = resolve_workspace(None, lab_id, cwd, rows)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
-    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
+    if part:
+        spec.part(part)  # a typo in --part is reported before anything else
     problem = precheck.check_workspace(path)
+    if problem is not None and on_event:
+        # Shown at once: recording the attempt (git, the database) comes after the learner has read it.
+        on_event({"event": "precheck", "problem": problem})
+    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
     if problem is not None:
         # A file that does not parse (or imports what does not exist): one report, no pytest.
         run = precheck.failed_run(job, problem)
