@@ -222,7 +222,7 @@ def grade(
     """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
-    from roadmap_cli.labs.runner import Focus
+    from roadmap_cli.labs.focus import Focus
     from roadmap_cli.output import console, emit
 
     ctx = _ctx()
@@ -235,7 +235,7 @@ def grade(
     focus = Focus(keyword=keyword, tests=list(test or []), first_failure=first_failure, verbose=verbose)
     with render.GradeProgress(None if as_json else console) as progress:
         outcome = service.grade(ctx.store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
-                                on_event=progress.on_event, focus=focus, lang=ctx.lang)
+                                on_event=progress.on_event, focus=focus)  # ctx.lang opens the store: not before the pre-check
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
         c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))

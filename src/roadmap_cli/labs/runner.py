@@ -26,6 +26,7 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
 from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -108,33 +109,6 @@ def tests_sha256(tests_dir: Path) -> str:
 
 def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
     return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
-
-
-@dataclass
-class Focus:
-    """What a learner narrows a grade to (`roadmap grade -k/--test/-x/-v`)."""
-
-    keyword: Optional[str] = None  # pytest -k expression
-    tests: list[str] = field(default_factory=list)  # node ids (or prefixes) relative to tests/
-    first_failure: bool = False  # -x: stop at the first failing test
-    verbose: bool = False  # full assertion diff and the learner's frames of the traceback
-
-    @property
-    def narrows(self) -> bool:
-        """True when a part may run only some of its tests: it cannot pass then."""
-        return bool(self.keyword or self.tests)
-
-
-def focus_pytest_args(focus: Optional["Focus"]) -> list[str]:
-    """The extra pytest arguments of a focused grade (the test targets are chosen in start())."""
-    if focus is None:
-        return []
-    args = ["-k", focus.keyword] if focus.keyword else []
-    if focus.first_failure:
-        args.append("-x")
-    if focus.verbose:
-        args.append("-vv")  # pytest's full assertion diffs ("Use -v to get more diff")
-    return args
 
 
 def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:

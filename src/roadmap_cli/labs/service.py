@@ -12,9 +12,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from typing import TYPE_CHECKING
+
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.labs.spec import LabSpec, find_lab, lab_ids, load_all
 from roadmap_cli.timeutil import utc_now_iso
+
+if TYPE_CHECKING:
+    from roadmap_cli.labs.spec import LabSpec
+
+
+# The lab spec module imports pydantic (~0.3 s): loaded when first needed, so
+# that `roadmap grade`'s pre-check can report before it.
+def find_lab(lab_id: str) -> "LabSpec":
+    from roadmap_cli.labs.spec import find_lab as find
+
+    return find(lab_id)
+
+
+def lab_ids() -> list[str]:
+    from roadmap_cli.labs.spec import lab_ids as ids
+
+    return ids()
+
+
+def load_all():
+    from roadmap_cli.labs.spec import load_all as load
+
+    return load()
 
 # "passed-on-cpu": every part that runs without a GPU passed, but the
 # needs_cuda parts never did. Never shown as plain "passed" (the GPU parts'
@@ -189,21 +213,28 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     run (recorded as "interrupted").
     """
     from roadmap_cli.labs import precheck
-    from roadmap_cli.labs.runner import GradeJob
-    from roadmap_cli.labs.workspace import head_info
 
     rows = workspaces_fast(home)
     if rows is None:
         rows = workspaces(get_store())
+    # The pre-check needs only the folder: it runs before the lab spec is
+    # loaded (pydantic) and the report is shown at once; recording the
+    # attempt (git, the database) comes after the learner has read it.
+    here = workspace_at(None, cwd, rows)
+    early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
+    problem = precheck.check_workspace(early) if early is not None else None
+    if problem is not None and on_event:
+        on_event({"event": "precheck", "problem": problem})
+    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.labs.workspace import head_info
+
     spec, path = resolve_workspace(None, lab_id, cwd, rows)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     if part:
-        spec.part(part)  # a typo in --part is reported before anything else
-    problem = precheck.check_workspace(path)
-    if problem is not None and on_event:
-        # Shown at once: recording the attempt (git, the database) comes after the learner has read it.
-        on_event({"event": "precheck", "problem": problem})
+        spec.part(part)
+    if early is None:
+        problem = precheck.check_workspace(path)
     job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
     if problem is not None:
         # A file that does not parse (or imports what does not exist): one report, no pytest.
