@@ -142,13 +142,46 @@ def watch_latency(runs: int) -> None:
         print(f"  roadmap grade --part add (plain)    {p:6.2f} s   ratio watch/plain = {w / p:.2f}")
 
 
+def completion_latency(runs: int) -> None:
+    """One TAB: `roadmap lab start <TAB>` and `roadmap check s2-<TAB>`, against
+    the CLI's own start-up (`roadmap --version`) and a bare interpreter."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = _env(Path(tmp) / "home")
+        env.pop("ROADMAP_LABS_DIR")
+        cases = {
+            "python -c pass": ([sys.executable, "-c", "pass"], {}),
+            "roadmap --version": ([*ROADMAP, "--version"], {}),
+            "TAB lab ids": (ROADMAP, {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap lab start ",
+                                       "COMP_CWORD": "3"}),
+            "TAB checkpoint ids": (ROADMAP, {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap check s2-",
+                                              "COMP_CWORD": "2"}),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(runs):
+            for name, (cmd, extra) in cases.items():  # alternating, same run
+                t, out = _timed(cmd, {**env, **extra}, Path(tmp))
+                times[name].append(t)
+        base = statistics.median(times["roadmap --version"])
+        print(f"shell completion (median of {runs}, alternating):")
+        for name, values in times.items():
+            m = statistics.median(values)
+            print(f"  {name:<20} {m:6.3f} s   ratio to roadmap --version = {m / base:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--only", choices=["precheck", "watch", "completion"], help="Run one section.")
     args = parser.parse_args()
+    if args.only == "completion":
+        return completion_latency(args.runs)
+    if args.only == "watch":
+        return watch_latency(args.runs)
     precheck_in_process()
     precheck_end_to_end(args.runs)
-    watch_latency(args.runs)
+    if args.only is None:
+        watch_latency(args.runs)
+        completion_latency(args.runs)
 
 
 if __name__ == "__main__":
