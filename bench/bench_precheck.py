@@ -108,7 +108,7 @@ def precheck_end_to_end(runs: int) -> None:
         print(f"  roadmap grade (pre-check)     {new:6.2f} s to the report, {statistics.median(new_total):.2f} s "
               "to exit (the attempt is recorded after the report)")
         print(f"  grader's pytest run (old way) {old_m:6.2f} s   ratio pre-check/old = {new / old_m:.2f}")
-        print(f"  roadmap --version (start-up)  {bare:6.2f} s   pre-check + record beyond start-up: {new - bare:.2f} s "
+        print(f"  roadmap --version (start-up)  {bare:6.2f} s   report beyond start-up: {new - bare:.2f} s "
               f"(budget 0.5 s)")
 
 

@@ -53,3 +53,13 @@ def test_handout_is_in_the_workspace_and_hints_are_not(run_cli, long_home: Path)
     assert not Repo(ws).is_dirty(untracked_files=True)  # committed: a fresh workspace is clean
     assert run_cli("lab", "reset", "adder").exit_code == 0
     assert (ws / "README.md").exists()
+
+
+def test_usage_errors_are_one_line(run_cli) -> None:
+    bad = run_cli("grade", "--bogus")
+    assert bad.exit_code == 2
+    assert bad.stderr.strip().splitlines() == ["error: No such option: --bogus (Possible options: --verbose) "
+                                               "(see `roadmap grade --help`)"]
+    missing = run_cli("lab", "diff")
+    assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "Missing argument 'A'" in missing.stderr

@@ -149,11 +149,29 @@ def main(argv: Optional[list[str]] = None) -> None:
     if os.environ.get("_ROADMAP_COMPLETE"):
         _complete(args)
         return
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from typer.exceptions import Abort
+
     try:
-        app(args=args, prog_name="roadmap")
+        # Not standalone: usage errors come back here, to be one line like every other mistake.
+        code = app(args=args, prog_name="roadmap", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        # `roadmap lab`: typer has printed the group's help already (while raising this).
+        sys.exit(exc.exit_code)
+    except ClickException as exc:
+        # "No such option", "Missing argument", a bad value: one line, and where to look.
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        error_line(exc.format_message().replace("\n", " ") + where)
+        sys.exit(exc.exit_code)
+    except Abort:  # Ctrl-C at a prompt
+        error_line("interrupted")
+        sys.exit(130)
     except RoadmapError as exc:
         error_line(exc.message, exc.details)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         error_line("interrupted")
         sys.exit(130)
+    # Like typer's standalone mode: always exit, with a command's typer.Exit(code).
+    sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
