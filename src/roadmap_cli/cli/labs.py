@@ -1,4 +1,4 @@
-"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check`.
+"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check|build-starter|mutate`.
 
 Thin commands: parse, call `roadmap_cli.labs.*`, render. The lab engine (and
 anything heavy: pydantic models, gitpython, sqlmodel) is imported inside the
@@ -266,6 +266,40 @@ def dev_check(
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
     if not report.ok:
+        raise typer.Exit(1)
+
+
+@dev_app.command("build-starter")
+def dev_build_starter(
+    lab_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 listing starter files that are stale.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Generate each lab's starter/ from its single source (the solution with BEGIN/END SOLUTION markers)."""
+    from rich.markup import escape
+
+    from roadmap_cli.labs import starter_build
+    from roadmap_cli.labs.spec import all_labs, find_lab
+    from roadmap_cli.output import emit
+
+    specs = [find_lab(i) for i in lab_ids] if lab_ids else all_labs()
+    if check:
+        data = {"check": True, "labs": {s.id: starter_build.stale_files(s) for s in specs}}
+    else:
+        data = {"check": False, "labs": {s.id: starter_build.build_starter(s) for s in specs}}
+
+    def render(console) -> None:
+        for lab, files in data["labs"].items():
+            if check:
+                status = "[green]up to date[/]" if not files else f"[red]{len(files)} stale[/]"
+            else:
+                status = f"{len(files)} file(s) written" if files else "already up to date"
+            console.print(f"{escape(lab)}: {status}")
+            for line in files:
+                console.print(f"  {escape(line if check else 'starter/' + line)}")
+
+    emit("dev build-starter", data, as_json=as_json, render=render)
+    if check and any(data["labs"].values()):
         raise typer.Exit(1)
 
 
