@@ -232,3 +232,11 @@ def build_starter(spec) -> list[str]:
             path.unlink()
             changed.append(rel)
     return changed
+
+
+if __name__ == "__main__":  # `python -m roadmap_cli.labs.starter_build FILE [--starter]`: print a view
+    import sys
+
+    source = Path(sys.argv[1])
+    view = starter_text if "--starter" in sys.argv[2:] else solution_text
+    sys.stdout.write(view(source.read_text(encoding="utf-8"), source))
