@@ -303,6 +303,32 @@ def dev_build_starter(
         raise typer.Exit(1)
 
 
+@dev_app.command("mutate")
+def dev_mutate(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Mutants graded at once (one pytest each).")] = 2,
+    sample: Annotated[Optional[int], typer.Option("--sample", min=1, help="Grade only N mutants, picked reproducibly.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample and of the graders' secret seeds.")] = 0,
+    part: Annotated[Optional[str], typer.Option("--part", help="Grade only this part (kill rate of its tests).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds per mutant (default: 4x the reference grade, at least 20).")] = None,
+    show_survivors: Annotated[bool, typer.Option("--show-survivors", help="Print each survivor's diff (and the equivalent/explained ones).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Grade mechanical mutants of the reference solution: kill rate per part; exit 1 below 95%."""
+    from roadmap_cli.cli import mutate_render as render
+    from roadmap_cli.labs.mutate import report_dict, run_mutate
+    from roadmap_cli.labs.spec import find_lab
+    from roadmap_cli.output import emit
+
+    spec = find_lab(lab_id)
+    with render.MutateProgress() as progress:
+        rep = run_mutate(spec, _ctx().home, jobs=jobs, sample=sample, seed=seed, part=part, timeout=timeout,
+                         on_start=progress.on_start, on_result=progress.on_result)
+    emit("dev mutate", report_dict(rep), as_json=as_json, render=lambda c: render.report(c, rep, show_survivors))
+    if not rep.ok:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.add_typer(lab_app)
