@@ -176,8 +176,8 @@ class _Grader:
             ws.write_solution(self.spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
             run = grade_workspace(self.spec, path, parts=self.parts, timeout=self.timeout, device=self.device,
-                                  stop_part_on_fail=True,
-                                  extra_env={"ROADMAP_SECRET_SEED": str(seed), "ROADMAP_OUTPUT_DIGESTS": str(digests)})
+                                  stop_part_on_fail=True, secret_seed=seed,
+                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
             return run, _read_digests(digests)
 
     def reference_digests(self, seed: int) -> list:

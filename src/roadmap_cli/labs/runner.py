@@ -201,13 +201,16 @@ def grade_workspace(
     stop_part_on_fail: bool = False,
     on_event: Optional[Callable[[dict], None]] = None,
     extra_env: Optional[dict[str, str]] = None,
+    secret_seed: Optional[int] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests.
-    `extra_env` is set in the grader's environment last (dev mutate fixes
-    ROADMAP_SECRET_SEED and asks for ROADMAP_OUTPUT_DIGESTS with it)."""
+    For `roadmap dev mutate`: `secret_seed` fixes the grader's secret seed
+    (a fresh random one otherwise), so a mutant and the reference see the
+    same inputs; `extra_env` is set in the grader's environment last (e.g.
+    ROADMAP_OUTPUT_DIGESTS)."""
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env)
+                   extra_env=extra_env, secret_seed=secret_seed)
     job.start()
     return job.finish(on_event)
 
@@ -221,9 +224,11 @@ class GradeJob:
 
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-                 stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None) -> None:
+                 stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
+                 secret_seed: Optional[int] = None) -> None:
         self.spec = spec
         self.extra_env = dict(extra_env or {})
+        self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise UserError(f"workspace {self.workspace} does not exist")
@@ -264,7 +269,7 @@ class GradeJob:
             "-q", "--continue-on-collection-errors", *targets,
         ]
         env = _child_env(self.workspace, self.device, self.results, parts_file)
-        env.update(self.extra_env)
+        env.update(self.extra_env, ROADMAP_SECRET_SEED=str(self.secret_seed))
         self.log_fh = open(self.log, "wb")
         try:
             self.proc = subprocess.Popen(cmd, cwd=self.workspace, env=env, stdout=self.log_fh, stderr=subprocess.STDOUT,
