@@ -381,9 +381,17 @@ class LearnerClient:
             fh.write(json.dumps(record) + "\n")
 
 
+def _unescape(line: str) -> str:
+    """faulthandler writes non-ASCII characters of file names as \\xNN,
+    \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
+    import re
+
+    return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
+
+
 def _crash_frames(log: str, workspace: str) -> str:
     """The learner's frames from faulthandler's report in the learner's output."""
-    lines = log.rstrip().splitlines()
+    lines = [_unescape(ln) for ln in log.rstrip().splitlines()]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Fatal Python error"):
             frames = [ln.strip() for ln in lines[i + 1:] if ln.strip().startswith("File ")
