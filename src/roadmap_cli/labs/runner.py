@@ -235,6 +235,7 @@ class GradeJob:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
+        _not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
@@ -355,6 +356,15 @@ class GradeJob:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
+            # The supervisor is stuck (stopped by the learner?): kill its
+            # tree ourselves; orphans are still re-parented to it while it lives.
+            from roadmap_cli.labs._supervisor import descendants
+
+            for pid in descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -370,6 +380,17 @@ class GradeJob:
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
+
+
+def _not_dumpable() -> None:
+    """The engine holds the results key: no other process of this user (the
+    learner process, without capabilities) may read its memory or descriptors."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    except (OSError, AttributeError):
+        pass
 
 
 def _write_and_close(fd: int, blob: bytes):
@@ -395,7 +416,7 @@ def _write_and_close(fd: int, blob: bytes):
 
 def _void(run: "GradeRun", reasons: list[str]) -> None:
     """The attempt does not count: no points, no passed part, outcome error."""
-    text = "attempt void: " + "; ".join(reasons)
+    text = "attempt void: " + "; ".join(dict.fromkeys(reasons))  # each reason once, in order
     run.outcome, run.score, run.message = "error", 0.0, text
     for part in run.parts:
         if part.status in ("passed", "failed", "skipped"):
