@@ -70,4 +70,4 @@ def test_test_option_and_part_report_only_what_ran(run_cli, workspace: Path) -> 
 def test_learner_frame_is_named(run_cli, workspace: Path) -> None:
     result = run_cli("grade", "--part", "mul", "--json").json()["data"]
     message = next(p for p in result["parts"] if p["id"] == "mul")["message"]
-    assert "in your code: mul.py:2 in mul()" in message and "checked by: test_mul.py" in message
+    assert "in your code: mul.py:2 in mul" in message and "checked by: test_mul.py" in message

@@ -230,33 +230,30 @@ def _frames(excinfo, item) -> list[tuple[str, str, int, str, str]]:
     return out
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    report = yield
-    if call.excinfo is not None and report.failed and not call.excinfo.errisinstance(pytest.skip.Exception):
-        try:
-            report.roadmap_frames = _frames(call.excinfo, item)
-        except Exception:  # never let the message builder break a grade
-            report.roadmap_frames = []
-    return report
+def _located(message: str, frames: list, learner_frames: Optional[list[str]] = None) -> str:
+    """The failure, then where: the learner's deepest frame and the test's check.
 
-
-def _located(message: str, frames: list) -> str:
-    """The failure, then where: the test's check and the learner's deepest frame."""
+    `learner_frames` ("adder.py:2 in add", outermost first) come from the
+    learner's own process (grading_kit/learner_errors.py) when the code ran
+    in the sandbox; otherwise the workspace frames of this traceback are used.
+    """
     checks = [f for f in frames if f[0] == "check"]
     yours = [f for f in frames if f[0] == "yours"]
     lines = [message]
-    if yours:
+    if learner_frames:
+        lines.append(f"  in your code: {learner_frames[-1]}")
+    elif yours:
         _, file, line, func, _ = yours[-1]
-        lines.append(f"  in your code: {file}:{line} in {func}()")
+        lines.append(f"  in your code: {file}:{line} in {func}")
     if checks:
         _, file, line, func, statement = checks[-1]
         lines.append(f"  checked by: {file}:{line} in {func}" + (f": {statement.splitlines()[0]}" if statement else ""))
-    if _state.verbose and frames:
+    if _state.verbose and (frames or learner_frames):
         lines.append("traceback (the test's check and your code, outermost first):")
         for kind, file, line, func, statement in frames:
             lines.append(f"  {file}:{line} in {func}" + ("  (yours)" if kind == "yours" else ""))
             lines += [f"      {s}" for s in statement.splitlines()[:3]]
+        lines += [f"  {f}  (yours)" for f in learner_frames or []]
     return "\n".join(lines)
 
 
@@ -295,6 +292,16 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 
+    report = outcome.get_result()
+    frames: list = []
+    if report.failed:
+        try:
+            # The test's own check (and workspace frames): a mismatch is named
+            # there, never at a helper's line inside grading_kit.
+            frames = _frames(excinfo, item)
+        except Exception:  # never let the message builder break a grade
+            frames = []
+        report.roadmap_frames = frames
     exc = excinfo.value
     if isinstance(exc, LearnerCrashed):
         _state.special.setdefault(item.nodeid, ("crashed", _trim(str(exc))))
@@ -304,9 +311,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         _state.special.setdefault(item.nodeid, ("failed", _trim(str(exc))))
     elif isinstance(exc, LearnerError):
         kind = (exc.learner_type or type(exc).__name__).rsplit(".", 1)[-1]
-        where = f"\n  at {exc.learner_frames[-1]}" if exc.learner_frames else ""
         _state.special.setdefault(item.nodeid, ("failed" if call.when == "call" else "error",
-                                                _trim(f"{kind}: {exc}{where}")))
+                                                _trim(_located(f"{kind}: {exc}", frames, exc.learner_frames))))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
