@@ -124,7 +124,8 @@ def watch_latency(runs: int) -> None:
         child.expect("attempt #1")
         first_line, regrade, plain = [], [], []
         for i in range(runs):
-            body = "def add(a, b):\n    return a + b\n" if i % 2 else "def add(a, b):\n    return a - b\n"
+            # Always a wrong add: a passing part would move the watch on to the next part.
+            body = f"def add(a, b):\n    return a - b - {i % 2}\n"
             t0 = time.perf_counter()
             (ws / "adder.py").write_text(body + f"# save {i}\n")
             child.expect(r"▶ grading part add \(saved")
