@@ -122,13 +122,26 @@ def register_for(argv: list[str]) -> None:
 
 
 def _complete(args: list[str]) -> None:
+    import os
+
     """A TAB in the shell: typer's completion, with our completers for lab,
     part, checkpoint and stage ids attached to the command tree."""
     from typer.main import get_command
 
     from roadmap_cli.cli.completion import COMPLETE_VAR, attach
 
-    register_all()
+    # Only the group being completed is built (typer's tree of ~100 commands
+    # costs more than the completion itself); the command name itself needs all.
+    words = os.environ.get("COMP_WORDS", "").split()
+    try:
+        done = words[1:int(os.environ.get("COMP_CWORD", len(words)))]
+    except ValueError:
+        done = words[1:]
+    module_name = COMMAND_MODULES.get(command_name(done) or "")
+    if module_name is None:
+        register_all()
+    else:
+        _register(module_name)
     command = get_command(app)
     attach(command)
     command.main(args=args, prog_name="roadmap", complete_var=COMPLETE_VAR)
@@ -137,18 +150,19 @@ def _complete(args: list[str]) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: run the app; user errors become one line and an exit code.
 
-    typer (standalone mode) already turns usage errors into a message and exit
-    code 2 and exits with a command's typer.Exit code; RoadmapError is ours.
+    typer runs outside its standalone mode so that its usage errors (exit 2)
+    are one line here too; a command's typer.Exit code is the exit code;
+    RoadmapError is ours. With _ROADMAP_COMPLETE set it is a shell's TAB.
     """
-    from roadmap_cli.output import error_line
-
     import os
 
     args = hoist_root_options(list(sys.argv[1:] if argv is None else argv))
-    register_for(args)
     if os.environ.get("_ROADMAP_COMPLETE"):
-        _complete(args)
+        _complete(args)  # a TAB: no output module, only the group being completed
         return
+    from roadmap_cli.output import error_line
+
+    register_for(args)
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
     from typer.exceptions import Abort
 
