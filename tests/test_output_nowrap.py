@@ -63,3 +63,26 @@ def test_usage_errors_are_one_line(run_cli) -> None:
     missing = run_cli("lab", "diff")
     assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "Missing argument 'A'" in missing.stderr
+
+
+def test_lab_show_on_a_terminal_goes_through_the_pager(long_home: Path, tmp_path: Path) -> None:
+    import os
+    import sys
+
+    pexpect = pytest.importorskip("pexpect")
+    marker = tmp_path / "paged.txt"
+    pager = tmp_path / "pager.sh"
+    pager.write_text(f"#!/bin/sh\ncat > {marker}\necho PAGED\n")
+    pager.chmod(0o755)
+    env = {**os.environ, "PAGER": str(pager)}
+    env.pop("COLUMNS", None)
+    child = pexpect.spawn(sys.executable, ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder"],
+                          env=env, encoding="utf-8", timeout=60)
+    child.expect("PAGED")
+    child.expect(pexpect.EOF)
+    assert "Adder" in marker.read_text() and "# Adder" not in marker.read_text()  # rendered, then paged
+    plain = pexpect.spawn(sys.executable, ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder",
+                                           "--no-pager"], env=env, encoding="utf-8", timeout=60)
+    plain.expect("Adder")
+    plain.expect(pexpect.EOF)
+    assert "PAGED" not in plain.before
