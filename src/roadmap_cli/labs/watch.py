@@ -198,7 +198,8 @@ class Watcher:
         if outcome.hint_offer:
             self.say(f"  {outcome.hint_offer} (press h)" if self.tty else f"  {outcome.hint_offer}")
         self.say(f"  attempt #{outcome.attempt_number} · {run.duration_s:.1f}s · {self._summary_line()}")
-        return failed is None and self.current is not None and any(p.id == self.current for p in ran)
+        # Move on when the part we are on passed (also in an all-parts run where another part failed).
+        return self.current is not None and any(p.id == self.current and p.status == "passed" for p in ran)
 
     def _hint(self) -> None:
         from roadmap_cli.labs import hints
