@@ -262,10 +262,13 @@ def _check_foreign_server_db(store: Store) -> None:
                          f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it")
 
 
-def open_store(home: Path, *, migrate: bool = True) -> Store:
+def open_store(home: Path, *, migrate: bool = True, check_rows: bool = True) -> Store:
     """Open (creating if needed) the database under `home` and migrate it.
 
-    `DATABASE_URL`, when set, wins over the SQLite file in the home.
+    `DATABASE_URL`, when set, wins over the SQLite file in the home. With
+    `check_rows` a stored row that would crash a reader stops here with one
+    line (store/rowcheck.py); export/import/db status skip it, being the way
+    to repair such a row.
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 
@@ -296,6 +299,10 @@ def open_store(home: Path, *, migrate: bool = True) -> Store:
             if read_only and migrate and version < migrations.LATEST:
                 raise StoreError(f"{path} needs a schema upgrade but its data home is read-only "
                                  "(run once with write access)")
+        if check_rows and migrate and path is not None:  # migrated: every table exists
+            from roadmap_cli.store.rowcheck import refuse_bad_rows
+
+            refuse_bad_rows(store)
     except StoreError:
         engine.dispose()
         raise
