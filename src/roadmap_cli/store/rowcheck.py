@@ -65,18 +65,22 @@ def _is_number(value: Any) -> bool:
 
 def _type_problem(column, value: Any) -> Optional[str]:
     """The column's SQL type, as JSON: str / int / finite number / bool."""
+    if value is None:
+        return None if column.nullable else "is required (null)"
     import sqlalchemy as sa
 
-    kind = column.type
-    if value is None:
-        return None if column.nullable or column.primary_key and column.autoincrement is True else "is required (null)"
-    if isinstance(kind, sa.Boolean):
+    kind_type = getattr(column.type, "impl", column.type)  # SQLModel's AutoString decorates a String
+    kind = {sa.Boolean: bool, sa.Integer: int, sa.Float: float, sa.String: str}
+    kind = next((py for sql, py in kind.items() if isinstance(kind_type, sql)), None)
+    if kind is None:
+        return None
+    if kind is bool:
         return None if isinstance(value, bool) else f"{value!r} is not true/false"
-    if isinstance(kind, sa.Integer):
+    if kind is int:
         return None if isinstance(value, int) and not isinstance(value, bool) else f"{value!r} is not a whole number"
-    if isinstance(kind, sa.Float):
+    if kind is float:
         return None if _is_number(value) else f"{value!r} is not a finite number"
-    if isinstance(kind, sa.String):  # Text is a String too
+    if kind is str:
         if not isinstance(value, str):
             return f"{value!r} is not a string"
         limit = MAX_ID if column.name in SHORT_TEXT else MAX_TEXT
