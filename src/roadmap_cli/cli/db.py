@@ -122,10 +122,11 @@ def import_(
         raise UserError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except RecursionError:  # e.g. 100,000 nested [ : the C decoder gives up
         raise UserError(f"{source}: JSON nested too deeply; not a roadmap export") from None
-    try:
-        stages = {stage.number for stage in ctx.curriculum().stages}
-    except RoadmapError:
-        stages = None  # a broken curriculum is reported by the commands that use it
+    def stages():  # only loaded when a row names a stage
+        try:
+            return {stage.number for stage in ctx.curriculum().stages}
+        except RoadmapError:
+            return None  # a broken curriculum is reported by the commands that use it
     store = open_store(ctx.home, check_rows=False)  # import is how a malformed row gets replaced
     counts = import_data(store, data, home=ctx.home, replace=replace, lab_ids=set(lab_ids()), stages=stages)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")

@@ -171,7 +171,7 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
     if "lab_id" in row and get("lab_id") is not None and ctx["lab_ids"] is not None:
         if get("lab_id") not in ctx["lab_ids"]:
             yield "lab_id", f"{get('lab_id')!r} is not a lab id"
-    if get("stage") is not None and ctx["stages"] is not None and get("stage") not in ctx["stages"]:
+    if get("stage") is not None and ctx["stages"]() is not None and get("stage") not in ctx["stages"]():
         yield "stage", f"stage {get('stage')} does not exist in the curriculum"
     if table == "papers":
         from roadmap_cli.research.papers import STATUSES
@@ -222,11 +222,21 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
         yield "path", f"path {get('path')!r} is not an absolute path"
 
 
-def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], stages: Optional[set]) -> None:
-    """Raise UserError with the JSON path of the first problem in the export's rows."""
+def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], stages) -> None:
+    """Raise UserError with the JSON path of the first problem in the export's rows.
+
+    `stages` is the set of stage numbers, or a function returning it (called
+    only when a row has a stage: loading the curriculum is not free)."""
     today = date.today()
     now = datetime.now().astimezone()
-    ctx = {"lab_ids": lab_ids, "stages": stages, "today": today}
+    known: list = []
+
+    def stage_numbers():
+        if not known:
+            known.append(stages() if callable(stages) else stages)
+        return known[0]
+
+    ctx = {"lab_ids": lab_ids, "stages": stage_numbers, "today": today}
     keys_seen: dict[str, set] = {}
     for name in sorted(tables_data):
         rows = tables_data[name]
