@@ -41,6 +41,9 @@ class YamlProblem(Exception):
     message: str
     more: tuple = ()  # further (line, col, message) of the same kind (duplicate keys)
 
+    def __str__(self) -> str:
+        return f"{self.line}:{self.col}: {self.message}"
+
     def lines(self, path: Path | str) -> list[str]:
         first = [f"{path}:{self.line}:{self.col}: {self.message}"]
         return first + [f"{path}:{line}:{col}: {msg}" for line, col, msg in self.more]
