@@ -16,8 +16,9 @@ Safety rules, each with a test in tests/test_hostile_store.py:
   ledger of ours) is refused before any pragma could change it.
 - SQLite errors become one line and exit 3 (`errors.StoreError`) in one
   place, the engine's `handle_error` hook: corruption says how to restore.
-- Before the first write of each transaction `PRAGMA quick_check` runs, so a
-  corrupt database refuses writes instead of spreading the damage.
+- Before the first write through an engine (once per command) `PRAGMA
+  quick_check` runs, so a corrupt database refuses writes instead of
+  spreading the damage.
 - A data home we cannot write is opened read-only: reads work, writes get
   one line.
 """
@@ -191,19 +192,23 @@ def _sqlite_engine(path: Path, *, read_only: bool):
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # pragma: no cover
-        conn.info["quick_checked"] = False
         # A read-only file cannot take the write lock; a deferred BEGIN reads fine.
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
+    # The quick_check runs before the first write of this engine (one per
+    # command: a few ms for a learner's database), not before every
+    # transaction: a bulk caller committing row by row would pay it each time.
+    checked: list[bool] = []
+
     @event.listens_for(engine, "before_cursor_execute")
     def _before_write(conn, cursor, statement, _params, _context, _many):  # pragma: no cover
-        if conn.info.get("quick_checked", True) or not statement.lstrip().upper().startswith(_WRITE_VERBS):
+        if checked or not statement.lstrip().upper().startswith(_WRITE_VERBS):
             return
-        conn.info["quick_checked"] = True
         if read_only:
             raise StoreError(f"{where} is read-only (no write access to the data home): "
                              "this command needs to save changes (reads still work)")
         _refuse_if_corrupt(cursor.connection, where)
+        checked.append(True)
 
     return engine
 
@@ -262,13 +267,13 @@ def _check_foreign_server_db(store: Store) -> None:
                          f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it")
 
 
-def open_store(home: Path, *, migrate: bool = True, check_rows: bool = True) -> Store:
+def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False) -> Store:
     """Open (creating if needed) the database under `home` and migrate it.
 
     `DATABASE_URL`, when set, wins over the SQLite file in the home. With
     `check_rows` a stored row that would crash a reader stops here with one
-    line (store/rowcheck.py); export/import/db status skip it, being the way
-    to repair such a row.
+    line (store/rowcheck.py). Commands do not pay for that scan up front: the
+    CLI runs it only when a command crashed (rowcheck.explain_crash).
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 

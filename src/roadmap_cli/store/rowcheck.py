@@ -6,11 +6,13 @@
    The rules are the ones the commands enforce when they write (statuses,
    ratings, hours per day, dates, lab ids) plus what the readers rely on
    (attempt `parts` is a JSON list of {id, points, max_points, status}).
-2. `first_bad_row(store)`: a few SQL queries, run when the store opens, that
-   find a row already in the database which would crash a reader (written
-   by an older roadmap, by hand with sqlite3, or by a bug). The command then
-   stops with one line naming the row and how to repair it, instead of a
-   traceback deep in `status` or `lab list`.
+2. `first_bad_row(store)`: a few SQL queries that find a row already in the
+   database which would crash a reader (written by an older roadmap, by hand
+   with sqlite3, or by a bug). They scan every row (~0.1 s on a well-filled
+   database), so they run only after a command crashed: `explain_crash`,
+   called by `cli.main`, turns the traceback into one line naming the row
+   and how to repair it, exit 3. A crash no stored row explains keeps its
+   traceback (it is a bug).
 """
 
 from __future__ import annotations
@@ -347,3 +349,25 @@ def refuse_bad_rows(store) -> None:
         raise StoreError(f"database {store.where} holds a malformed row ({problem}); repair it: "
                          "`roadmap export -o fix.json`, correct or delete that row in the file, "
                          "then `roadmap import fix.json --replace`")
+
+
+def explain_crash(exc: BaseException) -> Optional[StoreError]:
+    """A StoreError naming the malformed stored row behind `exc`, or None.
+
+    Only the store the crashed command already opened is examined (nothing is
+    opened here), and any failure of the examination itself means "no".
+    """
+    from roadmap_cli import context
+
+    store = getattr(context.current(), "_store", None)
+    if store is None or store.path is None:
+        return None
+    try:
+        problem = first_bad_row(store)
+    except Exception:  # the diagnosis must never hide the original error
+        return None
+    if problem is None:
+        return None
+    return StoreError(f"database {store.where} holds a malformed row ({problem}); repair it: "
+                      "`roadmap export -o fix.json`, correct or delete that row in the file, "
+                      f"then `roadmap import fix.json --replace` ({type(exc).__name__} while reading it)")
