@@ -86,7 +86,7 @@ def describe_sqlite_error(orig: BaseException, where: str) -> str | None:
     (a programming error keeps its traceback)."""
     code = getattr(orig, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
-    text = str(orig)
+    text = " ".join(str(orig).split())  # the error is one line, whatever SQLite said
     if primary == sqlite3.SQLITE_NOTADB or "file is not a database" in text:
         return f"{where} is not a roadmap database (not SQLite, or its header is damaged); it was left untouched — move it aside to start fresh"
     if primary == sqlite3.SQLITE_CORRUPT or "malformed" in text:
@@ -221,7 +221,8 @@ def _refuse_if_corrupt(dbapi_conn: sqlite3.Connection, where: str) -> None:
     except sqlite3.DatabaseError as exc:
         verdict = str(exc)
     if verdict != "ok":
-        raise StoreError(f"database {where} is corrupted ({verdict}); writes are refused until it is restored: {RESTORE_HINT}")
+        verdict = " ".join(str(verdict).replace("*** in database main ***", "").split())  # one line
+        raise StoreError(f"database {where} is corrupted ({verdict}); writes are refused; {RESTORE_HINT}")
 
 
 # ---------------------------------------------------------------- DATABASE_URL
