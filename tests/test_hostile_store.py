@@ -324,3 +324,18 @@ def test_two_imports_at_once_keep_both_originals_in_backups(run_cli, roadmap_hom
                            json.loads(exports[first].read_text())["tables"]["cadence_entries"][0]["hours"]])
         assert backed_up_hours == expected, run
         assert original["tables"] in [b["tables"] for b in new]
+
+
+def test_database_url_holding_another_programs_tables_is_refused(run_cli, monkeypatch, tmp_path: Path):
+    """The server path (PostgreSQL in production) checks through the same
+    inspector; a SQLite URL exercises it here without a server."""
+    foreign = tmp_path / "someone-elses.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    con.commit()
+    con.close()
+    before = sha(foreign)
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{foreign}")
+    result = run_cli("log", "hours", "1")
+    assert result.exit_code == 3 and one_line_error(result) and "other program" in result.stderr, result
+    assert sha(foreign) == before
