@@ -168,7 +168,9 @@ def write_solution(spec: LabSpec, dest: Path) -> None:
     """The reference solution: starter, overlaid with solution/ and solution_files."""
     write_starter(spec, dest)
     for rel, source in spec.solution_sources().items():
-        _copy_file(source, dest, Path(rel))
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
 
 
 def apply_patch(patch: Path, dest: Path) -> None:
