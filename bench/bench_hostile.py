@@ -2,7 +2,7 @@
 
 Runs the probes of tests/hostile_probes.py (billion laughs, 10,000-deep
 nesting, a 50 MB file, duplicate keys, unsafe tags, 100,000-deep JSON, a
-16 MB string, NaN) in one fresh process with a capped address space, and
+4 MB string, NaN) in one fresh process with a capped address space, and
 prints, per probe: refused cleanly or not, seconds and peak memory, each
 also as a ratio to its limit (0.5 s, 200 MB). A ratio above 1.00 fails the
 issue 12 budget. Machine noise: the limits are absolute, so the ratios are

@@ -8,6 +8,12 @@ in MemoryError instead of exhausting the machine. Per probe it records:
 refused cleanly (a one-line/`file:line:col` refusal, not a crash), the
 message, seconds, and peak memory above the RSS before the call (VmHWM,
 reset per probe through /proc/self/clear_refs).
+
+YAML refusals do not depend on the input's size (the size check reads no
+bytes; the others stop at the first offending event). An import refusal
+does: the JSON is parsed whole first, ~20-50 ms per MB on the shared test
+machine, so the huge-string probe uses 4 MB (40x the per-string limit);
+a 16 MB one took 0.3-0.8 s there.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ def yaml_inputs() -> dict[str, str | None]:
 def import_inputs() -> dict[str, str | None]:
     return {
         "json-deep-100000": "[" * 100_000 + "]" * 100_000,
-        "json-huge-string": None,  # a 16 MB string in one row, written by write_inputs
+        "json-huge-string": None,  # a 4 MB string in one row (40x the limit), written by write_inputs
         "json-nan-hours": json.dumps({"format": "roadmap-export", "version": 1, "schema_version": 4, "tables": {
             "cadence_entries": [{"id": 1, "kind": "hours", "on_date": "2026-01-05", "hours": float("nan"),
                                  "created_at": "2026-01-05T10:00:00+00:00"}]}}),
@@ -80,7 +86,7 @@ def write_inputs(workdir: Path) -> list[tuple[str, str, Path]]:
     for name, text in import_inputs().items():
         path = workdir / f"{name}.json"
         if text is None:
-            row = {"id": 1, "title": "x" * (16 * 1024 * 1024), "title_key": "x", "status": "to-read", "added_on": "2026-01-05"}
+            row = {"id": 1, "title": "x" * (4 * 1024 * 1024), "title_key": "x", "status": "to-read", "added_on": "2026-01-05"}
             text = json.dumps({"format": "roadmap-export", "version": 1, "schema_version": 4, "tables": {"papers": [row]}})
         path.write_text(text, encoding="utf-8")
         probes.append((name, "roadmap import", path))

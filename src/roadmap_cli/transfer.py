@@ -63,7 +63,7 @@ def _row_counts(conn) -> dict[str, int]:
 
 
 def import_data(store, data: Any, *, home: Path, replace: bool = False,
-                lab_ids: Optional[set] = None, stages: Optional[set] = None) -> dict[str, int]:
+                lab_ids: Optional[set] = None, stages=None, validated: bool = False) -> dict[str, int]:
     """Restore an export into `store`; returns rows inserted per table.
 
     Every row is validated first (store/rowcheck.py: the commands' own rules);
@@ -74,23 +74,8 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
     back up the same data and lose the other's: each backs up what it
     replaces. Attempts come in marked `imported`.
     """
-    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT or not isinstance(data.get("tables"), dict):
-        raise UserError("not a roadmap export (expected the JSON written by `roadmap export`)")
-    if data.get("version") != EXPORT_VERSION:
-        raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
-    from roadmap_cli.store.migrations import LATEST
-    from roadmap_cli.store.rowcheck import validate_export
-
-    schema_version = data.get("schema_version", 0)
-    if not isinstance(schema_version, int) or isinstance(schema_version, bool):
-        raise UserError(f"export has an invalid schema_version {schema_version!r} (expected a number)")
-    if schema_version > LATEST:
-        raise UserError("this export comes from a newer roadmap; upgrade roadmap-cli to import it")
-    tables = {t.name: t for t in _tables()}
-    unknown = sorted(set(data["tables"]) - set(tables))
-    if unknown:
-        raise UserError(f"export has unknown table(s): {', '.join(unknown)}")
-    validate_export(data["tables"], tables, lab_ids=lab_ids, stages=stages)
+    if not validated:
+        validate_import(data, lab_ids=lab_ids, stages=stages)
     if store.read_only:
         raise StoreError(f"{store.where} is read-only (no write access to the data home): cannot import")
     from sqlalchemy.exc import StatementError
@@ -108,9 +93,8 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                     "use --replace to replace it (a backup export is saved first)"
                 )
             if existing:
-                # The first write statement below would take the lock anyway;
-                # BEGIN IMMEDIATE already holds it, so this snapshot is exactly
-                # what gets replaced.
+                # BEGIN IMMEDIATE already holds the write lock: this snapshot
+                # is exactly what gets replaced.
                 write_backup(home, dumps(_export(conn)))
             for table in reversed(_tables()):
                 conn.execute(table.delete())
@@ -126,6 +110,29 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         reason = getattr(exc, "orig", None) or exc
         raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
     return inserted
+
+
+def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) -> None:
+    """Everything about an export that needs no database: its envelope and
+    every row (store/rowcheck.py). Called before the store is even opened,
+    so a wrong file is refused without touching the data home."""
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT or not isinstance(data.get("tables"), dict):
+        raise UserError("not a roadmap export (expected the JSON written by `roadmap export`)")
+    if data.get("version") != EXPORT_VERSION:
+        raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
+    from roadmap_cli.store.migrations import LATEST
+    from roadmap_cli.store.rowcheck import validate_export
+
+    schema_version = data.get("schema_version", 0)
+    if not isinstance(schema_version, int) or isinstance(schema_version, bool):
+        raise UserError(f"export has an invalid schema_version {schema_version!r} (expected a number)")
+    if schema_version > LATEST:
+        raise UserError("this export comes from a newer roadmap; upgrade roadmap-cli to import it")
+    tables = {t.name: t for t in _tables()}
+    unknown = sorted(set(data["tables"]) - set(tables))
+    if unknown:
+        raise UserError(f"export has unknown table(s): {', '.join(unknown)}")
+    validate_export(data["tables"], tables, lab_ids=lab_ids, stages=stages)
 
 
 def write_backup(home: Path, text: str) -> Path:

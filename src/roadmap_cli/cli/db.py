@@ -95,7 +95,7 @@ def import_(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.transfer import import_data
+    from roadmap_cli.transfer import import_data, validate_import
 
     from roadmap_cli.errors import RoadmapError
     from roadmap_cli.labs.spec import lab_ids
@@ -127,6 +127,7 @@ def import_(
             return {stage.number for stage in ctx.curriculum().stages}
         except RoadmapError:
             return None  # a broken curriculum is reported by the commands that use it
-    store = open_store(ctx.home, check_rows=False)  # import is how a malformed row gets replaced
-    counts = import_data(store, data, home=ctx.home, replace=replace, lab_ids=set(lab_ids()), stages=stages)
+    validate_import(data, lab_ids=set(lab_ids()), stages=stages)  # before the store is opened
+    store = open_store(ctx.home)
+    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")
