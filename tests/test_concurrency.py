@@ -12,6 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from roadmap_cli.store import open_store
@@ -31,6 +32,7 @@ def _writer(home: str, worker: int, barrier) -> None:
             session.add(CheckpointNote(checkpoint_id=f"s1-cp-{i % 6}", created_at=utc_now_iso(), text=f"w{worker} n{i}"))
 
 
+@pytest.mark.slow
 def test_sixteen_processes_record_800_notes(tmp_path: Path):
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(PROCESSES)
