@@ -80,6 +80,9 @@ class BibEntry:
     fields: dict[str, str] = field(default_factory=dict)
     line: int = 0
     col: int = 0
+    # where each field's name starts (an offset into the text): a bad value is
+    # reported at its own line:col, looked up only when there is one
+    field_at: dict[str, int] = field(default_factory=dict)
 
 
 class _Malformed(Exception):
@@ -245,7 +248,8 @@ class _Reader:
             self.ident(_NAME, "a citation key")  # raises with the character found
         self.pos = key_match.end()
         fields: dict[str, str] = {}
-        entry = BibEntry(kind, key_match.group(1), fields, line, col)
+        field_at: dict[str, int] = {}
+        entry = BibEntry(kind, key_match.group(1), fields, line, col, field_at)
         while True:
             simple = _SIMPLE_FIELD.match(text, self.pos)
             if simple is not None and text[simple.end():simple.end() + 1] != "#":
@@ -254,6 +258,7 @@ class _Reader:
                     raise _Malformed(simple.start(1), f"field {name!r} appears twice in {entry.key!r}")
                 braced = simple.group(2)
                 fields[name] = braced if braced is not None else simple.group(3)
+                field_at[name] = simple.start(1)
                 self.pos = simple.end()
                 continue
             step = _FIELD.match(text, self.pos)
@@ -271,6 +276,7 @@ class _Reader:
                 self.expect("=", f"'=' after field {name!r}")
             if name in fields:
                 raise _Malformed(name_at, f"field {name!r} appears twice in {entry.key!r}")
+            field_at[name] = name_at
             fields[name] = self.value()
 
 

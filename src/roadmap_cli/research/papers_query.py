@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Optional
 
-from roadmap_cli.research.ids import parse_arxiv, title_key
+from roadmap_cli.research.ids import duplicate_title_key, parse_arxiv, title_key
 from roadmap_cli.research.papers import COUNTED_STATUSES, STATUSES
 
 DEFAULT_LIMIT = 50
@@ -129,7 +129,7 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
         rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers")).all()
         conn.rollback()
     by_arxiv = {r[1]: r for r in rows if r[1]}
-    by_title = {r[2]: r for r in rows}
+    by_title = {duplicate_title_key(r[2]): r for r in rows}
 
     def bucket(stage: int) -> tuple[int, int]:
         if current_stage is None or stage == current_stage:
@@ -151,7 +151,7 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
                 arxiv_id = parse_arxiv(item.arxiv).id
             except Exception:  # noqa: BLE001 - a bad id in the list must not hide the rest
                 arxiv_id = None
-        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(title_key(item.title))
+        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(duplicate_title_key(title_key(item.title)))
         if logged is not None and logged[3] in COUNTED_STATUSES:
             continue
         items.append(((bucket(item.stage), order), {
