@@ -138,6 +138,11 @@ def doi_from_url(url: str) -> Optional[str]:
 
 
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _drop_combining(match: re.Match) -> str:
+    return "" if unicodedata.combining(match.group(0)) else match.group(0)
 
 
 def title_key(title: str) -> str:
@@ -147,8 +152,11 @@ def title_key(title: str) -> str:
     >>> title_key("FlashAttention-2: Faster  Attention")
     'flashattention 2 faster attention'
     """
-    text = unicodedata.normalize("NFKD", title)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    if title.isascii():  # nothing to decompose (checked in C; most titles)
+        text = title
+    else:
+        # Decompose, then drop the accents: only non-ASCII characters are looked at.
+        text = _NON_ASCII.sub(_drop_combining, unicodedata.normalize("NFKD", title))
     return _NON_WORD.sub(" ", text.casefold()).strip()
 
 

@@ -63,6 +63,8 @@ def latex_to_text(value: str, *, keep_lines: bool = False) -> str:
     Runs of spaces collapse; with `keep_lines` (notes) the text is kept as
     written, line breaks and indentation included.
     """
+    if not value:
+        return ""
     if _NEEDS_WORK.search(value) is None:  # most fields: nothing to convert
         text = value
     else:

@@ -30,6 +30,8 @@ def one_line(text: Optional[str]) -> str:
     terminal every time the list is shown)."""
     if not text:
         return ""
+    if text.isprintable():  # the usual case, checked in C: no character to drop
+        return " ".join(text.split())
     return " ".join("".join(ch for ch in text if ch.isspace() or ch.isprintable()).split())
 
 
