@@ -36,8 +36,9 @@ from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, 
 
 MONTH_MACROS = {m: str(i) for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
-# No real field is this long (a whole paper's abstract is ~2,000 characters);
-# a value past it is a macro bomb, not a bibliography.
+# No real field is this long (a whole paper's abstract is ~2,000 characters):
+# a longer value is refused (the entry is skipped), and one that got there by
+# expanding macros is a macro bomb (the file is refused).
 MAX_VALUE_CHARS = 200_000
 # Characters produced by macro expansion in one file: a journal macro used by
 # 50,000 entries is ~3 MB; the bound grows with the file so big honest files pass.
@@ -56,17 +57,24 @@ _FIELD = re.compile(r"\s*,\s*([A-Za-z][A-Za-z0-9_\-]*)\s*=\s*")
 # The body of a {...} value with braces nested up to 3 deep. A backslash
 # escapes the next character (so `\{` does not open a group), and a newline
 # followed by `@` ends the match: that is the next entry, so the brace was
-# never closed. Each alternative starts with a different character, so the
-# regex never backtracks more than linearly.
-_PLAIN = r"(?:[^{}\\\n]|\\.|\n(?![ \t]*@))"
-_DEPTH1 = rf"(?:{_PLAIN}|\{{{_PLAIN}*\}})"
-_DEPTH2 = rf"(?:{_PLAIN}|\{{{_DEPTH1}*\}})"
-_BRACED = re.compile(rf"((?:{_PLAIN}|\{{{_DEPTH2}*\}})*)\}}", re.S)
+# never closed. Written as an "unrolled loop" (Friedl): a run of ordinary
+# characters (one C loop in the regex engine), then any number of (special
+# piece, run) pairs, where every special piece starts with a character no
+# run can hold. So a megabyte value is one fast scan, and a value that does
+# not close fails in linear time instead of backtracking through every split.
+_RUN = r"[^{}\\\n]*"
+_SPECIAL = r"(?:\\.|\n(?![ \t]*@))"
+_DEPTH0 = rf"{_RUN}(?:{_SPECIAL}{_RUN})*"
+_DEPTH1 = rf"{_RUN}(?:(?:{_SPECIAL}|\{{{_DEPTH0}\}}){_RUN})*"
+_DEPTH2 = rf"{_RUN}(?:(?:{_SPECIAL}|\{{{_DEPTH1}\}}){_RUN})*"
+_BODY = rf"{_RUN}(?:(?:{_SPECIAL}|\{{{_DEPTH2}\}}){_RUN})*"
+_BRACED = re.compile(rf"({_BODY})\}}", re.S)
+_QUOTED_RUN = r'[^"{}\\\n]*'
+_QUOTED = re.compile(rf"({_QUOTED_RUN}(?:(?:{_SPECIAL}|\{{{_DEPTH2}\}}){_QUOTED_RUN})*)\"", re.S)
 # `, name = {value}` or `, name = 2023` and the space after it, in one match:
 # most fields of most files; anything else (quotes, macros, '#') takes the steps.
 _SIMPLE_FIELD = re.compile(
-    rf"\s*,\s*([A-Za-z][A-Za-z0-9_\-]*)\s*=\s*(?:\{{((?:{_PLAIN}|\{{{_DEPTH2}*\}})*)\}}|(\d+))\s*", re.S)
-_QUOTED = re.compile(rf"((?:[^\"{{}}\\\n]|\\.|\n(?![ \t]*@)|\{{{_DEPTH2}*\}})*)\"", re.S)
+    rf"\s*,\s*([A-Za-z][A-Za-z0-9_\-]*)\s*=\s*(?:\{{({_BODY})\}}|(\d+))\s*", re.S)
 # What the fallback scan stops at.
 _BRACE_MARK = re.compile(r"\\.|[{}]|\n[ \t]*@", re.S)
 _QUOTE_MARK = re.compile(r"\\.|[{}\"]|\n[ \t]*@", re.S)
@@ -142,7 +150,8 @@ class _Reader:
         """Fallback for deep nesting or broken values: jump from mark to mark.
         Returns the position of the closing `}` or `"`."""
         depth, ran_into_next_entry = (0 if quoted else 1), False
-        for mark in marks.finditer(self.text, start):
+        window_end = start + MAX_VALUE_CHARS + 1  # no value is longer: never scan further
+        for mark in marks.finditer(self.text, start, window_end):
             token = mark.group(0)
             if token == "{":
                 depth += 1
@@ -155,6 +164,8 @@ class _Reader:
             elif token[0] == "\n":  # a line starting with '@': the next entry
                 ran_into_next_entry = True
                 break
+        if not ran_into_next_entry and window_end < len(self.text):
+            raise _Malformed(start - 1, f"value longer than {MAX_VALUE_CHARS:,} characters")
         if quoted:
             raise _Malformed(start - 1, 'unterminated "..." value')
         where = " before the next entry" if ran_into_next_entry else ""
@@ -162,7 +173,7 @@ class _Reader:
 
     def braced(self) -> str:
         """The text inside {...} (the opening brace already consumed), braces kept."""
-        match = _BRACED.match(self.text, self.pos)
+        match = _BRACED.match(self.text, self.pos, self.pos + MAX_VALUE_CHARS + 1)
         if match is not None:
             self.pos = match.end()
             return match.group(1)
@@ -171,7 +182,7 @@ class _Reader:
         return value
 
     def quoted(self) -> str:
-        match = _QUOTED.match(self.text, self.pos)
+        match = _QUOTED.match(self.text, self.pos, self.pos + MAX_VALUE_CHARS + 1)
         if match is not None:
             self.pos = match.end()
             return match.group(1)
@@ -181,7 +192,7 @@ class _Reader:
 
     def value(self) -> str:
         """A field value: parts joined by '#', macros expanded within bounds."""
-        parts, length = [], 0
+        parts, length, expanded = [], 0, False
         text = self.text
         while True:
             self.skip_space()
@@ -199,7 +210,7 @@ class _Reader:
                 name = self.ident(_IDENT, "a value").lower()
                 if name not in self.macros:
                     raise _Malformed(start, f"unknown macro {name!r} (put the value in braces)")
-                part = self.macros[name]
+                part, expanded = self.macros[name], True
                 self.expansion_left -= len(part)
                 if self.expansion_left < 0:
                     raise _Bomb(start, f"@string macros expand to more than "
@@ -208,9 +219,11 @@ class _Reader:
             else:
                 raise _Malformed(start, f"expected a value ({{...}}, \"...\", a number or a macro), found {ch or 'end of file'!r}")
             length += len(part)
-            if length > MAX_VALUE_CHARS:
+            if length > MAX_VALUE_CHARS and expanded:
                 raise _Bomb(start, f"value longer than {MAX_VALUE_CHARS:,} characters after expanding "
                                    f"@string macros (a macro that doubles itself?); nothing was imported")
+            if length > MAX_VALUE_CHARS:
+                raise _Malformed(start, f"value longer than {MAX_VALUE_CHARS:,} characters")
             parts.append(part)
             self.skip_space()
             if text[self.pos:self.pos + 1] != "#":
@@ -251,18 +264,21 @@ class _Reader:
         field_at: dict[str, int] = {}
         entry = BibEntry(kind, key_match.group(1), fields, line, col, field_at)
         while True:
-            simple = _SIMPLE_FIELD.match(text, self.pos)
+            # (the window: a longer value fails here and is refused by the steps below, in bounded time)
+            simple = _SIMPLE_FIELD.match(text, self.pos, self.pos + MAX_VALUE_CHARS + 1_000)
             if simple is not None and text[simple.end():simple.end() + 1] != "#":
                 name = simple.group(1).lower()
                 if name in fields:
                     raise _Malformed(simple.start(1), f"field {name!r} appears twice in {entry.key!r}")
                 braced = simple.group(2)
+                if braced is not None and len(braced) > MAX_VALUE_CHARS:
+                    raise _Malformed(simple.start(2) - 1, f"value longer than {MAX_VALUE_CHARS:,} characters")
                 fields[name] = braced if braced is not None else simple.group(3)
                 field_at[name] = simple.start(1)
                 self.pos = simple.end()
                 continue
             step = _FIELD.match(text, self.pos)
-            if step is not None:  # `, name = ` in one go: the common case
+            if step is not None:  # `, name = ` then a value of another kind (quotes, macros, `#`)
                 name, name_at, self.pos = step.group(1).lower(), step.start(1), step.end()
             else:
                 if self.expect("," + close, f"',' or '{close}'") == close:
