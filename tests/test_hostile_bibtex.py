@@ -181,7 +181,8 @@ def test_bad_stage_and_rating_are_refused_at_the_field(run_cli, tmp_path: Path):
             "@misc{zero, title = {Zero}, roadmap_stage = 0}\n"
             "@misc{word, title = {Word}, roadmap_stage = {three}}\n"
             "@misc{rate, title = {Rated}, roadmap_rating = {9}}\n"
-            "@misc{day, title = {Dated}, roadmap_status = {read}, roadmap_read_on = {yesterday}}\n")
+            "@misc{day, title = {Dated}, roadmap_status = {read}, roadmap_read_on = {yesterday}}\n"
+            "@misc{far, title = {Far}, roadmap_stage = {999}}\n")
     result = _import(run_cli, tmp_path, text)
     assert result.exit_code == 0, result
     data = result.json()["data"]
@@ -192,6 +193,7 @@ def test_bad_stage_and_rating_are_refused_at_the_field(run_cli, tmp_path: Path):
     assert "/in.bib:7:29: entry 'word' has roadmap_stage = 'three'" in problems[2]
     assert "/in.bib:8:30: entry 'rate' has roadmap_rating = '9': a rating must be a whole number, 1 to 5" in problems[3]
     assert "/in.bib:9:54: entry 'day' has roadmap_read_on = 'yesterday'" in problems[4]
+    assert "/in.bib:10:27: entry 'far' has roadmap_stage = '999': the curriculum has no such stage" in problems[5]
 
 
 def test_locations_stay_right_deep_into_a_big_file():

@@ -59,6 +59,16 @@ def _check_stage(stage: Optional[int]) -> None:
         raise NotFoundError("stage", str(stage), [str(n) for n in numbers])
 
 
+def _known_stages() -> Optional[set]:
+    """The curriculum's stage numbers (None when it cannot load: nothing to check against)."""
+    from roadmap_cli.errors import RoadmapError
+
+    try:
+        return {s.number for s in context.current().curriculum().stages}
+    except (RoadmapError, ImportError):
+        return None
+
+
 def _check_lab(lab: Optional[str]) -> None:
     """Refuse a lab id that no shipped lab has (a typo would never match later)."""
     if lab is None:
@@ -270,7 +280,8 @@ def paper_import(
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     result = import_bibtex(context.current().store(), text, source=str(file), today=_today(),
-                           default_status=status, tags=[tags] if tags else None, force=force)
+                           default_status=status, tags=[tags] if tags else None, force=force,
+                           stages=_known_stages())
     _emit("paper import", result, as_json, import_report)
 
 

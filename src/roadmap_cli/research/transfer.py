@@ -103,8 +103,11 @@ def entry_to_input(entry: BibEntry, *, default_status: str, today: date) -> Pape
 
 
 def import_bibtex(store, text: str, *, source: str, today: date, default_status: str = "to-read",
-                  tags: Optional[list[str]] = None, force: bool = False) -> dict:
+                  tags: Optional[list[str]] = None, force: bool = False, stages: Optional[set[int]] = None) -> dict:
     """Import every good entry in one transaction; report the rest.
+
+    `stages`: the curriculum's stage numbers, when known; a roadmap_stage
+    outside them is refused like any bad value.
 
     Cost is linear in the entries: one parse, one SELECT for duplicates, one
     batched INSERT (see `bulk`).
@@ -123,6 +126,9 @@ def import_bibtex(store, text: str, *, source: str, today: date, default_status:
         for entry in entries:
             try:
                 inp = entry_to_input(entry, default_status=default_status, today=today)
+                if stages and inp.stage is not None and inp.stage not in stages:
+                    raise BadField("roadmap_stage", f"has roadmap_stage = '{inp.stage}': the curriculum has no such "
+                                                    f"stage (stages {min(stages)} to {max(stages)})")
                 values = prepare(inp, today=today)
             except UserError as exc:
                 line, col = entry.line, entry.col
