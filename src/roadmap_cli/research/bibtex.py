@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_to_text,  # noqa: F401 (re-exported)
+from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_to_text,
                                         text_to_latex, url_from_bibtex, url_to_bibtex)
 
 MONTH_MACROS = {m: str(i) for i, m in enumerate(
@@ -323,3 +323,8 @@ def parse_bibtex(text: str, *, source: str = "<bibtex>") -> tuple[list[BibEntry]
             resume = _LINE_START_AT.search(text, newline + 1 if newline >= 0 else len(text))
             at = -1 if resume is None else resume.end() - 1
     return entries, problems
+
+
+# The LaTeX helpers are re-exported: callers (and older imports) find them here too.
+__all__ = ["BibEntry", "LineIndex", "MAX_VALUE_CHARS", "parse_bibtex", "authors_from_bibtex", "authors_to_bibtex",
+           "latex_to_text", "text_to_latex", "url_from_bibtex", "url_to_bibtex"]
