@@ -181,3 +181,15 @@ def test_a_slow_reader_does_not_block_writers(roadmap_home: Path):
         writer.close()
         rest = sum(1 for _ in rows)
     assert json.loads(first)["id"] == 5_000 and rest == 4_999  # the reader kept its snapshot
+
+
+def test_a_database_error_while_streaming_is_one_line(run_cli, roadmap_home: Path):
+    """The raw read bypasses SQLAlchemy's error hooks; its errors still end as one line, exit 3."""
+    assert run_cli("paper", "log", "A").exit_code == 0
+    db = sqlite3.connect(roadmap_home / "roadmap.db")
+    db.execute("DROP TABLE paper_tags")  # a damaged database: the row query fails
+    db.commit()
+    db.close()
+    result = run_cli("paper", "list", "--all", "--json")
+    assert result.exit_code == 3 and "Traceback" not in result.stderr
+    assert "database error" in result.stderr and "no such table" in result.stderr

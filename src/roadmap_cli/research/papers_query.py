@@ -122,10 +122,24 @@ _JSON_ROW = (
 _ORDER = " ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
 
 
-def _fetched(cursor) -> Iterator[tuple]:
+def _store_error(store, exc: Exception):
+    """A driver error on the raw read (which SQLAlchemy's error hooks do not
+    see) as the one-line StoreError every other read gives (exit 3)."""
+    from roadmap_cli.errors import StoreError
+
+    return StoreError(f"database error on {store.path or store.url}: {exc}; "
+                      "if it persists, restore from `roadmap export` or a backup")
+
+
+def _fetched(store, cursor) -> Iterator[tuple]:
     """The cursor's rows, fetched 2,000 at a time (memory stays flat)."""
+    import sqlite3
+
     while True:
-        batch = cursor.fetchmany(2_000)
+        try:
+            batch = cursor.fetchmany(2_000)
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(store, exc) from None
         if not batch:
             return
         yield from batch
@@ -161,18 +175,24 @@ def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
     if limit is not None:
         page += " LIMIT :limit"
         params = {**params, "limit": limit}
+    import sqlite3
+
     raw = store.engine.raw_connection()
     try:
         cursor = raw.driver_connection.cursor()
-        cursor.execute("BEGIN")  # deferred: a read snapshot (WAL), no write lock
         try:
+            cursor.execute("BEGIN")  # deferred: a read snapshot (WAL), no write lock
             total = cursor.execute(f"SELECT COUNT(*) FROM papers p{where}", params).fetchone()[0]
-            shown = total if limit is None else min(total, limit)
             cursor.execute(page, params)
-            rows = (r[0] for r in _fetched(cursor)) if as_json_text else map(_row_dict, _fetched(cursor))
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(store, exc) from None
+        shown = total if limit is None else min(total, limit)
+        try:
+            rows = (r[0] for r in _fetched(store, cursor)) if as_json_text else map(_row_dict, _fetched(store, cursor))
             yield {"total": total, "shown": shown}, rows
         finally:
-            cursor.execute("ROLLBACK")
+            if raw.driver_connection.in_transaction:
+                raw.driver_connection.rollback()
     finally:
         raw.close()
 
