@@ -133,7 +133,7 @@ def paper_list(
     limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N papers (newest first).")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="Show every matching paper.")] = False,
     as_json: JsonOpt = False,
-    pretty: Annotated[bool, typer.Option("--pretty", help="With --json: indented JSON (default: compact, one line).")] = False,
+    pretty: Annotated[bool, typer.Option("--pretty", help="Indented JSON (implies --json; without it the JSON is compact, one line).")] = False,
 ) -> None:
     """List logged papers, newest first, with filters."""
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
