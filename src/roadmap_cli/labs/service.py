@@ -365,7 +365,10 @@ def solution(store, lab_id: str) -> dict:
 
     spec = find_lab(lab_id)
     cuda = detect_device().cuda
-    summary = _summary(spec, *_progress(_attempt_rows(store, spec.id)), False, cuda)
+    # Only grades run here unlock the solution: an attempt that came in through
+    # `roadmap import` is a claim, not a grade (it is marked imported).
+    graded_here = [a for a in _attempt_rows(store, spec.id) if not getattr(a, "imported", False)]
+    summary = _summary(spec, *_progress(graded_here), False, cuda)
     if summary["state"] != "passed" and not (summary["state"] == "passed-on-cpu" and not cuda):
         raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
                         f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
