@@ -63,8 +63,7 @@ def write_export(store, out) -> None:
             tables[table.name] = Rows(dict(sorted(row.items())) for row in result)
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": applied_version(conn),
                "tables": tables}
-        write_json(out, doc, indent=2, sort_keys=True)
-        out.write("\n")
+        write_json(out, doc, indent=2, sort_keys=True)  # ends with the newline dumps() adds
 
 
 def dumps(data: dict) -> str:
