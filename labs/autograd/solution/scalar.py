@@ -43,6 +43,8 @@ class Value:
             # BEGIN SOLUTION
             self.grad += out.grad
             other.grad += out.grad
+            # STARTER
+            # raise NotImplementedError("__add__: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -56,6 +58,8 @@ class Value:
             # BEGIN SOLUTION
             self.grad += other.data * out.grad
             other.grad += self.data * out.grad
+            # STARTER
+            # raise NotImplementedError("__mul__: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -70,6 +74,8 @@ class Value:
         def _backward() -> None:
             # BEGIN SOLUTION
             self.grad += exponent * self.data ** (exponent - 1) * out.grad
+            # STARTER
+            # raise NotImplementedError("__pow__: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -81,6 +87,8 @@ class Value:
         def _backward() -> None:
             # BEGIN SOLUTION
             self.grad += out.data * out.grad
+            # STARTER
+            # raise NotImplementedError("exp: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -92,6 +100,8 @@ class Value:
         def _backward() -> None:
             # BEGIN SOLUTION
             self.grad += out.grad / self.data
+            # STARTER
+            # raise NotImplementedError("log: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -103,6 +113,8 @@ class Value:
         def _backward() -> None:
             # BEGIN SOLUTION
             self.grad += (1.0 - out.data ** 2) * out.grad
+            # STARTER
+            # raise NotImplementedError("tanh: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -114,6 +126,8 @@ class Value:
         def _backward() -> None:
             # BEGIN SOLUTION
             self.grad += (1.0 if self.data > 0 else 0.0) * out.grad
+            # STARTER
+            # raise NotImplementedError("relu: see README.md, section \"Part 1: scalar autograd\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -162,6 +176,8 @@ class Value:
                 if id(parent) not in visited:
                     stack.append((parent, False))
         return order
+        # STARTER
+        # raise NotImplementedError("topological_order: see README.md, section \"Part 1: scalar autograd\"")
         # END SOLUTION
 
     def backward(self) -> None:
@@ -178,6 +194,8 @@ class Value:
         self.grad = 1.0
         for node in reversed(order):
             node._backward()
+        # STARTER
+        # raise NotImplementedError("backward: see README.md, section \"Part 1: scalar autograd\"")
         # END SOLUTION
 
     def zero_grad(self) -> None:

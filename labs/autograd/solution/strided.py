@@ -68,6 +68,8 @@ class StridedTensor:
                     return False
                 expected *= size
         return True
+        # STARTER
+        # raise NotImplementedError("is_contiguous: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
 
     def _element(self, index: tuple[int, ...]) -> float:
@@ -89,6 +91,8 @@ class StridedTensor:
         shape[dim0], shape[dim1] = shape[dim1], shape[dim0]
         stride[dim0], stride[dim1] = stride[dim1], stride[dim0]
         return StridedTensor(self.storage, tuple(shape), tuple(stride), self.offset)
+        # STARTER
+        # raise NotImplementedError("transpose: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
 
     def permute(self, *dims: int) -> "StridedTensor":
@@ -99,6 +103,8 @@ class StridedTensor:
             raise RuntimeError(f"permute: {dims} is not a permutation of {nd} dimensions")
         return StridedTensor(self.storage, tuple(self.shape[d] for d in dims), tuple(self.stride[d] for d in dims),
                              self.offset)
+        # STARTER
+        # raise NotImplementedError("permute: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
 
     def __getitem__(self, index) -> "StridedTensor":
@@ -126,6 +132,8 @@ class StridedTensor:
                 raise TypeError(f"unsupported index {item!r}")
         shape += self.shape[len(index):]
         stride += self.stride[len(index):]
+        # STARTER
+        # raise NotImplementedError("__getitem__: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
         return StridedTensor(self.storage, tuple(shape), tuple(stride), offset)
 
@@ -148,6 +156,8 @@ class StridedTensor:
         if stride is None:
             raise RuntimeError("view size is not compatible with input tensor's size and stride: use .reshape(...)")
         return StridedTensor(self.storage, shape, stride, self.offset)
+        # STARTER
+        # raise NotImplementedError("view: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
 
     def contiguous(self) -> "StridedTensor":
@@ -166,6 +176,8 @@ class StridedTensor:
 
         walk(self.tolist())
         return StridedTensor.from_list(flat, self.shape)
+        # STARTER
+        # raise NotImplementedError("contiguous: see README.md, section \"Part 4: storage, strides and views\"")
         # END SOLUTION
 
 
@@ -202,4 +214,6 @@ def _view_strides(old_shape, old_stride, new_shape):
     if view_d != -1:
         return None
     return tuple(new_stride)
+    # STARTER
+    # raise NotImplementedError("_view_strides: see README.md, section \"Part 4: storage, strides and views\"")
     # END SOLUTION

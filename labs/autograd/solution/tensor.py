@@ -25,6 +25,8 @@ def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         if size == 1 and grad.shape[axis] != 1:
             grad = grad.sum(axis=axis, keepdims=True)
     return grad
+    # STARTER
+    # raise NotImplementedError("unbroadcast: see README.md, section \"Part 2: tensors and broadcasting\"")
     # END SOLUTION
 
 
@@ -64,6 +66,8 @@ class Tensor:
             # BEGIN SOLUTION
             self._accumulate(out.grad)
             other._accumulate(out.grad)
+            # STARTER
+            # raise NotImplementedError("__add__: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -77,6 +81,8 @@ class Tensor:
             # BEGIN SOLUTION
             self._accumulate(out.grad * other.data)
             other._accumulate(out.grad * self.data)
+            # STARTER
+            # raise NotImplementedError("__mul__: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -102,6 +108,8 @@ class Tensor:
             # BEGIN SOLUTION
             self._accumulate(out.grad @ other.data.T)
             other._accumulate(self.data.T @ out.grad)
+            # STARTER
+            # raise NotImplementedError("__matmul__: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -116,6 +124,8 @@ class Tensor:
             if axis is not None and not keepdims:
                 grad = np.expand_dims(grad, axis)
             self._accumulate(np.broadcast_to(grad, self.shape))
+            # STARTER
+            # raise NotImplementedError("sum: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -131,6 +141,8 @@ class Tensor:
         def _backward() -> None:
             # BEGIN SOLUTION
             self._accumulate(out.grad * (self.data > 0))
+            # STARTER
+            # raise NotImplementedError("relu: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -142,12 +154,16 @@ class Tensor:
         shifted = self.data - self.data.max(axis=axis, keepdims=True)
         logsumexp = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         out = Tensor(shifted - logsumexp, (self,))
+        # STARTER
+        # raise NotImplementedError("log_softmax: see README.md, section \"Part 2: tensors and broadcasting\"")
         # END SOLUTION
 
         def _backward() -> None:
             # BEGIN SOLUTION
             softmax = np.exp(out.data)
             self._accumulate(out.grad - softmax * out.grad.sum(axis=axis, keepdims=True))
+            # STARTER
+            # raise NotImplementedError("log_softmax: see README.md, section \"Part 2: tensors and broadcasting\"")
             # END SOLUTION
 
         out._backward = _backward
@@ -180,6 +196,8 @@ class Tensor:
         for node in reversed(order):
             if node.grad is not None:  # constants (and what only feeds them) get no gradient
                 node._backward()
+        # STARTER
+        # raise NotImplementedError("backward: see README.md, section \"Part 2: tensors and broadcasting\"")
         # END SOLUTION
 
 
@@ -198,4 +216,6 @@ def mlp_training_losses(x, y, w1, b1, w2, b2, lr: float, steps: int) -> list[flo
         loss.backward()
         params = [Tensor(p.data - lr * p.grad, requires_grad=True) for p in params]
     return losses
+    # STARTER
+    # raise NotImplementedError("mlp_training_losses: see README.md, section \"Part 2: tensors and broadcasting\"")
     # END SOLUTION
