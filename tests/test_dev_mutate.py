@@ -171,6 +171,32 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     assert _by_description(data) == {"`+` -> `-`": "killed", "`*` -> `/`": "killed"}
     assert data["score"] == 1.0 and data["part_stats"]["mul"] == {"killed": 1, "survived": 0, "score": 1.0}
     assert data["parts"] == ["add", "mul", "speed"]  # the gpu part is not gradable here
+    # Coverage: each mutant is graded only on the parts that run the function it changed.
+    graded = {r["description"]: r["graded_parts"] for r in data["results"]}
+    assert graded == {"`+` -> `-`": ["add", "speed"], "`*` -> `/`": ["mul"]}
+
+
+def test_coverage_probes_and_kernel_callers(tmp_path: Path):
+    from roadmap_cli.labs.mutate_coverage import Coverage, _kernel_callers, instrument
+
+    text = ('import triton\n\n\n@triton.jit\ndef _inner(x):\n    return x\n\n\n@triton.jit\ndef kernel(p):\n'
+            '    _inner(p)\n\n\ndef launch(x):\n    """Doc."""\n    kernel[(1,)](x)\n\n\ndef other():\n    return 1\n')
+    hits = tmp_path / "hits.txt"
+    probed = instrument(text, "k.py", hits)
+    namespace: dict = {}
+    exec(compile(probed, "k.py", "exec"), namespace)
+    namespace["other"]()
+    namespace["other"]()
+    assert hits.read_text() == "k.py::other\n"  # once per process, however often it runs
+    assert probed.count("_roadmap_probe_") == 4  # launch and other, never inside a jit function
+    assert _kernel_callers(text) == {"_inner": {"launch"}, "kernel": {"launch"}}
+    cov = Coverage(["a", "b", "c"])
+    cov.measured = True
+    cov.hits = {("k.py", "launch"): {"b"}, ("k.py", "other"): {"c"}}
+    cov.kernels = {"k.py": _kernel_callers(text)}
+    assert cov.parts_for("k.py", "_inner") == ["b"] and cov.parts_for("k.py", "other") == ["c"]
+    assert cov.parts_for("k.py", "") == ["a", "b", "c"]  # module level: every part
+    assert cov.parts_for("k.py", "never_seen") == ["a", "b", "c"]
 
 
 def test_weak_grader_classification_cache_and_exit_code(labs: Path, run_cli, roadmap_home: Path):

@@ -42,12 +42,14 @@ from roadmap_cli.errors import UserError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.mutants import Mutant, generate
+from roadmap_cli.labs.mutate_coverage import Coverage, measure
 from roadmap_cli.labs.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.labs.starter_build import solution_text
 
 TARGET = 0.95
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+CACHED_FIELDS = ("status", "parts_failed", "graded_parts", "message", "seconds")
 EXCLUDED = ("invalid", "not-gradable-here", "error")
 
 
@@ -62,6 +64,7 @@ class MutantResult:
     diff: str
     status: str  # killed|survived|equivalent-suspect|explained|invalid|not-gradable-here|error
     parts_failed: list[str] = field(default_factory=list)
+    graded_parts: list[str] = field(default_factory=list)  # the parts that run the mutated code
     covered_by: list[str] = field(default_factory=list)  # survivors: parts that test this code
     message: str = ""
     reason: str = ""  # explained: lab.yaml's reason
@@ -169,13 +172,14 @@ class _Grader:
         self.reference: dict[int, list] = {}
         self.lock = threading.Lock()
 
-    def grade(self, overrides: Optional[dict[str, str]], seed: int) -> tuple[GradeRun, list]:
+    def grade(self, overrides: Optional[dict[str, str]], seed: int,
+              parts: Optional[list[str]] = None) -> tuple[GradeRun, list]:
         with tempfile.TemporaryDirectory(prefix=f"roadmap-mutate-{self.spec.id}-") as tmp:
             path = Path(tmp) / "ws"
             path.mkdir()
             ws.write_solution(self.spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
-            run = grade_workspace(self.spec, path, parts=self.parts, timeout=self.timeout, device=self.device,
+            run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=self.timeout, device=self.device,
                                   stop_part_on_fail=True, secret_seed=seed,
                                   extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
             return run, _read_digests(digests)
@@ -213,26 +217,33 @@ def _first_failure(run: GradeRun, parts: list[str]) -> str:
     return (run.message or run.log_tail[-300:]).strip()
 
 
-def _classify(grader: _Grader, mutant: Mutant, row: MutantResult) -> None:
+def _same_outputs(run: GradeRun, digests: list, reference: list) -> bool:
+    """Digests of the tests this (part-restricted) run executed, against the reference's."""
+    ran = {t.nodeid for t in run.tests}
+    expected = [r for r in reference if r[0] in ran]
+    return bool(expected) and digests == expected
+
+
+def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[str]) -> None:
     t0 = time.monotonic()
-    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0])
+    row.graded_parts = parts
+    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0], parts)
     if run.outcome == "error":
-        row.status, row.message = "error", _first_failure(run, grader.parts)
+        row.status, row.message = "error", _first_failure(run, parts)
     elif run.outcome == "passed":
         row.status = "survived"
-        reference = grader.reference_digests(grader.seeds[0])
-        if reference and digests == reference:
-            run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1])
-            if run2.outcome == "passed" and digests2 == grader.reference_digests(grader.seeds[1]):
+        if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0])):
+            run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1], parts)
+            if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1])):
                 row.status = "equivalent-suspect"
-                row.message = f"same outputs as the reference on {len(reference)} learner_side call(s), 2 seeds"
+                row.message = f"same outputs as the reference on {len(digests)} learner_side call(s), 2 seeds"
             elif run2.outcome != "passed":
-                row.status, row.parts_failed = "killed", [p for p in grader.parts if run2.part(p).status == "failed"]
-                row.message = "killed under the second seed: " + _first_failure(run2, grader.parts)
+                row.status, row.parts_failed = "killed", [p for p in parts if run2.part(p).status == "failed"]
+                row.message = "killed under the second seed: " + _first_failure(run2, parts)
     else:  # failed, crash, timeout
         row.status = "killed"
-        row.parts_failed = [p for p in grader.parts if run.part(p).status == "failed"]
-        row.message = f"{run.outcome}: {_first_failure(run, grader.parts)}"
+        row.parts_failed = [p for p in parts if run.part(p).status == "failed"]
+        row.message = f"{run.outcome}: {_first_failure(run, parts)}"
     row.seconds = round(time.monotonic() - t0, 2)
 
 
@@ -247,14 +258,16 @@ def _load_cache(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    return data.get("results", {}) if data.get("version") == CACHE_VERSION else {}
+        return {"results": {}, "coverage": {}}
+    if data.get("version") != CACHE_VERSION:
+        return {"results": {}, "coverage": {}}
+    return {"results": data.get("results", {}), "coverage": data.get("coverage", {})}
 
 
-def _save_cache(path: Path, results: dict) -> None:
+def _save_cache(path: Path, cache: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": CACHE_VERSION, "results": results}, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, **cache}, indent=1), encoding="utf-8")
     tmp.replace(path)
 
 
@@ -297,10 +310,10 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     for mutant, row in chosen:
         if row.status:
             continue
-        hit = cache.get(row.id + key_suffix)
+        hit = cache["results"].get(row.id + key_suffix)
         if hit:
-            row.status, row.parts_failed, row.message, row.seconds = (hit["status"], hit["parts_failed"],
-                                                                      hit["message"], hit["seconds"])
+            for key in CACHED_FIELDS:
+                setattr(row, key, hit[key])
             row.cached = True
         else:
             todo.append((mutant, row))
@@ -313,29 +326,32 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     seeds = (1_000_003 * seed + 17, 1_000_003 * seed + 29)
     grader = _Grader(spec, device, parts, seeds, None)
     digests_on = False
+
+    def run_parallel(fn, items):
+        if jobs <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=jobs) as executor:
+            return list(executor.map(fn, items))
+
     if todo:
         reference = grader.reference_digests(seeds[0])  # also proves the reference passes
         digests_on = bool(reference)
         grader.timeout = timeout or min(spec.time_limit_s, max(20.0, 4 * grader.reference_seconds))
+        coverage = _coverage(spec, device, parts, seeds[0], cache, "coverage" + key_suffix, run_parallel, notes)
+        _save_cache(cache_file, cache)
         lock = threading.Lock()
 
         def work(item: tuple[Mutant, MutantResult]) -> MutantResult:
             mutant, row = item
-            _classify(grader, mutant, row)
+            _classify(grader, mutant, row, coverage.parts_for(mutant.file, mutant.function))
             with lock:
-                cache[row.id + key_suffix] = {k: getattr(row, k) for k in ("status", "parts_failed", "message",
-                                                                           "seconds")}
+                cache["results"][row.id + key_suffix] = {k: getattr(row, k) for k in CACHED_FIELDS}
                 _save_cache(cache_file, cache)
             if on_result:
                 on_result(row)
             return row
 
-        if jobs <= 1:
-            for item in todo:
-                work(item)
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as executor:
-                list(executor.map(work, todo))
+        run_parallel(work, todo)
     if todo and not digests_on:
         notes.append("no output digests (the grader has no learner sandbox yet): survivors are not checked "
                      "for equivalence")
@@ -345,13 +361,30 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
             reason = explain(spec, row)
             if reason:
                 row.status, row.reason = "explained", reason
-    _attribute(results)
+    _attribute(results, parts)
     return _report(spec, device, parts, generated, results, len(todo), digests_on, notes, grader_sha, sol_sha,
                    round(time.monotonic() - t_start, 1))
 
 
-def _attribute(results: list[MutantResult]) -> None:
-    """Survivors -> the parts that killed other mutants of the same function (else file)."""
+def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes) -> Coverage:
+    """Which parts run which function (mutate_coverage), measured once per grader/solution and cached."""
+    if len(parts) == 1:
+        cov = Coverage(parts)
+    elif key in cache["coverage"]:
+        cov = Coverage.from_json(cache["coverage"][key])
+    else:
+        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel)
+        cache["coverage"][key] = cov.to_json()
+    if cov.blind:
+        notes.append(f"coverage unknown for part(s) {', '.join(sorted(cov.blind))} (their probed reference grade "
+                     "failed): every mutant is graded on them")
+    return cov
+
+
+def _attribute(results: list[MutantResult], parts: list[str]) -> None:
+    """Survivors -> the parts that run their code: the coverage-selected parts
+    they were graded on; when that was every part, the parts that killed
+    other mutants of the same function (else of the same file)."""
     by_function: dict[tuple[str, str], set[str]] = {}
     by_file: dict[str, set[str]] = {}
     for row in results:
@@ -360,8 +393,11 @@ def _attribute(results: list[MutantResult]) -> None:
             by_file.setdefault(row.file, set()).update(row.parts_failed)
     for row in results:
         if row.status in ("survived", "equivalent-suspect", "explained"):
-            parts = by_function.get((row.file, row.function)) or by_file.get(row.file) or set()
-            row.covered_by = sorted(parts)
+            if row.graded_parts and len(row.graded_parts) < len(parts):
+                row.covered_by = list(row.graded_parts)
+            else:
+                found = by_function.get((row.file, row.function)) or by_file.get(row.file) or set()
+                row.covered_by = [p for p in parts if p in found]
 
 
 def _report(spec, device, parts, generated, results, graded_now, digests_on, notes, grader_sha, sol_sha,
