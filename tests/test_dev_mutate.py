@@ -176,6 +176,13 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     assert graded == {"`+` -> `-`": ["add", "speed"], "`*` -> `/`": ["mul"]}
 
 
+def test_part_grades_only_the_mutants_in_code_it_runs(labs: Path, run_cli):
+    data = run_cli("dev", "mutate", "adder", "--part", "mul", "--json").json()["data"]
+    assert [(r["description"], r["status"], r["graded_parts"]) for r in data["results"]] == [
+        ("`*` -> `/`", "killed", ["mul"])]
+    assert data["parts"] == ["mul"] and any("1 mutant(s) in code that part mul runs" in n for n in data["notes"])
+
+
 def test_coverage_probes_and_kernel_callers(tmp_path: Path):
     from roadmap_cli.labs.mutate_coverage import Coverage, _kernel_callers, instrument
 

@@ -207,15 +207,31 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     if gpu_only:
         notes.append(f"{len(gpu_only)} mutant(s) of CUDA sources are not gradable here (no CUDA GPU): not sampled")
     pool = [(m, r) for m, r in candidates if r.status != "not-gradable-here"]
-    if sample is not None and sample < len(pool):
-        pool = sorted(random.Random(seed).sample(pool, sample), key=lambda mr: mr[1].id)
-        notes.append(f"sample of {sample} mutant(s), seed {seed}, out of {generated} generated")
-    chosen = pool + (gpu_only if sample is None else [])
 
     grader_sha, sol_sha = tests_sha256(spec.tests_dir), solution_sha256(spec)
     key_suffix = f":{grader_sha[:16]}:{sol_sha[:16]}:{device.kind}:{','.join(parts)}"
+    coverage_key = f"coverage:{grader_sha[:16]}:{sol_sha[:16]}:{device.kind}:{','.join(here)}"
     cache_file = _cache_path(home, spec.id)
     cache = _load_cache(cache_file)
+    seeds = (1_000_003 * seed + 17, 1_000_003 * seed + 29)
+
+    def run_parallel(fn, items):
+        if jobs <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=jobs) as executor:
+            return list(executor.map(fn, items))
+
+    coverage: Optional[Coverage] = None
+    if part is not None:  # only the mutants in code this part runs: the others would survive trivially
+        coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes)
+        _save_cache(cache_file, cache)
+        pool = [(m, r) for m, r in pool if part in coverage.parts_for(m.file, m.function)]
+        notes.append(f"{len(pool)} mutant(s) in code that part {part} runs")
+    if sample is not None and sample < len(pool):
+        pool = sorted(random.Random(seed).sample(pool, sample), key=lambda mr: mr[1].id)
+        notes.append(f"sample of {sample} mutant(s), seed {seed}, out of {generated} generated")
+    chosen = pool + (gpu_only if sample is None and part is None else [])
+
     todo = []
     for mutant, row in chosen:
         if row.status:
@@ -233,27 +249,21 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
         if row.status and on_result and (row.cached or row.status in EXCLUDED):
             on_result(row)
 
-    seeds = (1_000_003 * seed + 17, 1_000_003 * seed + 29)
     grader = _Grader(spec, device, parts, seeds, None)
     digests_on = False
-
-    def run_parallel(fn, items):
-        if jobs <= 1:
-            return [fn(item) for item in items]
-        with ThreadPoolExecutor(max_workers=jobs) as executor:
-            return list(executor.map(fn, items))
-
     if todo:
         reference = grader.reference_digests(seeds[0])  # also proves the reference passes
         digests_on = bool(reference)
         grader.timeout = timeout or min(spec.time_limit_s, max(20.0, 4 * grader.reference_seconds))
-        coverage = _coverage(spec, device, parts, seeds[0], cache, "coverage" + key_suffix, run_parallel, notes)
-        _save_cache(cache_file, cache)
+        if coverage is None:
+            coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes)
+            _save_cache(cache_file, cache)
         lock = threading.Lock()
 
         def work(item: tuple[Mutant, MutantResult]) -> MutantResult:
             mutant, row = item
-            _classify(grader, mutant, row, coverage.parts_for(mutant.file, mutant.function))
+            covering = [p for p in coverage.parts_for(mutant.file, mutant.function) if p in parts]
+            _classify(grader, mutant, row, covering or parts)
             with lock:
                 cache["results"][row.id + key_suffix] = {k: getattr(row, k) for k in CACHED_FIELDS}
                 _save_cache(cache_file, cache)
@@ -263,8 +273,8 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
 
         run_parallel(work, todo)
     if todo and not digests_on:
-        notes.append("no output digests (the grader has no learner sandbox yet): survivors are not checked "
-                     "for equivalence")
+        notes.append("no output digests (the lab's adapter makes no learner_side calls, or there is no learner "
+                     "sandbox): survivors are not checked for equivalence")
     results = [row for _, row in chosen]
     for row in results:
         if row.status == "survived":
@@ -293,8 +303,9 @@ def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes) -> Cov
 
 def _attribute(results: list[MutantResult], parts: list[str]) -> None:
     """Survivors -> the parts that run their code: the coverage-selected parts
-    they were graded on; when that was every part, the parts that killed
-    other mutants of the same function (else of the same file)."""
+    they were graded on. Where that was every part (module-level code, no
+    coverage), narrowed to the parts that killed other mutants of the same
+    function (else file), when there are any."""
     by_function: dict[tuple[str, str], set[str]] = {}
     by_file: dict[str, set[str]] = {}
     for row in results:
@@ -303,11 +314,10 @@ def _attribute(results: list[MutantResult], parts: list[str]) -> None:
             by_file.setdefault(row.file, set()).update(row.parts_failed)
     for row in results:
         if row.status in ("survived", "equivalent-suspect", "explained"):
-            if row.graded_parts and len(row.graded_parts) < len(parts):
-                row.covered_by = list(row.graded_parts)
-            else:
+            row.covered_by = list(row.graded_parts)
+            if len(parts) > 1 and set(row.graded_parts) >= set(parts):
                 found = by_function.get((row.file, row.function)) or by_file.get(row.file) or set()
-                row.covered_by = [p for p in parts if p in found]
+                row.covered_by = [p for p in parts if p in found] or row.covered_by
 
 
 def _report(spec, device, parts, generated, results, graded_now, digests_on, notes, grader_sha, sol_sha,
