@@ -218,8 +218,13 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     def run_parallel(fn, items):
         if jobs <= 1:
             return [fn(item) for item in items]
-        with ThreadPoolExecutor(max_workers=jobs) as executor:
+        executor = ThreadPoolExecutor(max_workers=jobs)
+        try:
             return list(executor.map(fn, items))
+        finally:
+            # Ctrl-C: the queued mutants are dropped, the ones running finish
+            # (their results are cached); a rerun picks up from there.
+            executor.shutdown(wait=True, cancel_futures=True)
 
     coverage: Optional[Coverage] = None
     if part is not None:  # only the mutants in code this part runs: the others would survive trivially
