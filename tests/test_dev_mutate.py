@@ -109,6 +109,7 @@ def record(nodeid, call, n, value):
 
 WEAK_TEST = '''\
 import os
+import time
 
 from conftest import record
 from roadmap_cli.grading_kit.learner import learner_module
@@ -120,6 +121,12 @@ def test_scale():
     # A weak grader: negative inputs are computed (and digested) but never checked.
     x = -1 - int(os.environ.get("ROADMAP_SECRET_SEED", "0")) % 3
     record("test_calc.py::test_scale", "calc.clamp_scale", 0, calc.clamp_scale(x))
+    # An output that is not a function of the inputs (a timing): it must not hide equivalence.
+    record("test_calc.py::test_scale", "calc.elapsed", 1, time.perf_counter())
+
+
+def test_small():
+    assert learner_module("calc").clamp_scale(1) == 2
 '''
 
 WEAK_YAML = '''\
@@ -133,7 +140,11 @@ parts:
   - id: scale
     title: {en: "Scale"}
     points: 5
-    tests: ["test_calc.py"]
+    tests: ["test_calc.py::test_scale"]
+  - id: small
+    title: {en: "Small"}
+    points: 1
+    tests: ["test_calc.py::test_small"]
 known_survivors:
   - match: "dropped `if y < 0:`"
     reason: "the test lab never checks negative inputs"
@@ -217,7 +228,7 @@ def test_weak_grader_classification_cache_and_exit_code(labs: Path, run_cli, roa
     assert statuses["dropped `y = 0`"] == "survived"  # the digest differs: a real bug the grader misses
     assert statuses["dropped `if y < 0:`"] == "explained"
     survivors = [r for r in data["results"] if r["status"] == "survived"]
-    assert all(r["covered_by"] == ["scale"] for r in survivors)
+    assert all(r["covered_by"] == ["scale", "small"] for r in survivors)  # both parts run clamp_scale
     assert survivors[0]["diff"].startswith("--- a/calc.py\n+++ b/calc.py\n@@")
     assert data["digests"] is True and data["graded_now"] == len(data["results"])
     assert (roadmap_home / "mutate" / "weak.json").is_file()

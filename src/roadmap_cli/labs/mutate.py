@@ -80,6 +80,7 @@ class _Grader:
                  timeout: Optional[float]) -> None:
         self.spec, self.device, self.parts, self.seeds, self.timeout = spec, device, parts, seeds, timeout
         self.reference: dict[int, list] = {}
+        self.unstable: set[tuple] = set()  # (test, call, n) whose digest varies between reference runs
         self.lock = threading.Lock()
 
     def grade(self, overrides: Optional[dict[str, str]], seed: int,
@@ -127,11 +128,12 @@ def _first_failure(run: GradeRun, parts: list[str]) -> str:
     return (run.message or run.log_tail[-300:]).strip()
 
 
-def _same_outputs(run: GradeRun, digests: list, reference: list) -> bool:
-    """Digests of the tests this (part-restricted) run executed, against the reference's."""
+def _same_outputs(run: GradeRun, digests: list, reference: list, unstable: set) -> bool:
+    """Digests of the tests this (part-restricted) run executed, against the
+    reference's, leaving out the calls whose output varies run to run."""
     ran = {t.nodeid for t in run.tests}
-    expected = [r for r in reference if r[0] in ran]
-    return bool(expected) and digests == expected
+    expected = [r for r in reference if r[0] in ran and r[:3] not in unstable]
+    return bool(expected) and [r for r in digests if r[:3] not in unstable] == expected
 
 
 def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[str]) -> None:
@@ -142,9 +144,10 @@ def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[st
         row.status, row.message = "error", _first_failure(run, parts)
     elif run.outcome == "passed":
         row.status = "survived"
-        if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0])):
+        if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0]), grader.unstable):
             run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1], parts)
-            if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1])):
+            if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1]),
+                                                          grader.unstable):
                 row.status = "equivalent-suspect"
                 row.message = f"same outputs as the reference on {len(digests)} learner_side call(s), 2 seeds"
             elif run2.outcome != "passed":
@@ -226,9 +229,10 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
             # (their results are cached); a rerun picks up from there.
             executor.shutdown(wait=True, cancel_futures=True)
 
+    grader = _Grader(spec, device, parts, seeds, None)
     coverage: Optional[Coverage] = None
     if part is not None:  # only the mutants in code this part runs: the others would survive trivially
-        coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes)
+        coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
         _save_cache(cache_file, cache)
         pool = [(m, r) for m, r in pool if part in coverage.parts_for(m.file, m.function)]
         notes.append(f"{len(pool)} mutant(s) in code that part {part} runs")
@@ -254,15 +258,15 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
         if row.status and on_result and (row.cached or row.status in EXCLUDED):
             on_result(row)
 
-    grader = _Grader(spec, device, parts, seeds, None)
     digests_on = False
     if todo:
         reference = grader.reference_digests(seeds[0])  # also proves the reference passes
         digests_on = bool(reference)
         grader.timeout = timeout or min(spec.time_limit_s, max(20.0, 4 * grader.reference_seconds))
         if coverage is None:
-            coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes)
+            coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
             _save_cache(cache_file, cache)
+        grader.unstable = coverage.unstable
         lock = threading.Lock()
 
         def work(item: tuple[Mutant, MutantResult]) -> MutantResult:
@@ -291,19 +295,28 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
                    round(time.monotonic() - t_start, 1))
 
 
-def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes) -> Coverage:
+def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes, grader: _Grader) -> Coverage:
     """Which parts run which function (mutate_coverage), measured once per grader/solution and cached."""
     if len(parts) == 1:
         cov = Coverage(parts)
     elif key in cache["coverage"]:
         cov = Coverage.from_json(cache["coverage"][key])
     else:
-        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel)
+        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel, _read_digests)
+        cov.unstable = _unstable(grader.reference_digests(seed), cov.digests)
         cache["coverage"][key] = cov.to_json()
     if cov.blind:
         notes.append(f"coverage unknown for part(s) {', '.join(sorted(cov.blind))} (their probed reference grade "
                      "failed): every mutant is graded on them")
     return cov
+
+
+def _unstable(reference: list, other: list) -> set:
+    """(test, call, n) keys whose digest differs between two runs under the same seed."""
+    ran = {r[0] for r in other}
+    first = {r[:3]: r[3] for r in reference if r[0] in ran}
+    second = {r[:3]: r[3] for r in other}
+    return {k for k in first.keys() | second.keys() if first.get(k) != second.get(k)}
 
 
 def _attribute(results: list[MutantResult], parts: list[str]) -> None:

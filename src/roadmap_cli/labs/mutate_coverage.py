@@ -110,6 +110,11 @@ class Coverage:
         self.kernels: dict[str, dict[str, set[str]]] = {}
         self.blind: set[str] = set()  # parts whose probed grade did not pass: they may run anything
         self.measured = False
+        # Output digests of the probed runs (same secret seed as the reference
+        # run): where they differ from the reference's, the output is not a
+        # function of the inputs (timings, say) and says nothing about equivalence.
+        self.digests: list = []
+        self.unstable: set[tuple] = set()
 
     def parts_for(self, file: str, function: str) -> list[str]:
         if not self.measured or not function:
@@ -130,7 +135,7 @@ class Coverage:
         return [p for p in self.parts if p in found] or list(self.parts)
 
     def to_json(self) -> dict:
-        return {"parts": self.parts, "blind": sorted(self.blind),
+        return {"parts": self.parts, "blind": sorted(self.blind), "unstable": sorted(map(list, self.unstable)),
                 "hits": [[f, fn, sorted(ps)] for (f, fn), ps in sorted(self.hits.items())],
                 "kernels": {f: {k: sorted(v) for k, v in ks.items()} for f, ks in self.kernels.items()}}
 
@@ -138,13 +143,15 @@ class Coverage:
     def from_json(cls, data: dict) -> "Coverage":
         cov = cls(data["parts"])
         cov.blind = set(data["blind"])
+        cov.unstable = {tuple(k) for k in data.get("unstable", [])}
         cov.hits = {(f, fn): set(ps) for f, fn, ps in data["hits"]}
         cov.kernels = {f: {k: set(v) for k, v in ks.items()} for f, ks in data["kernels"].items()}
         cov.measured = True
         return cov
 
 
-def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float], run_parallel) -> Coverage:
+def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float], run_parallel,
+            read_digests) -> Coverage:
     """Grade the probed reference once per part (through `run_parallel`, a map over jobs)."""
     cov = Coverage(parts)
     sources = {rel: solution_text(src.read_text(encoding="utf-8"), rel)
@@ -168,9 +175,12 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
             path = Path(tmp) / "ws"
             path.mkdir()
             ws.write_solution(spec, path, overrides)
-            run = grade_workspace(spec, path, parts=[part], timeout=timeout, device=device, secret_seed=seed)
+            digests = Path(tmp) / "digests.jsonl"
+            run = grade_workspace(spec, path, parts=[part], timeout=timeout, device=device, secret_seed=seed,
+                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
             if run.outcome != "passed":
                 return part, None
+            cov.digests.extend(read_digests(digests))
             found = set()
             for line in hits.read_text(encoding="utf-8").splitlines():
                 file, _, function = line.partition("::")
