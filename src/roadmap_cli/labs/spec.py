@@ -35,6 +35,14 @@ class Text(BaseModel):
         return (self.zh or self.en) if lang == "zh" else self.en
 
 
+class Hint(Text):
+    """A hint; `parts`/`tests` say which failures it helps with (optional:
+    a hint naming neither is general). `roadmap lab hint` picks by what failed last."""
+
+    parts: list[str] = Field(default_factory=list)
+    tests: list[str] = Field(default_factory=list)  # node-id prefixes relative to tests/
+
+
 class Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=KEBAB)
@@ -98,7 +106,7 @@ class LabSpec(BaseModel):
     summary: Text
     time_limit_s: float = Field(default=300, gt=0)
     parts: list[Part] = Field(min_length=1)
-    hints: list[Text] = Field(default_factory=list)
+    hints: list[Hint] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
     wrong: list[WrongVariant] = Field(default_factory=list)
     known_survivors: list[KnownSurvivor] = Field(default_factory=list)
@@ -203,17 +211,22 @@ def load_lab(lab_dir: Path) -> LabSpec:
     """Load and validate `lab_dir/lab.yaml`; every problem as `file:line:col: message`."""
     lab_dir = Path(lab_dir)
     path = lab_dir / SPEC_FILE
+    from roadmap_cli.yamlsafe import YamlProblem, check_file_size, load_with_nodes
+
     try:
+        check_file_size(path)
         text = path.read_text(encoding="utf-8")
+    except YamlProblem as problem:
+        raise ValidationError(f"invalid lab spec {path}", details=problem.lines(path)) from None
     except OSError as exc:
         raise ValidationError(f"cannot read lab spec {path}: {exc.strerror or exc}") from None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
     try:
-        node = yaml.compose(text, Loader=loader)
-        data = yaml.load(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ValidationError(f"invalid lab spec {path}", details=[f"{_where(path, mark)}: {getattr(exc, 'problem', exc)}"]) from None
+        # One bounded parse (size, depth, no aliases, no duplicate keys): a
+        # third-party lab's spec is input like any other.
+        data, node = load_with_nodes(text)
+    except YamlProblem as problem:
+        raise ValidationError(f"invalid lab spec {path}", details=problem.lines(path)) from None
     if not isinstance(data, dict):
         raise ValidationError(f"invalid lab spec {path}", details=[f"{path}:1:1: expected a mapping at the top level"])
     try:
@@ -247,6 +260,10 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
         if part.id in seen:
             problems.append(f"{at('parts', i, 'id')}: duplicate part id {part.id!r}")
         seen.add(part.id)
+    for i, hint in enumerate(spec.hints):
+        for j, part_id in enumerate(hint.parts):
+            if part_id not in seen:
+                problems.append(f"{at('hints', i, 'parts', j)}: unknown part {part_id!r}")
     wrong_seen: set[str] = set()
     for i, wrong in enumerate(spec.wrong):
         if wrong.id in wrong_seen:
