@@ -26,8 +26,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.append(_HERE)
 
-# Until the sandbox lands in main, learner_side is a no-op (sandbox_api.md, item 5).
-learner_side = getattr(kit, "learner_side", lambda fn: fn)
+learner_side = kit.learner_side
 
 
 def _module(name: str):
