@@ -238,5 +238,7 @@ def test_random_workloads_follow_the_handout(caching):
                 refused_by_one += len(requests[head][0]) + _outputs_so_far(head, i, want) == remaining + 1
     # The workloads must reach the cases they are meant to test (else the test is too weak).
     assert preemptions > 0, "the workloads were meant to force preemption (test is too weak)"
-    assert exact_fits > 0 and refused_by_one > 0, \
-        f"budget boundaries reached: {exact_fits} exact fits, {refused_by_one} refusals by one token (test is too weak)"
+    # Budget boundaries are reached by chance here (printed, never a verdict: a right solution
+    # must not fail on an unlucky seed); test_budget_boundary_while_decodes_run pins them exactly.
+    print(f"budget boundaries reached: {exact_fits} exact fits, {refused_by_one} refusals by one token, "
+          f"{preemptions} preemptions")
