@@ -94,8 +94,9 @@ def main() -> None:
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(old_src)], input=archive, check=True)
             before_env = dict(env, PYTHONPATH=str(old_src / "src"))
-            if args.lab == "adder":
-                before_env["ROADMAP_LABS_DIR"] = str(old_src / "tests" / "fixtures_labs" / "labs")
+            # A real lab: the same (current) lab folder for both engines.
+            before_env["ROADMAP_LABS_DIR"] = (str(old_src / "tests" / "fixtures_labs" / "labs") if args.lab == "adder"
+                                              else str(spec.root.parent))
         bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider", "--rootdir", str(spec.tests_dir), *targets]
 
         engine, bare, engine_cpu, bare_cpu, before, before_cpu = [], [], [], [], [], []
