@@ -17,12 +17,13 @@ import functools
 import json
 import os
 import pickle
-import select
 import signal
-import subprocess
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # subprocess and select are imported where used: the learner process never needs them
+    import subprocess
 
 from roadmap_cli.grading_kit import wire
 from roadmap_cli.grading_kit.learner_errors import (
@@ -229,6 +230,8 @@ class LearnerClient:
         """Start the learner process (it imports the adapter while we go on)."""
         if self.proc is not None:
             return
+        import subprocess
+
         from roadmap_cli.labs.boundedlog import PipeDrain
 
         req_r, req_w = os.pipe()
@@ -270,6 +273,8 @@ class LearnerClient:
         return proc.wait()
 
     def close(self) -> None:
+        import subprocess
+
         if self.proc is None:
             return
         try:
@@ -293,6 +298,8 @@ class LearnerClient:
         return self._read(size, deadline)
 
     def _read(self, n: int, deadline: Optional[float]) -> bytes:
+        import select
+
         chunks, left = [], n
         while left:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
