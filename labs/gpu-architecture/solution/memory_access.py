@@ -70,6 +70,8 @@ def coalescing(base_address: int, stride_elements: int, element_bytes: int,
         "bytes_moved": moved,
         "efficiency": len(used) / moved if moved else 0.0,
     }
+    # STARTER
+    # raise NotImplementedError("coalescing: see README.md, section \"Part 2: coalescing\"")
     # END SOLUTION
 
 
@@ -101,6 +103,8 @@ def bank_conflict_degree(addresses: list[int | None], element_bytes: int = 4) ->
         if words_in_bank:
             degree = max(degree, max(len(words) for words in words_in_bank.values()))
     return degree
+    # STARTER
+    # raise NotImplementedError("bank_conflict_degree: see README.md, section \"Part 3: bank conflicts\"")
     # END SOLUTION
 
 
@@ -122,4 +126,6 @@ def transpose_padding(tile_cols: int, element_bytes: int = 4, rows: int = WARP) 
                for c in range(min(tile_cols, BANKS))):
             return pad
     raise ValueError(f"no padding below 64 elements removes the conflicts for {tile_cols} columns")
+    # STARTER
+    # raise NotImplementedError("transpose_padding: see README.md, section \"Part 3: bank conflicts\"")
     # END SOLUTION

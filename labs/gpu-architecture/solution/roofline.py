@@ -20,6 +20,8 @@ def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
     """FLOP per byte where the two roofs meet."""
     # BEGIN SOLUTION
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+    # STARTER
+    # raise NotImplementedError("ridge_point: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION
 
 
@@ -27,6 +29,8 @@ def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: floa
     """min(peak, intensity * bandwidth), in TFLOP/s."""
     # BEGIN SOLUTION
     return min(peak_tflops, intensity * bandwidth_gbps * 1e9 / 1e12)
+    # STARTER
+    # raise NotImplementedError("attainable_tflops: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION
 
 
@@ -34,6 +38,8 @@ def bound(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> str:
     """"memory" below the ridge point, "compute" at or above it."""
     # BEGIN SOLUTION
     return "memory" if intensity < ridge_point(peak_tflops, bandwidth_gbps) else "compute"
+    # STARTER
+    # raise NotImplementedError("bound: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION
 
 
@@ -50,6 +56,8 @@ def matmul_traffic(m: int, n: int, k: int, block_m: int, block_n: int, element_b
     a = _cdiv(n, block_n) * m * k
     b = _cdiv(m, block_m) * k * n
     return _traffic(2 * m * n * k, element_bytes * (a + b + m * n))
+    # STARTER
+    # raise NotImplementedError("matmul_traffic: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION
 
 
@@ -71,6 +79,8 @@ def flash_attention_traffic(batch: int, heads: int, seq_len: int, head_dim: int,
         flops = 4 * n * n * d
     per_head = element_bytes * (2 * n * d + 2 * kv_rows * d) + 4 * n
     return _traffic(batch * heads * flops, batch * heads * per_head)
+    # STARTER
+    # raise NotImplementedError("flash_attention_traffic: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION
 
 
@@ -88,4 +98,6 @@ def paged_decode_traffic(context_lens: list[int], n_heads: int, n_kv_heads: int,
         bytes_moved += element_bytes * (2 * length * n_kv_heads * head_dim + 2 * n_heads * head_dim)
         bytes_moved += 4 * (_cdiv(length, block_size) + 1)
     return _traffic(flops, bytes_moved)
+    # STARTER
+    # raise NotImplementedError("paged_decode_traffic: see README.md, section \"Part 5: roofline\"")
     # END SOLUTION

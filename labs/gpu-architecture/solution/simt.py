@@ -60,6 +60,8 @@ def _run(body: list, mask: list[bool], first_thread: int, cost: dict) -> None:
                 iteration += 1
         else:
             raise ValueError(f"unknown statement {kind!r}")
+    # STARTER
+    # raise NotImplementedError("_run: see README.md, section \"Part 4: warps and divergence\"")
     # END SOLUTION
 
 
@@ -85,4 +87,6 @@ def simt_efficiency(program: list, n_threads: int) -> float:
     warps = simt_cost(program, n_threads)
     issued = sum(w["issued"] for w in warps)
     return sum(w["active_lane_cycles"] for w in warps) / (WARP * issued) if issued else 0.0
+    # STARTER
+    # raise NotImplementedError("simt_efficiency: see README.md, section \"Part 4: warps and divergence\"")
     # END SOLUTION

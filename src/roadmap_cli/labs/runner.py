@@ -190,10 +190,17 @@ def grade_workspace(
     device: Optional[DeviceInfo] = None,
     stop_part_on_fail: bool = False,
     on_event: Optional[Callable[[dict], None]] = None,
+    extra_env: Optional[dict[str, str]] = None,
+    secret_seed: Optional[int] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
-    learner failures (those are outcomes), only for unusable requests."""
-    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail)
+    learner failures (those are outcomes), only for unusable requests.
+    For `roadmap dev mutate`: `secret_seed` fixes the grader's secret seed
+    (a fresh random one otherwise), so a mutant and the reference see the
+    same inputs; `extra_env` is set in the grader's environment last (e.g.
+    ROADMAP_OUTPUT_DIGESTS)."""
+    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
+                   extra_env=extra_env, secret_seed=secret_seed)
     job.start()
     return job.finish(on_event)
 
@@ -207,8 +214,11 @@ class GradeJob:
 
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-                 stop_part_on_fail: bool = False) -> None:
+                 stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
+                 secret_seed: Optional[int] = None) -> None:
         self.spec = spec
+        self.extra_env = dict(extra_env or {})
+        self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise UserError(f"workspace {self.workspace} does not exist")
@@ -250,7 +260,7 @@ class GradeJob:
         config = {
             "key": self.key.hex(),
             "results_fd": results_w,
-            "secret_seed": str(secrets.randbits(63)),
+            "secret_seed": str(self.secret_seed),
             "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
             "selected": self.selected,
             "stop_part_on_fail": self.stop_part_on_fail,
@@ -276,6 +286,7 @@ class GradeJob:
         ]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
+        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
         try:
             self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
