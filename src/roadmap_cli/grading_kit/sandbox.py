@@ -40,7 +40,8 @@ _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 _KEEP_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
              "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_HOME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
              "CUDA_PATH", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE"}
+             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE",
+             "MALLOC_ARENA_MAX"}
 
 _in_learner = False
 _config: Optional[dict] = None
@@ -94,6 +95,9 @@ def learner_side(fn: Optional[Callable] = None, *, timeout_s: Optional[float] = 
 
     def wrap(func: Callable) -> Callable:
         label = f"{func.__module__}.{func.__qualname__}"
+        if "<locals>" in func.__qualname__:
+            # The learner process finds the function again by module and name.
+            raise TypeError(f"@learner_side needs a module-level function (or a method), not {label}")
 
         @functools.wraps(func)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -206,6 +210,11 @@ class RemoteRef:
 def learner_env(config: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
     env["ROADMAP_WORKSPACE"] = config["workspace"]
+    if config.get("memory_limit_mb"):
+        # glibc reserves 64 MB of address space per malloc arena (up to 8 per
+        # core): under RLIMIT_AS, many threads could run out of address space
+        # long before they run out of memory.
+        env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
     return env
 
