@@ -224,17 +224,36 @@ def test_editing_the_installed_lab_tests_voids_the_attempt(run_cli, wrong_ws: Pa
     assert "test_add.py" in data["message"]
 
 
-def test_opening_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path) -> None:
+READS = {
+    # exec() the reference read with open()
+    "open": """
+        namespace = {{}}
+        exec(open({solution!r}).read(), namespace)
+        return namespace["add"](a, b)
+    """,
+    # import it: the solution folder first on sys.path
+    "import": """
+        import importlib, sys
+        sys.path.insert(0, {solution_dir!r})
+        sys.modules.pop("adder", None)
+        return importlib.import_module("adder").add(a, b)
+    """,
+    # the kernel-lab style: the reference lives in the project's kernels/ folder
+    "kernels": """
+        text = open({kernels_mul!r}).read()
+        return a + b if "return a * b" in text else a + b + 1
+    """,
+}
+
+
+@pytest.mark.parametrize("how", sorted(READS))
+def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path,
+                                                                  how: str) -> None:
     solution = labs_copy / "labs" / "adder" / "solution" / "adder.py"
-    (wrong_ws / "adder.py").write_text(textwrap.dedent(f"""
-        def add(a, b):
-            try:
-                namespace = {{}}
-                exec(open({str(solution)!r}).read(), namespace)   # the reference, read at call time
-                return namespace["add"](a, b)
-            except PermissionError:
-                return a + b + 1
-    """))
+    body = textwrap.dedent(READS[how]).format(solution=str(solution), solution_dir=str(solution.parent),
+                                              kernels_mul=str(labs_copy / "kernels" / "mul.py"))
+    (wrong_ws / "adder.py").write_text("def add(a, b):\n    try:\n" + textwrap.indent(body.strip(), "        ")
+                                       + "\n    except PermissionError:\n        return a + b + 1\n")
     data = grade(run_cli)
     assert_not_passed(data)
     assert data["outcome"] == "error" and "reference solution" in data["message"]
