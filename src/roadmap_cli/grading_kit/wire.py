@@ -31,6 +31,7 @@ MAX_MESSAGE = 1 << 30  # 1 GiB: the largest tensor data a lab returns is far bel
 _HEADER = struct.Struct("<Q")
 PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _MAX_DEPTH = 64
+_ORDERED_DICT = __import__("collections").OrderedDict
 
 
 class Tagged:
@@ -119,11 +120,12 @@ def encode(obj: Any, remember: Callable[[Any], int], _depth: int = 0, _stack: tu
     inner = _stack + (id(obj),)
     if kind in (list, tuple, set, frozenset):
         return kind(encode(x, remember, _depth + 1, inner) for x in obj)
-    if kind is dict:
+    if kind is dict or kind is _ORDERED_DICT:  # an OrderedDict (e.g. a state_dict) comes back as a dict, in order
         return {encode(k, remember, _depth + 1, inner): encode(v, remember, _depth + 1, inner) for k, v in obj.items()}
     torch = sys.modules.get("torch")
     if torch is not None:
-        if kind is torch.Tensor and obj.layout == torch.strided and not obj.is_quantized and obj.device.type != "meta":
+        # nn.Parameter is torch's own subclass: its data comes back as a plain tensor.
+        if (kind is torch.Tensor or kind is torch.nn.Parameter) and obj.layout == torch.strided and not obj.is_quantized and obj.device.type != "meta":
             return _tensor_record(obj)
         if kind is torch.dtype:
             return Tagged("dtype", str(obj).removeprefix("torch."))
