@@ -377,7 +377,7 @@ class GradeJob:
             return
         try:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=5)
+            proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             # The supervisor is stuck (stopped by the learner?): kill its
             # tree ourselves; orphans are still re-parented to it while it lives.
