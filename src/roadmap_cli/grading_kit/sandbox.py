@@ -224,6 +224,10 @@ class RemoteRef:
 def learner_env(config: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
     env["ROADMAP_WORKSPACE"] = config["workspace"]
+    if config.get("grade_token"):
+        # The engine's second net: it kills whatever still carries this mark
+        # when the grade ends, even a process re-parented away from the supervisor.
+        env["ROADMAP_GRADE_TOKEN"] = config["grade_token"]
     if config.get("memory_limit_mb"):
         # glibc reserves 64 MB of address space per malloc arena (up to 8 per
         # core): under RLIMIT_AS, many threads could run out of address space

@@ -254,6 +254,7 @@ class GradeJob:
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
         self.key = channel.new_key()
+        self.grade_token = secrets.token_hex(16)
         config_r, config_w = os.pipe()
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
@@ -273,6 +274,7 @@ class GradeJob:
                 "forbidden_read": forbidden_sources(spec),
                 "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
                 "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
+                "grade_token": self.grade_token,
             },
         }
         blob = json.dumps(config).encode()
@@ -347,6 +349,7 @@ class GradeJob:
                 time.sleep(POLL_S)
         finally:
             self._stop_supervisor()
+            self._kill_marked()
             drain()
             self.output.settle()
             log_tail = _tail(self.output.tail.text())
@@ -394,10 +397,28 @@ class GradeJob:
                 proc.kill()
             proc.wait()
 
+    def _kill_marked(self) -> None:
+        """Second net: processes carrying this grade's token that the
+        supervisor could not reach (the learner's code killed it, so its
+        orphans went to init)."""
+        from roadmap_cli.labs._supervisor import marked
+
+        for _ in range(3):
+            pids = marked(f"ROADMAP_GRADE_TOKEN={self.grade_token}")
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
+
     def abort(self) -> None:
         """Kill the grader (the caller failed before `finish`)."""
         if self.proc is not None:
             self._stop_supervisor()
+            self._kill_marked()
             self.reader.close()
             self._cleanup()
 
