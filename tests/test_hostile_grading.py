@@ -262,16 +262,19 @@ def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong
 
 
 def test_branching_on_grading_variables_sees_none(run_cli, wrong_ws: Path) -> None:
-    # Right only when it can tell it is being graded (and which test runs).
+    # Variables that name the running test, the results channel or the
+    # grade's secret seed (what a hard-coded answer table needs) are absent
+    # in the learner process. (That it runs under a grader at all is no
+    # secret: it is started by one.)
     (wrong_ws / "adder.py").write_text(textwrap.dedent("""
         import os
 
-        GRADING = [k for k in os.environ if k.startswith(("PYTEST", "ROADMAP_RESULTS", "ROADMAP_PARTS",
-                                                          "ROADMAP_SECRET", "ROADMAP_GRADE"))]
+        REVEALING = [k for k in os.environ if k.startswith(("PYTEST", "ROADMAP_RESULTS", "ROADMAP_PARTS",
+                                                            "ROADMAP_SECRET", "ROADMAP_GRADE_FD"))]
 
         def add(a, b):
-            if GRADING:
-                return a + b
+            if REVEALING:
+                return a + b   # e.g. a table of answers per PYTEST_CURRENT_TEST
             return a + b + 1
     """))
     assert_not_passed(grade(run_cli))
