@@ -299,8 +299,6 @@ class GradeJob:
                 os.close(fd)
             self.tmp.cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
-        finally:
-            pass
         for fd in (config_r, results_w, out_w):
             os.close(fd)  # only the grader holds these now: its exit is our EOF
         self.reader = channel.Reader(results_r, self.key)
