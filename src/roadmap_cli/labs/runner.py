@@ -258,6 +258,47 @@ class GradeJob:
         config_r, config_w = os.pipe()
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
+        grader = [
+            sys.executable, "-I", "-B", "-u", "-m", "pytest",
+            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
+            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            "-q", "--continue-on-collection-errors", *targets,
+        ]
+        cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
+        env = _child_env(self.workspace, self.device, config_r)
+        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         pass_fds=(config_r, results_w))
+        except OSError as exc:
+            for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
+                os.close(fd)
+            self.tmp.cleanup()
+            raise GraderError(f"cannot start the grader: {exc}") from None
+        for fd in (config_r, results_w, out_w):
+            os.close(fd)  # only the grader holds these now: its exit is our EOF
+        self.reader = channel.Reader(results_r, self.key)
+        self.output = PipeDrain(out_r)
+        try:
+            blob = self._config(results_w)
+        except BaseException:
+            os.close(config_w)  # the plugin sees an empty config and fails: nothing hangs
+            self.abort()
+            raise
+        # Written after the start: listing every lab's solution files (~0.1 s)
+        # overlaps with pytest's start-up; the plugin blocks on the pipe until
+        # it is here. It fits the pipe buffer (64 KiB) in all but absurd
+        # cases; a thread writes it otherwise, so a big one cannot deadlock us.
+        self._config_writer = _write_and_close(config_w, blob)
+        self.sha = tests_sha256(tests_dir)
+        return self
+
+    def _config(self, results_w: int) -> bytes:
+        """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
+        from roadmap_cli.labs import integrity
+
+        spec, tests_dir = self.spec, self.spec.tests_dir
         memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
         config = {
             "key": self.key.hex(),
@@ -277,34 +318,7 @@ class GradeJob:
                 "grade_token": self.grade_token,
             },
         }
-        blob = json.dumps(config).encode()
-        # The config fits the pipe buffer (64 KiB) in all but absurd cases;
-        # write it from a thread otherwise, so a big one cannot deadlock us.
-        self._config_writer = _write_and_close(config_w, blob)
-        grader = [
-            sys.executable, "-I", "-B", "-u", "-m", "pytest",
-            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
-            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
-            "-q", "--continue-on-collection-errors", *targets,
-        ]
-        cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
-        env = _child_env(self.workspace, self.device, config_r)
-        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
-        try:
-            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         pass_fds=(config_r, results_w))
-        except OSError as exc:
-            for fd in (config_r, results_r, results_w, out_r, out_w):
-                os.close(fd)
-            self.tmp.cleanup()
-            raise GraderError(f"cannot start the grader: {exc}") from None
-        for fd in (config_r, results_w, out_w):
-            os.close(fd)  # only the grader holds these now: its exit is our EOF
-        self.reader = channel.Reader(results_r, self.key)
-        self.output = PipeDrain(out_r)
-        self.sha = tests_sha256(tests_dir)
-        return self
+        return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
         from roadmap_cli.labs import integrity
