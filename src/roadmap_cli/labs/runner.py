@@ -32,6 +32,7 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
 from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -143,23 +144,6 @@ def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
     return env
 
 
-def forbidden_sources(spec: LabSpec) -> list[str]:
-    """What no learner process may open: every lab's solution/ folder and
-    solution_files, and the project's kernels/ folder (kernel-lab references)."""
-    from roadmap_cli.labs.spec import all_labs, labs_root, project_root
-
-    paths = {str(project_root() / "kernels")}
-    try:
-        specs = all_labs()
-    except Exception:  # a broken lab.yaml elsewhere must not stop this grade
-        specs = [spec]
-    for other in specs or [spec]:
-        paths.add(str(other.solution_dir))
-        paths.update(str(p) for p in other.solution_sources().values())
-    paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())
-    return sorted(paths)
-
-
 def _unescape(line: str) -> str:
     """faulthandler writes non-ASCII characters of file names as \\xNN,
     \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
@@ -246,7 +230,7 @@ class GradeJob:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
-        _not_dumpable()
+        not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
@@ -290,7 +274,7 @@ class GradeJob:
         # overlaps with pytest's start-up; the plugin blocks on the pipe until
         # it is here. It fits the pipe buffer (64 KiB) in all but absurd
         # cases; a thread writes it otherwise, so a big one cannot deadlock us.
-        self._config_writer = _write_and_close(config_w, blob)
+        self._config_writer = write_and_close(config_w, blob)
         self.sha = tests_sha256(tests_dir)
         return self
 
@@ -379,7 +363,7 @@ class GradeJob:
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
         if voids:
-            _void(run, voids)
+            void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
         return run
@@ -436,48 +420,6 @@ class GradeJob:
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
-
-
-def _not_dumpable() -> None:
-    """The engine holds the results key: no other process of this user (the
-    learner process, without capabilities) may read its memory or descriptors."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
-
-
-def _write_and_close(fd: int, blob: bytes):
-    import threading
-
-    def write() -> None:
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    if len(blob) < 60_000:
-        write()
-        return None
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    return thread
-
-
-def _void(run: "GradeRun", reasons: list[str]) -> None:
-    """The attempt does not count: no points, no passed part, outcome error."""
-    text = "attempt void: " + "; ".join(dict.fromkeys(reasons))  # each reason once, in order
-    run.outcome, run.score, run.message = "error", 0.0, text
-    for part in run.parts:
-        if part.status in ("passed", "failed", "skipped"):
-            part.status, part.points = "failed", 0.0
-            part.message = text if not part.message else f"{text}\n{part.message}"
 
 
 def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:
