@@ -38,8 +38,10 @@ def resolve_home(explicit: str | os.PathLike | None = None) -> Path:
         raise StoreError(f"cannot create data home {home}: {exc.strerror or exc}") from None
     if not home.is_dir():
         raise StoreError(f"data home {home} is not a directory")
-    if not os.access(home, os.W_OK | os.X_OK):
-        raise StoreError(f"data home {home} is not writable (set --home or ROADMAP_HOME)")
+    if not os.access(home, os.X_OK):
+        raise StoreError(f"data home {home} cannot be entered (no permission; set --home or ROADMAP_HOME)")
+    # A home we cannot write is still usable for reads: the store opens it
+    # read-only and refuses writes with one line (store/engine.py).
     return home
 
 

@@ -2,18 +2,19 @@
 
 The export is deterministic — tables by name, rows by primary key, keys
 sorted, no timestamp of its own — so export -> import -> export gives the same
-bytes. Import goes into an empty database; `replace=True` first saves a backup
-export of the current data under `<home>/backups/`, so nothing is lost.
+bytes (except that restored grade attempts are marked `imported`). Import
+validates every row first, then goes into an empty database; `replace=True`
+saves a backup export of the current data under `<home>/backups/` inside the
+same write transaction, so nothing is lost.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from roadmap_cli.errors import UserError
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.errors import StoreError, UserError
 
 EXPORT_FORMAT = "roadmap-export"
 EXPORT_VERSION = 1
@@ -27,17 +28,22 @@ def _tables():
 
 
 def export_data(store) -> dict[str, Any]:
+    with store.connection() as conn:
+        return _export(conn)
+
+
+def _export(conn) -> dict[str, Any]:
+    """Every table's rows through `conn` (inside the caller's transaction)."""
     import sqlalchemy as sa
 
     from roadmap_cli.store.migrations import applied_version
 
     out: dict[str, Any] = {}
-    with store.connection() as conn:
-        version = applied_version(conn)
-        for table in sorted(_tables(), key=lambda t: t.name):
-            order = [c for c in table.primary_key.columns] or list(table.columns)
-            rows = conn.execute(sa.select(table).order_by(*order)).mappings().all()
-            out[table.name] = [dict(sorted(row.items())) for row in rows]
+    version = applied_version(conn)
+    for table in sorted(_tables(), key=lambda t: t.name):
+        order = [c for c in table.primary_key.columns] or list(table.columns)
+        rows = conn.execute(sa.select(table).order_by(*order)).mappings().all()
+        out[table.name] = [dict(sorted(row.items())) for row in rows]
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": version, "tables": out}
 
 
@@ -46,19 +52,76 @@ def dumps(data: dict) -> str:
 
 
 def row_counts(store) -> dict[str, int]:
+    with store.connection() as conn:
+        return _row_counts(conn)
+
+
+def _row_counts(conn) -> dict[str, int]:
     import sqlalchemy as sa
 
-    with store.connection() as conn:
-        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in _tables()}
+    return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in _tables()}
 
 
-def import_data(store, data: Any, *, home: Path, replace: bool = False) -> dict[str, int]:
-    """Restore an export into `store`; returns rows inserted per table."""
+def import_data(store, data: Any, *, home: Path, replace: bool = False,
+                lab_ids: Optional[set] = None, stages=None, validated: bool = False) -> dict[str, int]:
+    """Restore an export into `store`; returns rows inserted per table.
+
+    Every row is validated first (store/rowcheck.py: the commands' own rules);
+    the first problem refuses the whole file with its JSON path. Then, in one
+    write transaction (BEGIN IMMEDIATE: the write lock is held throughout),
+    the current data is saved to a new backup file, replaced, and committed.
+    Taking the backup inside the lock means two imports at once cannot both
+    back up the same data and lose the other's: each backs up what it
+    replaces. Attempts come in marked `imported`.
+    """
+    if not validated:
+        validate_import(data, lab_ids=lab_ids, stages=stages)
+    if store.read_only:
+        raise StoreError(f"{store.where} is read-only (no write access to the data home): cannot import")
+    from sqlalchemy.exc import StatementError
+
+    inserted: dict[str, int] = {}
+    current = None
+    try:
+        # One transaction: a row the database refuses rolls everything back,
+        # so a failed import leaves the data exactly as it was.
+        with store.connection() as conn:
+            existing = {name: n for name, n in _row_counts(conn).items() if n}
+            if existing and not replace:
+                raise UserError(
+                    f"the database already holds data ({sum(existing.values())} rows); "
+                    "use --replace to replace it (a backup export is saved first)"
+                )
+            if existing:
+                # BEGIN IMMEDIATE already holds the write lock: this snapshot
+                # is exactly what gets replaced.
+                write_backup(home, dumps(_export(conn)))
+            for table in reversed(_tables()):
+                conn.execute(table.delete())
+            for table in _tables():
+                current = table.name
+                rows = data["tables"].get(table.name, [])
+                if table.name == "grade_attempts":
+                    rows = [{**row, "imported": True} for row in rows]
+                if rows:
+                    conn.execute(table.insert(), rows)
+                inserted[table.name] = len(rows)
+    except StatementError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
+    return inserted
+
+
+def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) -> None:
+    """Everything about an export that needs no database: its envelope and
+    every row (store/rowcheck.py). Called before the store is even opened,
+    so a wrong file is refused without touching the data home."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT or not isinstance(data.get("tables"), dict):
         raise UserError("not a roadmap export (expected the JSON written by `roadmap export`)")
     if data.get("version") != EXPORT_VERSION:
         raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
     from roadmap_cli.store.migrations import LATEST
+    from roadmap_cli.store.rowcheck import validate_export
 
     schema_version = data.get("schema_version", 0)
     if not isinstance(schema_version, int) or isinstance(schema_version, bool):
@@ -69,66 +132,43 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False) -> dict[
     unknown = sorted(set(data["tables"]) - set(tables))
     if unknown:
         raise UserError(f"export has unknown table(s): {', '.join(unknown)}")
-    _check_rows(data["tables"], tables)
-    existing = {name: n for name, n in row_counts(store).items() if n}
-    if existing and not replace:
-        raise UserError(
-            f"the database already holds data ({sum(existing.values())} rows); "
-            "use --replace to replace it (a backup export is saved first)"
-        )
-    if existing:
-        backups = home / "backups"
-        backups.mkdir(parents=True, exist_ok=True)
-        stamp = utc_now_iso().replace(":", "").replace("-", "")
-        (backups / f"before-import-{stamp}.json").write_text(dumps(export_data(store)), encoding="utf-8")
-    from sqlalchemy.exc import StatementError
+    validate_export(data["tables"], tables, lab_ids=lab_ids, stages=stages)
 
-    inserted: dict[str, int] = {}
-    current = None
+
+def write_backup(home: Path, text: str) -> Path:
+    """Write `text` to a new file under <home>/backups; never overwrite one.
+
+    The name is unique (time, pid, counter) and opened with O_EXCL; a failed
+    write (no space, a backups path that is a file) removes the partial file
+    and raises one line: the import then stops before changing anything."""
+    import os
+
+    from roadmap_cli.timeutil import utc_now_iso
+
+    backups = home / "backups"
     try:
-        # One transaction: a row the database refuses rolls everything back,
-        # so a failed import leaves the data exactly as it was.
-        with store.connection() as conn:
-            for table in reversed(_tables()):
-                conn.execute(table.delete())
-            for table in _tables():
-                current = table.name
-                rows = data["tables"].get(table.name, [])
-                if rows:
-                    conn.execute(table.insert(), rows)
-                inserted[table.name] = len(rows)
-    except StatementError as exc:
-        reason = getattr(exc, "orig", None) or exc
-        raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
-    return inserted
-
-
-# Columns read back as dates / timestamps: a malformed one would be stored
-# fine and then break `roadmap cadence` on every run, so it is refused here.
-DATE_COLUMNS = ("on_date", "read_on", "added_on")
-TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at")
-
-
-def _check_rows(exported: dict, tables: dict) -> None:
-    """Every table is a list of objects with known columns and readable dates
-    (a hand-edited file gets a clear line, not a traceback now or later)."""
-    from datetime import date, datetime
-
-    for name, rows in exported.items():
-        if not isinstance(rows, list):
-            raise UserError(f"table {name}: expected a list of rows, got {type(rows).__name__}")
-        columns = set(tables[name].columns.keys())
-        for i, row in enumerate(rows, 1):
-            if not isinstance(row, dict):
-                raise UserError(f"table {name}, row {i}: expected an object, got {type(row).__name__}")
-            extra = set(row) - columns
-            if extra:
-                raise UserError(f"table {name}: unknown column(s) {', '.join(sorted(extra))}")
-            for column, parse in [(c, date.fromisoformat) for c in DATE_COLUMNS] + [(c, datetime.fromisoformat) for c in TIMESTAMP_COLUMNS]:
-                value = row.get(column)
-                if value is None:
-                    continue
-                try:
-                    parse(value)
-                except (TypeError, ValueError):
-                    raise UserError(f"table {name}, row {i}: {column} {value!r} is not an ISO date") from None
+        backups.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the backups folder {backups}: {exc.strerror or exc}; nothing was imported") from None
+    stamp = utc_now_iso().replace(":", "").replace("-", "")
+    data = text.encode("utf-8")
+    for n in range(1000):
+        target = backups / f"before-import-{stamp}-{os.getpid()}{f'-{n}' if n else ''}.json"
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise StoreError(f"cannot write a backup in {backups}: {exc.strerror or exc}; nothing was imported") from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            target.unlink(missing_ok=True)  # never leave a 0-byte or partial backup behind
+            raise StoreError(f"cannot write the backup {target}: {exc.strerror or exc}; nothing was imported") from None
+        os.close(fd)
+        return target
+    raise StoreError(f"cannot find a free backup name in {backups}; nothing was imported")

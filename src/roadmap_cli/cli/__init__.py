@@ -139,3 +139,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         error_line("interrupted")
         sys.exit(130)
+    except Exception as exc:
+        # A malformed row already in the database (hand-edited, old version)
+        # crashes whichever reader meets it: name the row instead of a
+        # traceback. Anything else is a bug and keeps its traceback.
+        from roadmap_cli.store.rowcheck import explain_crash
+
+        explained = explain_crash(exc)
+        if explained is None:
+            raise
+        error_line(explained.message)
+        sys.exit(int(explained.exit_code))

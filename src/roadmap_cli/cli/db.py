@@ -9,6 +9,9 @@ from roadmap_cli import context
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
 
+# A learner's export is a few MB at most; this bounds memory for a wrong file.
+MAX_IMPORT_BYTES = 256 * 2**20
+
 db_app = typer.Typer(help="The progress database: where it is and its schema version.", no_args_is_help=True)
 
 
@@ -29,7 +32,7 @@ def db_status(as_json: JsonOpt = False) -> None:
     ctx = context.current()
     home = resolve_home(ctx.home_option)
     # Open without migrating first, so pending migrations can be shown; then migrate.
-    store = open_store(home, migrate=False)
+    store = open_store(home, migrate=False, check_rows=False)
     pending = migrations.pending(store)
     applied = migrations.migrate(store)
     with store.connection() as conn:
@@ -65,7 +68,10 @@ def export(
     from roadmap_cli.errors import UserError
     from roadmap_cli.transfer import dumps, export_data
 
-    text = dumps(export_data(context.current().store()))
+    from roadmap_cli.store import open_store
+
+    # Without the malformed-row check: export is how such a row gets repaired.
+    text = dumps(export_data(open_store(context.current().home, check_rows=False)))
     if output is None:
         typer.echo(text, nl=False)
         return
@@ -89,18 +95,39 @@ def import_(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.transfer import import_data
+    from roadmap_cli.transfer import import_data, validate_import
+
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.labs.spec import lab_ids
+    from roadmap_cli.store import open_store
 
     ctx = context.current()
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).expanduser().read_text(encoding="utf-8")
+        if source == "-":
+            text = sys.stdin.read(MAX_IMPORT_BYTES + 1)
+        else:
+            path = Path(source).expanduser()
+            if path.is_file() and path.stat().st_size > MAX_IMPORT_BYTES:
+                raise UserError(f"{source} is larger than {MAX_IMPORT_BYTES // 2**20} MB; not a roadmap export")
+            text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {source}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise UserError(f"{source} is not UTF-8 text (expected the JSON written by `roadmap export`)") from None
+    if len(text) > MAX_IMPORT_BYTES:
+        raise UserError(f"{source} is larger than {MAX_IMPORT_BYTES // 2**20} MB; not a roadmap export")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    counts = import_data(ctx.store(), data, home=ctx.home, replace=replace)
+    except RecursionError:  # e.g. 100,000 nested [ : the C decoder gives up
+        raise UserError(f"{source}: JSON nested too deeply; not a roadmap export") from None
+    def stages():  # only loaded when a row names a stage
+        try:
+            return {stage.number for stage in ctx.curriculum().stages}
+        except RoadmapError:
+            return None  # a broken curriculum is reported by the commands that use it
+    validate_import(data, lab_ids=set(lab_ids()), stages=stages)  # before the store is opened
+    store = open_store(ctx.home)
+    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")

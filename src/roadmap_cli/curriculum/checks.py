@@ -143,10 +143,10 @@ def _lab_parts(labs_root: Path, lab: str) -> Optional[set[str]]:
     spec = labs_root / lab / "lab.yaml"
     if not spec.is_file():
         return None
-    import yaml
+    from roadmap_cli.yamlsafe import load_yaml_file
 
     try:
-        data = yaml.load(spec.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = load_yaml_file(spec)
         return {str(p.get("id")) for p in data.get("parts", []) if isinstance(p, dict)}
     except Exception:  # a broken lab.yaml is the lab validator's business
         return set()

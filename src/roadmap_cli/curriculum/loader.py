@@ -6,8 +6,8 @@
 
 The happy path is: read bytes -> (cache hit: JSON -> model) or (safe-load
 YAML -> pydantic -> reference checks -> cache). Only when something is wrong
-is the YAML composed again with positions, to turn each problem's `loc`
-path into a line and column.
+are the node positions (kept from the one bounded parse, roadmap_cli.yamlsafe)
+used, to turn each problem's `loc` path into a line and column.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ class CheckReport:
 
 
 def _read(path: Path) -> bytes:
+    from roadmap_cli.yamlsafe import YamlProblem, check_file_size
+
+    try:
+        check_file_size(path)  # a 50 MB file is refused from its size, never read
+    except YamlProblem as problem:
+        raise ValidationError(f"{path}: 1 problem(s)", details=problem.lines(path)) from None
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -56,23 +62,19 @@ def _decode(path: Path, raw: bytes) -> str:
         ) from None
 
 
-def _safe_load(path: Path, text: str) -> tuple[Any, Optional[str]]:
-    """(data, None) or (None, "file:line:col: YAML syntax error ...")."""
-    import yaml
+def _safe_load(path: Path, text: str) -> tuple[Any, Any, list[str]]:
+    """(data, root node, []) or (None, None, ["file:line:col: why", ...]).
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    One bounded loader (roadmap_cli.yamlsafe) for every path, so `curriculum
+    validate` and `init --use-curriculum` give the same verdict: size, depth,
+    aliases and duplicate keys are refused by both."""
+    from roadmap_cli.yamlsafe import YamlProblem, load_with_nodes
+
     try:
-        return yaml.load(text, Loader=loader), None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = exc.problem or exc.context or "invalid YAML"
-        if exc.problem and exc.context and exc.context_mark and exc.context_mark is not mark:
-            start = exc.context_mark
-            what += f" ({exc.context} at {start.line + 1}:{start.column + 1})"
-        return None, f"{path}:{line}:{col}: YAML syntax error: {what}"
-    except yaml.YAMLError as exc:
-        return None, f"{path}:1:1: YAML error: {exc}"
+        data, node = load_with_nodes(text)
+    except YamlProblem as problem:
+        return None, None, problem.lines(path)
+    return data, node, []
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -127,9 +129,9 @@ def _problems(path: Path, text: str, *, with_warnings: bool) -> tuple[Optional[C
     """Parse and validate; return (curriculum or None, errors, warnings)."""
     from pydantic import ValidationError as PydanticError
 
-    data, syntax_error = _safe_load(path, text)
-    if syntax_error:
-        return None, [syntax_error], []
+    data, root_node, syntax_errors = _safe_load(path, text)
+    if syntax_errors:
+        return None, syntax_errors, []
     if data is None:
         return None, [f"{path}:1:1: the file is empty (expected a curriculum mapping)"], []
     if not isinstance(data, dict):
@@ -160,14 +162,10 @@ def _problems(path: Path, text: str, *, with_warnings: bool) -> tuple[Optional[C
     if not located and not warnings_located and not with_warnings:
         return curriculum, [], []  # the fast path: no positions needed
 
-    root_node = positions.compose(text)
     errors = []
     for loc, msg, at_key in located:
         line, col = positions.locate(root_node, loc, at_key=at_key)
         errors.append((line, col, f"{path}:{line}:{col}: {msg}"))
-    if with_warnings:
-        for line, col, key in positions.duplicate_keys(root_node):
-            errors.append((line, col, f"{path}:{line}:{col}: duplicate key {key!r} (YAML would keep only the last one)"))
     warnings = []
     for loc, msg in warnings_located:
         line, col = positions.locate(root_node, loc)

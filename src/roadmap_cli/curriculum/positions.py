@@ -11,11 +11,13 @@ from typing import Any, Iterator, Optional
 
 
 def compose(text: str) -> Any:
-    """The YAML node tree (with start marks) of `text`, safe loader only."""
-    import yaml
+    """The YAML node tree (with start marks) of `text`, through the bounded
+    loader (roadmap_cli.yamlsafe: size, depth, no aliases, no duplicate keys)."""
+    from roadmap_cli.yamlsafe import compose_bounded
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.compose(text, Loader=loader)
+    node, loader = compose_bounded(text)
+    loader.dispose()
+    return node
 
 
 def _child(node: Any, part: Any) -> tuple[Optional[Any], Optional[Any]]:

@@ -86,17 +86,58 @@ def _has_changes(repo) -> bool:
                         "nothing was changed: repair it, or move the folder aside yourself") from None
 
 
+# ---------------------------------------------------------------- never outside the workspace
+
+
+def _link_in_path(dest: Path, rel: Path) -> Optional[Path]:
+    """The first component of dest/rel (below dest) that is a symbolic link, or None.
+
+    Writing to a path with a link in it would write wherever the link points:
+    a learner's ignored `model.py -> ../notes.txt` must never receive the
+    starter, so every write below checks its path first."""
+    current = dest
+    for part in rel.parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
+
+
+def _refuse_links(dest: Path, rels: list[Path], tracked: set[str] = frozenset()) -> None:
+    """Refuse, before anything changes, if a file roadmap is about to write
+    sits behind a symbolic link (one git tracks is removed first, so it is fine)."""
+    for rel in rels:
+        link = _link_in_path(dest, rel)
+        if link is not None and link.relative_to(dest).as_posix() not in tracked:
+            raise UserError(
+                f"{link} is a symbolic link (to {os.readlink(link)}) where roadmap would write {rel.as_posix()}; "
+                "roadmap never writes through links, so nothing was changed: move the link away, then retry")
+
+
+def _starter_targets(spec: LabSpec) -> list[Path]:
+    """Every path (relative to the workspace) that write_starter may write."""
+    rels = [path.relative_to(spec.starter_dir) for path in spec.starter_dir.rglob("*")
+            if "__pycache__" not in path.parts and path.suffix != ".pyc"]
+    return sorted(rels + [Path(".gitignore")])
+
+
+def _copy_file(source: Path, dest: Path, rel: Path) -> None:
+    _refuse_links(dest, [rel])
+    target = dest / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target, follow_symlinks=True)  # the source is ours; the target was checked
+
+
 def _copy_tree(src: Path, dest: Path) -> None:
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
         if "__pycache__" in rel.parts or path.suffix == ".pyc":
             continue
-        target = dest / rel
         if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+            _refuse_links(dest, [rel])
+            (dest / rel).mkdir(parents=True, exist_ok=True)
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+            _copy_file(path, dest, rel)
 
 
 def _remove_committed(repo, path: Path) -> None:
@@ -106,8 +147,8 @@ def _remove_committed(repo, path: Path) -> None:
     trained checkpoint under an ignored out/)."""
     for rel in repo.git.ls_files("-z").split("\0"):
         target = path / rel
-        if rel and (target.is_file() or target.is_symlink()):
-            target.unlink()
+        if rel and _link_in_path(path, Path(rel).parent) is None and (target.is_file() or target.is_symlink()):
+            target.unlink()  # a link itself is removed, never what it points to
     folders = [p for p in path.rglob("*") if p.is_dir() and not p.is_symlink()
                and ".git" not in p.relative_to(path).parts]
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
@@ -117,6 +158,7 @@ def _remove_committed(repo, path: Path) -> None:
 
 def write_starter(spec: LabSpec, dest: Path) -> None:
     _copy_tree(spec.starter_dir, dest)
+    _refuse_links(dest, [Path(".gitignore")])  # a dangling link does not "exist" but would be written through
     ignore = dest / ".gitignore"
     if not ignore.exists():
         ignore.write_text("\n".join(IGNORED) + "\n")
@@ -150,12 +192,60 @@ def apply_patch(patch: Path, dest: Path) -> None:
         raise UserError(f"cannot apply {patch.name}: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
-def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
-    """Copy the starter into `dest`, make it a git repository, commit."""
-    git = _git()
-    InvalidGitRepositoryError, Repo = git.InvalidGitRepositoryError, git.Repo
+def _is_within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
 
+
+def _refuse_dangerous_dir(dest: Path, data_home: Optional[Path]) -> None:
+    """A workspace folder is emptied (--force) or moved aside: never let that
+    be the data home, the home directory, a file-system root, or a parent of
+    any of them."""
+    protected = [(Path.home().resolve(), "your home directory")]
+    if data_home is not None:
+        protected.append((Path(data_home).expanduser().resolve(), "roadmap's data home"))
+    for place, what in protected:
+        if _is_within(place, dest):
+            where = "is" if place == dest else "contains"
+            raise UserError(f"{dest} {where} {what} ({place}); choose a new or empty folder for the workspace "
+                            "(the default is fine: leave out --dir)")
+    if dest.parent == dest or os.path.ismount(dest):
+        raise UserError(f"{dest} is a file-system root or mount point; choose a new or empty folder for the workspace")
+
+
+def _made_by_roadmap(repo) -> bool:
+    """Was this repository a roadmap workspace (a `roadmap: start` commit by roadmap)?"""
+    try:
+        found = repo.git.log("--all", f"--author={AUTHOR_EMAIL}", "--grep=^roadmap: start ", "-1", "--format=%H")
+    except _git().GitCommandError:
+        return False
+    return bool(found.strip())
+
+
+def _enclosing_repo(dest: Path):
+    """The git repository `dest` is in (its own or an enclosing one), or None."""
+    git = _git()
+    try:
+        return git.Repo(dest, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def _tracked(repo) -> set[str]:
+    return {rel for rel in repo.git.ls_files("-z").split("\0") if rel}
+
+
+def start(spec: LabSpec, dest: Path, *, force: bool = False, data_home: Optional[Path] = None) -> StartResult:
+    """Copy the starter into `dest`, make it a git repository, commit.
+
+    `data_home` (default: the current one) is never used, emptied or moved."""
+    git = _git()
+
+    if data_home is None:
+        from roadmap_cli import context
+
+        data_home = context.current().home
     dest = Path(dest).expanduser().resolve()
+    _refuse_dangerous_dir(dest, data_home)
     if dest.exists() and not dest.is_dir():
         raise UserError(f"{dest} exists and is not a directory")
     non_empty = dest.is_dir() and any(dest.iterdir())
@@ -164,17 +254,19 @@ def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
         raise UserError(f"{dest} is not empty; use --force to start over (your old work is kept in git or moved aside)")
     repo = None
     if non_empty:
-        try:
-            repo = Repo(dest)
-            if Path(repo.working_tree_dir).resolve() != dest:
-                repo = None  # a folder inside some other repository: do not touch that one
-        except InvalidGitRepositoryError:
-            repo = None
+        repo = _enclosing_repo(dest)
+        if repo is not None and not _made_by_roadmap(repo):
+            raise UserError(f"{dest} is in a git repository roadmap did not create ({repo.working_tree_dir}); "
+                            "refusing to empty or move it: choose a new or empty folder for the workspace")
+        if repo is not None and Path(repo.working_tree_dir).resolve() != dest:
+            raise UserError(f"{dest} is inside another workspace's repository ({repo.working_tree_dir}); "
+                            "choose a new or empty folder for the workspace")
         if repo is not None:
             if _has_changes(repo):
                 result.saved_commit = _commit_all(repo, f"roadmap: save work before restarting {spec.id}")
             else:
                 result.saved_commit = repo.head.commit.hexsha
+            _refuse_links(dest, _starter_targets(spec), _tracked(repo))
             _remove_committed(repo, dest)
         else:
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -190,7 +282,7 @@ def start(spec: LabSpec, dest: Path, *, force: bool = False) -> StartResult:
     except OSError as exc:  # a read-only place, a parent that is a file, no permission...
         raise UserError(f"cannot create the workspace {dest}: {exc.strerror or exc}") from None
     if repo is None:
-        repo = Repo.init(dest)
+        repo = git.Repo.init(dest)
     write_starter(spec, dest)
     result.commit_sha = _commit_all(repo, f"roadmap: start {spec.id} from the starter")
     return result
@@ -215,7 +307,13 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
     except InvalidGitRepositoryError:
         raise UserError(f"{path} is not a git repository, so its files cannot be saved in a commit; refusing to "
                         f"reset (`{restart_hint}` moves them aside and starts over)") from None
+    if Path(repo.working_tree_dir).resolve() != path or not _made_by_roadmap(repo):
+        raise UserError(f"{path} is not a git repository created by roadmap; refusing to reset it "
+                        f"(`{restart_hint}` in a new folder starts over)")
     saved = _commit_all(repo, f"roadmap: save work before resetting {spec.id}") if _has_changes(repo) else None
+    # After the save commit every file roadmap removes is in git; a link git
+    # does not track (an ignored one) would be written through: refuse first.
+    _refuse_links(path, _starter_targets(spec), _tracked(repo))
     _remove_committed(repo, path)
     write_starter(spec, path)
     if _has_changes(repo):

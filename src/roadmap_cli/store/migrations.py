@@ -152,11 +152,19 @@ def m003_research(conn: sa.Connection) -> None:
     )
 
 
+def m004_imported_attempts(conn: sa.Connection) -> None:
+    """grade_attempts.imported: true for attempts that came in through
+    `roadmap import` (never graded on this machine). They are shown as
+    imported and must never unlock `lab solution` on their own."""
+    conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN imported BOOLEAN NOT NULL DEFAULT FALSE"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
     ("labs", m002_labs),
     ("research", m003_research),
+    ("imported_attempts", m004_imported_attempts),
 ]
 
 LATEST = len(MIGRATIONS)

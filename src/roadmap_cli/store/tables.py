@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 
@@ -64,6 +65,9 @@ class GradeAttempt(SQLModel, table=True):
     workspace: str
     grader_sha256: str
     message: Optional[str] = None
+    # True for an attempt restored by `roadmap import` (migration 4): it was
+    # not graded here, so it never unlocks a solution by itself.
+    imported: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
 
 
 class GradeTestResult(SQLModel, table=True):
