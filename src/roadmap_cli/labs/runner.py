@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +33,7 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
 from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
 from roadmap_cli.labs.spec import LabSpec
 
@@ -40,7 +42,8 @@ LOG_TAIL_LINES = 25
 # Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
 # timeout when the child died while it ran; not-run when it never started.
 BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
-EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4}
+# "interrupted": Ctrl-C, or `roadmap watch` cancelled the run because a file was saved.
+EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4, "interrupted": 130}
 
 # Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
 PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
@@ -114,6 +117,25 @@ def tests_sha256(tests_dir: Path) -> str:
 
 def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
     return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
+
+
+def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
+    """The parts the node ids of `--test` belong to; an id of no part is a user mistake."""
+    from roadmap_cli.labs.nodeids import part_for
+
+    parts: list[str] = []
+    for nodeid in tests:
+        part = part_for(nodeid, spec.part_prefixes())
+        if part is None:
+            owned = next((p.id for p in spec.parts for prefix in p.tests if prefix.startswith(nodeid)), None)
+            part = owned
+        if part is None:
+            files = sorted({t.split("::")[0] for p in spec.parts for t in p.tests})
+            raise UserError(f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
+                            f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})")
+        if part not in parts:
+            parts.append(part)
+    return parts
 
 
 # Learner-process memory (RLIMIT_AS) when lab.yaml sets no memory_limit_mb:
@@ -200,7 +222,8 @@ class GradeJob:
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
-                 secret_seed: Optional[int] = None) -> None:
+                 secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
+                 cancel: Optional[threading.Event] = None) -> None:
         self.spec = spec
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
@@ -210,6 +233,10 @@ class GradeJob:
         self.device = device or detect_device()
         for part_id in parts or []:
             spec.part(part_id)  # NotFoundError with did-you-mean
+        self.focus = focus or Focus()
+        if self.focus.tests:
+            in_tests = parts_of_tests(spec, self.focus.tests)
+            parts = [p for p in parts if p in in_tests] if parts else in_tests
         here = gradable_parts(spec, self.device)
         self.selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
         if not self.selected:
@@ -217,6 +244,7 @@ class GradeJob:
                             f"({self.device.reason})")
         self.timeout = float(timeout or spec.time_limit_s)
         self.stop_part_on_fail = stop_part_on_fail
+        self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GradeJob":
@@ -228,6 +256,8 @@ class GradeJob:
         for part in spec.parts:
             if part.id in self.selected:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
+        if self.focus.tests:
+            targets = [str(tests_dir / nodeid) for nodeid in self.focus.tests]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
         not_dumpable()
@@ -246,7 +276,7 @@ class GradeJob:
             sys.executable, "-I", "-B", "-u", "-m", "pytest",
             "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
-            "-q", "--continue-on-collection-errors", *targets,
+            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
@@ -291,6 +321,7 @@ class GradeJob:
             "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
             "selected": self.selected,
             "stop_part_on_fail": self.stop_part_on_fail,
+            "verbose": self.focus.verbose,
             "sandbox": {
                 "workspace": str(self.workspace),
                 "tests_dir": str(tests_dir.resolve()),
@@ -310,7 +341,7 @@ class GradeJob:
         proc = self.proc
         assert proc is not None, "start() first"
         events: list[dict] = []
-        timed_out = False
+        timed_out = interrupted = False
         touched: list[str] = []
 
         def drain() -> None:
@@ -342,7 +373,11 @@ class GradeJob:
                     timed_out = True
                     self._stop_supervisor()
                     break
-                time.sleep(POLL_S)
+                if self.cancel_event.wait(POLL_S):
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True  # recorded as "interrupted" (not a crash, never a best score)
         finally:
             self._stop_supervisor()
             self._kill_marked()
@@ -366,7 +401,15 @@ class GradeJob:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
+        if interrupted:
+            _mark_interrupted(run)
+        elif self.focus.narrows or self.focus.first_failure:
+            _mark_focused(run, self.focus)
         return run
+
+    def cancel(self) -> None:
+        """Stop the run from another thread (`roadmap watch`: a file was saved)."""
+        self.cancel_event.set()
 
     def _stop_supervisor(self) -> None:
         """SIGTERM: the supervisor kills and reaps every descendant; SIGKILL
@@ -494,12 +537,49 @@ def _assemble(spec, workspace, device, selected, events, returncode, timed_out, 
     )
 
 
+def _mark_interrupted(run: GradeRun) -> None:
+    """A run stopped by the learner: what finished stays visible, nothing counts."""
+    run.outcome, run.log_tail = "interrupted", ""
+    run.message = "interrupted before the end: not counted"
+    for t in run.tests:
+        if t.outcome in ("crashed", "timeout"):
+            t.outcome, t.message = "not-run", None
+    for p in run.parts:
+        if p.status not in ("not-graded-here", "not-run"):
+            p.points = 0.0
+            if p.status == "failed" and not any(t.part == p.id and t.outcome in BAD_TEST_OUTCOMES for t in run.tests):
+                p.status, p.message = "not-run", "interrupted before its tests finished"
+    run.score = 0.0
+
+
+def _mark_focused(run: GradeRun, focus: Focus) -> None:
+    """-k/--test ran some tests of a part: passing those is not passing the
+    part (no points, no checkpoint). -x: parts after the stop did not run."""
+    for p in run.parts:
+        mine = [t for t in run.tests if t.part == p.id]
+        if p.status == "failed" and mine and all(t.outcome == "not-run" for t in mine):
+            p.status, p.max_points = "not-run", 0.0
+            p.message = "not run (stopped at the first failure, -x)"
+        elif p.status == "failed" and not mine and focus.narrows:
+            p.status, p.max_points, p.message = "not-run", 0.0, "no test matched the filter"
+        elif p.status == "passed" and focus.narrows:
+            p.status, p.points, p.max_points = "focused", 0.0, 0.0
+            p.message = (f"{p.tests_passed}/{p.tests_total} selected tests passed "
+                         "(a filtered run never completes a part: grade it without -k/--test)")
+    run.score = round(sum(p.points for p in run.parts), 3)
+    run.max_score = round(sum(p.max_points for p in run.parts), 3)
+    # The outcome is about what ran: parts the filter left out no longer fail it.
+    if run.outcome == "failed" and not any(p.status in ("failed", "skipped") for p in run.parts) \
+            and any(p.status in ("passed", "focused") for p in run.parts):
+        run.outcome = "passed"
+
+
 def _part_result(part, selected, device, tests, outcome) -> PartResult:
     title = part.title.model_dump()
     if part.needs_cuda and not device.cuda:
         return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
     if part.id not in selected:
-        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not selected (--part)")
+        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)")
     mine = [t for t in tests if t.part == part.id]
     result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
                         tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))
