@@ -114,7 +114,9 @@ def test_infinite_loop_is_killed_and_recorded_as_timeout(run_cli, workspace: Pat
     elapsed = time.monotonic() - t0
     assert result.exit_code == 4, result
     assert data["outcome"] == "timeout"
-    assert elapsed < 3 + 2
+    # Killed at the limit, not left to run: 3 s of allowance covers the CLI's own
+    # start and the supervisor's cleanup on this 2-core box at load ~20.
+    assert elapsed < 3 + 3
     timed_out = [t for t in data["tests"] if t["outcome"] == "timeout"]
     assert [t["nodeid"] for t in timed_out] == ["test_add.py::test_add_small"]
     history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]

@@ -114,12 +114,12 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
 
     from roadmap_cli.labs import channel
 
-    # The engine's way in: a config on a descriptor (ROADMAP_GRADE_FD) naming the
-    # results pipe and the key that authenticates every line on it.
+    # The engine's handshake: a config pipe (key, results descriptor) and an authenticated results pipe.
     key = channel.new_key()
     config_r, config_w = os.pipe()
     results_r, results_w = os.pipe()
-    os.write(config_w, json.dumps({"key": key.hex(), "results_fd": results_w}).encode())
+    os.write(config_w, json.dumps({"key": key.hex(), "results_fd": results_w, "parts": [], "selected": None,
+                                   "stop_part_on_fail": False, "sandbox": None}).encode())
     os.close(config_w)
     env = dict(os.environ, ROADMAP_GRADE_FD=str(config_r), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
@@ -128,8 +128,9 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
     os.close(config_r)
     os.close(results_w)
     reader = channel.Reader(results_r, key)
-    events = reader.read()
-    reader.close()
+    events = []
+    while not reader.eof:
+        events += reader.read()
     assert reader.forged == 0
     kinds = [e["event"] for e in events]
     assert kinds[0] == "session" and kinds[-1] == "finish" and kinds.count("start") == 3

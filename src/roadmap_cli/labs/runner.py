@@ -34,6 +34,7 @@ from typing import Callable, Optional
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
+from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
 from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -143,6 +144,7 @@ def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
 # reserves tens of GB of virtual address space at initialisation.
 DEFAULT_MEMORY_LIMIT_MB = 4096
 LEARNER_NOFILE = 1024
+FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
 _DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
@@ -162,23 +164,6 @@ def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
     if not device.cuda:
         env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
     return env
-
-
-def forbidden_sources(spec: LabSpec) -> list[str]:
-    """What no learner process may open: every lab's solution/ folder and
-    solution_files, and the project's kernels/ folder (kernel-lab references)."""
-    from roadmap_cli.labs.spec import all_labs, labs_root, project_root
-
-    paths = {str(project_root() / "kernels")}
-    try:
-        specs = all_labs()
-    except Exception:  # a broken lab.yaml elsewhere must not stop this grade
-        specs = [spec]
-    for other in specs or [spec]:
-        paths.add(str(other.solution_dir))
-        paths.update(str(p) for p in other.solution_sources().values())
-    paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())
-    return sorted(paths)
 
 
 def _unescape(line: str) -> str:
@@ -275,7 +260,7 @@ class GradeJob:
             targets = [str(tests_dir / nodeid) for nodeid in self.focus.tests]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
-        _not_dumpable()
+        not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
@@ -283,9 +268,51 @@ class GradeJob:
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
         self.key = channel.new_key()
+        self.grade_token = secrets.token_hex(16)
         config_r, config_w = os.pipe()
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
+        grader = [
+            sys.executable, "-I", "-B", "-u", "-m", "pytest",
+            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
+            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
+        ]
+        cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
+        env = _child_env(self.workspace, self.device, config_r)
+        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         pass_fds=(config_r, results_w))
+        except OSError as exc:
+            for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
+                os.close(fd)
+            self.tmp.cleanup()
+            raise GraderError(f"cannot start the grader: {exc}") from None
+        for fd in (config_r, results_w, out_w):
+            os.close(fd)  # only the grader holds these now: its exit is our EOF
+        self.reader = channel.Reader(results_r, self.key)
+        self.output = PipeDrain(out_r)
+        try:
+            blob = self._config(results_w)
+        except BaseException:
+            os.close(config_w)  # the plugin sees an empty config and fails: nothing hangs
+            self.abort()
+            raise
+        # Written after the start: listing every lab's solution files (~0.1 s)
+        # overlaps with pytest's start-up; the plugin blocks on the pipe until
+        # it is here. It fits the pipe buffer (64 KiB) in all but absurd
+        # cases; a thread writes it otherwise, so a big one cannot deadlock us.
+        self._config_writer = write_and_close(config_w, blob)
+        self.sha = tests_sha256(tests_dir)
+        return self
+
+    def _config(self, results_w: int) -> bytes:
+        """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
+        from roadmap_cli.labs import integrity
+
+        spec, tests_dir = self.spec, self.spec.tests_dir
         memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
         config = {
             "key": self.key.hex(),
@@ -303,38 +330,10 @@ class GradeJob:
                 "forbidden_read": forbidden_sources(spec),
                 "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
                 "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
+                "grade_token": self.grade_token,
             },
         }
-        blob = json.dumps(config).encode()
-        # The config fits the pipe buffer (64 KiB) in all but absurd cases;
-        # write it from a thread otherwise, so a big one cannot deadlock us.
-        self._config_writer = _write_and_close(config_w, blob)
-        grader = [
-            sys.executable, "-I", "-B", "-u", "-m", "pytest",
-            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
-            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
-            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
-        ]
-        cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
-        env = _child_env(self.workspace, self.device, config_r)
-        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
-        try:
-            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         pass_fds=(config_r, results_w))
-        except OSError as exc:
-            for fd in (config_r, results_r, results_w, out_r, out_w):
-                os.close(fd)
-            self.tmp.cleanup()
-            raise GraderError(f"cannot start the grader: {exc}") from None
-        finally:
-            pass
-        for fd in (config_r, results_w, out_w):
-            os.close(fd)  # only the grader holds these now: its exit is our EOF
-        self.reader = channel.Reader(results_r, self.key)
-        self.output = PipeDrain(out_r)
-        self.sha = tests_sha256(tests_dir)
-        return self
+        return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
         from roadmap_cli.labs import integrity
@@ -352,11 +351,21 @@ class GradeJob:
                     on_event(event)
 
         deadline = self.t0 + self.timeout
+        finished_at: Optional[float] = None
         try:
             while True:
                 returncode = proc.poll()
                 drain()
                 if returncode is not None:
+                    break
+                if finished_at is None and any(ev.get("event") == "finish" and ev.get("exitstatus") in (0, 1)
+                                               for ev in events[-3:]):
+                    finished_at = time.monotonic()
+                if finished_at is not None and time.monotonic() - finished_at > FINISH_GRACE_S:
+                    # Every result is in: pytest's summary and interpreter
+                    # teardown (~0.3 s with torch loaded) cannot change the grade.
+                    self._stop_supervisor()
+                    returncode = 0
                     break
                 now_stats = integrity.stat_snapshot(self.stats_before)
                 touched = touched or integrity.changed(self.stats_before, now_stats)
@@ -371,6 +380,7 @@ class GradeJob:
             interrupted = True  # recorded as "interrupted" (not a crash, never a best score)
         finally:
             self._stop_supervisor()
+            self._kill_marked()
             drain()
             self.output.settle()
             log_tail = _tail(self.output.tail.text())
@@ -379,7 +389,8 @@ class GradeJob:
         after = integrity.snapshot(self.spec.tests_dir)
         touched = sorted(set(touched) | set(integrity.changed(self.hashes_before, after))
                          | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before))))
-        run = _assemble(self.spec, self.workspace, self.device, self.selected, events, proc.returncode,
+        run = _assemble(self.spec, self.workspace, self.device, self.selected, events,
+                        0 if finished_at is not None and not timed_out else proc.returncode,
                         timed_out, self.timeout, log_tail)
         voids = [ev.get("reason", "") for ev in events if ev.get("event") == "void"]
         if self.reader.forged:
@@ -387,7 +398,7 @@ class GradeJob:
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
         if voids:
-            _void(run, voids)
+            void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
         if interrupted:
@@ -408,7 +419,7 @@ class GradeJob:
             return
         try:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=5)
+            proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             # The supervisor is stuck (stopped by the learner?): kill its
             # tree ourselves; orphans are still re-parented to it while it lives.
@@ -425,57 +436,33 @@ class GradeJob:
                 proc.kill()
             proc.wait()
 
+    def _kill_marked(self) -> None:
+        """Second net: processes carrying this grade's token that the
+        supervisor could not reach (the learner's code killed it, so its
+        orphans went to init)."""
+        from roadmap_cli.labs._supervisor import marked
+
+        for _ in range(3):
+            pids = marked(f"ROADMAP_GRADE_TOKEN={self.grade_token}")
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
+
     def abort(self) -> None:
         """Kill the grader (the caller failed before `finish`)."""
         if self.proc is not None:
             self._stop_supervisor()
+            self._kill_marked()
             self.reader.close()
             self._cleanup()
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
-
-
-def _not_dumpable() -> None:
-    """The engine holds the results key: no other process of this user (the
-    learner process, without capabilities) may read its memory or descriptors."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
-
-
-def _write_and_close(fd: int, blob: bytes):
-    import threading
-
-    def write() -> None:
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    if len(blob) < 60_000:
-        write()
-        return None
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    return thread
-
-
-def _void(run: "GradeRun", reasons: list[str]) -> None:
-    """The attempt does not count: no points, no passed part, outcome error."""
-    text = "attempt void: " + "; ".join(dict.fromkeys(reasons))  # each reason once, in order
-    run.outcome, run.score, run.message = "error", 0.0, text
-    for part in run.parts:
-        if part.status in ("passed", "failed", "skipped"):
-            part.status, part.points = "failed", 0.0
-            part.message = text if not part.message else f"{text}\n{part.message}"
 
 
 def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:

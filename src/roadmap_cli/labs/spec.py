@@ -105,6 +105,9 @@ class LabSpec(BaseModel):
     stage: int = Field(ge=0)
     summary: Text
     time_limit_s: float = Field(default=300, gt=0)
+    # RLIMIT_AS of the learner process (grading_kit/sandbox.py); None: the
+    # engine's default on CPU, no limit with CUDA.
+    memory_limit_mb: Optional[int] = Field(default=None, ge=256)
     parts: list[Part] = Field(min_length=1)
     hints: list[Hint] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
