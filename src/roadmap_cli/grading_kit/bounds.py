@@ -51,7 +51,7 @@ def nan_guarded(t, guard: int = 4096, row_pad: int = 16, fill: float = float("na
     if not t.dtype.is_floating_point:
         fill = fill if isinstance(fill, int) else -1
     # Memory order: dims from the largest stride to the smallest (ties: later dim inner).
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -d))
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
     inner = order[-1]
     padded_shape = [t.shape[d] + (row_pad if d == inner else 0) for d in order]
     numel = 1
@@ -90,6 +90,7 @@ class _Arg:
     offsets: object = None  # sorted numpy array of element byte offsets from base (lazy)
     dense_lo: int = 0
     dense_hi: int = -1  # [dense_lo, dense_hi) in bytes from base when the view is dense
+    _nested: object = None  # cached nested_order(): list of dims, [] when not nested
 
     def element_offsets(self):
         import numpy as np
@@ -101,6 +102,23 @@ class _Arg:
             self.offsets = np.unique(grids * self.itemsize)
         return self.offsets
 
+    def nested_order(self):
+        """Dims (size > 1) from outer to inner when the view is a nested, non-overlapping
+        layout (each stride >= the extent of the dims inside it), else None."""
+        if self.__dict__.get("_nested") is not None:
+            return self._nested or None
+        dims = sorted((d for d in range(len(self.shape)) if self.shape[d] > 1),
+                      key=lambda d: (-self.strides[d], d))
+        extent = 1
+        ok = all(self.strides[d] > 0 for d in dims)
+        for d in reversed(dims):
+            if not ok or self.strides[d] < extent:
+                ok = False
+                break
+            extent = self.strides[d] * self.shape[d]
+        self._nested = dims if ok else []
+        return dims if ok else None
+
     def contains(self, addrs):
         """Boolean mask: which addresses are (the start of) an element of this view."""
         import numpy as np
@@ -108,6 +126,15 @@ class _Arg:
         rel = addrs.astype(np.int64) - self.base
         if self.dense_hi >= 0:
             return (rel >= self.dense_lo) & (rel < self.dense_hi) & (rel % self.itemsize == 0)
+        dims = self.nested_order()
+        if dims is not None:  # peel the index digit by digit: cheap, no table of offsets
+            ok = rel % self.itemsize == 0
+            rel = rel // self.itemsize
+            for d in dims:
+                i = rel // self.strides[d]
+                ok &= (i >= 0) & (i < self.shape[d])
+                rel = rel - i * self.strides[d]
+            return ok & (rel == 0)
         offs = self.element_offsets()
         if offs.size == 0:
             return np.zeros(rel.shape, dtype=bool)
@@ -123,7 +150,8 @@ class _Arg:
         # Peel dims from the largest stride to the smallest: the natural row/column reading.
         # Outer dims are clamped to their range so the overflow shows up in the row dim
         # (the second-innermost): the element after the last one is "row N+0", not "batch B".
-        order = sorted(range(len(self.shape)), key=lambda d: (-abs(self.strides[d]), -d))
+        # Size-1 dims go first (always index 0); stride ties: the later dim is the inner one.
+        order = sorted(range(len(self.shape)), key=lambda d: (self.shape[d] != 1, -abs(self.strides[d]), d))
         index = [0] * len(self.shape)
         for pos, d in enumerate(order):
             stride = self.strides[d]
