@@ -46,6 +46,18 @@ def _fail(what: str, message: str) -> None:
     raise AssertionError(f"{what}: {message} (README.md, '{SECTION}')")
 
 
+def _span(indices: list[int]) -> str:
+    """[3, 4, 5, 9] -> '3..5, 9' (first few runs only)."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs[:4])
+    return text + (", ..." if len(runs) > 4 else "")
+
+
 def check_matmul(a: torch.Tensor, b: torch.Tensor, what: str, blocks: dict | None = None) -> None:
     a, b = a.to(device()), b.to(device())
     expected = reference(a, b)
@@ -74,11 +86,12 @@ def check_matmul(a: torch.Tensor, b: torch.Tensor, what: str, blocks: dict | Non
     out = out.cpu()
     unwritten = int(((out.float() == adapter.SENTINEL) & (expected != adapter.SENTINEL)).sum())
     if unwritten:
-        rows = sorted({int(r) for r in torch.nonzero(out.float() == adapter.SENTINEL)[:, 0].tolist()})
-        _fail(what, f"{unwritten} output element(s) still hold {adapter.SENTINEL:g}, the value the grader filled "
-                    f"your output with (never written; rows {rows[:3]}{'...' if len(rows) > 3 else ''} of "
-                    f"{a.shape[0]}): does every tile of C get exactly one program "
-                    "(grid rounded up, the last group of tile-rows smaller than GROUP_M)?")
+        where = torch.nonzero((out.float() == adapter.SENTINEL) & (expected != adapter.SENTINEL))
+        rows, cols = sorted({int(r) for r in where[:, 0]}), sorted({int(c) for c in where[:, 1]})
+        _fail(what, f"{unwritten} element(s) of C were never written (they still hold {adapter.SENTINEL:g}, the "
+                    f"value the grader filled your output with): rows {_span(rows)} of {out.shape[0]}, columns "
+                    f"{_span(cols)} of {out.shape[1]}. Every element of C must be stored by exactly one program: "
+                    "check the grid size, the program -> tile mapping and the store mask")
     if not bool(torch.isfinite(out.float()).all()):
         bad = int((~torch.isfinite(out.float())).sum())
         _fail(what, f"{bad} output element(s) are NaN/inf where the reference is finite: the inputs are "
