@@ -100,7 +100,7 @@ def test_matmul_matches_torch(ref_matmul, shape, dtype):
 def test_matmul_partial_last_group_and_strides(ref_matmul):
     """M = 3 tile rows with GROUP_M = 2 (a partial last group) and B transposed
     in memory: every tile must be computed once, from the right addresses."""
-    blocks = ref_matmul._INTERPRETER_BLOCKS
+    blocks = ref_matmul.INTERPRETER_BLOCKS
     M = 2 * blocks["BLOCK_M"] + 5
     N = 2 * blocks["BLOCK_N"] + 3
     K = blocks["BLOCK_K"] + 7

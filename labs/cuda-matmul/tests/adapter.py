@@ -34,8 +34,6 @@ import torch
 from roadmap_cli import grading_kit as kit
 from roadmap_cli.grading_kit import bounds, count_triton_launches, forbid_torch_ops, learner_module
 
-# Until the sandbox lands in main, learner_side is a no-op (everything runs in-process).
-learner_side = getattr(kit, "learner_side", lambda fn: fn)
 
 MATMUL_OPS = ("matmul", "mm", "bmm", "einsum", "linear")
 SENTINEL = -4096.0  # exactly representable in fp16, bf16 and fp32
@@ -140,17 +138,20 @@ TILES = [
 
 @contextlib.contextmanager
 def _blocks(module, blocks: dict | None) -> Iterator[None]:
-    """Set the learner's INTERPRETER_BLOCKS to the grader's tiles while a call runs."""
-    names = [n for n in ("INTERPRETER_BLOCKS", "_INTERPRETER_BLOCKS") if hasattr(module, n)]
-    saved = {n: getattr(module, n) for n in names}
+    """Set the learner's INTERPRETER_BLOCKS (README, Part 2) to the grader's tiles while a call runs."""
+    if blocks is None:
+        yield
+        return
+    had = hasattr(module, "INTERPRETER_BLOCKS")
+    saved = getattr(module, "INTERPRETER_BLOCKS", None)
+    module.INTERPRETER_BLOCKS = dict(blocks)
     try:
-        if blocks is not None:
-            for n in names or ["INTERPRETER_BLOCKS"]:
-                setattr(module, n, dict(blocks))
         yield
     finally:
-        for n, value in saved.items():
-            setattr(module, n, value)
+        if had:
+            module.INTERPRETER_BLOCKS = saved
+        else:
+            del module.INTERPRETER_BLOCKS
 
 
 def _guarded_triton_call(call, inputs: dict, forbid: tuple[str, ...] = ()) -> dict:
@@ -171,7 +172,7 @@ def _guarded_triton_call(call, inputs: dict, forbid: tuple[str, ...] = ()) -> di
 # ---------------------------------------------------------------- Triton parts
 
 
-@learner_side
+@kit.learner_side
 def vector_add(x: torch.Tensor, y: torch.Tensor) -> dict:
     """Facts of the learner's vector_add(x, y) on NaN-guarded copies: out, launches,
     violations (out-of-bounds lanes), overruns (writes past allocations)."""
@@ -179,7 +180,7 @@ def vector_add(x: torch.Tensor, y: torch.Tensor) -> dict:
     return _guarded_triton_call(module.vector_add, {"x": x, "y": y})
 
 
-@learner_side
+@kit.learner_side
 def matmul(a: torch.Tensor, b: torch.Tensor, blocks: dict | None = None) -> dict:
     """Facts of the learner's matmul(a, b) on NaN-guarded copies (B keeps its layout),
     with INTERPRETER_BLOCKS set to `blocks` when given."""
@@ -188,7 +189,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, blocks: dict | None = None) -> dict
         return _guarded_triton_call(module.matmul, {"A": a, "B": b}, forbid=MATMUL_OPS)
 
 
-@learner_side
+@kit.learner_side
 def matmul_raises(a: torch.Tensor, b: torch.Tensor) -> str | None:
     """The name of the exception the learner's matmul raises for (a, b), or None."""
     try:
@@ -236,13 +237,13 @@ def _cuda_call(extension, function: str, kernel: str, *args):
     return out
 
 
-@learner_side
+@kit.learner_side
 def cuda_vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     extension = learner_module("cuda_kernels").load_vector_add()
     return _cuda_call(extension, "vector_add", "vector_add_kernel", x, y)
 
 
-@learner_side
+@kit.learner_side
 def cuda_matmul(variant: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """variant: "naive" or "tiled"."""
     extension = learner_module("cuda_kernels").load_matmul()

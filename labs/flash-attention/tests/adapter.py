@@ -27,8 +27,6 @@ from typing import Iterator
 from roadmap_cli import grading_kit as kit
 from roadmap_cli.grading_kit import bounds
 
-# Until the sandbox lands in main, learner_side is a no-op (everything runs in-process).
-learner_side = getattr(kit, "learner_side", lambda fn: fn)
 
 # Inside the learner's Triton forward/backward nothing of torch's may do the math.
 KERNEL_FORBIDDEN = ("sdpa", "softmax", "matmul", "mm", "bmm", "einsum")
@@ -38,6 +36,33 @@ GUARD_ROWS = 160
 
 def _module(name: str):
     return kit.learner_module(name)
+
+
+# The grader's tile shapes under the interpreter: unequal BLOCK_M / BLOCK_N both ways round,
+# so a loop bound or a causal limit written with the wrong block size shows. The learner's
+# INTERPRETER_BLOCKS is replaced by one of these while a call runs.
+TILE_SETS = [
+    {"fwd": (16, 32), "dq": (16, 32), "dkdv": (32, 16)},
+    {"fwd": (32, 16), "dq": (32, 16), "dkdv": (16, 32)},
+]
+
+
+@contextlib.contextmanager
+def _tiles(module, tiles: dict | None) -> Iterator[None]:
+    """Set the learner's INTERPRETER_BLOCKS to the grader's tiles while a call runs."""
+    if tiles is None:
+        yield
+        return
+    had = hasattr(module, "INTERPRETER_BLOCKS")
+    saved = getattr(module, "INTERPRETER_BLOCKS", None)
+    module.INTERPRETER_BLOCKS = dict(tiles)
+    try:
+        yield
+    finally:
+        if had:
+            module.INTERPRETER_BLOCKS = saved
+        else:
+            del module.INTERPRETER_BLOCKS
 
 
 def _guarded(t, pad_rows: bool):
@@ -50,7 +75,7 @@ def _guarded(t, pad_rows: bool):
 # ---------------------------------------------------------------- parts 1-2 (torch)
 
 
-@learner_side
+@kit.learner_side
 def reference_attention(q, k, v, causal: bool, scale):
     with kit.forbid_torch_ops("sdpa", "softmax"), kit.inputs_unchanged(q, k, v, what="q/k/v"):
         return _module("attention_torch").reference_attention(q, k, v, causal=causal, scale=scale)
@@ -82,7 +107,7 @@ def record_matmul_shapes() -> Iterator[list[tuple[int, ...]]]:
             setattr(owner, name, original)
 
 
-@learner_side
+@kit.learner_side
 def tiled_attention(q, k, v, causal: bool, scale, block_size: int):
     """Returns (O, LSE, shapes of every matmul result as tuples)."""
     with kit.forbid_torch_ops("sdpa", "softmax", "mm", "bmm", "einsum"), \
@@ -95,9 +120,10 @@ def tiled_attention(q, k, v, causal: bool, scale, block_size: int):
 # ---------------------------------------------------------------- parts 3-6 (Triton)
 
 
-@learner_side
-def flash_forward(q, k, v, causal: bool, scale, pad_rows: bool = True):
-    """The learner's `flash_attention_forward` on NaN-guarded copies of q, k, v.
+@kit.learner_side
+def flash_forward(q, k, v, causal: bool, scale, pad_rows: bool = True, tiles: dict | None = None):
+    """The learner's `flash_attention_forward` on NaN-guarded copies of q, k, v, with
+    INTERPRETER_BLOCKS set to `tiles` when given.
 
     Returns a dict of facts: o, lse, launches (Triton launches counted),
     violations (out-of-bounds lanes, as strings; interpreter only).
@@ -106,15 +132,16 @@ def flash_forward(q, k, v, causal: bool, scale, pad_rows: bool = True):
     gq, gk, gv = (_guarded(t, pad_rows) for t in (q, k, v))
     labels = bounds.storage_labels(q=gq, k=gk, v=gv)
     with kit.forbid_torch_ops(*KERNEL_FORBIDDEN), kit.count_triton_launches() as launches, \
-            kit.inputs_unchanged(gq, gk, gv, what="q/k/v"), bounds.check_bounds(labels) as report:
+            kit.inputs_unchanged(gq, gk, gv, what="q/k/v"), bounds.check_bounds(labels) as report, \
+            _tiles(module, tiles):
         o, lse = module.flash_attention_forward(gq, gk, gv, causal=causal, scale=scale)
     return {"o": o, "lse": lse, "launches": launches.count, "violations": report.violations}
 
 
-@learner_side
-def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = True):
+@kit.learner_side
+def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = True, tiles: dict | None = None):
     """The learner's differentiable `flash_attention`, then O.backward(dO), on NaN-guarded
-    leaf copies of q, k, v, dO.
+    leaf copies of q, k, v, dO, with INTERPRETER_BLOCKS set to `tiles` when given.
 
     Returns a dict of facts: o, lse, dq, dk, dv (None where no gradient arrived),
     launches_fwd, launches_bwd, has_grad_fn, violations (forward and backward).
@@ -126,7 +153,7 @@ def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = Tr
     labels = bounds.storage_labels(q=gq, k=gk, v=gv, dO=gdo)
     facts = {"o": None, "lse": None, "dq": None, "dk": None, "dv": None, "launches_fwd": 0,
              "launches_bwd": 0, "has_grad_fn": False, "violations": []}
-    with bounds.check_bounds(labels) as report:
+    with bounds.check_bounds(labels) as report, _tiles(module, tiles):
         with kit.forbid_torch_ops(*KERNEL_FORBIDDEN), kit.count_triton_launches() as launches, \
                 kit.inputs_unchanged(gq, gk, gv, what="q/k/v"):
             o, lse = module.flash_attention(gq, gk, gv, causal=causal, scale=scale)
@@ -143,7 +170,7 @@ def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = Tr
     return facts
 
 
-@learner_side
+@kit.learner_side
 def elements_loaded(q, k, v, causal: bool) -> int:
     """Interpreter only: how many elements the forward asks tl.load for (masked lanes included)."""
     from triton.runtime import interpreter
@@ -177,16 +204,16 @@ def flash_autograd_plain(q, k, v, causal: bool, scale):
 # ---------------------------------------------------------------- part 7 (plain Python)
 
 
-@learner_side
+@kit.learner_side
 def io_block_sizes(d: int, m: int):
     return tuple(_module("io_analysis").flash_block_sizes(d, m))
 
 
-@learner_side
+@kit.learner_side
 def io_standard_accesses(n: int, d: int):
     return _module("io_analysis").standard_attention_hbm_accesses(n, d)
 
 
-@learner_side
+@kit.learner_side
 def io_flash_accesses(n: int, d: int, m: int):
     return _module("io_analysis").flash_attention_hbm_accesses(n, d, m)

@@ -153,7 +153,7 @@ def check_kernel_facts(facts: dict, section: str, what: str, launches_key: str =
 
 
 def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: triton-forward",
-                  loose: bool = False) -> None:
+                  loose: bool = False, context: str = "") -> None:
     """O and LSE against the fp32 reference, at the dtype's tolerance.
     loose: adversarial magnitudes; atol scales with the reference's RMS (an overflow
     still shows as inf/NaN, which never passes)."""
@@ -169,6 +169,6 @@ def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: 
                              f"(README.md, '{section}')")
     if o.dtype != q.dtype:
         raise AssertionError(f"O has dtype {o.dtype}, expected q's dtype {q.dtype} (README.md, '{section}')")
-    _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O")
+    _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O" + context)
     _with_section(section, kit.assert_close, lse, ref_lse, atol=atol,
-                  what="LSE (natural log of sum_j exp(scale * q.k_j))")
+                  what="LSE (natural log of sum_j exp(scale * q.k_j))" + context)

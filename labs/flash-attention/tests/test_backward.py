@@ -6,6 +6,7 @@ from roadmap_cli import grading_kit as kit
 
 import adapter
 import references as ref
+from test_triton_forward import _context, tiles_for
 
 SECTION = "Part 6: backward"
 # (batch, heads, kv_heads, seq, head_dim, causal, scale, layout, dtype): size 1, tile-1 / tile+1
@@ -23,14 +24,15 @@ if ref.ON_GPU:
               (2, 4, 4, 257, 64, False, 0.2, "bnhd", torch.bfloat16)]
 
 
-def check_backward(facts, q, k, v, do, causal, scale, loose=False):
-    what = "flash_attention"
+def check_backward(facts, q, k, v, do, causal, scale, loose=False, tiles=None):
+    what = "flash_attention" + (f" with INTERPRETER_BLOCKS={tiles}" if tiles else "")
     ref.check_kernel_facts(facts, SECTION, f"{what} (forward)", "launches_fwd")
     if not facts["has_grad_fn"]:
         raise AssertionError(f"{what} returned an O without a grad_fn: wrap it in a torch.autograd.Function "
                              f"(README.md, '{SECTION}')")
     ref.check_kernel_facts(facts, SECTION, f"{what} (backward)", "launches_bwd")
-    ref.check_forward(facts["o"], facts["lse"], q, k, v, causal, scale, SECTION, loose=loose)
+    context = _context(q, k, v, causal, scale, tiles)
+    ref.check_forward(facts["o"], facts["lse"], q, k, v, causal, scale, SECTION, loose=loose, context=context)
     atol = ref.tolerance(q.dtype)
     wants = ref.reference_grads(q, k, v, do, causal, scale)
     # loose: adversarial magnitudes; one atol for all three, scaled by the largest gradient RMS
@@ -43,7 +45,7 @@ def check_backward(facts, q, k, v, do, causal, scale, loose=False):
         atol_g = atol * scale_rms if loose else atol
         if not loose and (q.shape[2] > 1 or name == "dV"):  # one key: softmax is constant, dQ = dK = 0
             kit.assert_nontrivial(want, atol, f"reference {name}")
-        ref._with_section(SECTION, kit.assert_close, got, want, atol=atol_g, rtol=atol, what=name)
+        ref._with_section(SECTION, kit.assert_close, got, want, atol=atol_g, rtol=atol, what=name + context)
 
 
 @pytest.mark.parametrize(
@@ -57,8 +59,9 @@ def test_backward(case):
         seed = kit.seeded(f"bwd-{case}-{trial}")
         q, k, v = ref.make_qkv(seed, batch, heads, kv_heads, seq, head_dim, dtype, dist, layout, scale)
         do = ref.make_do(seed, q)
-        facts = adapter.flash_forward_backward(q, k, v, do, causal, scale, trial % 2 == 1)
-        check_backward(facts, q, k, v, do, causal, scale)
+        tiles = tiles_for(trial, CASES.index(case))
+        facts = adapter.flash_forward_backward(q, k, v, do, causal, scale, trial % 2 == 1, tiles)
+        check_backward(facts, q, k, v, do, causal, scale, tiles=tiles)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

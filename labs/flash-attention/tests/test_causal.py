@@ -6,7 +6,7 @@ from roadmap_cli import grading_kit as kit
 
 import adapter
 import references as ref
-from test_triton_forward import run_forward
+from test_triton_forward import run_forward, tiles_for
 
 SECTION = "Part 4: causal"
 # (batch, heads, seq, head_dim, scale, layout): size 1, tile-1 / tile+1 around 32, 64, 129;
@@ -32,13 +32,13 @@ def test_causal_forward(case, dtype):
         dist = ref.DISTRIBUTIONS[trial % 2]
         q, k, v = ref.make_qkv(kit.seeded(f"causal-{case}-{dtype}-{trial}"), batch, heads, heads, seq, head_dim,
                                dtype, dist, layout, scale)
-        run_forward(q, k, v, True, scale, SECTION, pad_rows=trial % 2 == 0)
+        run_forward(q, k, v, True, scale, SECTION, pad_rows=trial % 2 == 0, tiles=tiles_for(trial, CASES.index(case)))
 
 
 def test_causal_very_negative_rows():
     """Rows whose every visible score is near -250; row 0 sees only key 0."""
     q, k, v = ref.make_qkv(kit.seeded("causal-negative"), 1, 2, 2, 40, 32, torch.float32, "negative", "bhnd")
-    run_forward(q, k, v, True, None, SECTION)
+    run_forward(q, k, v, True, None, SECTION, tiles=adapter.TILE_SETS[0])
 
 
 def test_causal_skips_blocks_above_the_diagonal():
