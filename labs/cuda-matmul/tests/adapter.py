@@ -199,10 +199,47 @@ def matmul_raises(a: torch.Tensor, b: torch.Tensor) -> str | None:
     return None
 
 
-def matmul_unguarded():
-    """The learner's matmul for timing: no allocation guards (they cost time);
-    the caller wraps the whole timing run in forbid_torch_ops + count_triton_launches."""
-    return learner_module("matmul").matmul
+@kit.learner_side
+def time_matmul(M: int, N: int, K: int, seed: int) -> dict:
+    """GPU only: the learner's matmul against torch.matmul (cuBLAS) in fp16, timed in the
+    learner process with the shared harness (timing through the sandbox's pipe would
+    measure the pipe). Returns comparison_facts plus launches and check_error (the first
+    wrong output seen while timed, as text, or None)."""
+    from roadmap_cli.grading_kit import timing
+    from roadmap_cli.grading_kit.perf_facts import comparison_facts
+
+    learner_matmul = learner_module("matmul").matmul
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make_inputs():  # fresh contents for every timed call
+        a = torch.randn((M, K), device="cuda", dtype=torch.float16, generator=gen)
+        b = torch.randn((K, N), device="cuda", dtype=torch.float16, generator=gen)
+        return a, b
+
+    def check(out, args):  # the timed output must still be right (first and last timed call)
+        a, b = args
+        error = kit.rel_fro_error(out.float(), torch_matmul(a.float(), b.float()))
+        if not error < 1e-2:
+            raise _WrongWhileTimed(f"relative Frobenius error {error:.3g} >= 1e-2")
+
+    try:
+        with forbid_torch_ops(*MATMUL_OPS), count_triton_launches() as launches:
+            result = timing.compare_to_baseline(
+                learner_matmul,
+                torch_matmul,  # torch.matmul saved before the guard: cuBLAS
+                make_inputs,
+                flops=2.0 * M * N * K,
+                bytes_moved=2.0 * (M * K + K * N + M * N),
+                dtype=torch.float16,
+                check=check,
+            )
+    except _WrongWhileTimed as error:
+        return {"check_error": str(error), "launches": launches.count}
+    return {**comparison_facts(result), "check_error": None, "launches": launches.count}
+
+
+class _WrongWhileTimed(Exception):
+    pass
 
 
 # ---------------------------------------------------------------- CUDA parts

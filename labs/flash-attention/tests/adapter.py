@@ -191,14 +191,72 @@ def elements_loaded(q, k, v, causal: bool) -> int:
     return total[0]
 
 
-def flash_forward_plain(q, k, v, causal: bool, scale):
-    """The learner's forward without guards or checks, for timing on a GPU."""
-    return _module("flash_attention").flash_attention_forward(q, k, v, causal=causal, scale=scale)
+# ---------------------------------------------------------------- GPU timing (learner-side)
+# Timing runs in the learner process: timed through the sandbox's pipe, a call would
+# measure the pipe and the copy of its output, not the kernel.
 
 
-def flash_autograd_plain(q, k, v, causal: bool, scale):
-    """The learner's differentiable `flash_attention`, unguarded, for timing on a GPU."""
-    return _module("flash_attention").flash_attention(q, k, v, causal=causal, scale=scale)
+@kit.learner_side
+def causal_and_full_forward_ms(batch: int, heads: int, seq: int, head_dim: int, seed: int) -> dict:
+    """GPU only: median ms of the learner's forward, causal and full, fp16 (part 4's skip test)."""
+    import torch
+
+    from roadmap_cli.grading_kit import timing
+
+    forward = _module("flash_attention").flash_attention_forward
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.float16, generator=gen)
+               for _ in range(3))
+    rule = timing.StopRule(time_cap_s=1.0)
+    full = timing.benchmark(lambda: forward(q, k, v, causal=False, scale=None), rule=rule)
+    causal = timing.benchmark(lambda: forward(q, k, v, causal=True, scale=None), rule=rule)
+    return {"full_ms": float(full.median_ms), "causal_ms": float(causal.median_ms)}
+
+
+@kit.learner_side
+def time_against_sdpa(batch: int, heads: int, seq: int, head_dim: int, causal: bool, flops_fwd: float,
+                      flops_bwd: float) -> dict:
+    """GPU only: the learner's forward and backward against F.scaled_dot_product_attention,
+    fp16, with the shared harness. Returns {"fwd": facts, "bwd": facts, "check_error": str|None}
+    (facts: grading_kit.perf_facts.comparison_facts)."""
+    import torch
+    import torch.nn.functional as F
+
+    from roadmap_cli.grading_kit import timing
+    from roadmap_cli.grading_kit.perf_facts import comparison_facts
+
+    module = _module("flash_attention")
+    dtype = torch.float16
+    rule = timing.StopRule(time_cap_s=2.0)
+
+    def fresh(grad=False):
+        return tuple(torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=dtype).requires_grad_(grad)
+                     for _ in range(3))
+
+    def check_fwd(out, args):
+        o = out[0] if isinstance(out, tuple) else out
+        want = F.scaled_dot_product_attention(*args, is_causal=causal)
+        torch.testing.assert_close(o, want, atol=2e-2, rtol=2e-2)
+
+    try:
+        fwd = timing.compare_to_baseline(
+            lambda q, k, v: module.flash_attention_forward(q, k, v, causal=causal, scale=None),
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+            fresh, flops=flops_fwd, dtype=dtype, rule=rule, check=check_fwd)
+    except AssertionError as error:
+        return {"fwd": None, "bwd": None, "check_error": f"forward output under timing: {error}"}
+
+    def make_bwd_inputs():
+        q, k, v = fresh(grad=True)
+        o_learner = module.flash_attention(q, k, v, causal=causal, scale=None)[0]
+        o_sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return o_learner, o_sdpa, q, k, v, torch.randn_like(o_sdpa)
+
+    bwd = timing.compare_to_baseline(
+        lambda ol, ob, q, k, v, do: torch.autograd.grad(ol, (q, k, v), do, retain_graph=True),
+        lambda ol, ob, q, k, v, do: torch.autograd.grad(ob, (q, k, v), do, retain_graph=True),
+        make_bwd_inputs, flops=flops_bwd, dtype=dtype, rule=rule)
+    return {"fwd": comparison_facts(fwd), "bwd": comparison_facts(bwd), "check_error": None}
 
 
 # ---------------------------------------------------------------- part 7 (plain Python)

@@ -4,7 +4,6 @@ import pytest
 import torch
 from roadmap_cli import grading_kit as kit
 
-import adapter
 import references as ref
 from test_triton_forward import run_forward, tiles_for
 
