@@ -32,7 +32,7 @@ def _effective_scale(scale, head_dim: int) -> float:
 
 
 def make_qkv(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_dim: int,
-             dtype: torch.dtype, dist: str, layout="bhnd", scale=None):
+             dtype: torch.dtype, dist: str, layout="bhnd", scale=None, negative_row_prob: float = 0.0):
     """Random q [B, H, N, D], k, v [B, H_kv, N, D].
 
     dist:
@@ -48,6 +48,11 @@ def make_qkv(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_di
       an fp16 accumulator (or fp32 inputs cast to fp16 before tl.dot) gives inf.
     layout: "bhnd" (contiguous [B, H, N, D]) or "bnhd" (transposed views of [B, N, H, D]
     storage), or a tuple of three layouts for q, k, v (K and V may differ).
+    negative_row_prob (normal / rising only): every key gets a shared component of 4 along
+    the first axis, and each query row, with this probability, a large negative one there,
+    so that ALL its scores sit near -250 (the shared component shifts every score of the row
+    by the same amount: softmax and O keep their meaning, LSE moves by -250). The forward
+    tests use 1/8, so random trials reach the "running max starts at 0" bug too.
     The adapter copies every tensor into a NaN-guarded buffer in the same layout.
     """
     gen = torch.Generator().manual_seed(seed)
@@ -75,6 +80,13 @@ def make_qkv(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_di
             q, v = q * 0.01, (1.0 + 0.1 * v) * 3000.0
     elif dist != "normal":
         raise ValueError(f"unknown distribution {dist!r}")
+    if negative_row_prob and dist in ("normal", "rising"):
+        beta = 4.0
+        gamma = 250.0 / (beta * _effective_scale(scale, head_dim))
+        k, q = k.clone(), q.clone()
+        k[..., 0] += beta
+        rows = torch.rand(q.shape[:-1], generator=gen) < negative_row_prob
+        q[..., 0] -= gamma * rows
     return tuple(t.to(device=DEVICE, dtype=dtype) for t in (q, k, v))
 
 

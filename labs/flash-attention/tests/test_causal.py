@@ -6,7 +6,7 @@ from roadmap_cli import grading_kit as kit
 
 import adapter
 import references as ref
-from test_triton_forward import run_forward, tiles_for
+from test_triton_forward import NEGATIVE_ROW_PROB, run_forward, tiles_for
 
 SECTION = "Part 4: causal"
 # (batch, heads, seq, head_dim, scale, layout): size 1, tile-1 / tile+1 around 32, 64, 129;
@@ -31,7 +31,7 @@ def test_causal_forward(case, dtype):
     for trial in range(ref.TRIALS):
         dist = ref.DISTRIBUTIONS[trial % 2]
         q, k, v = ref.make_qkv(kit.seeded(f"causal-{case}-{dtype}-{trial}"), batch, heads, heads, seq, head_dim,
-                               dtype, dist, layout, scale)
+                               dtype, dist, layout, scale, NEGATIVE_ROW_PROB)
         run_forward(q, k, v, True, scale, SECTION, pad_rows=trial % 2 == 0, tiles=tiles_for(trial, CASES.index(case)))
 
 

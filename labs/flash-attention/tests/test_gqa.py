@@ -5,7 +5,7 @@ import torch
 from roadmap_cli import grading_kit as kit
 
 import references as ref
-from test_triton_forward import run_forward, tiles_for
+from test_triton_forward import NEGATIVE_ROW_PROB, run_forward, tiles_for
 
 SECTION = "Part 5: gqa"
 # (batch, heads, kv_heads, seq, head_dim, causal, scale, layout): group sizes 2, 3, 4 and
@@ -30,5 +30,5 @@ def test_gqa_forward(case, dtype):
     for trial in range(ref.TRIALS):
         dist = ref.DISTRIBUTIONS[trial % 2]
         q, k, v = ref.make_qkv(kit.seeded(f"gqa-{case}-{dtype}-{trial}"), batch, heads, kv_heads, seq, head_dim,
-                               dtype, dist, layout, scale)
+                               dtype, dist, layout, scale, NEGATIVE_ROW_PROB)
         run_forward(q, k, v, causal, scale, SECTION, pad_rows=trial % 2 == 1, tiles=tiles_for(trial, CASES.index(case)))
