@@ -16,6 +16,8 @@ adapter functions (they patch the learner process):
   plain-data violations ("read past the end of K at [0, 1, N+3, 5]") and then
   masked off, so the kernel finishes and the process never reads unmapped memory.
   Masked-off lanes are never checked: a masked load past the edge is correct code.
+  A masked load without `other=` returns NaN in its masked-off lanes (Triton leaves
+  them undefined), so a result that depends on them fails deterministically.
 
 On a GPU `check_bounds()` records nothing (the interpreter is not running); the NaN
 guard bands still catch reads that change the output, and the graders' sentinel-
@@ -295,6 +297,16 @@ def check_bounds(labels: dict | None = None) -> Iterator[BoundsReport]:
             report.add(current["kernel"], op, name, relation, len(addrs), examples)
 
     def load(ptrs, mask, other, *rest, **kwargs):
+        if other is None:
+            # No `other=`: Triton leaves masked-off lanes undefined (the interpreter gives 0,
+            # a GPU whatever is in the registers). NaN makes a kernel that lets such a lane
+            # reach its result fail here too, deterministically.
+            import numpy as np
+
+            dtype_tt = ptrs.get_element_ty()
+            dtype_np = interpreter._get_np_dtype(dtype_tt)
+            if np.issubdtype(dtype_np, np.floating):
+                other = type(ptrs)(np.full(np.shape(ptrs.data), np.nan, dtype=dtype_np), dtype_tt)
         return original_load(ptrs, screen("load", ptrs, mask), other, *rest, **kwargs)
 
     def store(ptrs, value, mask, *rest, **kwargs):
