@@ -16,6 +16,8 @@ adapter functions (they patch the learner process):
   plain-data violations ("read past the end of K at [0, 1, N+3, 5]") and then
   masked off, so the kernel finishes and the process never reads unmapped memory.
   Masked-off lanes are never checked: a masked load past the edge is correct code.
+  A masked load without `other=` returns NaN in its masked-off lanes (Triton leaves
+  them undefined), so a result that depends on them fails deterministically.
 
 On a GPU `check_bounds()` records nothing (the interpreter is not running); the NaN
 guard bands still catch reads that change the output, and the graders' sentinel-
@@ -51,7 +53,7 @@ def nan_guarded(t, guard: int = 4096, row_pad: int = 16, fill: float = float("na
     if not t.dtype.is_floating_point:
         fill = fill if isinstance(fill, int) else -1
     # Memory order: dims from the largest stride to the smallest (ties: later dim inner).
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -d))
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
     inner = order[-1]
     padded_shape = [t.shape[d] + (row_pad if d == inner else 0) for d in order]
     numel = 1
@@ -90,6 +92,7 @@ class _Arg:
     offsets: object = None  # sorted numpy array of element byte offsets from base (lazy)
     dense_lo: int = 0
     dense_hi: int = -1  # [dense_lo, dense_hi) in bytes from base when the view is dense
+    _nested: object = None  # cached nested_order(): list of dims, [] when not nested
 
     def element_offsets(self):
         import numpy as np
@@ -101,6 +104,23 @@ class _Arg:
             self.offsets = np.unique(grids * self.itemsize)
         return self.offsets
 
+    def nested_order(self):
+        """Dims (size > 1) from outer to inner when the view is a nested, non-overlapping
+        layout (each stride >= the extent of the dims inside it), else None."""
+        if self.__dict__.get("_nested") is not None:
+            return self._nested or None
+        dims = sorted((d for d in range(len(self.shape)) if self.shape[d] > 1),
+                      key=lambda d: (-self.strides[d], d))
+        extent = 1
+        ok = all(self.strides[d] > 0 for d in dims)
+        for d in reversed(dims):
+            if not ok or self.strides[d] < extent:
+                ok = False
+                break
+            extent = self.strides[d] * self.shape[d]
+        self._nested = dims if ok else []
+        return dims if ok else None
+
     def contains(self, addrs):
         """Boolean mask: which addresses are (the start of) an element of this view."""
         import numpy as np
@@ -108,6 +128,15 @@ class _Arg:
         rel = addrs.astype(np.int64) - self.base
         if self.dense_hi >= 0:
             return (rel >= self.dense_lo) & (rel < self.dense_hi) & (rel % self.itemsize == 0)
+        dims = self.nested_order()
+        if dims is not None:  # peel the index digit by digit: cheap, no table of offsets
+            ok = rel % self.itemsize == 0
+            rel = rel // self.itemsize
+            for d in dims:
+                i = rel // self.strides[d]
+                ok &= (i >= 0) & (i < self.shape[d])
+                rel = rel - i * self.strides[d]
+            return ok & (rel == 0)
         offs = self.element_offsets()
         if offs.size == 0:
             return np.zeros(rel.shape, dtype=bool)
@@ -123,7 +152,8 @@ class _Arg:
         # Peel dims from the largest stride to the smallest: the natural row/column reading.
         # Outer dims are clamped to their range so the overflow shows up in the row dim
         # (the second-innermost): the element after the last one is "row N+0", not "batch B".
-        order = sorted(range(len(self.shape)), key=lambda d: (-abs(self.strides[d]), -d))
+        # Size-1 dims go first (always index 0); stride ties: the later dim is the inner one.
+        order = sorted(range(len(self.shape)), key=lambda d: (self.shape[d] != 1, -abs(self.strides[d]), d))
         index = [0] * len(self.shape)
         for pos, d in enumerate(order):
             stride = self.strides[d]
@@ -267,6 +297,16 @@ def check_bounds(labels: dict | None = None) -> Iterator[BoundsReport]:
             report.add(current["kernel"], op, name, relation, len(addrs), examples)
 
     def load(ptrs, mask, other, *rest, **kwargs):
+        if other is None:
+            # No `other=`: Triton leaves masked-off lanes undefined (the interpreter gives 0,
+            # a GPU whatever is in the registers). NaN makes a kernel that lets such a lane
+            # reach its result fail here too, deterministically.
+            import numpy as np
+
+            dtype_tt = ptrs.get_element_ty()
+            dtype_np = interpreter._get_np_dtype(dtype_tt)
+            if np.issubdtype(dtype_np, np.floating):
+                other = type(ptrs)(np.full(np.shape(ptrs.data), np.nan, dtype=dtype_np), dtype_tt)
         return original_load(ptrs, screen("load", ptrs, mask), other, *rest, **kwargs)
 
     def store(ptrs, value, mask, *rest, **kwargs):
