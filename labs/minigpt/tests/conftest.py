@@ -24,18 +24,20 @@ TRAIN_CONFIG = dict(
     weight_decay=0.1, beta1=0.9, beta2=0.99, grad_clip=0.5,
     eval_interval=100, eval_iters=5, seed=1337, resume=False, progress=False, device="cpu",
 )
-# The grader replays this many steps with its own AdamW step and compares the parameters after
-# these steps (more would cost grade time; the lr and clipping are checked at every step).
-REPLAY_STEPS = 40
+# The grader replays the first 40 steps with its own AdamW step and compares the parameters
+# after these steps (more would cost grade time; the lr and clipping are checked at every step).
 REPLAY_KEEP = (1, 2, 3, 10, 40)
 
 
 def replay_tolerance(step: int) -> float:
-    """Max |difference| of a parameter after `step` steps. The replay uses the same model code,
-    batches, start and thread count, so a right loop matches to float32 rounding (~1e-7 per
-    step; bench/bench_minigpt_false_fail.py measures the worst case over 200+ seeds and valid
-    variants of the loop). The smallest update a wrong loop makes differ is ~lr/(warmup+1) = 3e-4."""
-    return 2e-6 if step <= 3 else 2e-5
+    """Largest |learner - grader| / |grader - start| (Frobenius, per tensor) after `step` steps.
+    The replay uses the same model code, batches, start and thread count, so a right loop
+    differs only by float rounding (another summation order in the clip, another AdamW
+    implementation), which grows with the steps but stays far below this:
+    bench/bench_minigpt_false_fail.py measures the worst case over 200+ seeds and valid
+    variants of the loop. Wrong loops (lr off by a step, clipping or decay wrong, a missing
+    zero_grad) are off by 1e-2 to 1 of the displacement."""
+    return 1e-3
 
 
 # These models are tiny: on a CPU, intra-op threads cost more in synchronisation than they
@@ -60,10 +62,11 @@ def trained(trained_out_dir) -> dict:
     {"error": message} when it raised."""
     torch.manual_seed(0)
     try:
-        return adapter.watch_training(dict(TRAIN_CONFIG, corpus=str(CORPUS), out_dir=str(trained_out_dir)),
-                                      keep_steps=REPLAY_KEEP)
+        run = adapter.watch_training(dict(TRAIN_CONFIG, corpus=str(CORPUS), out_dir=str(trained_out_dir)),
+                                     keep_steps=REPLAY_KEEP)
     except Exception as exc:  # the training tests fail with it; generation falls back to the grader's run
         return {"error": f"{type(exc).__name__}: {exc}"}
+    return dict(run, config=TRAIN_CONFIG)
 
 
 @pytest.fixture
