@@ -51,6 +51,10 @@ BUILD_PROOFS = {
     "s7-implement-vector-add": {("cuda-matmul", "vector-add"), ("cuda-matmul", "cuda-vector-add")},
     "s7-implement-matrix-multiply": {("cuda-matmul", "matmul")},
     "s7-write-simple-cuda-kernel": {("cuda-matmul", "cuda-matmul")},
+    "s8-explain-warp": {("gpu-architecture", "divergence")},
+    "s8-explain-occupancy": {("gpu-architecture", "occupancy")},
+    "s8-explain-shared-memory": {("gpu-architecture", "bank-conflicts")},
+    "s8-analyze-kernel-bottlenecks": {("gpu-architecture", "roofline")},
     "s9-explain-flashattention-core-idea": {("flash-attention", "tiled-torch")},
     "s9-explain-io-bottleneck": {("flash-attention", "io-analysis")},
 }

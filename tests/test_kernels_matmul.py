@@ -192,11 +192,12 @@ def test_bench_exits_cleanly_without_a_gpu(capsys):
 def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
     """The wrong/ patches are diffs against kernels/: editing a reference kernel
     must come with regenerated patches (roadmap dev check then proves they fail)."""
-    import shutil
     import subprocess
 
-    for name in ("vector_add.py", "matmul.py"):
-        shutil.copy(KERNELS / "triton" / name, tmp_path / name)
+    from roadmap_cli.labs.starter_build import solution_text
+
+    for name in ("vector_add.py", "matmul.py"):  # the solution view: markers and starter lines stripped
+        (tmp_path / name).write_text(solution_text((KERNELS / "triton" / name).read_text(), name))
     result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from roadmap_cli.labs.starter_build import solution_text
+
 LAB = Path(__file__).resolve().parents[1] / "labs" / "paged-kv-cache"
 KERNEL = LAB.parents[1] / "kernels" / "triton" / "paged_attention.py"
 
@@ -74,8 +76,8 @@ def test_starter_functions_raise_not_implemented():
 def test_wrong_patches_apply_to_the_solution(patch, tmp_path):
     for path in (LAB / "starter").glob("*.py"):
         shutil.copy(path, tmp_path / path.name)
-    for name, path in SOLVED.items():
-        shutil.copy(path, tmp_path / name)
+    for name, path in SOLVED.items():  # the solution view: markers and starter lines stripped
+        (tmp_path / name).write_text(solution_text(path.read_text(), name))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     proc = subprocess.run(["git", "apply", "--check", str(LAB / "wrong" / patch)], cwd=tmp_path,
                           capture_output=True, text=True)

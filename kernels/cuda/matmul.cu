@@ -1,5 +1,13 @@
+// BEGIN SOLUTION
 // Matrix multiplication in CUDA C, two ways: C = A @ B, A (M, K), B (K, N), fp32.
+// STARTER
+// // Part 4 — matrix multiplication in CUDA C, C = A @ B (fp32), two ways:
+// //   matmul_naive: one thread per element of C, reading A and B from global memory;
+// //   matmul_tiled: TILE x TILE blocks that stage tiles of A and B in shared memory.
+// // Read README.md, section "Part 4: CUDA matmul", first.
+// END SOLUTION
 //
+// BEGIN SOLUTION
 // What you will learn
 // - matmul_naive_kernel: one thread per element of C; each thread reads a
 //   whole row of A and a whole column of B from global memory (DRAM/L2).
@@ -16,15 +24,26 @@
 //   which add nothing to the dot product.
 //
 // Built by cuda_kernels.py with torch.utils.cpp_extension.load_inline.
+// STARTER
+// // cuda_kernels.py compiles this file with load_inline and exposes
+// // `matmul_naive(a, b)` and `matmul_tiled(a, b)`. The grader checks, with the
+// // CUDA profiler, that kernels named matmul_naive_kernel / matmul_tiled_kernel
+// // ran (and no cuBLAS GEMM did): keep those names.
+// END SOLUTION
 
 #include <torch/types.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 
+// BEGIN SOLUTION
 constexpr int TILE = 32;  // 32 x 32 = 1024 threads per block (the maximum) and 8 KB of shared memory
+// STARTER
+// constexpr int TILE = 32;  // 32 x 32 = 1024 threads per block (the maximum)
+// END SOLUTION
 
 __global__ void matmul_naive_kernel(const float* __restrict__ A, const float* __restrict__ B,
                                     float* __restrict__ C, int M, int N, int K) {
+    // BEGIN SOLUTION
     const int row = blockIdx.y * blockDim.y + threadIdx.y;  // row of C (and A)
     const int col = blockIdx.x * blockDim.x + threadIdx.x;  // column of C (and B)
     if (row >= M || col >= N) return;  // threads past the edge of C
@@ -33,10 +52,18 @@ __global__ void matmul_naive_kernel(const float* __restrict__ A, const float* __
         acc += A[row * K + k] * B[k * N + col];
     }
     C[row * N + col] = acc;
+    // STARTER
+    // // TODO (Part 4a): one thread per C[row][col].
+    // //   row from the y dimension, col from the x dimension (so a warp reads
+    // //   consecutive columns of B and writes consecutive columns of C: coalesced).
+    // //   Threads outside C return. Accumulate sum_k A[row*K + k] * B[k*N + col]
+    // //   in a float and write it to C[row*N + col].
+    // END SOLUTION
 }
 
 __global__ void matmul_tiled_kernel(const float* __restrict__ A, const float* __restrict__ B,
                                     float* __restrict__ C, int M, int N, int K) {
+    // BEGIN SOLUTION
     __shared__ float As[TILE][TILE];  // the current tile of A: rows of this block, TILE columns of K
     __shared__ float Bs[TILE][TILE];  // the current tile of B: TILE rows of K, columns of this block
 
@@ -62,6 +89,19 @@ __global__ void matmul_tiled_kernel(const float* __restrict__ A, const float* __
     if (row < M && col < N) {
         C[row * N + col] = acc;
     }
+    // STARTER
+    // __shared__ float As[TILE][TILE];
+    // __shared__ float Bs[TILE][TILE];
+    // // TODO (Part 4b): this block computes the TILE x TILE tile of C at
+    // //   (blockIdx.y * TILE, blockIdx.x * TILE); thread (ty, tx) owns one element.
+    // //   For k0 = 0, TILE, 2*TILE, ... < K:
+    // //     - each thread loads ONE element of the A tile and ONE of the B tile
+    // //       into shared memory (0.0f when outside A or B: the edges);
+    // //     - __syncthreads() so the whole tile is there;
+    // //     - acc += As[ty][k] * Bs[k][tx] for k in 0..TILE-1;
+    // //     - __syncthreads() again before the next tile overwrites shared memory.
+    // //   Finally write acc if (row, col) is inside C.
+    // END SOLUTION
 }
 
 static torch::Tensor check_and_allocate(const torch::Tensor& a, const torch::Tensor& b, const char* name) {
@@ -69,7 +109,9 @@ static torch::Tensor check_and_allocate(const torch::Tensor& a, const torch::Ten
     TORCH_CHECK(a.scalar_type() == torch::kFloat32 && b.scalar_type() == torch::kFloat32, name, ": A and B must be float32");
     TORCH_CHECK(a.dim() == 2 && b.dim() == 2, name, ": A and B must be 2-D");
     TORCH_CHECK(a.size(1) == b.size(0), name, ": inner dimensions differ (", a.size(1), " vs ", b.size(0), ")");
+    // BEGIN SOLUTION
     TORCH_CHECK(a.size(0) < (1LL << 31) && b.size(1) < (1LL << 31) && a.size(1) < (1LL << 31), name, ": sizes must fit in int32");
+    // END SOLUTION
     return torch::empty({a.size(0), b.size(1)}, a.options());
 }
 
@@ -77,6 +119,7 @@ torch::Tensor matmul_naive(torch::Tensor a, torch::Tensor b) {
     auto c = check_and_allocate(a, b, "matmul_naive");
     auto ac = a.contiguous();  // the kernels assume row-major A and B
     auto bc = b.contiguous();
+    // BEGIN SOLUTION
     const int M = ac.size(0), K = ac.size(1), N = bc.size(1);
     if (M == 0 || N == 0) return c;
     const dim3 threads(16, 16);
@@ -84,6 +127,13 @@ torch::Tensor matmul_naive(torch::Tensor a, torch::Tensor b) {
     matmul_naive_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         ac.data_ptr<float>(), bc.data_ptr<float>(), c.data_ptr<float>(), M, N, K);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // STARTER
+    // // TODO (Part 4a): M, K, N from the shapes; return c if M or N is 0;
+    // //   dim3 threads(16, 16); dim3 blocks(ceil(N / 16), ceil(M / 16));  (x: columns, y: rows)
+    // //   launch matmul_naive_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(...);
+    // //   C10_CUDA_KERNEL_LAUNCH_CHECK(); return c;
+    // TORCH_CHECK(false, "matmul_naive is not implemented yet: see README.md, section 'Part 4: CUDA matmul'");
+    // END SOLUTION
     return c;
 }
 
@@ -91,6 +141,7 @@ torch::Tensor matmul_tiled(torch::Tensor a, torch::Tensor b) {
     auto c = check_and_allocate(a, b, "matmul_tiled");
     auto ac = a.contiguous();
     auto bc = b.contiguous();
+    // BEGIN SOLUTION
     const int M = ac.size(0), K = ac.size(1), N = bc.size(1);
     if (M == 0 || N == 0) return c;
     const dim3 threads(TILE, TILE);
@@ -98,5 +149,10 @@ torch::Tensor matmul_tiled(torch::Tensor a, torch::Tensor b) {
     matmul_tiled_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         ac.data_ptr<float>(), bc.data_ptr<float>(), c.data_ptr<float>(), M, N, K);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // STARTER
+    // // TODO (Part 4b): like matmul_naive, with dim3 threads(TILE, TILE) and
+    // //   blocks of TILE x TILE elements of C.
+    // TORCH_CHECK(false, "matmul_tiled is not implemented yet: see README.md, section 'Part 4: CUDA matmul'");
+    // END SOLUTION
     return c;
 }

@@ -44,6 +44,7 @@ def _attn_fwd_kernel(
     CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
+    # BEGIN SOLUTION
     # Program (pid_m, pid_bh) owns query rows [pid_m * BLOCK_M, +BLOCK_M) of one (batch, head).
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -112,11 +113,26 @@ def _attn_fwd_kernel(
     tl.store(LSE + pid_bh * N + offs_m, lse, mask=row_ok)
     o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
     tl.store(o_ptrs, acc.to(O.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+    # STARTER
+    # # TODO (README.md, 'Part 3: triton-forward'); this signature is a suggestion, change it freely.
+    # #  1. pid_m = tl.program_id(0) picks BLOCK_M query rows, pid_bh = tl.program_id(1) picks
+    # #     (batch, head); GQA (Part 5): the K/V head is head // GROUP_SIZE.
+    # #  2. load the Q block (BLOCK_M, BLOCK_D) once, masking rows >= N and columns >= HEAD_DIM.
+    # #  3. m_i = -inf, l_i = 0, acc = 0 (fp32); loop start_n over the keys in steps of BLOCK_N
+    # #     (Part 4: causal programs stop after the diagonal block):
+    # #       s = tl.dot(q, tl.trans(k)) * qk_scale; set s = -inf where the key is past N
+    # #       (and, causal, where key > query) BEFORE the max and sum;
+    # #       m_new = max(m_i, rowmax(s)); alpha = exp2(m_i - m_new); p = exp2(s - m_new)
+    # #       l_i = l_i * alpha + rowsum(p); acc = acc * alpha + p @ v; m_i = m_new
+    # #  4. O = acc / l_i; LSE = (m_i + log2(l_i)) * ln(2)  (natural log); store both, masked.
+    # pass
+    # END SOLUTION
 
 
 @triton.jit
 def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM,
                          BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    # BEGIN SOLUTION
     # delta_i = sum_d dO_i,d * O_i,d = rowsum(dO * O). It appears in dS = P * (dP - delta)
     # because d softmax: dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) and sum_k P_ik dP_ik = dO_i . O_i.
     # O and dO are [batch*heads, seq, head_dim] contiguous here; DELTA is [batch*heads, seq].
@@ -129,6 +145,10 @@ def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM,
     do = tl.load(DO + pid_bh * N * HEAD_DIM + offs_m[:, None] * stride_dn + offs_d[None, :], mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + pid_bh * N + offs_m, delta, mask=offs_m < N)
+    # STARTER
+    # # TODO (README.md, 'Part 6: backward'): delta_i = rowsum(dO_i * O_i), fp32, [batch*heads, seq].
+    # pass
+    # END SOLUTION
 
 
 @triton.jit
@@ -138,6 +158,7 @@ def _attn_bwd_dkdv_kernel(
     CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
+    # BEGIN SOLUTION
     # One program per block of BLOCK_N keys of one (batch, kv head). It keeps K_j, V_j and
     # their gradients on chip and streams every query block of every query head in the
     # GQA group past them:  dV_j = sum_i P_ij^T dO_i,   dK_j = scale * sum_i dS_ij^T Q_i.
@@ -187,6 +208,13 @@ def _attn_bwd_dkdv_kernel(
     dk = dk * sm_scale  # S = scale * Q K^T, so dK = scale * dS^T Q
     tl.store(DK + kv_off, dk.to(DK.dtype.element_ty), mask=kv_mask)
     tl.store(DV + kv_off, dv.to(DV.dtype.element_ty), mask=kv_mask)
+    # STARTER
+    # # TODO (README.md, 'Part 6: backward'): one program per BLOCK_N keys of one (batch, kv head).
+    # # For every query head of the group and every query block: recompute
+    # # P = exp(scale * Q K^T - LSE) (masked like the forward), dV += P^T dO,
+    # # dP = dO V^T, dS = P * (dP - delta), dK += dS^T Q. Finally dK *= scale.
+    # pass
+    # END SOLUTION
 
 
 @triton.jit
@@ -196,6 +224,7 @@ def _attn_bwd_dq_kernel(
     CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
+    # BEGIN SOLUTION
     # One program per block of query rows: dQ_i = scale * sum_j dS_ij K_j, looping over
     # K/V blocks exactly like the forward (and skipping the same causal blocks).
     pid_m = tl.program_id(0)
@@ -234,6 +263,11 @@ def _attn_bwd_dq_kernel(
         dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=DOT_PRECISION)
     dq = dq * sm_scale
     tl.store(DQ + q_off, dq.to(DQ.dtype.element_ty), mask=q_mask)
+    # STARTER
+    # # TODO (README.md, 'Part 6: backward'): one program per BLOCK_M query rows; loop over the
+    # # K/V blocks like the forward: recompute P, dS = P * (dO V^T - delta), dQ += dS K; dQ *= scale.
+    # pass
+    # END SOLUTION
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
@@ -253,6 +287,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
     return batch, heads, kv_heads, seq, head_dim
 
 
+# BEGIN SOLUTION
 # GPU tile candidates (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Triton tutorial
 # 06-fused-attention. Compiled for sm_90 (H100/H200), each list avoids register spills at
 # head_dim 64 and 128 where it matters: the fp32 accumulator of a (128, 128) tile alone takes
@@ -271,7 +306,13 @@ _GPU_TILES = {
 _GPU_TILES_FP32 = {"fwd": (32, 32, 4, 2), "dkdv": (16, 32, 4, 2), "dq": (64, 32, 8, 2)}
 AUTOTUNE_MIN_SEQ = 1024
 _TUNED: dict = {}
+# STARTER
+# def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
+    # """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq" (a starting point:
+    # for part 8, try triton.autotune over a few of these).
+# END SOLUTION
 
+    # BEGIN SOLUTION
 
 def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None:
     """Launch kernel `kind` ("fwd", "dkdv", "dq"); grid(BLOCK_M, BLOCK_N) -> launch grid.
@@ -279,7 +320,15 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
     The interpreter runs one program at a time, so CPU runs use one small tile size.
     """
     kernel = {"fwd": _attn_fwd_kernel, "dkdv": _attn_bwd_dkdv_kernel, "dq": _attn_bwd_dq_kernel}[kind]
+    # STARTER
+    # The interpreter runs one program at a time, so small tiles keep CPU runs quick.
+    # On a GPU larger tiles reuse each load more (values after the Triton tutorial
+    # 06-fused-attention): the dK/dV kernel keeps a wide block of keys on chip and
+    # streams narrow query blocks; the dQ kernel does the opposite.
+    # """
+    # END SOLUTION
     if interpret:
+        # BEGIN SOLUTION
         kernel[grid(32, 32)](*args, BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1, **kwargs)
         return
     fp32 = kwargs["DOT_PRECISION"] == "ieee"
@@ -293,6 +342,15 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
                    for m, n, w, st in _GPU_TILES[kind]]
         _TUNED[kind] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
     _TUNED[kind][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
+        # STARTER
+        # return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
+    # # Chosen so that, compiled for an H100/H200 (sm_90), no tile spills registers.
+    # if kernel == "dkdv":
+        # return dict(BLOCK_M=32, BLOCK_N=128 if head_dim <= 64 else 64, num_warps=8, num_stages=3)
+    # if kernel == "dq":
+        # return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3)
+    # return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+        # END SOLUTION
 
 
 def _interpreting(t: torch.Tensor) -> bool:
@@ -305,6 +363,7 @@ def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None =
     """O = softmax(scale * Q K^T [+ causal mask]) V, and LSE = logsumexp of the scaled,
     masked scores per query row (natural log, fp32, [batch, heads, seq]).
     scale defaults to 1/sqrt(head_dim). No autograd; see `flash_attention`."""
+    # BEGIN SOLUTION
     batch, heads, kv_heads, seq, head_dim = _check_inputs(q, k, v)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     o = torch.empty_like(q)
@@ -318,10 +377,17 @@ def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None =
         BLOCK_D=max(16, triton.next_power_of_2(head_dim)), seq=seq, interpret=_interpreting(q),
     )
     return o, lse
+    # STARTER
+    # # TODO (README.md, 'Part 3: triton-forward'): check inputs (_check_inputs), allocate
+    # # O like q and LSE as fp32 [batch, heads, seq], launch _attn_fwd_kernel on the grid
+    # # (cdiv(seq, BLOCK_M), batch * heads), return (o, lse). No torch matmul/softmax here.
+    # raise NotImplementedError("flash_attention_forward: see README.md, section 'Part 3: triton-forward'")
+    # END SOLUTION
 
 
 def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: float | None = None):
     """Gradients (dq, dk, dv) of sum(O * dO), recomputing P from the saved LSE."""
+    # BEGIN SOLUTION
     batch, heads, kv_heads, seq, head_dim = _check_inputs(q, k, v)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
@@ -342,6 +408,11 @@ def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: f
             q, k, v, do, lse, delta, dk, dv, heads, kv_heads, seq, head_dim, heads // kv_heads, scale,
             scale * LOG2E, **common)
     return dq, dk, dv
+    # STARTER
+    # # TODO (README.md, 'Part 6: backward'): delta = rowsum(dO * O), then the dK/dV kernel and
+    # # the dQ kernel. dk, dv have K/V's shape: with GQA, sum over the query heads of a group.
+    # raise NotImplementedError("flash_attention_backward: see README.md, section 'Part 6: backward'")
+    # END SOLUTION
 
 
 class FlashAttentionFunction(torch.autograd.Function):

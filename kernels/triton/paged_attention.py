@@ -1,3 +1,4 @@
+# BEGIN SOLUTION
 """Paged attention for decoding, in Triton.
 
 What you will learn
@@ -29,6 +30,39 @@ group of 4 at head_dim 128, against 72 here - try it and measure.)
 Run the correctness check on a CPU with the interpreter:
     TRITON_INTERPRET=1 python kernels/triton/paged_attention.py
 """
+# STARTER
+# """Paged attention for decoding, in Triton.
+#
+# What you will learn
+# -------------------
+# * How a kernel reads a KV cache that is scattered over fixed-size blocks: the
+  # block table turns "token p of sequence s" into "block table[s, p // BLOCK]
+  # at offset p % BLOCK" (vLLM's PagedAttention).
+# * Online softmax (as in FlashAttention): walk the context one block at a time,
+  # keeping a running max `m`, a running sum `l` and an un-normalised output
+  # `acc`, so the whole score row never has to be stored.
+# * Grouped-query attention: query head h reads kv head h // GROUP.
+#
+# Layouts (the same as the torch reference in the paged-kv-cache lab):
+    # query:        (num_seqs, num_heads, head_dim)
+    # key_cache:    (num_blocks, block_size, num_kv_heads, head_dim), same for value_cache
+    # block_tables: (num_seqs, max_blocks_per_seq) int32, padding past the last block is never read
+    # context_lens: (num_seqs,) int32, >= 1
+    # out:          (num_seqs, num_heads, head_dim), query's dtype
+#
+# The grid is (num_heads, num_seqs): one program computes one output row of
+# head_dim values, streaming one whole cache block (BLOCK_SIZE x HEAD_DIM of K,
+# then of V) per loop iteration. Decode attention is memory-bound: each cached
+# element feeds only 2 flops per query head, so what matters is bytes moved. The
+# GROUP programs of one kv head read the same blocks; launched side by side, they
+# mostly hit L2. (Serving the whole group in one program reads HBM once, but the
+# (GROUP, BLOCK_SIZE, HEAD_DIM) products cost registers: 148 per thread for a
+# group of 4 at head_dim 128, against 72 here - try it and measure.)
+#
+# Run the correctness check on a CPU with the interpreter:
+    # TRITON_INTERPRET=1 python triton_paged_attention.py
+# """
+# END SOLUTION
 
 from __future__ import annotations
 
@@ -73,6 +107,7 @@ def paged_attention_kernel(
     l_i = tl.zeros([1], dtype=tl.float32)
     acc = tl.zeros([HEAD_DIM_PAD], dtype=tl.float32)
 
+    # BEGIN SOLUTION
     for b in range(0, num_blocks):
         # Which physical block holds logical block b of this sequence?
         block_id = tl.load(block_tables_ptr + seq * stride_bt + b).to(tl.int64)
@@ -96,6 +131,15 @@ def paged_attention_kernel(
         l_i = l_i * alpha + tl.sum(p, axis=0)
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)        # (D,)
         m_i = m_new
+    # STARTER
+    # # TODO (README.md, section "Paged attention in Triton"): for b in range(0, num_blocks):
+    # #   1. block_id = the b-th entry of this sequence's block table (load it; cast to tl.int64)
+    # #   2. token_pos = b * BLOCK_SIZE + offs_t; mask_t = token_pos < context_len (the last block may be partial)
+    # #   3. load K and V tiles (BLOCK_SIZE, HEAD_DIM_PAD) of kv_head from that block, masked, as fp32
+    # #   4. s = q . k for each token (an elementwise product and tl.sum over axis 1); masked tokens -> -inf
+    # #   5. online softmax: m_new = max(m_i, max(s)); alpha = exp(m_i - m_new); p = exp(s - m_new)
+    # #      l_i = l_i * alpha + sum(p); acc = acc * alpha + sum(p[:, None] * v, axis=0); m_i = m_new
+    # END SOLUTION
 
     out = acc / l_i
     tl.store(out_ptr + seq * stride_os + head * stride_oh + offs_d,
@@ -121,6 +165,11 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
     value_cache = value_cache.contiguous()
     block_tables = block_tables.to(torch.int32).contiguous()
     context_lens = context_lens.to(torch.int32).contiguous()
+    # BEGIN SOLUTION
+    # STARTER
+    # # Delete the next line once paged_attention_kernel has its loop.
+    # raise NotImplementedError("paged_attention_kernel: see README.md, section \"Paged attention in Triton\"")
+    # END SOLUTION
     out = torch.empty_like(query)
     grid = (num_heads, num_seqs)
     paged_attention_kernel[grid](

@@ -19,6 +19,7 @@ def _expand_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch
 
 
 def reference_attention(q, k, v, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    # BEGIN SOLUTION
     """O = softmax(scale * Q K^T + mask) V, written out (no softmax helper, no SDPA).
 
     Materialises the full (N, N) score matrix: this is what FlashAttention avoids.
@@ -36,9 +37,24 @@ def reference_attention(q, k, v, causal: bool = False, scale: float | None = Non
     p = torch.exp(s)
     p = p / p.sum(dim=-1, keepdim=True)  # (B, H, N, N), rows sum to 1
     return (p @ v.float()).to(q.dtype)  # (B, H, N, D)
+    # STARTER
+    # """O = softmax(scale * Q K^T + mask) V, written out (no softmax helper, no SDPA).
+#
+    # scale defaults to 1 / sqrt(head_dim). With causal=True, query i sees keys 0..i only.
+    # Returns O [B, H, N, D] in q's dtype (compute in fp32 inside).
+    # """
+    # # TODO:
+    # #   1. k, v = _expand_kv(q, k, v)                      # GQA: one K/V head per query head
+    # #   2. s = scale * q @ k^T                             # (B, H, N, N) in fp32
+    # #   3. causal: set s[i, j] = -inf where j > i          # before the softmax!
+    # #   4. softmax by hand: subtract the row max, exp, divide by the row sum
+    # #   5. return (p @ v) in q's dtype
+    # raise NotImplementedError("reference_attention: see README.md, section 'Part 1: reference-torch'")
+    # END SOLUTION
 
 
 def tiled_attention(q, k, v, causal: bool = False, scale: float | None = None, block_size: int = 32):
+    # BEGIN SOLUTION
     """The FlashAttention algorithm in torch: visit K/V in blocks of `block_size` keys,
     keep a running max m, a running sum l and an unnormalised accumulator per query row.
 
@@ -72,3 +88,17 @@ def tiled_attention(q, k, v, causal: bool = False, scale: float | None = None, b
     o = acc / l
     lse = (m + torch.log(l)).squeeze(-1)  # log(l * e^m) = m + log(l)
     return o.to(q.dtype), lse
+    # STARTER
+    # """The FlashAttention algorithm in torch: visit K/V in blocks of `block_size` keys,
+    # keep a running max m, a running sum l and an unnormalised accumulator per query row.
+#
+    # Returns (O [B, H, N, D] in q's dtype, LSE [B, H, N] fp32), where
+    # LSE_i = log(sum_j exp(scale * q_i . k_j)) over the visible keys j.
+    # No matmul result may be larger than (N, block_size) or (N, D).
+    # """
+    # # TODO (README.md, 'Part 2'): m = -inf, l = 0, acc = 0 per query row; for each block
+    # # of keys: s = scale * q @ k_blk^T (masked), m_new = max(m, rowmax(s)),
+    # # alpha = exp(m - m_new), p = exp(s - m_new), l = l * alpha + rowsum(p),
+    # # acc = acc * alpha + p @ v_blk, m = m_new. Finally O = acc / l, LSE = m + log(l).
+    # raise NotImplementedError("tiled_attention: see README.md, section 'Part 2: tiled-torch'")
+    # END SOLUTION

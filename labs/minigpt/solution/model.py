@@ -41,6 +41,7 @@ class LayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # BEGIN SOLUTION
         # x: (..., C). Statistics are per position, over the C features.
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         # The biased variance (divide by C, not C-1), as in the LayerNorm paper.
@@ -48,6 +49,14 @@ class LayerNorm(nn.Module):
         # eps keeps the division finite when a row is (nearly) constant.
         x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., C)
         return x_hat * self.weight + self.bias
+        # STARTER
+        # # TODO (README.md, section 3.1): normalise each row of x over its last dimension C:
+        # #   mean = x.mean(-1, keepdim=True)                       # (..., 1)
+        # #   var  = the BIASED variance (divide by C)              # (..., 1)
+        # #   x_hat = (x - mean) / sqrt(var + self.eps)             # (..., C)
+        # # then scale by self.weight and shift by self.bias. (F.layer_norm would do it all; write it out.)
+        # raise NotImplementedError("LayerNorm.forward: see README.md, section 3.1")
+        # END SOLUTION
 
 
 class CausalSelfAttention(nn.Module):
@@ -68,6 +77,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         hs = C // self.n_head
+        # BEGIN SOLUTION
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # each (B, T, C)
         # Split C into nh heads of size hs and move the head axis next to the batch axis,
         # so each head is an independent attention over T positions.
@@ -88,6 +98,18 @@ class CausalSelfAttention(nn.Module):
         # Put the heads side by side again: (B, T, nh, hs) -> (B, T, C).
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
+        # STARTER
+        # # TODO (README.md, section 3.2), no F.scaled_dot_product_attention:
+        # # 1. q, k, v = self.c_attn(x).split(self.n_embd, dim=2)              # each (B, T, C)
+        # # 2. split the heads: view as (B, T, nh, hs), transpose(1, 2)         # (B, nh, T, hs)
+        # # 3. scores = q @ k^T / sqrt(hs)                                      # (B, nh, T, T)
+        # # 4. causal mask: where key s > query t, set the score to -inf
+        # # 5. softmax over the keys (the last axis); then self.attn_dropout
+        # # 6. y = att @ v                                                      # (B, nh, T, hs)
+        # # 7. merge the heads: transpose(1, 2), contiguous, view (B, T, C)
+        # # 8. return self.resid_dropout(self.c_proj(y))
+        # raise NotImplementedError("CausalSelfAttention.forward: see README.md, section 3.2")
+        # END SOLUTION
 
 
 class MLP(nn.Module):
@@ -101,7 +123,12 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # BEGIN SOLUTION
         return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))  # (B, T, C)
+        # STARTER
+        # # TODO (README.md, section 3.3): c_fc -> gelu -> c_proj -> dropout.     # (B, T, C)
+        # raise NotImplementedError("MLP.forward: see README.md, section 3.3")
+        # END SOLUTION
 
 
 class Block(nn.Module):
@@ -115,11 +142,17 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # BEGIN SOLUTION
         # The residual stream x is never normalised itself; each sub-layer reads a
         # normalised copy and adds its result back. This keeps gradients healthy.
         x = x + self.attn(self.ln_1(x))  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))  # (B, T, C)
         return x
+        # STARTER
+        # # TODO (README.md, section 3.4): pre-norm residual block.
+        # #   x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))                      # (B, T, C)
+        # raise NotImplementedError("Block.forward: see README.md, section 3.4")
+        # END SOLUTION
 
 
 class GPT(nn.Module):
@@ -136,9 +169,14 @@ class GPT(nn.Module):
             )
         )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # BEGIN SOLUTION
         # Weight tying: the output layer reuses the token embedding matrix (V, C).
         # One matrix fewer to learn, and it helps small models.
         self.lm_head.weight = self.transformer.wte.weight
+        # STARTER
+        # # TODO (README.md, section 4): weight tying. The output layer must reuse the token
+        # # embedding matrix (V, C): make lm_head.weight the same Parameter as transformer.wte.weight.
+        # END SOLUTION
         self.apply(self._init_weights)
         # GPT-2: scale the init of the projections that write into the residual stream
         # by 1/sqrt(2 * n_layer), so the stream's variance does not grow with depth.
@@ -165,6 +203,7 @@ class GPT(nn.Module):
         Returns (logits (B, T, V), loss): loss is the mean cross-entropy over all B*T
         positions, or None without targets.
         """
+        # BEGIN SOLUTION
         B, T = idx.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size {self.config.block_size}")
@@ -181,6 +220,15 @@ class GPT(nn.Module):
             # cross_entropy wants (N, V) scores and (N,) class ids.
             loss = F.cross_entropy(logits.view(B * T, -1), targets.reshape(B * T))
         return logits, loss
+        # STARTER
+        # # TODO (README.md, section 4):
+        # # 1. token embeddings wte(idx) (B, T, C) + position embeddings wpe(arange(T)) (T, C)
+        # # 2. self.transformer.drop, every block in self.transformer.h, then ln_f
+        # # 3. logits = lm_head(x)                                              # (B, T, V)
+        # # 4. loss = F.cross_entropy over all B*T positions if targets is given, else None
+        # # Refuse T > block_size with a ValueError (there is no position embedding for it).
+        # raise NotImplementedError("GPT.forward: see README.md, section 4")
+        # END SOLUTION
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None):
@@ -188,6 +236,7 @@ class GPT(nn.Module):
 
         Uses the global torch RNG, so torch.manual_seed(s) makes it repeatable.
         """
+        # BEGIN SOLUTION
         if temperature <= 0:
             raise ValueError("temperature must be > 0 (use top_k=1 for greedy decoding)")
         for _ in range(max_new_tokens):
@@ -204,3 +253,13 @@ class GPT(nn.Module):
             idx_next = torch.multinomial(probs, num_samples=1)  # (B, 1)
             idx = torch.cat((idx, idx_next), dim=1)  # (B, T + 1)
         return idx
+        # STARTER
+        # # TODO (README.md, section 4.1): repeat max_new_tokens times:
+        # # 1. crop the context to the last block_size tokens                   # (B, <=block_size)
+        # # 2. logits of the LAST position only, divided by temperature         # (B, V)
+        # # 3. if top_k: set every logit below the k-th largest to -inf
+        # # 4. probs = softmax; next = torch.multinomial(probs, 1)              # (B, 1)
+        # # 5. append: idx = torch.cat((idx, next), dim=1)
+        # # A temperature <= 0 is an error (ValueError); use top_k=1 for greedy decoding.
+        # raise NotImplementedError("GPT.generate: see README.md, section 4.1")
+        # END SOLUTION

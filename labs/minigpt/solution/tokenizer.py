@@ -27,25 +27,42 @@ class CharTokenizer:
     """One token per character. The vocabulary is the sorted set of characters of a text."""
 
     def __init__(self, text: str):
+        # BEGIN SOLUTION
         self.chars: list[str] = sorted(set(text))
         self.stoi: dict[str, int] = {ch: i for i, ch in enumerate(self.chars)}
+        # STARTER
+        # # TODO (README.md, section 1.1): the vocabulary is the SORTED set of characters of text.
+        # # self.chars: list[str]        id -> character
+        # # self.stoi: dict[str, int]    character -> id
+        # raise NotImplementedError("CharTokenizer.__init__: see README.md, section 1.1")
+        # END SOLUTION
 
     @property
     def vocab_size(self) -> int:
         return len(self.chars)
 
     def encode(self, text: str) -> list[int]:
+        # BEGIN SOLUTION
         try:
             return [self.stoi[ch] for ch in text]
         except KeyError as exc:
             raise ValueError(f"character {exc.args[0]!r} is not in the vocabulary") from None
+        # STARTER
+        # # TODO: one id per character; an unknown character raises ValueError.
+        # raise NotImplementedError("CharTokenizer.encode: see README.md, section 1.1")
+        # END SOLUTION
 
     def decode(self, ids) -> str:
+        # BEGIN SOLUTION
         return "".join(self.chars[int(i)] for i in ids)
+        # STARTER
+        # raise NotImplementedError("CharTokenizer.decode: see README.md, section 1.1")
+        # END SOLUTION
 
 
 def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
     """Replace every non-overlapping occurrence of `pair` in ids (left to right) by new_id."""
+    # BEGIN SOLUTION
     out: list[int] = []
     i = 0
     while i < len(ids):
@@ -56,6 +73,12 @@ def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
             out.append(ids[i])
             i += 1
     return out
+    # STARTER
+    # # TODO (README.md, section 1.2): scan left to right; when ids[i], ids[i+1] == pair,
+    # # emit new_id and skip both, otherwise emit ids[i]. Example:
+    # # merge_pair([5, 6, 5, 6, 6], (5, 6), 300) == [300, 300, 6]
+    # raise NotImplementedError("merge_pair: see README.md, section 1.2")
+    # END SOLUTION
 
 
 class BPETokenizer:
@@ -79,6 +102,7 @@ class BPETokenizer:
         Each step merges the most frequent adjacent pair (counted inside chunks,
         weighted by how often the chunk occurs); ties go to the smallest pair (a, b).
         """
+        # BEGIN SOLUTION
         num_merges = vocab_size - 256 - len(special_tokens)
         if num_merges < 0:
             raise ValueError(f"vocab_size must be at least {256 + len(special_tokens)}")
@@ -125,8 +149,25 @@ class BPETokenizer:
         self._ranks = {pair: rank for rank, pair in enumerate(self.merges)}
         self._cache = {}
         return self
+        # STARTER
+        # # TODO (README.md, section 1.2):
+        # # 1. num_merges = vocab_size - 256 - len(special_tokens)
+        # # 2. count the chunks: Counter(pretokenize(text)); each distinct chunk is a list of its UTF-8 bytes
+        # # 3. repeat num_merges times (stop early if no pair is left):
+        # #      count adjacent pairs inside every chunk, weighted by the chunk's count;
+        # #      best = the most frequent pair; on a tie the SMALLEST pair (a, b);
+        # #      new id = 256 + len(self.merges); replace best everywhere (merge_pair);
+        # #      self.merges.append(best); self.vocab[new_id] = self.vocab[a] + self.vocab[b]
+        # # 4. special tokens get the ids right after the last merge, in the order given:
+        # #      self.special_tokens[s] = id, self.vocab[id] = s.encode("utf-8")
+        # # 5. self._ranks = {pair: rank}, clear self._cache; return self
+        # # Tip: recounting every pair after every merge is fine for a small text; README 1.2
+        # # shows how to update only the chunks a merge touches (needed for the time budget).
+        # raise NotImplementedError("BPETokenizer.train: see README.md, section 1.2")
+        # END SOLUTION
 
     def _encode_chunk(self, chunk: str) -> list[int]:
+        # BEGIN SOLUTION
         cached = self._cache.get(chunk)
         if cached is not None:
             return cached
@@ -139,8 +180,15 @@ class BPETokenizer:
             ids = merge_pair(ids, pair, 256 + self._ranks[pair])
         self._cache[chunk] = ids
         return ids
+        # STARTER
+        # # TODO (README.md, section 1.3): start from the chunk's UTF-8 bytes; while two or more
+        # # ids remain, find the adjacent pair with the LOWEST rank (the earliest merge) and merge
+        # # it; stop when no adjacent pair is a known merge. (Cache results in self._cache.)
+        # raise NotImplementedError("BPETokenizer._encode_chunk: see README.md, section 1.3")
+        # END SOLUTION
 
     def encode(self, text: str) -> list[int]:
+        # BEGIN SOLUTION
         ids: list[int] = []
         if self.special_tokens:
             # Longest first, so a special token that contains another one wins.
@@ -155,8 +203,20 @@ class BPETokenizer:
             for chunk in pretokenize(part):
                 ids.extend(self._encode_chunk(chunk))
         return ids
+        # STARTER
+        # # TODO (README.md, section 1.3): split text on the special tokens first (longest first,
+        # # e.g. re.split with a capturing group); each special token becomes its one id, every
+        # # other piece is pretokenize()d and each chunk encoded with _encode_chunk.
+        # raise NotImplementedError("BPETokenizer.encode: see README.md, section 1.3")
+        # END SOLUTION
 
     def decode(self, ids) -> str:
         # Join the bytes first: one character may be split across several tokens.
+        # BEGIN SOLUTION
         data = b"".join(self.vocab[int(i)] for i in ids)
         return data.decode("utf-8", errors="replace")
+        # STARTER
+        # # TODO (README.md, section 1.3): concatenate the bytes of every id, then decode as UTF-8
+        # # with errors="replace" (a truncated id list may end inside a character).
+        # raise NotImplementedError("BPETokenizer.decode: see README.md, section 1.3")
+        # END SOLUTION

@@ -68,6 +68,7 @@ class TrainResult:
 
 def get_lr(it: int, cfg: TrainConfig) -> float:
     """Linear warm-up for warmup_iters steps, then a cosine from learning_rate down to min_lr."""
+    # BEGIN SOLUTION
     if it < cfg.warmup_iters:
         # (it + 1): the very first step already gets a small, non-zero rate.
         return cfg.learning_rate * (it + 1) / (cfg.warmup_iters + 1)
@@ -76,15 +77,29 @@ def get_lr(it: int, cfg: TrainConfig) -> float:
     ratio = (it - cfg.warmup_iters) / (cfg.lr_decay_iters - cfg.warmup_iters)  # 0 -> 1
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # 1 -> 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+    # STARTER
+    # # TODO (README.md, section 5.1):
+    # #   it <  warmup_iters:    learning_rate * (it + 1) / (warmup_iters + 1)
+    # #   it >  lr_decay_iters:  min_lr
+    # #   otherwise: ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)      # 0 -> 1
+    # #              min_lr + 0.5 * (1 + cos(pi * ratio)) * (learning_rate - min_lr)
+    # raise NotImplementedError("get_lr: see README.md, section 5.1")
+    # END SOLUTION
 
 
 def configure_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW; weight decay only on matrices (>= 2 dims), not on biases or LayerNorm gains."""
+    # BEGIN SOLUTION
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2))
+    # STARTER
+    # # TODO (README.md, section 5.2): two parameter groups, matrices with weight_decay and
+    # # vectors with 0.0; torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2)).
+    # raise NotImplementedError("configure_optimizer: see README.md, section 5.2")
+    # END SOLUTION
 
 
 @torch.no_grad()
@@ -94,6 +109,7 @@ def estimate_loss(model: GPT, splits: dict[str, torch.Tensor], cfg: TrainConfig)
     Uses its own generator with a fixed seed, so evaluating never disturbs the
     training batches (and a resumed run sees exactly the same ones).
     """
+    # BEGIN SOLUTION
     model.eval()
     out = {}
     for name, data in splits.items():
@@ -106,10 +122,17 @@ def estimate_loss(model: GPT, splits: dict[str, torch.Tensor], cfg: TrainConfig)
         out[name] = losses.mean().item()
     model.train()
     return out
+    # STARTER
+    # # TODO (README.md, section 5.3): model.eval(); for each split, a FRESH
+    # # torch.Generator().manual_seed(cfg.seed + 1), eval_iters batches from get_batch, the mean
+    # # loss; model.train() again; return {"train": ..., "val": ...}.
+    # raise NotImplementedError("estimate_loss: see README.md, section 5.3")
+    # END SOLUTION
 
 
 def save_checkpoint(path: Path, result: TrainResult, iter_num: int, batch_gen: torch.Generator, cfg: TrainConfig) -> None:
     """Everything a resumed run needs to continue the same curve."""
+    # BEGIN SOLUTION
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": result.model.state_dict(),
@@ -125,6 +148,14 @@ def save_checkpoint(path: Path, result: TrainResult, iter_num: int, batch_gen: t
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     tmp.replace(path)  # atomic: a crash while saving never leaves half a checkpoint
+    # STARTER
+    # # TODO (README.md, section 5.4): torch.save a dict with at least
+    # #   "model" (state_dict), "optimizer" (state_dict), "iter_num" (the NEXT iteration to run),
+    # #   "model_config" (asdict of the GPTConfig), "train_config", "chars" (tokenizer.chars),
+    # #   "batch_rng" (batch_gen.get_state()), "history", "val_history".
+    # # Write to a temporary file and rename it, so a crash never leaves half a checkpoint.
+    # raise NotImplementedError("save_checkpoint: see README.md, section 5.4")
+    # END SOLUTION
 
 
 def load_checkpoint(path: Path, device: str = "cpu") -> dict:
@@ -156,6 +187,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     result.checkpoint = ckpt_path
 
     start = 0
+    # BEGIN SOLUTION
     if cfg.resume:
         ckpt = load_checkpoint(ckpt_path, cfg.device)
         if ckpt["chars"] != tokenizer.chars:
@@ -167,7 +199,9 @@ def train(cfg: TrainConfig) -> TrainResult:
         result.history = list(ckpt["history"])
         result.val_history = list(ckpt["val_history"])
 
+    # END SOLUTION
     splits = {"train": train_data, "val": val_data}
+    # BEGIN SOLUTION
     progress = _Progress(cfg.max_iters, start, enabled=cfg.progress)
     tokens_per_step = cfg.batch_size * cfg.block_size
     t0, steps = time.perf_counter(), 0
@@ -202,6 +236,23 @@ def train(cfg: TrainConfig) -> TrainResult:
     result.val_history.append({"iter": cfg.max_iters, **losses})
     save_checkpoint(ckpt_path, result, cfg.max_iters, batch_gen, cfg)
     return result
+    # STARTER
+    # # TODO (README.md, section 5.5), the training loop:
+    # # - if cfg.resume: load out_dir/ckpt.pt and restore the model, the optimizer, batch_gen's
+    # #   state, history and val_history; start at ckpt["iter_num"].
+    # # - progress = _Progress(cfg.max_iters, start, enabled=cfg.progress): the bar, given below.
+    # # - for it in range(start, cfg.max_iters):
+    # #     every eval_interval steps: estimate_loss -> result.val_history.append({"iter": it, ...}),
+    # #       and save a checkpoint (iter_num = it);
+    # #     set every param group's "lr" to get_lr(it, cfg);
+    # #     x, y = get_batch(train_data, ..., generator=batch_gen); _, loss = model(x, y);
+    # #     zero_grad, backward, torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip), step;
+    # #     result.history.append({"iter": it, "loss": loss.item(), "lr": lr});
+    # #     update result.tokens_per_s; progress.advance(loss, tokens_per_s).
+    # # - at the end: one more estimate_loss for val_history and a final checkpoint (iter_num = max_iters).
+    # # Use `with progress:` around the loop so the bar is drawn and closed.
+    # raise NotImplementedError("train: see README.md, section 5.5")
+    # END SOLUTION
 
 
 class _Progress:

@@ -37,7 +37,11 @@ def compute_block_hash(parent_hash: Optional[int], token_ids: Sequence[int]) -> 
     `parent_hash` is None for a sequence's first block. Chaining is what makes
     a hit mean "the whole prefix up to here is equal".
     """
+    # BEGIN SOLUTION
     return hash((parent_hash, tuple(token_ids)))
+    # STARTER
+    # raise NotImplementedError("compute_block_hash: see README.md, section \"Prefix caching\"")
+    # END SOLUTION
 
 
 @dataclass
@@ -100,6 +104,7 @@ class BlockManager:
 
     def _take_free_block(self) -> int:
         """Pop the least recently freed block; if it was cached, evict it."""
+        # BEGIN SOLUTION
         if not self._free:
             raise RuntimeError("out of KV blocks (call can_allocate / can_append first)")
         block = self.blocks[self._free.popleft()]
@@ -111,23 +116,35 @@ class BlockManager:
             block.hash = None
         block.ref_count = 1
         return block.block_id
+        # STARTER
+        # raise NotImplementedError("_take_free_block: see README.md, section \"Eviction\"")
+        # END SOLUTION
 
     def _register_full_block(self, block_id: int, parent_hash: Optional[int], tokens: Sequence[int]) -> None:
+        # BEGIN SOLUTION
         if not self.enable_prefix_caching:
             return
         h = compute_block_hash(parent_hash, tokens)
         self.blocks[block_id].hash = h
         self._hash_to_block[h] = block_id
+        # STARTER
+        # raise NotImplementedError("_register_full_block: see README.md, section \"Prefix caching\"")
+        # END SOLUTION
 
     # ------------------------------------------------------------ operations
 
     def can_allocate(self, token_ids: Sequence[int]) -> bool:
         """Conservative: enough free blocks even if nothing is a cache hit."""
+        # BEGIN SOLUTION
         return self._blocks_needed(len(token_ids)) <= len(self._free)
+        # STARTER
+        # raise NotImplementedError("can_allocate: see README.md, section \"The block manager API\"")
+        # END SOLUTION
 
     def allocate(self, seq_id: int, token_ids: Sequence[int]) -> int:
         """Give a new sequence blocks for its prompt; return the number of
         prompt tokens whose KV is already cached (hits x block_size)."""
+        # BEGIN SOLUTION
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} already has blocks")
         if not token_ids:
@@ -158,14 +175,21 @@ class BlockManager:
             parent = h
         self._seqs[seq_id] = state
         return hits * bs
+        # STARTER
+        # raise NotImplementedError("allocate: see README.md, section \"Prefix caching\"")
+        # END SOLUTION
 
     def can_append(self, seq_id: int) -> bool:
         """Can one more token get a slot? Needs a free block if the last block
         is full (new block) or shared (copy-on-write)."""
+        # BEGIN SOLUTION
         state = self._seqs[seq_id]
         last_full = len(state.token_ids) % self.block_size == 0
         last_shared = self.blocks[state.block_table[-1]].ref_count > 1
         return not (last_full or last_shared) or len(self._free) >= 1
+        # STARTER
+        # raise NotImplementedError("can_append: see README.md, section \"Reference counts and copy-on-write\"")
+        # END SOLUTION
 
     def append(self, seq_id: int, token_id: int) -> Optional[tuple[int, int]]:
         """Give `token_id` a slot at the end of the sequence.
@@ -173,6 +197,7 @@ class BlockManager:
         Returns a (src_block, dst_block) pair when copy-on-write happened: the
         caller must copy the KV of block src into block dst before writing.
         """
+        # BEGIN SOLUTION
         state = self._seqs[seq_id]
         bs = self.block_size
         copy = None
@@ -195,22 +220,33 @@ class BlockManager:
             parent = self.blocks[state.block_table[-2]].hash if len(state.block_table) > 1 else None
             self._register_full_block(state.block_table[-1], parent, state.token_ids[n - bs:])
         return copy
+        # STARTER
+        # raise NotImplementedError("append: see README.md, section \"Reference counts and copy-on-write\"")
+        # END SOLUTION
 
     def fork(self, parent_id: int, child_id: int) -> None:
         """The child shares every block of the parent (no copy until a write)."""
+        # BEGIN SOLUTION
         if child_id in self._seqs:
             raise ValueError(f"sequence {child_id} already has blocks")
         parent = self._seqs[parent_id]
         for block_id in parent.block_table:
             self.blocks[block_id].ref_count += 1
         self._seqs[child_id] = _SeqState(list(parent.block_table), list(parent.token_ids))
+        # STARTER
+        # raise NotImplementedError("fork: see README.md, section \"Reference counts and copy-on-write\"")
+        # END SOLUTION
 
     def free(self, seq_id: int) -> None:
         """Release a sequence's blocks, tail-first, so the end of a prefix is
         evicted before its beginning. Blocks keep their hash (still cached)."""
+        # BEGIN SOLUTION
         state = self._seqs.pop(seq_id)
         for block_id in reversed(state.block_table):
             block = self.blocks[block_id]
             block.ref_count -= 1
             if block.ref_count == 0:
                 self._free.append(block_id)
+        # STARTER
+        # raise NotImplementedError("free: see README.md, section \"Eviction\"")
+        # END SOLUTION

@@ -130,6 +130,7 @@ class LLMEngine:
         """Flatten the scheduled tokens. Returns (token_ids, positions, slot_mapping,
         block_tables, context_lens, last_rows) where last_rows[i] is the row of the
         last token of the i-th sequence in out.decodes + out.prefills."""
+        # BEGIN SOLUTION
         bs = self.config.block_size
         tokens, positions, slots, tables, ctx, last_rows = [], [], [], [], [], []
         for seq in out.decodes + out.prefills:
@@ -155,10 +156,14 @@ class LLMEngine:
         return (torch.tensor(tokens, dtype=torch.long), torch.tensor(positions, dtype=torch.long),
                 torch.tensor(slots, dtype=torch.long), block_tables,
                 torch.tensor(ctx, dtype=torch.int32), last_rows)
+        # STARTER
+        # raise NotImplementedError("_prepare_inputs: see README.md, section \"The engine\"")
+        # END SOLUTION
 
     def step(self) -> SchedulerOutput:
         """schedule -> copy-on-write copies -> flattened forward pass with paged
         attention -> greedy sampling, postprocess, metrics. Returns the schedule."""
+        # BEGIN SOLUTION
         out = self.scheduler.schedule()
         self.num_steps += 1
         self.metrics_.num_steps = self.num_steps
@@ -189,11 +194,15 @@ class LLMEngine:
                 request.finish_step = self.num_steps
         self._record_utilisation()
         return out
+        # STARTER
+        # raise NotImplementedError("step: see README.md, section \"The engine\"")
+        # END SOLUTION
 
     # ------------------------------------------------------------ metrics
 
     def kv_usage(self) -> tuple[int, int]:
         """(tokens stored, slots in used blocks) right now. A shared block counts once."""
+        # BEGIN SOLUTION
         bm = self.block_manager
         filled: dict[int, int] = {}
         for seq in self.scheduler.running:
@@ -201,6 +210,9 @@ class LLMEngine:
             for i, block_id in enumerate(table):
                 filled[block_id] = max(filled.get(block_id, 0), min(bm.block_size, n - i * bm.block_size))
         return sum(filled.values()), len(filled) * bm.block_size
+        # STARTER
+        # raise NotImplementedError("kv_usage: see README.md, section \"Measuring an engine\"")
+        # END SOLUTION
 
     def _record_utilisation(self) -> None:
         stored, allocated = self.kv_usage()

@@ -24,11 +24,15 @@ import torch
 
 def compute_slot_mapping(block_table: Sequence[int], start: int, end: int, block_size: int) -> list[int]:
     """Slots of token positions start, start+1, ..., end-1 of one sequence."""
+    # BEGIN SOLUTION
     slots = []
     for pos in range(start, end):
         block_id = block_table[pos // block_size]
         slots.append(block_id * block_size + pos % block_size)
     return slots
+    # STARTER
+    # raise NotImplementedError("compute_slot_mapping: see README.md, section \"Block tables and slots\"")
+    # END SOLUTION
 
 
 def write_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -39,6 +43,7 @@ def write_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
     slot_mapping: (num_tokens,) int64; a negative slot means "do not store"
                   (padding, or a token whose KV is already cached).
     """
+    # BEGIN SOLUTION
     num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape
     flat_k = key_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
     flat_v = value_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
@@ -46,6 +51,9 @@ def write_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
     slots = slot_mapping[keep].long()
     flat_k[slots] = key[keep].to(key_cache.dtype)
     flat_v[slots] = value[keep].to(value_cache.dtype)
+    # STARTER
+    # raise NotImplementedError("write_kv: see README.md, section \"Block tables and slots\"")
+    # END SOLUTION
 
 
 def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -63,6 +71,7 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
     the query's dtype if that is wider), where K_s, V_s are the sequence's tokens
     gathered from the blocks, with kv head h // group.
     """
+    # BEGIN SOLUTION
     num_seqs, num_heads, head_dim = query.shape
     num_blocks, block_size, num_kv_heads, _ = key_cache.shape
     group = num_heads // num_kv_heads
@@ -86,3 +95,6 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
     probs = torch.softmax(scores, dim=-1)
     out = torch.einsum("skgl,slkd->skgd", probs, v)                            # (S, KVH, G, D)
     return out.reshape(num_seqs, num_heads, head_dim).to(query.dtype)
+    # STARTER
+    # raise NotImplementedError("paged_attention: see README.md, section \"Paged attention\"")
+    # END SOLUTION

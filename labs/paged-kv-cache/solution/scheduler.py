@@ -98,16 +98,21 @@ class Scheduler:
     def _preempt(self, seq: Sequence) -> None:
         """Recompute preemption: free the blocks, forget the cache hits, and put the
         sequence at the FRONT of waiting (it resumes before newer requests)."""
+        # BEGIN SOLUTION
         self.block_manager.free(seq.seq_id)
         seq.status = SequenceStatus.WAITING
         seq.num_cached_tokens = 0
         seq.num_preemptions += 1
         self.waiting.appendleft(seq)
+        # STARTER
+        # raise NotImplementedError("_preempt: see README.md, section \"Continuous batching\"")
+        # END SOLUTION
 
     def schedule(self) -> SchedulerOutput:
         """Pick this step's work: decodes for every running sequence (preempting the
         newest not-yet-scheduled one while no block is free), then - if nothing was
         preempted - FIFO prefills within max_num_seqs, the token budget and free blocks."""
+        # BEGIN SOLUTION
         bm = self.block_manager
         budget = self.config.max_num_batched_tokens
         decodes: list[Sequence] = []
@@ -152,9 +157,13 @@ class Scheduler:
             self.running.append(seq)
             prefills.append(seq)
         return SchedulerOutput(prefills, decodes, preempted, copies, num_batched)
+        # STARTER
+        # raise NotImplementedError("schedule: see README.md, section \"Continuous batching\"")
+        # END SOLUTION
 
     def postprocess(self, seq: Sequence, token_id: int) -> bool:
         """Record a sampled token; free the sequence when it is done. Returns finished?"""
+        # BEGIN SOLUTION
         seq.output_token_ids.append(token_id)
         if len(seq.output_token_ids) >= seq.max_tokens:
             seq.status = SequenceStatus.FINISHED
@@ -162,3 +171,6 @@ class Scheduler:
             self.running.remove(seq)
             return True
         return False
+        # STARTER
+        # raise NotImplementedError("postprocess: see README.md, section \"Continuous batching\"")
+        # END SOLUTION

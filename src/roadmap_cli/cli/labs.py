@@ -1,4 +1,4 @@
-"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check`.
+"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check|build-starter|mutate`.
 
 Thin commands: parse, call `roadmap_cli.labs.*`, render. The lab engine (and
 anything heavy: pydantic models, gitpython, sqlmodel) is imported inside the
@@ -266,6 +266,66 @@ def dev_check(
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
     if not report.ok:
+        raise typer.Exit(1)
+
+
+@dev_app.command("build-starter")
+def dev_build_starter(
+    lab_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 listing starter files that are stale.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Generate each lab's starter/ from its single source (the solution with BEGIN/END SOLUTION markers)."""
+    from rich.markup import escape
+
+    from roadmap_cli.labs import starter_build
+    from roadmap_cli.labs.spec import all_labs, find_lab
+    from roadmap_cli.output import emit
+
+    specs = [find_lab(i) for i in lab_ids] if lab_ids else all_labs()
+    if check:
+        data = {"check": True, "labs": {s.id: starter_build.stale_files(s) for s in specs}}
+    else:
+        data = {"check": False, "labs": {s.id: starter_build.build_starter(s) for s in specs}}
+
+    def render(console) -> None:
+        for lab, files in data["labs"].items():
+            if check:
+                status = "[green]up to date[/]" if not files else f"[red]{len(files)} stale[/]"
+            else:
+                status = f"{len(files)} file(s) written" if files else "already up to date"
+            console.print(f"{escape(lab)}: {status}")
+            for line in files:
+                console.print(f"  {escape(line if check else 'starter/' + line)}")
+
+    emit("dev build-starter", data, as_json=as_json, render=render)
+    if check and any(data["labs"].values()):
+        raise typer.Exit(1)
+
+
+@dev_app.command("mutate")
+def dev_mutate(
+    lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Mutants graded at once (one pytest each).")] = 2,
+    sample: Annotated[Optional[int], typer.Option("--sample", min=1, help="Grade only N mutants, picked reproducibly.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --sample and of the graders' secret seeds.")] = 0,
+    part: Annotated[Optional[str], typer.Option("--part", help="Grade only this part (kill rate of its tests).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds per mutant (default: 4x the reference grade, at least 20).")] = None,
+    show_survivors: Annotated[bool, typer.Option("--show-survivors", help="Print each survivor's diff (and the equivalent/explained ones).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Grade mechanical mutants of the reference solution: kill rate per part; exit 1 below 95%."""
+    from roadmap_cli.cli import mutate_render as render
+    from roadmap_cli.labs.mutate import report_dict, run_mutate
+    from roadmap_cli.labs.spec import find_lab
+    from roadmap_cli.output import emit
+
+    spec = find_lab(lab_id)
+    with render.MutateProgress() as progress:
+        rep = run_mutate(spec, _ctx().home, jobs=jobs, sample=sample, seed=seed, part=part, timeout=timeout,
+                         on_start=progress.on_start, on_result=progress.on_result)
+    emit("dev mutate", report_dict(rep), as_json=as_json, render=lambda c: render.report(c, rep, show_survivors))
+    if not rep.ok:
         raise typer.Exit(1)
 
 

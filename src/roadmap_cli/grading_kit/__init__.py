@@ -11,6 +11,8 @@ from roadmap_cli.grading_kit.guards import (
     forbid_torch_ops,
     inputs_unchanged,
 )
+from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
+from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
 from roadmap_cli.grading_kit.learner import device, has_cuda, interpret_mode, learner_module, workspace
 from roadmap_cli.grading_kit.devices import DevicePeak, device_peak
 from roadmap_cli.grading_kit.seeds import seeded
@@ -20,6 +22,11 @@ __all__ = [
     "Comparison",
     "DevicePeak",
     "ForbiddenOpError",
+    "LearnerCrashed",
+    "LearnerError",
+    "LearnerTimeout",
+    "LearnerViolation",
+    "RemoteRef",
     "Timing",
     "assert_close",
     "assert_nontrivial",
@@ -33,6 +40,7 @@ __all__ = [
     "inputs_unchanged",
     "interpret_mode",
     "learner_module",
+    "learner_side",
     "rel_fro_error",
     "score_fraction",
     "seeded",

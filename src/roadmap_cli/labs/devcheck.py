@@ -7,7 +7,8 @@ For each lab, in temporary workspaces:
             each part of its `fails` list (only those parts run, stopping at
             the first failure of each part: that is all the check needs).
 Plus static checks: every test file belongs to a part, every prefix names an
-existing file, and `proves` agrees with the curriculum's `proved_by`
+existing file, starter/ is the one `dev build-starter` makes from the single
+source, and `proves` agrees with the curriculum's `proved_by`
 (disagreement is a warning: the curriculum is owned elsewhere).
 """
 
@@ -20,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from roadmap_cli.errors import RoadmapError
+from roadmap_cli.errors import RoadmapError, ValidationError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.labs.runner import GradeRun, grade_workspace, gradable_parts
 from roadmap_cli.labs.spec import LabSpec
+from roadmap_cli.labs.starter_build import stale_files
 
 
 @dataclass
@@ -61,6 +63,12 @@ def static_problems(spec: LabSpec) -> list[str]:
         if not any(rel == file_of(p) or rel.startswith(file_of(p).rstrip("/") + "/") or
                    (file_of(p).endswith("/") and rel.startswith(file_of(p))) for p in prefixes):
             problems.append(f"tests/{rel} belongs to no part (add it to a part's tests)")
+    try:
+        stale = stale_files(spec)
+    except ValidationError as exc:
+        problems.extend([exc.message, *exc.details])
+    else:
+        problems.extend(f"{p} (run `roadmap dev build-starter {spec.id}`)" for p in stale)
     return problems
 
 

@@ -1,12 +1,17 @@
 """The engine's pytest plugin: per-test outcomes streamed to the engine, and
 the `record_perf` / `grade_fraction` fixtures grader tests use.
 
-`roadmap grade` runs the grader as `python -m pytest -p roadmap_cli.labs.plugin`
-in a child process. Results travel back as JSON lines appended to the file
-named by $ROADMAP_RESULTS, one event per line, flushed as soon as it happens:
-if the learner's code kills the interpreter (os.abort, a segfault), the
-engine still knows which test was running. The engine never parses pytest's
-terminal output.
+`roadmap grade` runs the grader as `python -I -m pytest -p roadmap_cli.labs.plugin`
+in a child process. $ROADMAP_GRADE_FD names a descriptor (a pipe) holding the
+engine's config: the HMAC key, the results descriptor, parts, the sandbox
+settings and the secret seed; it is read once and closed. Results travel back
+as MAC'd JSON lines on the results descriptor (labs/channel.py), one event per
+line, written as soon as it happens: if the grader dies, the engine still
+knows which test was running. The engine never parses pytest's terminal output.
+
+Learner code never runs in this process: `@kit.learner_side` adapter
+functions and `kit.learner_module` run in the learner process (grading_kit/
+sandbox.py), started here while pytest collects.
 
 Events (each a JSON object with an "event" key):
   session        pytest started
@@ -16,9 +21,10 @@ Events (each a JSON object with an "event" key):
   result         nodeid, part, outcome (passed|failed|error|skipped),
                  duration_s, message, fraction, perf: [...]
   device         torch/triton versions and the GPU, if the tests imported torch
+  void           reason (the learner's code did something that voids the attempt)
   finish         exitstatus
 
-Part selection: $ROADMAP_PARTS names a JSON file
+Part selection (from the config):
   {"parts": [{"id": ..., "tests": [prefix, ...]}, ...],
    "selected": [part ids] | null, "stop_part_on_fail": bool}
 Tests of parts that are not selected are deselected; tests that belong to no
@@ -26,9 +32,9 @@ part are deselected and reported. With stop_part_on_fail, once a test of a
 part fails the rest of that part is skipped (`dev check` uses it on the
 known-wrong variants: one failure per part is all it needs).
 
-Without $ROADMAP_RESULTS (running a lab's tests by hand with
-`pytest -p roadmap_cli.labs.plugin labs/<id>/tests`) the fixtures still work
-and nothing is written.
+Without $ROADMAP_GRADE_FD (running a lab's tests by hand with
+`pytest -p roadmap_cli.labs.plugin labs/<id>/tests`) the fixtures still work,
+nothing is written, and learner code runs in-process (no sandbox).
 """
 
 from __future__ import annotations
@@ -59,26 +65,58 @@ class _State:
         self.fraction: dict[str, float] = {}
         self.reports: dict[str, dict] = {}
 
+        self.special: dict[str, tuple[str, str]] = {}  # nodeid -> (outcome, message) of a learner crash/timeout
+
     def emit(self, event: str, **data: Any) -> None:
         if self.out is None:
             return
         data["event"] = event
-        self.out.write(json.dumps(data, default=str) + "\n")
-        # Flush every line: a crash must not lose what was already known.
-        self.out.flush()
+        # Unbuffered: a crash must not lose what was already known.
+        self.out.emit(data)
 
 
 _state = _State()
 
 
+def _read_engine_config() -> Optional[dict]:
+    fd_text = os.environ.pop("ROADMAP_GRADE_FD", None)
+    if not fd_text:
+        return None
+    fd = int(fd_text)
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
+def _not_dumpable() -> None:
+    """Other processes of this user (the learner process) cannot read this
+    one's memory or open its descriptors through /proc (not against root)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    path = os.environ.get("ROADMAP_RESULTS")
-    if path:
-        _state.out = open(path, "a", encoding="utf-8")
-    spec_path = os.environ.get("ROADMAP_PARTS")
-    if spec_path:
-        with open(spec_path, encoding="utf-8") as fh:
-            spec = json.load(fh)
+    spec = _read_engine_config()
+    if spec:
+        from roadmap_cli.grading_kit import sandbox
+        from roadmap_cli.labs.channel import Emitter
+
+        _not_dumpable()
+        _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
+        os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ
+        sandbox.configure(spec.get("sandbox"))
+        sandbox.on_violation = lambda reason: _state.emit("void", reason=reason)
         _state.parts = [(p["id"], list(p["tests"])) for p in spec.get("parts", [])]
         selected = spec.get("selected")
         _state.selected = set(selected) if selected is not None else None
@@ -87,6 +125,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _state.emit("session", pid=os.getpid(), python=sys.version.split()[0], pytest=pytest.__version__)
+    from roadmap_cli.grading_kit import sandbox
+
+    if sandbox.active():
+        sandbox.client().start()  # its imports (torch, the adapter) overlap with collection
 
 
 def _part(nodeid: str) -> Optional[str]:
@@ -168,6 +210,30 @@ def _message(report: pytest.TestReport) -> Optional[str]:
     return _trim(str(longrepr))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Learner crashes and timeouts get their own outcome; an exception from
+    learner code is reported at the learner's line, not at the proxy's."""
+    outcome = yield
+    excinfo = call.excinfo
+    if excinfo is None:
+        return
+    from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
+
+    exc = excinfo.value
+    if isinstance(exc, LearnerCrashed):
+        _state.special.setdefault(item.nodeid, ("crashed", _trim(str(exc))))
+    elif isinstance(exc, LearnerTimeout):
+        _state.special.setdefault(item.nodeid, ("timeout", _trim(str(exc))))
+    elif isinstance(exc, LearnerViolation):
+        _state.special.setdefault(item.nodeid, ("failed", _trim(str(exc))))
+    elif isinstance(exc, LearnerError):
+        kind = (exc.learner_type or type(exc).__name__).rsplit(".", 1)[-1]
+        where = f"\n  at {exc.learner_frames[-1]}" if exc.learner_frames else ""
+        _state.special.setdefault(item.nodeid, ("failed" if call.when == "call" else "error",
+                                                _trim(f"{kind}: {exc}{where}")))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     entry = _state.reports.setdefault(report.nodeid, {"outcome": "passed", "duration_s": 0.0, "message": None})
     entry["duration_s"] += float(getattr(report, "duration", 0.0) or 0.0)
@@ -176,6 +242,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.failed:
         entry["outcome"] = "failed" if report.when == "call" else "error"
         entry["message"] = _message(report)
+        special = _state.special.pop(report.nodeid, None)
+        if special:
+            entry["outcome"] = special[0] if special[0] != "failed" else entry["outcome"]
+            entry["message"] = special[1]
     elif report.skipped and report.when in ("setup", "call"):
         entry["outcome"] = "skipped"
         entry["message"] = _message(report)
@@ -184,7 +254,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_runtest_logfinish(nodeid: str, location) -> None:
     entry = _state.reports.pop(nodeid, {"outcome": "passed", "duration_s": 0.0, "message": None})
     part = _part(nodeid)
-    if entry["outcome"] in ("failed", "error") and part is not None:
+    _state.special.pop(nodeid, None)
+    if entry["outcome"] in ("failed", "error", "crashed", "timeout") and part is not None:
         _state.failed_parts.add(part)
     _state.emit(
         "result",
@@ -218,6 +289,9 @@ def _device_info() -> dict:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from roadmap_cli.grading_kit import sandbox
+
+    sandbox.shutdown()
     _state.emit("device", **_device_info())
     _state.emit("finish", exitstatus=int(exitstatus), at=time.time())
     if _state.out is not None:

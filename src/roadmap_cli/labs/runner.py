@@ -1,5 +1,12 @@
-"""Run a lab's grader on a workspace: pytest in a child process, in its own
-process group, under a hard timeout; results come back through the plugin.
+"""Run a lab's grader on a workspace: pytest in a child process under a
+supervisor (labs/_supervisor.py: a child subreaper that kills every
+descendant at the end), under a hard timeout; results come back through the
+plugin over an authenticated descriptor (labs/channel.py).
+
+Three processes per grade (docs/architecture.md, "Grading"):
+  engine (this module)  ->  supervisor  ->  grader (pytest, `python -I`, cwd = a
+  private temp dir, never the workspace)  ->  learner process (sandbox.py,
+  started by the grader; the only one that imports workspace code).
 
 This module knows nothing of the database or git: it turns (lab spec,
 workspace) into a `GradeRun`. `service.grade` records it; `devcheck` uses it
@@ -108,20 +115,24 @@ def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
     return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
 
 
-def _child_env(workspace: Path, device: DeviceInfo, results: Path, parts_file: Path) -> dict:
-    env = dict(os.environ)
-    for var in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET"):
-        env.pop(var, None)
+# Learner-process memory (RLIMIT_AS) when lab.yaml sets no memory_limit_mb:
+# torch + triton (interpreter) peak at ~0.8 GB of address space on CPU,
+# leaving ~3 GB for the learner's tensors. Not applied with CUDA: the driver
+# reserves tens of GB of virtual address space at initialisation.
+DEFAULT_MEMORY_LIMIT_MB = 4096
+LEARNER_NOFILE = 1024
+SUPERVISOR = Path(__file__).with_name("_supervisor.py")
+# Variables a grader process must not inherit from the user's shell.
+_DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
+             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+
+
+def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
     env.update(
         ROADMAP_WORKSPACE=str(workspace),
         ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
-        ROADMAP_SECRET_SEED=str(secrets.randbits(63)),
-        ROADMAP_RESULTS=str(results),
-        ROADMAP_PARTS=str(parts_file),
-        PYTHONPATH=os.pathsep.join([str(workspace)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])),
-        # Keep the installed grader folder free of __pycache__ (and its hash stable).
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONUNBUFFERED="1",
+        ROADMAP_GRADE_FD=str(config_fd),  # a descriptor number, read once and closed by the plugin
         # Only our plugin: third-party plugins (e.g. hypothesis, ~0.5 s) stay out of
         # the grader unless a test imports them itself.
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
@@ -131,38 +142,21 @@ def _child_env(workspace: Path, device: DeviceInfo, results: Path, parts_file: P
     return env
 
 
-class _EventReader:
-    """Reads the JSON lines the plugin appends, tolerating a half-written last line."""
+def forbidden_sources(spec: LabSpec) -> list[str]:
+    """What no learner process may open: every lab's solution/ folder and
+    solution_files, and the project's kernels/ folder (kernel-lab references)."""
+    from roadmap_cli.labs.spec import all_labs, labs_root, project_root
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.buffer = b""
-
-    def read(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(chunk)
-        self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        events = []
-        for line in lines:
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
-        return events
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
+    paths = {str(project_root() / "kernels")}
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        specs = all_labs()
+    except Exception:  # a broken lab.yaml elsewhere must not stop this grade
+        specs = [spec]
+    for other in specs or [spec]:
+        paths.add(str(other.solution_dir))
+        paths.update(str(p) for p in other.solution_sources().values())
+    paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())
+    return sorted(paths)
 
 
 def _unescape(line: str) -> str:
@@ -171,17 +165,13 @@ def _unescape(line: str) -> str:
     return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
 
 
-def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     """The end of the grader's output; after a hard crash, the crash report.
 
     pytest's faulthandler prints "Fatal Python error: ..." and the stack,
     most recent call first: the learner's frames come first, pytest's
     machinery last, so the interesting part is at the top of that block.
     """
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
     all_lines = text.rstrip().splitlines()
     for i, line in enumerate(all_lines):
         if line.startswith("Fatal Python error"):
@@ -200,10 +190,17 @@ def grade_workspace(
     device: Optional[DeviceInfo] = None,
     stop_part_on_fail: bool = False,
     on_event: Optional[Callable[[dict], None]] = None,
+    extra_env: Optional[dict[str, str]] = None,
+    secret_seed: Optional[int] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
-    learner failures (those are outcomes), only for unusable requests."""
-    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail)
+    learner failures (those are outcomes), only for unusable requests.
+    For `roadmap dev mutate`: `secret_seed` fixes the grader's secret seed
+    (a fresh random one otherwise), so a mutant and the reference see the
+    same inputs; `extra_env` is set in the grader's environment last (e.g.
+    ROADMAP_OUTPUT_DIGESTS)."""
+    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
+                   extra_env=extra_env, secret_seed=secret_seed)
     job.start()
     return job.finish(on_event)
 
@@ -217,8 +214,11 @@ class GradeJob:
 
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-                 stop_part_on_fail: bool = False) -> None:
+                 stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
+                 secret_seed: Optional[int] = None) -> None:
         self.spec = spec
+        self.extra_env = dict(extra_env or {})
+        self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
         self.workspace = Path(workspace).resolve()
         if not self.workspace.is_dir():
             raise UserError(f"workspace {self.workspace} does not exist")
@@ -235,6 +235,9 @@ class GradeJob:
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GradeJob":
+        from roadmap_cli.labs import channel, integrity
+        from roadmap_cli.labs.boundedlog import PipeDrain
+
         spec, tests_dir = self.spec, self.spec.tests_dir
         targets: list[str] = []
         for part in spec.parts:
@@ -242,43 +245,77 @@ class GradeJob:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
+        _not_dumpable()
+        self.hashes_before = integrity.snapshot(tests_dir)
+        self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
         tmpdir = Path(self.tmp.name)
-        self.results, self.log = tmpdir / "results.jsonl", tmpdir / "pytest.log"
-        ini, parts_file = tmpdir / "pytest.ini", tmpdir / "parts.json"
+        ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
-        parts_file.write_text(json.dumps({
+        self.key = channel.new_key()
+        config_r, config_w = os.pipe()
+        results_r, results_w = os.pipe()
+        out_r, out_w = os.pipe()
+        memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
+        config = {
+            "key": self.key.hex(),
+            "results_fd": results_w,
+            "secret_seed": str(self.secret_seed),
             "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
             "selected": self.selected,
             "stop_part_on_fail": self.stop_part_on_fail,
-        }))
-        cmd = [
-            sys.executable, "-m", "pytest",
+            "sandbox": {
+                "workspace": str(self.workspace),
+                "tests_dir": str(tests_dir.resolve()),
+                "memory_limit_mb": memory,
+                "nofile": LEARNER_NOFILE,
+                "forbidden_read": forbidden_sources(spec),
+                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
+                "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
+            },
+        }
+        blob = json.dumps(config).encode()
+        # The config fits the pipe buffer (64 KiB) in all but absurd cases;
+        # write it from a thread otherwise, so a big one cannot deadlock us.
+        self._config_writer = _write_and_close(config_w, blob)
+        grader = [
+            sys.executable, "-I", "-B", "-u", "-m", "pytest",
             "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
             "-q", "--continue-on-collection-errors", *targets,
         ]
-        env = _child_env(self.workspace, self.device, self.results, parts_file)
-        self.log_fh = open(self.log, "wb")
+        cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
+        env = _child_env(self.workspace, self.device, config_r)
+        env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
         try:
-            self.proc = subprocess.Popen(cmd, cwd=self.workspace, env=env, stdout=self.log_fh, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         pass_fds=(config_r, results_w))
         except OSError as exc:
-            self._cleanup()
+            for fd in (config_r, results_r, results_w, out_r, out_w):
+                os.close(fd)
+            self.tmp.cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
-        # Hashing the grader folder overlaps with pytest's start-up.
+        finally:
+            pass
+        for fd in (config_r, results_w, out_w):
+            os.close(fd)  # only the grader holds these now: its exit is our EOF
+        self.reader = channel.Reader(results_r, self.key)
+        self.output = PipeDrain(out_r)
         self.sha = tests_sha256(tests_dir)
         return self
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
+        from roadmap_cli.labs import integrity
+
         proc = self.proc
         assert proc is not None, "start() first"
-        reader = _EventReader(self.results)
         events: list[dict] = []
         timed_out = False
+        touched: list[str] = []
 
         def drain() -> None:
-            for event in reader.read():
+            for event in self.reader.read():
                 events.append(event)
                 if on_event:
                     on_event(event)
@@ -290,37 +327,112 @@ class GradeJob:
                 drain()
                 if returncode is not None:
                     break
+                now_stats = integrity.stat_snapshot(self.stats_before)
+                touched = touched or integrity.changed(self.stats_before, now_stats)
                 if time.monotonic() > deadline:
                     timed_out = True
-                    _kill_group(proc)
-                    proc.wait()
+                    self._stop_supervisor()
                     break
                 time.sleep(POLL_S)
         finally:
-            # Also reaps grandchildren the tests may have left behind (and
-            # the whole group on Ctrl-C).
-            _kill_group(proc)
-            if proc.poll() is None:
-                proc.wait()
+            self._stop_supervisor()
             drain()
-            log_tail = _tail(self.log)
+            self.output.settle()
+            log_tail = _tail(self.output.tail.text())
+            self.reader.close()
             self._cleanup()
+        after = integrity.snapshot(self.spec.tests_dir)
+        touched = sorted(set(touched) | set(integrity.changed(self.hashes_before, after))
+                         | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before))))
         run = _assemble(self.spec, self.workspace, self.device, self.selected, events, proc.returncode,
                         timed_out, self.timeout, log_tail)
+        voids = [ev.get("reason", "") for ev in events if ev.get("event") == "void"]
+        if self.reader.forged:
+            voids.append(f"{self.reader.forged} forged or unauthenticated line(s) appeared on the results channel")
+        if touched:
+            voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
+        if voids:
+            _void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
         return run
 
+    def _stop_supervisor(self) -> None:
+        """SIGTERM: the supervisor kills and reaps every descendant; SIGKILL
+        (its group) if it does not finish in time."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            # The supervisor is stuck (stopped by the learner?): kill its
+            # tree ourselves; orphans are still re-parented to it while it lives.
+            from roadmap_cli.labs._supervisor import descendants
+
+            for pid in descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            proc.wait()
+
     def abort(self) -> None:
         """Kill the grader (the caller failed before `finish`)."""
         if self.proc is not None:
-            _kill_group(self.proc)
-            self.proc.wait()
+            self._stop_supervisor()
+            self.reader.close()
             self._cleanup()
 
     def _cleanup(self) -> None:
-        self.log_fh.close()
         self.tmp.cleanup()
+
+
+def _not_dumpable() -> None:
+    """The engine holds the results key: no other process of this user (the
+    learner process, without capabilities) may read its memory or descriptors."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _write_and_close(fd: int, blob: bytes):
+    import threading
+
+    def write() -> None:
+        try:
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    if len(blob) < 60_000:
+        write()
+        return None
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def _void(run: "GradeRun", reasons: list[str]) -> None:
+    """The attempt does not count: no points, no passed part, outcome error."""
+    text = "attempt void: " + "; ".join(dict.fromkeys(reasons))  # each reason once, in order
+    run.outcome, run.score, run.message = "error", 0.0, text
+    for part in run.parts:
+        if part.status in ("passed", "failed", "skipped"):
+            part.status, part.points = "failed", 0.0
+            part.message = text if not part.message else f"{text}\n{part.message}"
 
 
 def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:

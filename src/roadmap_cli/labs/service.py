@@ -403,7 +403,15 @@ def solution(store, lab_id: str) -> dict:
     if summary["state"] != "passed":
         raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
                         f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
-    files = {rel: src.read_text(encoding="utf-8", errors="replace") for rel, src in spec.solution_sources().items()}
+    from roadmap_cli.labs.starter_build import solution_text
+
+    files = {}
+    for rel, src in spec.solution_sources().items():
+        text = solution_text(src.read_text(encoding="utf-8", errors="replace"), rel)  # no markers
+        given = spec.starter_dir / rel
+        if given.is_file() and given.read_text(encoding="utf-8", errors="replace") == text:
+            continue  # given code (prepare_data.py, ...): the learner has it already
+        files[rel] = text
     return {"lab": spec.id, "files": files}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from roadmap_cli.errors import NotFoundError, ValidationError
@@ -60,6 +60,35 @@ class WrongVariant(BaseModel):
     fails: list[str] = Field(min_length=1)
 
 
+class KnownSurvivor(BaseModel):
+    """A mutant `roadmap dev mutate` may let survive, and why (reported as explained).
+
+    `id` is the mutant's id as `dev mutate` prints it; `match` is a regular
+    expression searched in "<file>:<function>: <operator> <description>" and
+    in the mutant's diff (it survives edits elsewhere in the file)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: Optional[str] = Field(default=None, pattern=r"^[0-9a-f]{6,64}$")
+    match: Optional[str] = None
+    reason: str = Field(min_length=1)
+
+    @field_validator("match")
+    @classmethod
+    def _valid_regex(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _id_or_match(self) -> "KnownSurvivor":
+        if self.id is None and self.match is None:
+            raise ValueError("a known survivor needs an `id` or a `match`")
+        return self
+
+
 class LabSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format_version: Literal[1]
@@ -72,6 +101,7 @@ class LabSpec(BaseModel):
     hints: list[Text] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
     wrong: list[WrongVariant] = Field(default_factory=list)
+    known_survivors: list[KnownSurvivor] = Field(default_factory=list)
 
     _root: Path = PrivateAttr(default=Path("."))
 

@@ -122,13 +122,23 @@ def write_starter(spec: LabSpec, dest: Path) -> None:
         ignore.write_text("\n".join(IGNORED) + "\n")
 
 
-def write_solution(spec: LabSpec, dest: Path) -> None:
-    """The reference solution: starter, overlaid with solution/ and solution_files."""
+def write_solution(spec: LabSpec, dest: Path, overrides: Optional[dict[str, str]] = None) -> None:
+    """The reference solution: starter, overlaid with solution/ and solution_files,
+    with the single source's markers and starter lines stripped (starter_build).
+    `overrides` (workspace path -> reference text with markers) replaces a
+    source's text, e.g. a mutant of it."""
+    from roadmap_cli.labs.starter_build import comment_prefix, solution_text
+
     write_starter(spec, dest)
     for rel, source in spec.solution_sources().items():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+        if overrides and rel in overrides:
+            target.write_text(solution_text(overrides[rel], rel), encoding="utf-8")
+        elif comment_prefix(rel) is not None:
+            target.write_text(solution_text(source.read_text(encoding="utf-8"), rel), encoding="utf-8")
+        else:
+            shutil.copy2(source, target)
 
 
 def apply_patch(patch: Path, dest: Path) -> None:

@@ -1,0 +1,75 @@
+"""Parts 2 and 3 — how a warp's 32 addresses turn into memory traffic.
+
+Global memory (part 2, README.md "Part 2: coalescing"): DRAM and L2 move data
+in 32-byte *sectors*; L1 caches 128-byte *lines* (4 sectors). When the 32
+threads of a warp load, the hardware merges ("coalesces") their addresses and
+moves every sector any of them touches, once. Consecutive 4-byte loads touch
+4 sectors (128 bytes, all useful); a stride of 32 floats touches 32 sectors
+for the same 128 useful bytes: 8x the traffic.
+
+Shared memory (part 3, README.md "Part 3: bank conflicts"): 32 banks, each 4
+bytes wide; word w lives in bank w % 32. One request serves one word per bank:
+threads that hit *different* words of the same bank are serialised (an n-way
+conflict costs n passes); threads reading the *same* word get it broadcast.
+8-byte accesses are served per half-warp (2 phases of 16 threads), 16-byte
+ones per quarter-warp (4 phases of 8): conflicts only count inside a phase.
+"""
+
+from __future__ import annotations
+
+SECTOR_BYTES = 32
+LINE_BYTES = 128
+BANKS = 32
+BANK_WIDTH = 4
+WARP = 32
+
+
+def _check_access(address: int, element_bytes: int) -> None:
+    if element_bytes not in (1, 2, 4, 8, 16):
+        raise ValueError(f"element_bytes must be 1, 2, 4, 8 or 16, got {element_bytes}")
+    if address < 0:
+        raise ValueError(f"address {address} is negative")
+    if address % element_bytes:
+        raise ValueError(f"address {address} is not aligned to {element_bytes} bytes (a misaligned access faults)")
+
+
+def coalescing(base_address: int, stride_elements: int, element_bytes: int,
+               active: list[bool] | None = None) -> dict:
+    """Traffic of one warp-wide load: thread t reads `element_bytes` bytes at
+    base_address + t * stride_elements * element_bytes (stride may be 0 or
+    negative). `active` (32 bools; None = all) masks threads off.
+
+    Returns {"sectors", "lines", "bytes_used", "bytes_moved", "efficiency"}:
+    distinct 32-byte sectors and 128-byte lines touched, distinct bytes the
+    threads asked for, sectors * 32, and bytes_used / bytes_moved (0.0 when no
+    thread is active). ValueError for a bad element size, a negative or
+    misaligned address, or an `active` list that is not 32 long.
+    """
+    raise NotImplementedError("coalescing: see README.md, section \"Part 2: coalescing\"")
+
+
+def bank_conflict_degree(addresses: list[int | None], element_bytes: int = 4) -> int:
+    """The n of an n-way bank conflict for one warp-wide shared-memory access.
+
+    addresses[t] is thread t's byte address (None: thread inactive); at most
+    32 entries (missing ones are inactive). The warp is served in phases of
+    32 (element_bytes <= 4), 16 (8 bytes) or 8 (16 bytes) threads; in each
+    phase, the degree is the largest number of DISTINCT 4-byte words that fall
+    in one bank (the same word twice is a broadcast, not a conflict). Returns
+    the largest degree over the phases; 0 if no thread is active.
+    """
+    raise NotImplementedError("bank_conflict_degree: see README.md, section \"Part 3: bank conflicts\"")
+
+
+def column_read_addresses(rows: int, row_pitch_elements: int, column: int, element_bytes: int) -> list[int]:
+    """Byte addresses when thread t reads element [t, column] of a row-major
+    tile whose rows are `row_pitch_elements` apart (threads t >= rows are idle)."""
+    return [(t * row_pitch_elements + column) * element_bytes for t in range(min(rows, WARP))]
+
+
+def transpose_padding(tile_cols: int, element_bytes: int = 4, rows: int = WARP) -> int:
+    """The smallest padding p >= 0 (in elements) for a shared-memory tile of
+    `tile_cols` columns stored row-major with row pitch tile_cols + p, such that
+    a warp reading any one column (thread t reads row t, `rows` rows) has no
+    bank conflict at all (degree 1). ValueError if no p < 64 works."""
+    raise NotImplementedError("transpose_padding: see README.md, section \"Part 3: bank conflicts\"")

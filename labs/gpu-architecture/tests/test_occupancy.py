@@ -1,0 +1,91 @@
+"""Part 1: occupancy, checked exactly against the grader's model on hand-picked
+edge cases (every limiter, every rounding rule, every architecture, the
+carve-out argument) and on seeded random launch configurations."""
+
+from __future__ import annotations
+
+import pytest
+
+import adapter
+import reference
+from cases import ARCHS, expect_equal, rng
+
+SECTION = "Part 1: occupancy"
+
+# (arch, threads, regs, smem, carveout) chosen so each limit and each rounding
+# rule decides at least one case (comments say which).
+EDGE_CASES = [
+    ("sm_80", 256, 32, 0, None),          # warps and registers tie at 8 blocks
+    ("sm_80", 32, 16, 0, None),           # 64 blocks by warps, 128 by registers: the 32-block cap decides
+    ("sm_86", 32, 16, 0, None),           # sm_86 caps at 16 blocks
+    ("sm_89", 64, 16, 0, None),           # sm_89: 48 warps, 24 blocks
+    ("sm_90", 128, 33, 0, None),          # 33 regs -> 1056 -> 1280 per warp (256-register units)
+    ("sm_90", 96, 64, 0, None),           # 3 warps per block: 21 by warps, registers win
+    ("sm_80", 1024, 64, 0, None),         # 64 x 1024 = 65536: exactly the block's register limit
+    ("sm_80", 1024, 65, 0, None),         # one more register: the block can never launch
+    ("sm_80", 33, 255, 0, None),          # 2 warps for 33 threads, 255 registers
+    ("sm_90", 128, 32, 48 * 1024, None),  # shared memory decides (+1 KB reserved)
+    ("sm_90", 128, 32, 227 * 1024, None), # the largest block allowed: fits once
+    ("sm_90", 128, 32, 227 * 1024 + 1, None),  # one byte more: never fits
+    ("sm_80", 128, 32, 1, None),          # 1 + 1024 bytes rounds up to 1152
+    ("sm_80", 128, 32, 10_000, 64),       # a smaller carve-out
+    ("sm_89", 256, 40, 20_000, 32),
+    ("sm_90", 64, 24, 2048, 8),
+    ("sm_86", 1, 1, 0, None),             # one thread is still a whole warp
+]
+
+
+@pytest.mark.parametrize("case", EDGE_CASES, ids=lambda c: f"{c[0]}-{c[1]}t-{c[2]}r-{c[3]}B-{c[4]}")
+def test_edge_cases(case):
+    arch, threads, regs, smem, carve = case
+    expected = reference.occupancy(arch, threads, regs, smem, carve)
+    got = adapter.occupancy(arch, threads, regs, smem, carve)
+    expect_equal(f"occupancy({arch}, threads={threads}, registers={regs}, shared={smem}, carveout_kb={carve})",
+                 got, expected, SECTION)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_random_configurations(arch):
+    r = rng(f"occupancy-{arch}")
+    carveouts = reference.SM_LIMITS[arch][4]
+    for _ in range(150):
+        threads = r.choice([r.randint(1, 1024), 32 * r.randint(1, 32), r.choice([1, 31, 33, 1023, 1024])])
+        regs = r.choice([r.randint(1, 255), r.choice([8, 16, 24, 32, 40, 64, 128, 255])])
+        smem = r.choice([0, r.randint(0, 64 * 1024), r.randint(0, 240 * 1024), 128 * r.randint(0, 400)])
+        carve = r.choice([None, None, r.choice(carveouts)])
+        expected = reference.occupancy(arch, threads, regs, smem, carve)
+        got = adapter.occupancy(arch, threads, regs, smem, carve)
+        expect_equal(f"occupancy({arch}, threads={threads}, registers={regs}, shared={smem}, carveout_kb={carve})",
+                     got, expected, SECTION)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(threads=0, regs=32, smem=0), dict(threads=1025, regs=32, smem=0),
+    dict(threads=128, regs=0, smem=0), dict(threads=128, regs=256, smem=0),
+    dict(threads=128, regs=32, smem=-1), dict(threads=128, regs=32, smem=0, carveout_kb=48),
+], ids=["0-threads", "1025-threads", "0-regs", "256-regs", "negative-smem", "carveout-48"])
+def test_invalid_launches_raise(bad):
+    with pytest.raises(ValueError):
+        adapter.occupancy("sm_80", bad["threads"], bad["regs"], bad["smem"], bad.get("carveout_kb"))
+
+
+def test_best_block_size():
+    r = rng("best-block-size")
+    cases = [("sm_80", 32, 0), ("sm_90", 128, 0), ("sm_89", 64, 96), ("sm_80", 255, 0), ("sm_86", 40, 200)]
+    cases += [(r.choice(ARCHS), r.randint(8, 200), r.choice([0, 16, 64, 128, 200])) for _ in range(40)]
+    for arch, regs, per_thread in cases:
+        expected = reference.best_block_size(arch, regs, per_thread)
+        call = f"best_block_size({arch}, registers={regs}, shared_per_thread={per_thread})"
+        if expected is None:
+            with pytest.raises(ValueError):
+                adapter.best_block_size(arch, regs, per_thread)
+        else:
+            expect_equal(call, adapter.best_block_size(arch, regs, per_thread), expected, SECTION)
+    # Non-default candidates, including ones that cannot fit at all.
+    cands = (96, 160, 384, 1024)
+    for arch, regs, per_thread in [("sm_90", 64, 100), ("sm_80", 128, 150), ("sm_89", 32, 0)]:
+        expected = reference.best_block_size(arch, regs, per_thread, cands)
+        expect_equal(f"best_block_size({arch}, registers={regs}, shared_per_thread={per_thread}, candidates={cands})",
+                     adapter.best_block_size(arch, regs, per_thread, list(cands)), expected, SECTION)
+    with pytest.raises(ValueError):
+        adapter.best_block_size("sm_86", 255, 400, [512, 1024])

@@ -1,0 +1,294 @@
+"""Entry point of the learner process, started by `sandbox.py` as
+`python -I -P -B -c "from roadmap_cli.grading_kit._learner_main import main; main()" REQ_FD REPLY_FD`
+(not `-m`: the reference table below must live in the importable module, not `__main__`).
+
+The grader process (pytest) starts this child and sends it one config
+message, then requests; this process imports the learner's modules, runs
+`@kit.learner_side` adapter functions and answers with plain data or
+references (see wire.py). Nothing here decides a verdict: this process is
+untrusted once learner code ran in it.
+
+Set-up order matters: limits, the audit hook and the import layout are in
+place before the first learner import.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import pickle
+import resource
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from roadmap_cli.grading_kit import wire
+
+# Reference table: objects the grader holds a remote reference to.
+_objects: dict[int, Any] = {}
+_next_id = [1]
+_violations: list[str] = []
+_config: dict = {}
+
+
+def remember(obj: Any) -> int:
+    ref_id = _next_id[0]
+    _next_id[0] += 1
+    _objects[ref_id] = obj
+    return ref_id
+
+
+def resolve_ref(ref_id: int) -> Any:
+    """Unpickling hook: a grader-side RemoteRef passed back as an argument."""
+    try:
+        return _objects[ref_id]
+    except KeyError:
+        raise LookupError(f"remote reference #{ref_id} was released") from None
+
+
+# ------------------------------------------------------------------ limits
+
+
+def _set_limits(memory_limit_mb: int | None, nofile: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, soft) if soft != resource.RLIM_INFINITY else want, want))
+    if memory_limit_mb:
+        limit = int(memory_limit_mb) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _drop_privileges() -> None:
+    """As root, give up every capability (and the bounding set, so an exec
+    cannot regain them): without CAP_SYS_PTRACE this process can no longer
+    open the grader's (non-dumpable) /proc/<pid>/fd, mem or environ, i.e.
+    neither reach the results channel nor read its HMAC key. Without
+    CAP_DAC_OVERRIDE/CAP_FOWNER it can still write files root owns (it IS
+    root): the engine's hashes detect that. As a normal user there is
+    nothing to drop; non-dumpable processes are already out of reach."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid binary gives privileges back
+    if os.geteuid() != 0:
+        return
+    for cap in range(64):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # _LINUX_CAPABILITY_VERSION_3, all zero
+
+
+# ------------------------------------------------------------- audit hook
+
+
+def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -> None:
+    """Refuse (and record) opening the reference solutions, and writing the
+    installed grader. A hook sees Python-level opens only (ctypes, a child
+    process or a C extension bypass it): it catches the casual cheat and
+    the accident; hashes and the separate grader process do the rest."""
+    read_roots = tuple(os.path.join(os.path.realpath(p), "") for p in forbidden_read)
+    read_files = frozenset(os.path.realpath(p) for p in forbidden_read)
+    write_roots = tuple(os.path.join(os.path.realpath(p), "") for p in forbidden_write)
+    busy = [False]
+
+    def refused(path: str, writing: bool) -> str | None:
+        real = os.path.realpath(path)
+        if real in read_files or real.startswith(read_roots):
+            return f"opened the shipped reference solution {real}"
+        if writing and real.startswith(write_roots):
+            return f"tried to write the installed grader file {real}"
+        return None
+
+    def hook(event: str, args: tuple) -> None:
+        if busy[0] or event not in ("open", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.system"):
+            return
+        busy[0] = True
+        try:
+            if event == "open":
+                path, mode, flags = args
+                if isinstance(path, int) or path is None:
+                    return
+                path = os.fsdecode(path)
+                writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                          bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC))
+                why = refused(path, writing)
+            else:
+                # A command line that names a solution file or folder (e.g. `cat .../solution/x.py`).
+                text = " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in _flatten(args))
+                why = next((f"ran a command that reads the reference solution ({root.rstrip('/')})"
+                            for root in read_roots if root.rstrip("/") in text), None)
+            if why:
+                _violations.append(why)
+                raise PermissionError(f"not allowed while grading: {why}")
+        finally:
+            busy[0] = False
+
+    sys.addaudithook(hook)
+
+
+def _flatten(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(_flatten(a))
+        else:
+            out.append(a)
+    return out
+
+
+# ---------------------------------------------------------- import layout
+
+
+class _GraderFirst(importlib.abc.MetaPathFinder):
+    """Top-level modules that exist in the lab's tests/ folder (adapter.py,
+    test_*.py, grader helpers) always come from there, so a same-named file in
+    the workspace cannot replace the adapter in this process."""
+
+    def __init__(self, tests_dir: str) -> None:
+        self.tests_dir = tests_dir
+
+    def find_spec(self, name, path, target=None):
+        if path is not None or "." in name:
+            return None
+        candidate = os.path.join(self.tests_dir, name + ".py")
+        if os.path.isfile(candidate):
+            return importlib.util.spec_from_file_location(name, candidate)
+        return None
+
+
+def _layout(workspace: str, tests_dir: str) -> None:
+    # -I/-P gave us stdlib + site-packages only; the workspace goes first
+    # for learner modules, the grader folder last for grader helpers.
+    sys.path[:] = [workspace] + [p for p in sys.path if p and p != workspace] + [tests_dir]
+    sys.meta_path.insert(0, _GraderFirst(tests_dir))
+
+
+# ----------------------------------------------------------------- serving
+
+
+def _call_target(module: str, qualname: str):
+    target: Any = importlib.import_module(module)
+    for attr in qualname.split("."):
+        target = getattr(target, attr)
+    return getattr(target, "__wrapped__", target)
+
+
+def _error_reply(exc: BaseException) -> tuple:
+    base = next((k.__name__ for k in type(exc).__mro__
+                 if k.__module__ == "builtins" and issubclass(k, Exception)), "RuntimeError")
+    learner_type = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+    if type(exc).__module__.startswith(("_pytest", "pytest")):
+        # pytest.skip()/fail() raised in this process must not steer the
+        # verdict (a learner could "skip" the tests it fails): an error.
+        base, learner_type = "RuntimeError", f"pytest outcome {type(exc).__name__} raised in the learner process"
+    args = exc.args if all(type(a) in (str, int, float, bool, type(None)) for a in exc.args) else ()
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<{type(exc).__name__} with an unprintable message>"
+    ws = os.path.join(_config.get("workspace", "/nonexistent"), "")
+    frames = [f"{os.path.relpath(f.filename, ws)}:{f.lineno} in {f.name}"
+              for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(ws)]
+    return ("exc", base, learner_type, args, message[:8000], frames[-30:])
+
+
+def _handle(op: str, payload: tuple) -> Any:
+    if op == "call_fn":
+        module, qualname, args, kwargs = payload
+        return _call_target(module, qualname)(*args, **kwargs)
+    if op == "import":
+        from roadmap_cli.grading_kit.learner import learner_module
+
+        return learner_module(payload[0])
+    if op == "release":
+        for ref_id in payload[0]:
+            _objects.pop(ref_id, None)
+        return None
+    obj = resolve_ref(payload[0])
+    if op == "getattr":
+        return getattr(obj, payload[1])
+    if op == "setattr":
+        setattr(obj, payload[1], payload[2])
+        return None
+    if op == "call":
+        return obj(*payload[1], **payload[2])
+    if op == "len":
+        return len(obj)
+    if op == "getitem":
+        return obj[payload[1]]
+    if op == "setitem":
+        obj[payload[1]] = payload[2]
+        return None
+    if op == "iter":
+        return iter(obj)
+    if op == "next":
+        return next(obj)  # StopIteration travels back as an exception
+    if op == "contains":
+        return payload[1] in obj
+    if op == "bool":
+        return bool(obj)
+    if op == "repr":
+        return repr(obj)
+    if op == "str":
+        return str(obj)
+    raise ValueError(f"unknown request {op!r}")
+
+
+def serve(req_fd: int, reply_fd: int) -> None:
+    global _config
+    _config = pickle.loads(wire.recv(req_fd))
+    _set_limits(_config.get("memory_limit_mb"), int(_config.get("nofile", 1024)))
+    _drop_privileges()
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    _install_audit_hook(_config.get("forbidden_read", []), _config.get("forbidden_write", []))
+    _layout(_config["workspace"], _config["tests_dir"])
+    from roadmap_cli.grading_kit import sandbox
+
+    sandbox.mark_learner_process()
+    for name in _config.get("preload", []):  # e.g. the adapter (and torch with it), while pytest collects
+        try:
+            importlib.import_module(name)
+        except BaseException:  # reported on the first call that needs it
+            sys.modules.pop(name, None)
+    wire.send(reply_fd, wire.dumps_reply(("ready", None, [])))
+    while True:
+        try:
+            request = wire.recv(req_fd)
+        except EOFError:
+            return
+        try:
+            op, payload = pickle.loads(request)
+            value = _handle(op, payload)
+            reply = ("ok", wire.encode(value, remember))
+        except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here
+            reply = _error_reply(exc)
+        new, _violations[:] = list(_violations), []
+        try:
+            data = wire.dumps_reply((*reply, new))
+        except Exception as exc:  # e.g. an exception argument that cannot be pickled
+            data = wire.dumps_reply(("exc", "RuntimeError", "unpicklable", (), f"cannot send the result: {exc}", [], new))
+        sys.stdout.flush()
+        wire.send(reply_fd, data)
+
+
+def main() -> None:
+    req_fd, reply_fd = int(sys.argv[1]), int(sys.argv[2])
+    serve(req_fd, reply_fd)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: learner atexit handlers must not hang the grade
+
+

@@ -1,0 +1,402 @@
+"""The grader side of the learner sandbox (docs/labs.md, "Adapters").
+
+The grader process (pytest) never imports the workspace. Learner code runs
+in a child, the *learner process* (`_learner_main.py`), started lazily (or
+early, while pytest collects) and reused across tests. `@learner_side`
+functions of the lab's `tests/adapter.py` run there; in the grader process a
+call becomes a request over a private pipe and the answer comes back as
+plain data (copies) or `RemoteRef`s (proxies), never as a learner object.
+
+Without a configured sandbox (a lab's tests run by hand) every decorator is a
+no-op and `learner_module` imports in-process, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from roadmap_cli.grading_kit import wire
+from roadmap_cli.grading_kit.learner_errors import (
+    LearnerCrashed,
+    LearnerError,
+    LearnerTimeout,
+    LearnerViolation,
+    rebuild,
+)
+
+_LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
+# Environment the learner process keeps; everything else (PYTEST_*, the
+# secret seed, anything about the results channel) is dropped.
+_KEEP_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
+             "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_HOME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+             "CUDA_PATH", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE"}
+
+_in_learner = False
+_config: Optional[dict] = None
+_client: Optional["LearnerClient"] = None
+on_violation: Optional[Callable[[str], None]] = None  # set by the plugin: voids the attempt
+
+
+def mark_learner_process() -> None:
+    global _in_learner
+    _in_learner = True
+
+
+def in_learner_process() -> bool:
+    return _in_learner
+
+
+def configure(config: Optional[dict]) -> None:
+    """Called by the plugin with the engine's sandbox settings (None: in-process)."""
+    global _config
+    _config = config
+
+
+def active() -> bool:
+    return _config is not None and not _in_learner
+
+
+def client() -> "LearnerClient":
+    global _client
+    if _client is None:
+        assert _config is not None, "no sandbox configured"
+        _client = LearnerClient(_config)
+    return _client
+
+
+def shutdown() -> None:
+    if _client is not None:
+        _client.close()
+
+
+# --------------------------------------------------------------- decorator
+
+
+def learner_side(fn: Optional[Callable] = None, *, timeout_s: Optional[float] = None):
+    """Run the decorated adapter function in the learner process.
+
+    `@kit.learner_side` or `@kit.learner_side(timeout_s=20)` (a call past the
+    limit raises `kit.LearnerTimeout`; without it only the grade's own time
+    limit applies). Arguments are pickled to the learner process; the
+    return value comes back as plain data or remote references.
+    """
+
+    def wrap(func: Callable) -> Callable:
+        label = f"{func.__module__}.{func.__qualname__}"
+
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not active():
+                return func(*args, **kwargs)
+            return client().call_fn(func.__module__, func.__qualname__, args, kwargs, timeout_s, label)
+
+        call.learner_side = True  # type: ignore[attr-defined]
+        return call
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def remote_module(name: str) -> "RemoteRef":
+    return client().request("import", (name,), None, name)
+
+
+# ----------------------------------------------------------- remote refs
+
+
+def _ref_type(ref: "RemoteRef") -> str:
+    return object.__getattribute__(ref, "_type")
+
+
+class RemoteRef:
+    """A learner-side object seen from the grader process. Supports attribute
+    reads, calls, len, [], iteration and `in`; passed back as an argument it
+    becomes the learner-side object again. Every operation is a round trip."""
+
+    __slots__ = ("_client", "_gen", "_id", "_type", "_label", "__weakref__")
+    _roadmap_remote_type = staticmethod(_ref_type)
+
+    def __init__(self, owner: "LearnerClient", gen: int, ref_id: int, type_name: str, label: str = "") -> None:
+        object.__setattr__(self, "_client", owner)
+        object.__setattr__(self, "_gen", gen)
+        object.__setattr__(self, "_id", ref_id)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_label", label or type_name)  # e.g. "mul.mul": named in crash messages
+
+    def _do(self, op: str, *args: Any, label: str = "") -> Any:
+        owner = object.__getattribute__(self, "_client")
+        owner.check_generation(object.__getattribute__(self, "_gen"))
+        label = label or object.__getattribute__(self, "_label")
+        return owner.request(op, (object.__getattribute__(self, "_id"), *args), None, label)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)  # Python's own probes (__array__, __fspath__...) stay local
+        return self._do("getattr", name, label=f"{object.__getattribute__(self, '_label')}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._do("setattr", name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._do("call", args, kwargs)
+
+    def __len__(self) -> int:
+        return int(self._do("len"))
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._do("getitem", key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._do("setitem", key, value)
+
+    def __iter__(self):
+        iterator = self._do("iter")
+        while True:
+            try:
+                yield iterator._do("next")
+            except StopIteration:
+                return
+
+    def __contains__(self, item: Any) -> bool:
+        return bool(self._do("contains", item))
+
+    def __bool__(self) -> bool:
+        value = self._do("bool")
+        return value if type(value) is bool else True
+
+    def __repr__(self) -> str:
+        try:
+            text = self._do("repr")
+        except Exception:
+            text = "?"
+        return f"<learner {_ref_type(self)}: {text if type(text) is str else '?'}>"
+
+    def __str__(self) -> str:
+        text = self._do("str")
+        return text if type(text) is str else repr(self)
+
+    def __reduce__(self):
+        object.__getattribute__(self, "_client").check_generation(object.__getattribute__(self, "_gen"))
+        from roadmap_cli.grading_kit import _learner_main
+
+        return (_learner_main.resolve_ref, (object.__getattribute__(self, "_id"),))
+
+    def __del__(self) -> None:
+        try:
+            owner = object.__getattribute__(self, "_client")
+            if owner.generation == object.__getattribute__(self, "_gen"):
+                owner.released.append(object.__getattribute__(self, "_id"))
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------- client
+
+
+def learner_env(config: dict) -> dict:
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
+    env["ROADMAP_WORKSPACE"] = config["workspace"]
+    env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
+    return env
+
+
+class LearnerClient:
+    """One learner process at a time; a crash or a timeout ends it and the
+    next call starts a fresh one."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.proc: Optional[subprocess.Popen] = None
+        self.generation = 0
+        self.released: list[int] = []
+        self.drain = None
+        self.req_w = self.rep_r = -1
+        self.ready = False
+        self.digests = os.environ.get("ROADMAP_OUTPUT_DIGESTS")
+        self.digest_test, self.digest_n = None, 0
+
+    # --- process lifetime ---------------------------------------------
+    def start(self) -> None:
+        """Start the learner process (it imports the adapter while we go on)."""
+        if self.proc is not None:
+            return
+        from roadmap_cli.labs.boundedlog import PipeDrain
+
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])
+        cmd = [sys.executable, *flags, "-c", _LEARNER_CMD, str(req_r), str(rep_w)]
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
+                                         stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                         pass_fds=(req_r, rep_w), start_new_session=True)
+        finally:
+            for fd in (req_r, rep_w, out_w):
+                os.close(fd)
+        self.req_w, self.rep_r = req_w, rep_r
+        self.drain = PipeDrain(out_r, cap=64 * 1024)
+        self.generation += 1
+        self.ready = False
+        self.released = []
+        settings = {k: self.config.get(k) for k in ("workspace", "tests_dir", "memory_limit_mb", "nofile",
+                                                      "forbidden_read", "forbidden_write", "preload")}
+        wire.send(self.req_w, pickle.dumps(settings))
+
+    def _stop(self) -> Optional[int]:
+        proc, self.proc = self.proc, None
+        for fd in (self.req_w, self.rep_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.req_w = self.rep_r = -1
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        return proc.wait()
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.close(self.req_w)  # EOF: the learner process exits on its own
+            self.req_w = -1
+            self.proc.wait(timeout=1.0)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._stop()
+
+    def check_generation(self, gen: int) -> None:
+        if gen != self.generation or self.proc is None:
+            raise LearnerCrashed("this remote reference belongs to a learner process that crashed or was restarted")
+
+    # --- messages -------------------------------------------------------
+    def _recv(self, deadline: Optional[float]) -> bytes:
+        header = self._read(wire._HEADER.size, deadline)
+        (size,) = wire._HEADER.unpack(header)
+        if size > wire.MAX_MESSAGE:
+            raise wire.WireError(f"reply of {size} bytes is over the limit")
+        return self._read(size, deadline)
+
+    def _read(self, n: int, deadline: Optional[float]) -> bytes:
+        chunks, left = [], n
+        while left:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.rep_r], [], [], wait)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.rep_r, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _crashed(self, label: str) -> LearnerCrashed:
+        status = self._stop()
+        self.drain.settle()
+        if status is not None and status < 0:
+            try:
+                how = signal.Signals(-status).name
+            except ValueError:
+                how = f"signal {-status}"
+            text = f"your code crashed the learner process ({how}) in {label}"
+        else:
+            text = f"your code ended the learner process (exit status {status}) in {label}"
+        return LearnerCrashed(text + _crash_frames(self.drain.tail.text(), self.config["workspace"]))
+
+    def request(self, op: str, payload: tuple, timeout_s: Optional[float], label: str) -> Any:
+        if self.proc is None:
+            self.start()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            if not self.ready:
+                self._answer(self._recv(None), label)  # the "ready" message
+                self.ready = True
+            if self.released:
+                ids, self.released = self.released, []
+                wire.send(self.req_w, pickle.dumps(("release", (ids,))))
+                self._answer(self._recv(deadline), label)
+            wire.send(self.req_w, pickle.dumps((op, payload), protocol=pickle.HIGHEST_PROTOCOL))
+            return self._answer(self._recv(deadline), label)
+        except TimeoutError:
+            self._stop()
+            raise LearnerTimeout(f"{label} ran past its time limit of {timeout_s:g} s (the learner process was killed)") from None
+        except (EOFError, BrokenPipeError, wire.WireError) as exc:
+            crash = self._crashed(label)
+            if isinstance(exc, wire.WireError):
+                crash = LearnerCrashed(f"{exc} (in {label})")
+            raise crash from None
+
+    def _answer(self, data: bytes, label: str) -> Any:
+        reply = wire.loads_reply(data)
+        if type(reply) is not tuple or not reply or reply[0] not in ("ok", "exc", "ready"):
+            raise wire.WireError("malformed reply")
+        violations = reply[-1] if type(reply[-1]) is list else []
+        for text in violations:
+            if on_violation is not None:
+                on_violation(str(text))
+        if violations:
+            raise LearnerViolation(f"your code {violations[0]} while running {label}: this attempt is void")
+        if reply[0] == "ready":
+            return None
+        if reply[0] == "exc":
+            _, base, learner_type, args, message, frames, _ = reply
+            raise rebuild(str(base), str(learner_type), tuple(args), str(message), [str(f) for f in frames])
+        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label))
+
+    def call_fn(self, module: str, qualname: str, args: tuple, kwargs: dict, timeout_s: Optional[float], label: str) -> Any:
+        try:
+            result = self.request("call_fn", (module, qualname, args, kwargs), timeout_s, label)
+        except LearnerError as exc:
+            self._log_digest(label, args, kwargs, ("raised", getattr(exc, "learner_type", ""), str(exc)))
+            raise
+        self._log_digest(label, args, kwargs, result)
+        return result
+
+    def _log_digest(self, label: str, args: tuple, kwargs: dict, result: Any) -> None:
+        if not self.digests:
+            return
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+        if test != self.digest_test:
+            self.digest_test, self.digest_n = test, 0
+        record = {"test": test, "call": label, "n": self.digest_n, "digest": wire.digest(result),
+                  "args_digest": wire.digest((args, kwargs))}
+        self.digest_n += 1
+        with open(self.digests, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+
+def _unescape(line: str) -> str:
+    """faulthandler writes non-ASCII characters of file names as \\xNN,
+    \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
+    import re
+
+    return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
+
+
+def _crash_frames(log: str, workspace: str) -> str:
+    """The learner's frames from faulthandler's report in the learner's output."""
+    lines = [_unescape(ln) for ln in log.rstrip().splitlines()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Fatal Python error"):
+            frames = [ln.strip() for ln in lines[i + 1:] if ln.strip().startswith("File ")
+                      and "roadmap_cli/grading_kit" not in ln and "<frozen " not in ln]
+            mine = [f for f in frames if workspace in f] or frames
+            return "\n" + "\n".join([lines[i], *mine[:12]])
+    tail = "\n".join(lines[-8:])
+    return f"\nlast output of the learner process:\n{tail}" if tail else ""

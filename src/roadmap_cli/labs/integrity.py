@@ -1,0 +1,70 @@
+"""The grader's own files, hashed before and after each grade.
+
+Learner code must not change what judges it: the lab's tests/ folder and
+the project code the grader process imports (grading_kit/, the plugin and
+its helpers, the supervisor). As root, file permissions cannot stop a
+determined learner process from editing them, so we detect instead:
+
+- content hashes before the grade and after it;
+- while the grade runs, the engine compares each file's (size, mtime, inode)
+  on every poll, so an edit that is restored before the grade ends (content
+  hash identical again) still shows up as a changed mtime/inode;
+- the learner process's audit hook refuses Python-level writes there.
+
+Any difference voids the attempt and names the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parents[1]  # src/roadmap_cli
+GRADER_CODE = [
+    _PKG / "grading_kit",
+    _PKG / "labs" / "plugin.py",
+    _PKG / "labs" / "nodeids.py",
+    _PKG / "labs" / "channel.py",
+    _PKG / "labs" / "boundedlog.py",
+    _PKG / "labs" / "_supervisor.py",
+    _PKG / "__init__.py",
+]
+
+
+def _files(root: Path):
+    if root.is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            yield path
+
+
+def snapshot(tests_dir: Path) -> dict[str, str]:
+    """path -> sha256 of every grader file (lab tests and grader code)."""
+    out: dict[str, str] = {}
+    for root in [tests_dir, *GRADER_CODE]:
+        for path in _files(root):
+            try:
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                out[str(path)] = "unreadable"
+    return out
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def stat_snapshot(paths) -> dict[str, tuple]:
+    """path -> (size, mtime_ns, inode): cheap enough to take on every poll."""
+    import os
+
+    out: dict[str, tuple] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            out[path] = ("missing",)
+    return out

@@ -1,0 +1,137 @@
+"""Learner code is fully contained (issue 12 item 2): whatever it starts —
+a process in its own session, a double-forked sleeper, a child that ignores
+SIGTERM — is gone once `roadmap grade` returns (after a normal end, a
+timeout or Ctrl-C), and the attempt is still recorded. Checked by scanning
+/proc for a marker that only those processes carry in their command line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+
+SLEEPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+
+ESCAPES = {
+    # A child that starts its own session: a process-group kill misses it.
+    "setsid": """
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.execv(sys.executable, [sys.executable, "-c", SLEEPER, MARKER])
+    """,
+    # Fork, fork again, the middle one exits: the sleeper is an orphan.
+    "double-fork": """
+        pid = os.fork()
+        if pid == 0:
+            if os.fork() == 0:
+                os.setsid()
+                os.execv(sys.executable, [sys.executable, "-c", SLEEPER, MARKER])
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """,
+    # A plain child that ignores SIGTERM (only SIGKILL ends it).
+    "ignores-sigterm": """
+        subprocess.Popen([sys.executable, "-c", SLEEPER, MARKER], start_new_session=True)
+    """,
+}
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose command line or environment holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    continue
+            blob = b""
+            for what in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{name}/{what}", "rb") as fh:
+                        blob += fh.read()
+                except OSError:
+                    pass
+        except (OSError, IndexError):
+            continue
+        if marker.encode() in blob:
+            found.append(int(name))
+    return found
+
+
+def learner_source(escape: str, marker: str, *, then: str = "return a + b") -> str:
+    return textwrap.dedent(f"""
+        import os, subprocess, sys
+        MARKER = {marker!r}
+        SLEEPER = {SLEEPER!r}
+        STARTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "escaped.flag")
+
+        def add(a, b):
+            if not os.path.exists(STARTED):
+                open(STARTED, "w").close()
+    """) + textwrap.indent(textwrap.dedent(ESCAPES[escape]), "        ") + f"    {then}\n"
+
+
+@pytest.fixture
+def adder_ws(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    monkeypatch.chdir(ws)
+    yield ws
+    detect_device.cache_clear()
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_no_process_survives_a_grade(run_cli, adder_ws: Path, escape: str) -> None:
+    marker = f"roadmap-escape-{uuid.uuid4().hex}"
+    (adder_ws / "adder.py").write_text(learner_source(escape, marker))
+    result = run_cli("grade", "--part", "add", "--json")
+    assert result.exception is None, result
+    assert (adder_ws / "escaped.flag").exists(), "the escape never ran"
+    assert marked_processes(marker) == []
+    assert result.json()["data"]["outcome"] == "passed", [t["message"] for t in result.json()["data"]["tests"]]
+    history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]
+    assert history and history[0]["outcome"] == "passed"
+
+
+def test_no_process_survives_a_timeout(run_cli, adder_ws: Path) -> None:
+    marker = f"roadmap-escape-{uuid.uuid4().hex}"
+    (adder_ws / "adder.py").write_text(learner_source("double-fork", marker, then="while True: pass"))
+    result = run_cli("grade", "--part", "add", "--timeout", "4", "--json")
+    assert result.json()["data"]["outcome"] == "timeout", result
+    assert (adder_ws / "escaped.flag").exists()
+    assert marked_processes(marker) == []
+    history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]
+    assert history[0]["outcome"] == "timeout"
+
+
+def test_no_process_survives_ctrl_c(adder_ws: Path, tmp_path: Path) -> None:
+    marker = f"roadmap-escape-{uuid.uuid4().hex}"
+    (adder_ws / "adder.py").write_text(learner_source("setsid", marker, then="while True: pass"))
+    env = dict(os.environ, ROADMAP_LABS_DIR=str(FIXTURES / "labs"), ROADMAP_DEVICE="cpu")
+    proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "grade", "--part", "add"], cwd=adder_ws, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked_processes(marker), "the escape never started"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert marked_processes(marker) == []
