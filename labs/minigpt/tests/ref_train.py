@@ -110,6 +110,17 @@ def replay(initial: dict, vocab_size: int, cfg: dict, xs: torch.Tensor, ys: torc
     return kept, losses
 
 
+def single_step(params: dict, moments: dict, vocab_size: int, cfg: dict, x, y, it: int) -> dict:
+    """Step `it` alone, from the learner's parameters and Adam moments before it."""
+    model = make_model(vocab_size, cfg, params).train()
+    optimizer = make_optimizer(model, cfg)
+    for name, p in model.named_parameters():
+        if name in moments:
+            optimizer.state[p] = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in moments[name].items()}
+    train_step(model, optimizer, x, y, it, cfg)
+    return {n: t.detach().clone() for n, t in model.state_dict().items()}
+
+
 def train_reference(text: str, cfg: dict, seed: int, steps: int) -> tuple[ref_model.GPT, CharTokenizer]:
     """A whole, plain run: char tokenizer, the 90% train split, `steps` steps."""
     tok = CharTokenizer(text)

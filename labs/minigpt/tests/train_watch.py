@@ -7,6 +7,9 @@ learner's loop is under test, and records plain facts for the grader process:
 - every training batch the loop fed the model (forwards in train mode with
   gradients on), the parameters before the first step and after chosen steps,
   and the global RNG state before the first step (for the grader's replay);
+- around chosen single steps k: the parameters and the optimizer's state
+  (Adam's moments) before step k and the parameters after it, so the grader can
+  check that one step on its own, with no float drift from the steps before;
 - per optimizer step: the learning rate of each group and the gradient norm the
   optimizer saw (after clipping); at the first step, which parameters are in
   which group with which weight decay and betas;
@@ -52,8 +55,11 @@ def _plain(value):
 
 
 class TrainWatch:
-    def __init__(self, keep_steps=(), crash_at_step: int | None = None):
+    def __init__(self, keep_steps=(), crash_at_step: int | None = None, single_steps=()):
         self.keep = set(keep_steps)
+        self.single = set(single_steps)
+        self.single_before: dict[int, dict] = {}
+        self.single_after: dict[int, dict] = {}
         self.crash_at = crash_at_step
         self.model = None
         self.xs: list[torch.Tensor] = []
@@ -102,12 +108,22 @@ class TrainWatch:
                             "weight_decay": float(g.get("weight_decay", 0.0)), "lr": float(g.get("lr", 0.0)),
                             "betas": [float(b) for b in g.get("betas", (0.0, 0.0))]} for g in optimizer.param_groups]
         self.lrs.append([float(g["lr"]) for g in optimizer.param_groups])
+        if self.steps in self.single:
+            names = {id(p): n for n, p in self.model.named_parameters()}
+            moments = {}
+            for p, st in optimizer.state.items():
+                if id(p) in names:
+                    moments[names[id(p)]] = {k: (v.detach().cpu().clone() if torch.is_tensor(v) else v)
+                                             for k, v in st.items()}
+            self.single_before[self.steps] = {"params": _state(self.model), "state": moments}
         grads = [p.grad.detach().double().norm() for p in self.model.parameters() if p.grad is not None]
         self.grad_norms.append(float(torch.stack(grads).norm()) if grads else 0.0)
 
     def _post_step(self, optimizer, args, kwargs):
         if self.model is None:
             return
+        if self.steps in self.single:
+            self.single_after[self.steps] = _state(self.model)
         self.steps += 1
         if self.steps in self.keep:
             self.snapshots[self.steps] = _state(self.model)
@@ -151,6 +167,7 @@ class TrainWatch:
             "missing_targets": any(y is None for y in self.ys),
             "initial": self.initial, "rng_before_first_step": self.rng_before_first_step,
             "lrs": self.lrs, "grad_norms": self.grad_norms, "groups": self.groups, "snapshots": self.snapshots,
+            "single_before": self.single_before, "single_after": self.single_after,
             "eval_forwards": self.eval_forwards, "clip_calls": self.clip_calls,
             "clip_max_norms": sorted(self.clip_max_norms), "optimizer_classes": sorted(self.optimizer_classes),
             "optimizer_is_adamw": None if result is None else isinstance(getattr(result, "optimizer", None),
@@ -163,8 +180,8 @@ class TrainWatch:
         }
 
 
-def run(train_mod, data_mod, cfg: dict, keep_steps=(), crash_at_step: int | None = None) -> dict:
-    watch = TrainWatch(keep_steps, crash_at_step)
+def run(train_mod, data_mod, cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=()) -> dict:
+    watch = TrainWatch(keep_steps, crash_at_step, single_steps)
     result, crashed = None, False
     start = time.perf_counter()
     with watch.watching(train_mod, data_mod):
