@@ -158,11 +158,17 @@ def test_batches_come_from_the_training_generator_in_order(run, corpus_text):
 
 
 def _relative(got: dict, want: dict, start: dict) -> tuple[str, float]:
-    """The tensor that differs most, relative to how far the grader's step(s) moved it."""
-    rel = {name: float((got[name] - want[name]).norm() / ((want[name] - start[name]).norm() + 1e-12))
-           for name in want if want[name].is_floating_point()}
-    worst = max(rel, key=rel.__getitem__)
-    return worst, rel[worst]
+    """|learner - grader| / |grader - start| over all parameters together (how far off the
+    learner's step is, as a fraction of the grader's update), and the tensor most off.
+
+    All together, not per tensor: the key part of c_attn.bias has a true gradient of exactly
+    0 (softmax ignores a constant added to all scores), so its gradient is float noise that
+    Adam scales up to a full-size update; per tensor, two right loops could differ there."""
+    names = [n for n in want if want[n].is_floating_point()]
+    diff = torch.cat([(got[n] - want[n]).flatten() for n in names]).norm()
+    moved = torch.cat([(want[n] - start[n]).flatten() for n in names]).norm()
+    worst = max(names, key=lambda n: float((got[n] - want[n]).norm()))
+    return worst, float(diff / (moved + 1e-12))
 
 
 def replay_differences(run) -> dict[str, tuple[str, float]]:
@@ -199,8 +205,8 @@ def test_steps_equal_the_graders_step_on_the_same_batches(run):
     for label, (worst, diff) in replay_differences(run).items():
         tol = replay_tolerance(0)
         if diff > tol:
-            pytest.fail(f"{label}, parameter {worst} differs from the grader's step on the same batch by {diff:.1%} "
-                        f"of the update (tolerance {tol:.0e}): check the order zero_grad -> backward -> clip -> step, "
+            pytest.fail(f"{label}, the parameters differ from the grader's step on the same batch by {diff:.1%} of "
+                        f"the update (tolerance {tol:.0e}; most in {worst}): check the order zero_grad -> backward -> clip -> step, "
                         f"one optimizer for the whole run, and the weight-decay groups ({SECTION} 5.2, 5.5)")
 
 
