@@ -108,6 +108,8 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator_st
 def _config(mod, **kw):
     """The learner's GPTConfig; `fused` only when the learner's config has that field."""
     names = {f.name for f in dataclasses.fields(mod.GPTConfig)}
+    if kw.get("fused") and "fused" not in names:
+        raise AssertionError("GPTConfig has no `fused` field: keep the starter's GPTConfig (README.md, section 4.2)")
     return mod.GPTConfig(**{k: v for k, v in kw.items() if k in names})
 
 
