@@ -254,12 +254,14 @@ def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **c
 
 
 @learner_side
-def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=()) -> dict:
-    """Run the learner's train(TrainConfig(**cfg)) on the grader's model and data; see train_watch."""
+def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
+                   stop_at_step: int | None = None) -> dict:
+    """Run the learner's train(TrainConfig(**cfg)) on the grader's model and data; see train_watch.
+    stop_at_step: Ctrl-C (the stop request) arrives once that many steps ran."""
     import train_watch
 
     return train_watch.run(learner_module("train"), learner_module("data"), cfg, keep_steps, crash_at_step,
-                           single_steps)
+                           single_steps, stop_at_step)
 
 
 @learner_side

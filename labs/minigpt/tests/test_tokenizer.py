@@ -125,6 +125,25 @@ def test_vocab_size_larger_than_the_possible_merges():
     assert adapter.roundtrip(tok, "abba<|pad|>🙂 z") == "abba<|pad|>🙂 z"
 
 
+def test_vocab_size_bounds():
+    text = "hello hello world"
+    tok = adapter.train_bpe(text, 256 + 1, ["<|endoftext|>"])  # room for the special token only: no merge
+    facts = adapter.bpe_facts(tok)
+    assert facts["merges"] == [] and facts["special_tokens"] == {"<|endoftext|>": 256}, (
+        f"vocab_size = 256 + number of specials means no merge: got {facts} (README.md, section 1.2)")
+    with pytest.raises(ValueError):
+        adapter.train_bpe(text, 256, ["<|endoftext|>"])  # no room for the special token
+
+
+def test_decode_of_a_split_character_replaces_it():
+    tok = adapter.train_bpe("abc", 256 + 2)
+    ids = list("你".encode("utf-8"))  # three byte tokens; the first alone is not valid UTF-8
+    assert adapter.decode(tok, ids[:1]) == "\ufffd", (
+        "decode of an incomplete UTF-8 sequence must give U+FFFD: bytes.decode('utf-8', errors='replace') "
+        "(README.md, section 1.3)")
+    assert adapter.decode(tok, ids) == "你"
+
+
 def test_characters_never_seen_in_training_encode_as_bytes():
     tok = adapter.train_bpe("the cat sat on the mat " * 5, 256 + 12)
     merges = reference.bpe_train("the cat sat on the mat " * 5, 256 + 12)

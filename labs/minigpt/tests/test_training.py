@@ -224,6 +224,18 @@ def test_history_validation_and_final_checkpoint(run, trained_out_dir):
     want = list(range(0, c["max_iters"], c["eval_interval"])) + [c["max_iters"]]
     assert evaluated == want, (f"val_history iters {evaluated}, expected {want}: evaluate every eval_interval = "
                                f"{c['eval_interval']} steps and once after the loop ({SECTION} 5.5)")
+    assert run["progress_advances"] == c["max_iters"], (
+        f"progress.advance ran {run['progress_advances']} times in {c['max_iters']} steps; once per step "
+        f"({SECTION} 5.5)")
+    assert run["progress_evaluations"] == len(want) - 1, (
+        f"{run['progress_evaluations']} evaluations inside `with progress.evaluating(...)`, expected "
+        f"{len(want) - 1} (every one in the loop) ({SECTION} 5.5)")
+    tokens = c["max_iters"] * c["batch_size"] * c["block_size"]
+    floor = tokens / run["seconds"]  # the whole call, setup and evaluation included: a lower bound
+    assert 0.9 * floor <= run["tokens_per_s"] <= 100 * floor, (
+        f"result.tokens_per_s is {run['tokens_per_s']:,.0f}; {tokens:,} tokens in {run['seconds']:.1f} s (the "
+        f"whole train() call) is {floor:,.0f}: count steps x batch_size x block_size over the loop's time "
+        f"({SECTION} 5.5)")
     ckpt = adapter.read_checkpoint(str(trained_out_dir / "ckpt.pt"))
     assert ckpt is not None, f"train() must write ckpt.pt into out_dir ({SECTION} 5.4)"
     assert ckpt["iter_num"] == c["max_iters"], (
@@ -272,3 +284,29 @@ def test_crash_after_a_periodic_checkpoint_resumes_identically(tmp_path):
         assert abs(a["val"] - b["val"]) <= 1e-5, f"val loss at iter {a['iter']}: resumed {a['val']}, uninterrupted {b['val']}"
     diff = max(float((resumed["final"][n] - full["final"][n]).abs().max()) for n in full["final"])
     assert diff <= 1e-5, f"after resuming, the final parameters differ from the uninterrupted run's by {diff:.2e}"
+    other = tmp_path / "other.txt"
+    other.write_text("a corpus with another vocabulary: xyz\n" * 40, encoding="utf-8")
+    with pytest.raises(ValueError):  # the checkpoint's vocabulary is not this corpus's
+        adapter.watch_training(dict(common, corpus=str(other), out_dir=str(tmp_path / "b"), resume=True))
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resumes_identically(tmp_path):
+    """Ctrl-C (the stop request of _StopOnCtrlC, simulated) after 17 steps: a checkpoint at 17
+    that resumes to the uninterrupted run's losses and weights."""
+    seed = int(seeded("ctrl-c-seed") % 10_000)
+    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **RESUME_CONFIG)
+    full = adapter.watch_training(dict(common, out_dir=str(tmp_path / "a"), resume=False))
+    stopped = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=False), stop_at_step=17)
+    assert stopped["steps"] == 17 and stopped["interrupted_at"] == 17, (
+        f"after Ctrl-C at step 17 the run took {stopped['steps']} steps and reports interrupted_at = "
+        f"{stopped['interrupted_at']}; expected 17 and 17: check stop.requested before each step ({SECTION} 5.5)")
+    ckpt = adapter.read_checkpoint(str(tmp_path / "b" / "ckpt.pt"))
+    assert ckpt is not None and ckpt["iter_num"] == 17, (
+        f"the checkpoint saved on Ctrl-C has iter_num {None if ckpt is None else ckpt['iter_num']}, expected 17 "
+        f"({SECTION} 5.5)")
+    resumed = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=True))
+    got = [round(float(h["loss"]), 5) for h in resumed["history"]]
+    want = [round(float(h["loss"]), 5) for h in full["history"]]
+    assert got == want, f"losses after resuming a Ctrl-C checkpoint differ from the uninterrupted run ({SECTION} 5.4)"
+    diff = max(float((resumed["final"][n] - full["final"][n]).abs().max()) for n in full["final"])
+    assert diff <= 1e-5, f"after resuming a Ctrl-C checkpoint, the final parameters differ by {diff:.2e} ({SECTION} 5.4)"

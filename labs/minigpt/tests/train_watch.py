@@ -30,6 +30,47 @@ import ref_model
 import ref_train
 
 
+class _Display:
+    """Stands in for train.py's _Progress: draws nothing, counts what the loop reports."""
+
+    def __init__(self, watch, total, done, enabled=False, *args, **kwargs):
+        self.watch = watch
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def advance(self, *args, **kwargs):
+        self.watch.advances += 1
+
+    def note(self, *args, **kwargs):
+        pass
+
+    @contextlib.contextmanager
+    def evaluating(self, *args, **kwargs):
+        self.watch.evaluating += 1
+        yield
+
+
+class _Stop:
+    """Stands in for train.py's _StopOnCtrlC: `requested` turns True once `stop_at` steps ran."""
+
+    def __init__(self, watch):
+        self.watch = watch
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def requested(self) -> bool:
+        return self.watch.stop_at is not None and len(self.watch.xs) >= self.watch.stop_at
+
+
 class SimulatedCrash(BaseException):
     """Raised inside the loop to stop a run as a crash would (not a KeyboardInterrupt:
     the loop may handle Ctrl-C by saving a checkpoint, a crash saves nothing)."""
@@ -55,7 +96,11 @@ def _plain(value):
 
 
 class TrainWatch:
-    def __init__(self, keep_steps=(), crash_at_step: int | None = None, single_steps=()):
+    def __init__(self, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
+                 stop_at_step: int | None = None):
+        self.stop_at = stop_at_step
+        self.advances = 0
+        self.evaluating = 0
         self.keep = set(keep_steps)
         self.single = set(single_steps)
         self.single_before: dict[int, dict] = {}
@@ -143,7 +188,9 @@ class TrainWatch:
                  (train_mod, "CharTokenizer", ref_train.CharTokenizer),
                  (train_mod, "split_train_val", ref_train.split_train_val), (train_mod, "get_batch", ref_train.get_batch),
                  (data_mod, "split_train_val", ref_train.split_train_val), (data_mod, "get_batch", ref_train.get_batch),
-                 (torch.nn.utils, "clip_grad_norm_", clip_spy)]
+                 (torch.nn.utils, "clip_grad_norm_", clip_spy),
+                 (train_mod, "_Progress", lambda *a, **k: _Display(self, *a, **k)),
+                 (train_mod, "_StopOnCtrlC", lambda *a, **k: _Stop(self))]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in swaps if hasattr(owner, name)]
         handles = [register_optimizer_step_pre_hook(self._pre_step), register_optimizer_step_post_hook(self._post_step)]
         threads = torch.get_num_threads()
@@ -175,13 +222,16 @@ class TrainWatch:
             "history": None if result is None else _plain(list(getattr(result, "history", []))),
             "val_history": None if result is None else _plain(list(getattr(result, "val_history", []))),
             "tokens_per_s": None if result is None else float(getattr(result, "tokens_per_s", 0.0) or 0.0),
+            "interrupted_at": None if result is None else _plain(getattr(result, "interrupted_at", None)),
+            "progress_advances": self.advances, "progress_evaluations": self.evaluating,
             "final": None if self.model is None else _state(self.model),
             "vocab_size": None if self.model is None else self.model.config.vocab_size,
         }
 
 
-def run(train_mod, data_mod, cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=()) -> dict:
-    watch = TrainWatch(keep_steps, crash_at_step, single_steps)
+def run(train_mod, data_mod, cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
+        stop_at_step: int | None = None) -> dict:
+    watch = TrainWatch(keep_steps, crash_at_step, single_steps, stop_at_step)
     result, crashed = None, False
     start = time.perf_counter()
     with watch.watching(train_mod, data_mod):
