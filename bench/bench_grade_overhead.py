@@ -10,7 +10,15 @@ engine   = wall time of `roadmap grade ID --json` in a fresh process (CLI start,
 baseline = wall time of `python -m pytest -q <the same test files>` with the
            same environment (workspace on PYTHONPATH, TRITON_INTERPRET=1 on CPU,
            plugin autoload off in both) and no engine.
-overhead = engine - baseline (the budget in issue 3: <= 1.5 s on the 2-core box).
+overhead = engine - baseline (the budget in issue 3: <= 1.5 s on the 2-core box;
+           issue 13 item 5: <= 0.8 s on the fixture lab).
+
+    python bench/bench_grade_overhead.py --before 053fb57   # also the engine as of a git ref
+
+before   = wall time of the same `roadmap grade` with the engine's source as of
+           REF (`git archive REF src`, put first on PYTHONPATH): e.g. the engine
+           before the learner sandbox. Printed as the ratio after / before
+           (issue 19 target: <= 1.15x on the real labs).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lab", nargs="?", default="adder", help="lab id (default: the fake engine-test lab 'adder')")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--before", metavar="REF", help="also time the engine as of this git ref (side by side)")
     args = parser.parse_args()
 
     env = dict(os.environ)
@@ -75,19 +84,38 @@ def main() -> None:
         if not device.cuda:
             bare_env["TRITON_INTERPRET"] = "1"
         engine_cmd = [sys.executable, "-m", "roadmap_cli", "grade", spec.id, "--json"]
+        before_env = None
+        if args.before:
+            old_src = Path(tmp) / "before"
+            old_src.mkdir()
+            # The fixture lab's adapter changes with the engine: take both from REF.
+            paths = ["src"] + (["tests/fixtures_labs"] if args.lab == "adder" else [])
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before, *paths], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_src)], input=archive, check=True)
+            before_env = dict(env, PYTHONPATH=str(old_src / "src"))
+            # A real lab: the same (current) lab folder for both engines.
+            before_env["ROADMAP_LABS_DIR"] = (str(old_src / "tests" / "fixtures_labs" / "labs") if args.lab == "adder"
+                                              else str(spec.root.parent))
         bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider", "--rootdir", str(spec.tests_dir), *targets]
 
-        engine, bare, engine_cpu, bare_cpu = [], [], [], []
+        engine, bare, engine_cpu, bare_cpu, before, before_cpu = [], [], [], [], [], []
         for i in range(args.repeats):
-            # Alternate, so load from other processes hits both sides alike.
+            # Alternate, so load from other processes hits all sides alike.
             e, ec, rc_e = timed(engine_cmd, workspace, env)
             b, bc, rc_b = timed(bare_cmd, workspace, bare_env)
             engine.append(e)
             bare.append(b)
             engine_cpu.append(ec)
             bare_cpu.append(bc)
-            print(f"run {i + 1}: engine {e:.2f}s wall {ec:.2f}s cpu (exit {rc_e})   "
-                  f"bare pytest {b:.2f}s wall {bc:.2f}s cpu (exit {rc_b})", flush=True)
+            line = (f"run {i + 1}: engine {e:.2f}s wall {ec:.2f}s cpu (exit {rc_e})   "
+                    f"bare pytest {b:.2f}s wall {bc:.2f}s cpu (exit {rc_b})")
+            if before_env is not None:
+                o, oc, rc_o = timed(engine_cmd, workspace, before_env)
+                before.append(o)
+                before_cpu.append(oc)
+                line += f"   before {o:.2f}s wall {oc:.2f}s cpu (exit {rc_o})"
+            print(line, flush=True)
 
     med = statistics.median
     me, mb, mec, mbc = med(engine), med(bare), med(engine_cpu), med(bare_cpu)
@@ -99,6 +127,10 @@ def main() -> None:
     print(f"  {'bare python -m pytest':24} {mb:8.2f} {mbc:8.2f}")
     print(f"  {'engine overhead':24} {me - mb:+8.2f} {mec - mbc:+8.2f}   (budget: 1.5 s per grade)")
     print(f"  ratio engine / bare: {me / mb:.2f}x wall, {mec / mbc:.2f}x cpu")
+    if before:
+        mo, moc = med(before), med(before_cpu)
+        print(f"  {'roadmap grade @ ' + args.before:24} {mo:8.2f} {moc:8.2f}")
+        print(f"  ratio engine / before: {me / mo:.2f}x wall, {mec / moc:.2f}x cpu   (target: <= 1.15x)")
 
 
 if __name__ == "__main__":

@@ -130,3 +130,18 @@ def test_cadence_line_without_hour_targets():
                                   "hours": {"done": 3.5, "min": None, "max": None}, "streak": 4})
     text = console.export_text()
     assert "paper 2/5" in text and "hours 3.5" in text and "streak 4" in text
+
+
+def test_streamed_export_has_the_bytes_of_the_in_memory_one(run_cli, roadmap_home, tmp_path):
+    """`roadmap export` writes table by table as it reads (issue 13) and must
+    stay byte-identical to json.dumps of the whole document."""
+    from roadmap_cli.store import open_store
+    from roadmap_cli.transfer import dumps, export_data
+
+    assert run_cli("check", "s1-explain-query-key-value", "--note", "多头注意力 \"quoted\"").exit_code == 0
+    assert run_cli("log", "hours", "2.5").exit_code == 0
+    out = tmp_path / "e.json"
+    assert run_cli("export", "-o", str(out)).exit_code == 0
+    assert out.read_text(encoding="utf-8") == dumps(export_data(open_store(roadmap_home)))
+    again = run_cli("export", "-o", str(out))
+    assert again.exit_code == 2 and "exists" in again.stderr

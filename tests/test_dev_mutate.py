@@ -109,6 +109,7 @@ def record(nodeid, call, n, value):
 
 WEAK_TEST = '''\
 import os
+import time
 
 from conftest import record
 from roadmap_cli.grading_kit.learner import learner_module
@@ -120,6 +121,12 @@ def test_scale():
     # A weak grader: negative inputs are computed (and digested) but never checked.
     x = -1 - int(os.environ.get("ROADMAP_SECRET_SEED", "0")) % 3
     record("test_calc.py::test_scale", "calc.clamp_scale", 0, calc.clamp_scale(x))
+    # An output that is not a function of the inputs (a timing): it must not hide equivalence.
+    record("test_calc.py::test_scale", "calc.elapsed", 1, time.perf_counter())
+
+
+def test_small():
+    assert learner_module("calc").clamp_scale(1) == 2
 '''
 
 WEAK_YAML = '''\
@@ -133,7 +140,11 @@ parts:
   - id: scale
     title: {en: "Scale"}
     points: 5
-    tests: ["test_calc.py"]
+    tests: ["test_calc.py::test_scale"]
+  - id: small
+    title: {en: "Small"}
+    points: 1
+    tests: ["test_calc.py::test_small"]
 known_survivors:
   - match: "dropped `if y < 0:`"
     reason: "the test lab never checks negative inputs"
@@ -171,6 +182,39 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     assert _by_description(data) == {"`+` -> `-`": "killed", "`*` -> `/`": "killed"}
     assert data["score"] == 1.0 and data["part_stats"]["mul"] == {"killed": 1, "survived": 0, "score": 1.0}
     assert data["parts"] == ["add", "mul", "speed"]  # the gpu part is not gradable here
+    # Coverage: each mutant is graded only on the parts that run the function it changed.
+    graded = {r["description"]: r["graded_parts"] for r in data["results"]}
+    assert graded == {"`+` -> `-`": ["add", "speed"], "`*` -> `/`": ["mul"]}
+
+
+def test_part_grades_only_the_mutants_in_code_it_runs(labs: Path, run_cli):
+    data = run_cli("dev", "mutate", "adder", "--part", "mul", "--json").json()["data"]
+    assert [(r["description"], r["status"], r["graded_parts"]) for r in data["results"]] == [
+        ("`*` -> `/`", "killed", ["mul"])]
+    assert data["parts"] == ["mul"] and any("1 mutant(s) in code that part mul runs" in n for n in data["notes"])
+
+
+def test_coverage_probes_and_kernel_callers(tmp_path: Path):
+    from roadmap_cli.labs.mutate_coverage import Coverage, _kernel_callers, instrument
+
+    text = ('import triton\n\n\n@triton.jit\ndef _inner(x):\n    return x\n\n\n@triton.jit\ndef kernel(p):\n'
+            '    _inner(p)\n\n\ndef launch(x):\n    """Doc."""\n    kernel[(1,)](x)\n\n\ndef other():\n    return 1\n')
+    hits = tmp_path / "hits.txt"
+    probed = instrument(text, "k.py", hits)
+    namespace: dict = {}
+    exec(compile(probed, "k.py", "exec"), namespace)
+    namespace["other"]()
+    namespace["other"]()
+    assert hits.read_text() == "k.py::other\n"  # once per process, however often it runs
+    assert probed.count("_roadmap_probe_") == 4  # launch and other, never inside a jit function
+    assert _kernel_callers(text) == {"_inner": {"launch"}, "kernel": {"launch"}}
+    cov = Coverage(["a", "b", "c"])
+    cov.measured = True
+    cov.hits = {("k.py", "launch"): {"b"}, ("k.py", "other"): {"c"}}
+    cov.kernels = {"k.py": _kernel_callers(text)}
+    assert cov.parts_for("k.py", "_inner") == ["b"] and cov.parts_for("k.py", "other") == ["c"]
+    assert cov.parts_for("k.py", "") == ["a", "b", "c"]  # module level: every part
+    assert cov.parts_for("k.py", "never_seen") == ["a", "b", "c"]
 
 
 def test_weak_grader_classification_cache_and_exit_code(labs: Path, run_cli, roadmap_home: Path):
@@ -184,7 +228,7 @@ def test_weak_grader_classification_cache_and_exit_code(labs: Path, run_cli, roa
     assert statuses["dropped `y = 0`"] == "survived"  # the digest differs: a real bug the grader misses
     assert statuses["dropped `if y < 0:`"] == "explained"
     survivors = [r for r in data["results"] if r["status"] == "survived"]
-    assert all(r["covered_by"] == ["scale"] for r in survivors)
+    assert all(r["covered_by"] == ["scale", "small"] for r in survivors)  # both parts run clamp_scale
     assert survivors[0]["diff"].startswith("--- a/calc.py\n+++ b/calc.py\n@@")
     assert data["digests"] is True and data["graded_now"] == len(data["results"])
     assert (roadmap_home / "mutate" / "weak.json").is_file()

@@ -224,17 +224,36 @@ def test_editing_the_installed_lab_tests_voids_the_attempt(run_cli, wrong_ws: Pa
     assert "test_add.py" in data["message"]
 
 
-def test_opening_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path) -> None:
+READS = {
+    # exec() the reference read with open()
+    "open": """
+        namespace = {{}}
+        exec(open({solution!r}).read(), namespace)
+        return namespace["add"](a, b)
+    """,
+    # import it: the solution folder first on sys.path
+    "import": """
+        import importlib, sys
+        sys.path.insert(0, {solution_dir!r})
+        sys.modules.pop("adder", None)
+        return importlib.import_module("adder").add(a, b)
+    """,
+    # the kernel-lab style: the reference lives in the project's kernels/ folder
+    "kernels": """
+        text = open({kernels_mul!r}).read()
+        return a + b if "return a * b" in text else a + b + 1
+    """,
+}
+
+
+@pytest.mark.parametrize("how", sorted(READS))
+def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path,
+                                                                  how: str) -> None:
     solution = labs_copy / "labs" / "adder" / "solution" / "adder.py"
-    (wrong_ws / "adder.py").write_text(textwrap.dedent(f"""
-        def add(a, b):
-            try:
-                namespace = {{}}
-                exec(open({str(solution)!r}).read(), namespace)   # the reference, read at call time
-                return namespace["add"](a, b)
-            except PermissionError:
-                return a + b + 1
-    """))
+    body = textwrap.dedent(READS[how]).format(solution=str(solution), solution_dir=str(solution.parent),
+                                              kernels_mul=str(labs_copy / "kernels" / "mul.py"))
+    (wrong_ws / "adder.py").write_text("def add(a, b):\n    try:\n" + textwrap.indent(body.strip(), "        ")
+                                       + "\n    except PermissionError:\n        return a + b + 1\n")
     data = grade(run_cli)
     assert_not_passed(data)
     assert data["outcome"] == "error" and "reference solution" in data["message"]
@@ -243,16 +262,19 @@ def test_opening_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong
 
 
 def test_branching_on_grading_variables_sees_none(run_cli, wrong_ws: Path) -> None:
-    # Right only when it can tell it is being graded (and which test runs).
+    # Variables that name the running test, the results channel or the
+    # grade's secret seed (what a hard-coded answer table needs) are absent
+    # in the learner process. (That it runs under a grader at all is no
+    # secret: it is started by one.)
     (wrong_ws / "adder.py").write_text(textwrap.dedent("""
         import os
 
-        GRADING = [k for k in os.environ if k.startswith(("PYTEST", "ROADMAP_RESULTS", "ROADMAP_PARTS",
-                                                          "ROADMAP_SECRET", "ROADMAP_GRADE"))]
+        REVEALING = [k for k in os.environ if k.startswith(("PYTEST", "ROADMAP_RESULTS", "ROADMAP_PARTS",
+                                                            "ROADMAP_SECRET", "ROADMAP_GRADE_FD"))]
 
         def add(a, b):
-            if GRADING:
-                return a + b
+            if REVEALING:
+                return a + b   # e.g. a table of answers per PYTEST_CURRENT_TEST
             return a + b + 1
     """))
     assert_not_passed(grade(run_cli))

@@ -163,3 +163,51 @@ def test_shipped_corpus_is_small_utf8_text():
 def test_small_path_points_at_the_shipped_excerpt(prep, capsys):
     assert prep.main(["--small-path"]) == 0
     assert Path(capsys.readouterr().out.strip()) == LAB / "data" / "shakespeare_small.txt"
+
+
+def test_sample_without_a_checkpoint_says_what_to_run_first(tmp_path):
+    """issue 11 item 9: no FileNotFoundError traceback before the first training run."""
+    import subprocess
+    import sys
+
+    for path in (LAB / "starter").glob("*.py"):
+        (tmp_path / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "sample.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "no checkpoint at out/ckpt.pt" in proc.stderr and "python train.py" in proc.stderr
+
+
+def test_the_benchmark_ships_with_the_workspace():
+    """The handout's benchmark is a script in the workspace, not a path in the project."""
+    assert (LAB / "starter" / "bench.py").is_file()
+    readme = (LAB / "README.md").read_text(encoding="utf-8")
+    assert "python bench.py" in readme and "bench/bench_minigpt.py" not in readme
+
+
+def test_progress_bar_draws_at_most_four_times_a_second(monkeypatch):
+    """issue 13 item 2: the bar redraws from the training thread, <= 4 Hz, whatever the step rate."""
+    import io
+    import sys
+    import time
+
+    from rich.console import Console
+
+    monkeypatch.syspath_prepend(str(LAB / "starter"))
+    for name in ("train", "data", "model", "tokenizer"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import train
+
+    monkeypatch.setattr(train._Progress, "console", Console(file=io.StringIO(), force_terminal=True, width=100))
+    progress = train._Progress(total=100_000, done=0, enabled=True)
+    draws = []
+    monkeypatch.setattr(progress.bar, "refresh", lambda: draws.append(time.perf_counter()))
+    start = time.perf_counter()
+    with progress:
+        for _ in range(50_000):  # far faster than any real step
+            progress.advance(2.0, 1000.0)
+    elapsed = time.perf_counter() - start
+    assert progress.done == 50_000
+    assert len(draws) <= 4 * elapsed + 2, f"{len(draws)} redraws in {elapsed:.2f} s"
+    for name in ("train", "data", "model", "tokenizer"):
+        sys.modules.pop(name, None)

@@ -68,7 +68,8 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
     assert sorted(data["checkpoints_marked"]) == ["fake-add", "fake-mul"]
 
     listed = {row["id"]: row for row in run_cli("lab", "list", "--json").json()["data"]["labs"]}
-    assert listed["adder"]["state"] == "passed" and listed["adder"]["best_score"] == 35
+    # The gpu part never ran: honest completion says so (tests/test_honest_completion.py).
+    assert listed["adder"]["state"] == "passed-on-cpu" and listed["adder"]["best_score"] == 35
     assert listed["adder"]["gradable_here"] is False and listed["leaky"]["state"] == "not-started"
 
     status = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]
@@ -94,7 +95,7 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
 
     summary = {r["id"]: r for r in lab_summaries(context.current().store())}["adder"]
     assert set(summary) >= {"id", "title", "stage", "state", "best_score", "max_score", "gradable_here"}
-    assert summary["title"]["zh"] and summary["state"] == "passed"
+    assert summary["title"]["zh"] and summary["state"] == "passed-on-cpu"
 
 
 def test_starter_fails_with_readable_messages(run_cli, workspace: Path) -> None:
@@ -113,7 +114,9 @@ def test_infinite_loop_is_killed_and_recorded_as_timeout(run_cli, workspace: Pat
     elapsed = time.monotonic() - t0
     assert result.exit_code == 4, result
     assert data["outcome"] == "timeout"
-    assert elapsed < 3 + 2
+    # Killed at the limit, not left to run: 3 s of allowance covers the CLI's own
+    # start and the supervisor's cleanup on this 2-core box at load ~20.
+    assert elapsed < 3 + 3
     timed_out = [t for t in data["tests"] if t["outcome"] == "timeout"]
     assert [t["nodeid"] for t in timed_out] == ["test_add.py::test_add_small"]
     history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]
@@ -247,3 +250,21 @@ def test_dev_check_passes_a_good_lab_and_catches_a_wrong_variant_that_passes(run
     bad = run_cli("dev", "check", "leaky")
     assert bad.exit_code == 1
     assert "wrong:harmless" in bad.stdout and "only a comment differs" in bad.stdout
+
+
+def test_an_imported_pass_does_not_unlock_the_solution(run_cli, workspace: Path, tmp_path: Path) -> None:
+    """Issue 19: a forged (or simply restored) attempt that claims a pass is a
+    claim, not a grade: after `roadmap import` it is marked imported and
+    `lab solution` stays locked until a grade run here passes."""
+    put_solution(workspace)
+    grade_json(run_cli)
+    assert run_cli("lab", "solution", "adder").exit_code == 0  # a real pass unlocks it
+    exported = run_cli("export", "-o", str(tmp_path / "mine.json"))
+    assert exported.exit_code == 0, exported
+    restored = run_cli("import", str(tmp_path / "mine.json"), "--replace")
+    assert restored.exit_code == 0, restored
+    locked = run_cli("lab", "solution", "adder")
+    assert locked.exit_code == 2 and "once the lab has passed" in locked.stderr
+    put_solution(workspace)
+    grade_json(run_cli)
+    assert run_cli("lab", "solution", "adder").exit_code == 0

@@ -101,3 +101,22 @@ def test_lab_spec_loads():
     for part in spec.parts:
         for prefix in part.tests:
             assert (LAB / "tests" / prefix.split("::")[0]).exists()
+
+
+def test_grader_model_is_the_workspace_model():
+    """The engine part runs the learner's engine on the grader's copy of the read-only
+    model (tests/grader_model.py) and decodes the reference with it: the two must stay equal."""
+    grader = (LAB / "tests" / "grader_model.py").read_text()
+    assert grader == solution_text((LAB / "solution" / "model.py").read_text(), "model.py")
+    assert grader == (LAB / "starter" / "model.py").read_text()
+
+
+def test_every_adapter_entry_point_runs_learner_side():
+    """Sandbox contract: every adapter function a test calls runs in the learner process
+    and returns plain data (the grader process never imports the workspace)."""
+    tree = ast.parse((LAB / "tests" / "adapter.py").read_text())
+    public = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    assert public
+    for fn in public:
+        decorators = [ast.unparse(d) for d in fn.decorator_list]
+        assert "learner_side" in decorators, f"adapter.{fn.name} is not @learner_side"

@@ -110,13 +110,28 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
         "def test_fails():\n"
         "    assert 1 == 2, 'one is not two'\n"
     )
-    results = tmp_path / "results.jsonl"
-    env = dict(__import__("os").environ, ROADMAP_RESULTS=str(results), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    env.pop("ROADMAP_PARTS", None)
+    import os
+
+    from roadmap_cli.labs import channel
+
+    # The engine's handshake: a config pipe (key, results descriptor) and an authenticated results pipe.
+    key = channel.new_key()
+    config_r, config_w = os.pipe()
+    results_r, results_w = os.pipe()
+    os.write(config_w, json.dumps({"key": key.hex(), "results_fd": results_w, "parts": [], "selected": None,
+                                   "stop_part_on_fail": False, "sandbox": None}).encode())
+    os.close(config_w)
+    env = dict(os.environ, ROADMAP_GRADE_FD=str(config_r), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     subprocess.run([sys.executable, "-m", "pytest", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
                     "-q", "--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_p.py")],
-                   cwd=tmp_path, env=env, capture_output=True, timeout=60)
-    events = [json.loads(line) for line in results.read_text().splitlines()]
+                   cwd=tmp_path, env=env, capture_output=True, timeout=60, pass_fds=(config_r, results_w))
+    os.close(config_r)
+    os.close(results_w)
+    reader = channel.Reader(results_r, key)
+    events = []
+    while not reader.eof:
+        events += reader.read()
+    assert reader.forged == 0
     kinds = [e["event"] for e in events]
     assert kinds[0] == "session" and kinds[-1] == "finish" and kinds.count("start") == 3
     res = {e["nodeid"]: e for e in events if e["event"] == "result"}

@@ -198,8 +198,11 @@ def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(run
     monkeypatch.chdir(ws)
     result = run_cli("grade", "--part", "add", "--json")
     assert result.exit_code == 1, result
-    failed = next(t for t in result.json()["data"]["tests"] if t["outcome"] == "failed")
-    assert "SyntaxError" in failed["message"] and "adder.py" in failed["message"]
+    # Found by the pre-check (labs/precheck.py) before pytest starts: no test ran.
+    data = result.json()["data"]
+    failed = next(p for p in data["parts"] if p["status"] == "failed")
+    assert data["tests"] == [] and data["precheck"]["file"] == "adder.py"
+    assert "SyntaxError" in failed["message"] and "adder.py:2:" in failed["message"]
     assert "<frozen" not in failed["message"]
 
 

@@ -135,3 +135,40 @@ def test_no_process_survives_ctrl_c(adder_ws: Path, tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)
     assert marked_processes(marker) == []
+
+
+def test_a_stopped_supervisor_does_not_let_anything_escape(run_cli, adder_ws: Path) -> None:
+    # The learner's code freezes the supervisor (SIGSTOP: same user, no
+    # capability needed), starts a sleeper in its own session and spins:
+    # at the timeout the engine kills the supervisor's whole tree itself.
+    marker = f"roadmap-escape-{uuid.uuid4().hex}"
+    source = learner_source("setsid", marker, then="while True: pass")
+    source = source.replace("    if not os.path.exists(STARTED):", textwrap.indent(textwrap.dedent("""
+        with open(f"/proc/{os.getppid()}/stat") as fh:      # the grader's parent: the supervisor
+            supervisor = int(fh.read().rsplit(")", 1)[1].split()[1])
+        os.kill(supervisor, 19)                            # SIGSTOP
+        if not os.path.exists(STARTED):"""), "    "), 1)
+    (adder_ws / "adder.py").write_text(source)
+    result = run_cli("grade", "--part", "add", "--timeout", "4", "--json")
+    assert result.json()["data"]["outcome"] in ("timeout", "crash"), result
+    assert (adder_ws / "escaped.flag").exists()
+    assert marked_processes(marker) == []
+
+
+def test_a_killed_supervisor_does_not_let_marked_processes_escape(run_cli, adder_ws: Path) -> None:
+    # The learner's code SIGKILLs the supervisor: its orphans go to init, out
+    # of the supervisor's reach. The engine still finds them by the grade's
+    # mark in their environment.
+    marker = f"roadmap-escape-{uuid.uuid4().hex}"
+    source = learner_source("double-fork", marker)
+    source = source.replace("    if not os.path.exists(STARTED):", textwrap.indent(textwrap.dedent("""
+        if not os.path.exists(STARTED):
+            with open(f"/proc/{os.getppid()}/stat") as fh:
+                supervisor = int(fh.read().rsplit(")", 1)[1].split()[1])
+    """), "    ") + "    if not os.path.exists(STARTED):", 1)
+    source = source.replace("        os.waitpid(pid, 0)", "        os.waitpid(pid, 0)\n        os.kill(supervisor, 9)")
+    (adder_ws / "adder.py").write_text(source)
+    result = run_cli("grade", "--part", "add", "--timeout", "20", "--json")
+    assert result.json()["data"]["outcome"] != "passed", result
+    assert (adder_ws / "escaped.flag").exists()
+    assert marked_processes(marker) == []

@@ -34,6 +34,10 @@ def test_tensors_come_back_as_exact_copies_with_dtype_shape_and_strides() -> Non
         assert type(back) is torch.Tensor and back.dtype == t.dtype and back.shape == t.shape
         assert torch.equal(back, t.detach()) and not back.requires_grad
     assert roundtrip(base.t())[0].stride() == (1, 4)  # a transposed view stays transposed
+    state = torch.nn.Linear(2, 3).state_dict()
+    back, refs = roundtrip((state, torch.nn.Parameter(base)))
+    assert type(back[0]) is dict and list(back[0]) == ["weight", "bias"] and not refs
+    assert type(back[1]) is torch.Tensor and torch.equal(back[1], base)
     assert roundtrip([torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")])[0] == \
         [torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")]
 

@@ -287,6 +287,13 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
     return batch, heads, kv_heads, seq, head_dim
 
 
+# Tile sizes (BLOCK_M, BLOCK_N) of each kernel under the interpreter (TRITON_INTERPRET=1). It
+# runs one program at a time, so small tiles keep CPU runs quick. The grader replaces this dict
+# with tiles of its own choice, unequal ones included (e.g. "fwd": (16, 32)): look it up when a
+# kernel is launched, and never assume BLOCK_M == BLOCK_N in a loop bound or a mask.
+INTERPRETER_BLOCKS = {"fwd": (32, 32), "dkdv": (32, 32), "dq": (32, 32)}
+
+
 # BEGIN SOLUTION
 # GPU tile candidates (BLOCK_M, BLOCK_N, num_warps, num_stages), after the Triton tutorial
 # 06-fused-attention. Compiled for sm_90 (H100/H200), each list avoids register spills at
@@ -329,7 +336,9 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
     # END SOLUTION
     if interpret:
         # BEGIN SOLUTION
-        kernel[grid(32, 32)](*args, BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1, **kwargs)
+        block_m, block_n = INTERPRETER_BLOCKS[kind]
+        kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1,
+                                       **kwargs)
         return
     fp32 = kwargs["DOT_PRECISION"] == "ieee"
     if fp32 or seq < AUTOTUNE_MIN_SEQ:
@@ -343,7 +352,8 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
         _TUNED[kind] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
     _TUNED[kind][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
         # STARTER
-        # return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
+        # block_m, block_n = INTERPRETER_BLOCKS[kernel]
+        # return dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1)
     # # Chosen so that, compiled for an H100/H200 (sm_90), no tile spills registers.
     # if kernel == "dkdv":
         # return dict(BLOCK_M=32, BLOCK_N=128 if head_dim <= 64 else 64, num_warps=8, num_stages=3)

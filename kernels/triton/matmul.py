@@ -162,7 +162,7 @@ _autotuned_kernel = triton.autotune(configs=_GPU_CONFIGS, key=["M", "N", "K"])(m
 # The CPU interpreter runs one program at a time in numpy: 64-wide tiles were
 # the fastest we measured (4x faster than 32), and autotuning would only waste
 # time. GROUP_M=2 keeps a partial last group even on small test matrices.
-_INTERPRETER_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 2}
+INTERPRETER_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 2}
 
 # Small problems and fp32 (big fp32 tiles overflow shared memory) use one
 # modest configuration: tuning them would cost more compile time than it saves.
@@ -203,7 +203,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     if not a.is_cuda or os.environ.get("TRITON_INTERPRET") == "1":
-        matmul_kernel[grid](*args, **_INTERPRETER_BLOCKS)
+        matmul_kernel[grid](*args, **INTERPRETER_BLOCKS)
     elif a.dtype != torch.float32 and M * N * K >= _AUTOTUNE_MIN_FLOP_VOLUME:
         _autotuned_kernel[grid](*args)  # big fp16/bf16 problems: worth a one-time tuning run per shape
     else:

@@ -13,12 +13,34 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
 JSON_SCHEMA_VERSION = 1
+# Width when the output is not a terminal (a pipe, a file, a test's capture):
+# nothing wraps, so a path, an id or a line of code is never split in two and
+# `grep`/copy-paste see whole lines. Tables take only the width they need.
+NO_WRAP_WIDTH = 10_000
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+class AdaptiveConsole(Console):
+    """A rich Console that wraps at the terminal's width on a terminal, and
+    never when piped (rich would otherwise wrap at 80 columns, or at
+    $COLUMNS, whatever the reader is). Decided at each print: the same
+    process may write to a terminal and to a captured stream (tests)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if not self.is_terminal and not self.is_jupyter:
+            return ConsoleDimensions(NO_WRAP_WIDTH, self._height or 25)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = AdaptiveConsole(highlight=False)
+err_console = AdaptiveConsole(stderr=True, highlight=False)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -47,6 +47,25 @@ def _export(conn) -> dict[str, Any]:
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": version, "tables": out}
 
 
+def write_export(store, out) -> None:
+    """`roadmap export` streamed: the same bytes as `dumps(export_data(store))`,
+    written table by table as the rows are read (constant memory; issue 13)."""
+    import sqlalchemy as sa
+
+    from roadmap_cli.jsonstream import Rows, write_json
+    from roadmap_cli.store.migrations import applied_version
+
+    with store.connection() as conn:
+        tables: dict[str, Any] = {}
+        for table in sorted(_tables(), key=lambda t: t.name):
+            order = [c for c in table.primary_key.columns] or list(table.columns)
+            result = conn.execute(sa.select(table).order_by(*order)).mappings()
+            tables[table.name] = Rows(dict(sorted(row.items())) for row in result)
+        doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": applied_version(conn),
+               "tables": tables}
+        write_json(out, doc, indent=2, sort_keys=True)  # ends with the newline dumps() adds
+
+
 def dumps(data: dict) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
 

@@ -1,7 +1,16 @@
 """The only door from the grader to the learner's code.
 
-Every call into the workspace goes through a function here, wrapped in the
-guards this lab needs:
+Every call into the workspace goes through a `@learner_side` function here: it
+runs in the learner process (the sandbox, see roadmap_cli.grading_kit), wraps
+the call in the guards this lab needs and returns plain facts (tensors,
+numbers, lists of strings); the tests decide pass/fail in the grader process.
+Guards:
+- `bounds.nan_guarded`: every Triton input is copied into a NaN-filled buffer
+  (same layout; NaN after each row and a guard band of more than one tile
+  before and after), so a load past an edge reads NaN, never a neighbour;
+- `bounds.check_bounds`: under the Triton interpreter every unmasked
+  tl.load/tl.store lane is checked against the launch's tensors before memory
+  is touched ("read past the edge of A at [127+3, 5]");
 - `forbid_torch_ops`: torch.matmul / mm / bmm / einsum / F.linear / `@` raise
   while a learner matmul runs (write the kernel yourself);
 - `count_triton_launches`: a @triton.jit kernel must actually have launched;
@@ -22,7 +31,9 @@ from typing import Iterator
 
 import torch
 
-from roadmap_cli.grading_kit import count_triton_launches, forbid_torch_ops, learner_module
+from roadmap_cli import grading_kit as kit
+from roadmap_cli.grading_kit import bounds, count_triton_launches, forbid_torch_ops, learner_module
+
 
 MATMUL_OPS = ("matmul", "mm", "bmm", "einsum", "linear")
 SENTINEL = -4096.0  # exactly representable in fp16, bf16 and fp32
@@ -39,15 +50,16 @@ class GuardedAllocations:
     def __init__(self) -> None:
         self.buffers: list[tuple[torch.Tensor, int, tuple[int, ...]]] = []
 
-    def check(self) -> None:
+    def overruns(self) -> list[str]:
+        """One line per allocation whose guard band was written (plain data for the tests)."""
+        found = []
         for storage, used, shape in self.buffers:
             tail = storage[used:]
             if not bool((tail == SENTINEL).all()):
                 bad = int((tail != SENTINEL).sum())
-                raise AssertionError(
-                    f"your code wrote {bad} element(s) past the end of a tensor of shape {shape} it allocated: "
-                    "a load/store without a mask for the last, partial block?"
-                )
+                found.append(f"wrote {bad} element(s) past the end of a tensor of shape {list(shape)} "
+                             "that your code allocated")
+        return found
 
 
 def _shape_from(size) -> tuple[int, ...] | None:
@@ -62,7 +74,7 @@ def _shape_from(size) -> tuple[int, ...] | None:
 def guarded_allocations() -> Iterator[GuardedAllocations]:
     """Patch torch.empty/empty_like/zeros/zeros_like to hand out guarded,
     sentinel-filled buffers (floating dtypes only; anything unusual falls
-    through to torch). Checks the guard bands when the block ends."""
+    through to torch). Read `overruns()` when the block has ended."""
     originals = {name: getattr(torch, name) for name in ("empty", "empty_like", "zeros", "zeros_like")}
     guards = GuardedAllocations()
 
@@ -111,37 +123,123 @@ def guarded_allocations() -> Iterator[GuardedAllocations]:
     finally:
         for name, fn in originals.items():
             setattr(torch, name, fn)
-    guards.check()
+
+
+# The grader's tile shapes for the matmul under the interpreter (README: the wrapper reads
+# INTERPRETER_BLOCKS at call time). Unequal BLOCK_M / BLOCK_N / BLOCK_K and GROUP_M 1..4,
+# so loop bounds, grids and group arithmetic that only work for square tiles show.
+TILES = [
+    {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 64, "GROUP_M": 1},
+    {"BLOCK_M": 64, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 2},
+    {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 4},
+]
 
 
 @contextlib.contextmanager
-def triton_call(what: str, forbid: tuple[str, ...] = ()) -> Iterator[None]:
-    """Guards around one call of a learner's Triton wrapper."""
-    with count_triton_launches() as launches, guarded_allocations(), forbid_torch_ops(*forbid):
+def _blocks(module, blocks: dict | None) -> Iterator[None]:
+    """Set the learner's INTERPRETER_BLOCKS (README, Part 2) to the grader's tiles while a call runs."""
+    if blocks is None:
         yield
-    if launches.count == 0:
-        raise AssertionError(f"{what} returned without launching a @triton.jit kernel")
+        return
+    had = hasattr(module, "INTERPRETER_BLOCKS")
+    saved = getattr(module, "INTERPRETER_BLOCKS", None)
+    module.INTERPRETER_BLOCKS = dict(blocks)
+    try:
+        yield
+    finally:
+        if had:
+            module.INTERPRETER_BLOCKS = saved
+        else:
+            del module.INTERPRETER_BLOCKS
+
+
+def _guarded_triton_call(call, inputs: dict, forbid: tuple[str, ...] = ()) -> dict:
+    """Run call(*guarded inputs) inside every guard; return the facts as plain data."""
+    # Guard bands: 64 rows of a matrix (one full 64-row tile), 4096 elements after a vector
+    # (four 1024-element blocks).
+    guarded = {name: bounds.nan_guarded(t, guard=bounds.guard_for_tile(64, t.shape[-1] + 16) if t.dim() == 2 else 4096)
+               for name, t in inputs.items()}
+    labels = bounds.storage_labels(**guarded)
+    with bounds.check_bounds(labels) as report, count_triton_launches() as launches, \
+            guarded_allocations() as allocations, forbid_torch_ops(*forbid), \
+            kit.inputs_unchanged(*guarded.values(), what="/".join(inputs)):
+        out = call(*guarded.values())
+    return {"out": out, "launches": launches.count, "violations": report.violations,
+            "overruns": allocations.overruns()}
 
 
 # ---------------------------------------------------------------- Triton parts
 
 
-def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+@kit.learner_side
+def vector_add(x: torch.Tensor, y: torch.Tensor) -> dict:
+    """Facts of the learner's vector_add(x, y) on NaN-guarded copies: out, launches,
+    violations (out-of-bounds lanes), overruns (writes past allocations)."""
     module = learner_module("vector_add")
-    with triton_call("vector_add"):
-        return module.vector_add(x, y)
+    return _guarded_triton_call(module.vector_add, {"x": x, "y": y})
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+@kit.learner_side
+def matmul(a: torch.Tensor, b: torch.Tensor, blocks: dict | None = None) -> dict:
+    """Facts of the learner's matmul(a, b) on NaN-guarded copies (B keeps its layout),
+    with INTERPRETER_BLOCKS set to `blocks` when given."""
     module = learner_module("matmul")
-    with triton_call("matmul", forbid=MATMUL_OPS):
-        return module.matmul(a, b)
+    with _blocks(module, blocks):
+        return _guarded_triton_call(module.matmul, {"A": a, "B": b}, forbid=MATMUL_OPS)
 
 
-def matmul_unguarded():
-    """The learner's matmul for timing: no allocation guards (they cost time);
-    the caller wraps the whole timing run in forbid_torch_ops + count_triton_launches."""
-    return learner_module("matmul").matmul
+@kit.learner_side
+def matmul_raises(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """The name of the exception the learner's matmul raises for (a, b), or None."""
+    try:
+        learner_module("matmul").matmul(a, b)
+    except Exception as error:  # noqa: BLE001 - the test checks which kind
+        return type(error).__name__
+    return None
+
+
+@kit.learner_side
+def time_matmul(M: int, N: int, K: int, seed: int) -> dict:
+    """GPU only: the learner's matmul against torch.matmul (cuBLAS) in fp16, timed in the
+    learner process with the shared harness (timing through the sandbox's pipe would
+    measure the pipe). Returns comparison_facts plus launches and check_error (the first
+    wrong output seen while timed, as text, or None)."""
+    from roadmap_cli.grading_kit import timing
+    from roadmap_cli.grading_kit.perf_facts import comparison_facts
+
+    learner_matmul = learner_module("matmul").matmul
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make_inputs():  # fresh contents for every timed call
+        a = torch.randn((M, K), device="cuda", dtype=torch.float16, generator=gen)
+        b = torch.randn((K, N), device="cuda", dtype=torch.float16, generator=gen)
+        return a, b
+
+    def check(out, args):  # the timed output must still be right (first and last timed call)
+        a, b = args
+        error = kit.rel_fro_error(out.float(), torch_matmul(a.float(), b.float()))
+        if not error < 1e-2:
+            raise _WrongWhileTimed(f"relative Frobenius error {error:.3g} >= 1e-2")
+
+    try:
+        with forbid_torch_ops(*MATMUL_OPS), count_triton_launches() as launches:
+            result = timing.compare_to_baseline(
+                learner_matmul,
+                torch_matmul,  # torch.matmul saved before the guard: cuBLAS
+                make_inputs,
+                flops=2.0 * M * N * K,
+                bytes_moved=2.0 * (M * K + K * N + M * N),
+                dtype=torch.float16,
+                check=check,
+            )
+    except _WrongWhileTimed as error:
+        return {"check_error": str(error), "launches": launches.count}
+    return {**comparison_facts(result), "check_error": None, "launches": launches.count}
+
+
+class _WrongWhileTimed(Exception):
+    pass
 
 
 # ---------------------------------------------------------------- CUDA parts
@@ -176,11 +274,13 @@ def _cuda_call(extension, function: str, kernel: str, *args):
     return out
 
 
+@kit.learner_side
 def cuda_vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     extension = learner_module("cuda_kernels").load_vector_add()
     return _cuda_call(extension, "vector_add", "vector_add_kernel", x, y)
 
 
+@kit.learner_side
 def cuda_matmul(variant: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """variant: "naive" or "tiled"."""
     extension = learner_module("cuda_kernels").load_matmul()

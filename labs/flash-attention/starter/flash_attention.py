@@ -108,6 +108,13 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
     return batch, heads, kv_heads, seq, head_dim
 
 
+# Tile sizes (BLOCK_M, BLOCK_N) of each kernel under the interpreter (TRITON_INTERPRET=1). It
+# runs one program at a time, so small tiles keep CPU runs quick. The grader replaces this dict
+# with tiles of its own choice, unequal ones included (e.g. "fwd": (16, 32)): look it up when a
+# kernel is launched, and never assume BLOCK_M == BLOCK_N in a loop bound or a mask.
+INTERPRETER_BLOCKS = {"fwd": (32, 32), "dkdv": (32, 32), "dq": (32, 32)}
+
+
 def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
     """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq" (a starting point:
     for part 8, try triton.autotune over a few of these).
@@ -118,7 +125,8 @@ def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
     streams narrow query blocks; the dQ kernel does the opposite.
     """
     if interpret:
-        return dict(BLOCK_M=32, BLOCK_N=32, num_warps=1, num_stages=1)
+        block_m, block_n = INTERPRETER_BLOCKS[kernel]
+        return dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1)
     # Chosen so that, compiled for an H100/H200 (sm_90), no tile spills registers.
     if kernel == "dkdv":
         return dict(BLOCK_M=32, BLOCK_N=128 if head_dim <= 64 else 64, num_warps=8, num_stages=3)

@@ -24,24 +24,97 @@ def tolerance(dtype: torch.dtype) -> float:
     return 5e-3 if ON_GPU else 1e-4
 
 
+LAYOUTS = ("bhnd", "bnhd")
+
+
+def _effective_scale(scale, head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
 def make_qkv(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_dim: int,
-             dtype: torch.dtype, dist: str, layout: str = "bhnd"):
+             dtype: torch.dtype, dist: str, layout="bhnd", scale=None, negative_row_prob: float = 0.0):
     """Random q [B, H, N, D], k, v [B, H_kv, N, D].
 
-    dist "rising": key norms grow along the sequence, so each row's max score keeps
-    moving to later K/V blocks (a kernel that forgets to rescale its accumulator shows).
-    layout "bnhd": tensors are transposed views of [B, N, H, D] storage (not contiguous).
+    dist:
+    - "normal": N(0, 1) entries;
+    - "rising": key norms grow along the sequence, so each row's max score keeps
+      moving to later K/V blocks (a kernel that forgets to rescale its accumulator shows);
+    - "negative": about half of the query rows (each row with probability 1/2, and
+      always row 0) have scores near -250 for EVERY key: a running max initialised
+      to 0 instead of -inf makes exp(s - 0) underflow to 0 there, and O = 0/0;
+    - "overflow": near-uniform attention over values of about 3000 (fp16) or
+      1e5 (fp32, with keys of 1e5 and queries of 1e-5): the unnormalised accumulator
+      sum_j p_j v_j passes fp16's 65504 after ~22 keys although O itself fits, so
+      an fp16 accumulator (or fp32 inputs cast to fp16 before tl.dot) gives inf.
+    layout: "bhnd" (contiguous [B, H, N, D]) or "bnhd" (transposed views of [B, N, H, D]
+    storage), or a tuple of three layouts for q, k, v (K and V may differ).
+    negative_row_prob (normal / rising only): every key gets a shared component of 4 along
+    the first axis, and each query row, with this probability, a large negative one there,
+    so that ALL its scores sit near -250 (the shared component shifts every score of the row
+    by the same amount: softmax and O keep their meaning, LSE moves by -250). The forward
+    tests use 1/8, so random trials reach the "running max starts at 0" bug too.
+    The adapter copies every tensor into a NaN-guarded buffer in the same layout.
     """
     gen = torch.Generator().manual_seed(seed)
+    layouts = (layout,) * 3 if isinstance(layout, str) else tuple(layout)
 
-    def rand(h: int) -> torch.Tensor:
-        if layout == "bnhd":
+    def rand(h: int, which: int) -> torch.Tensor:
+        if layouts[which] == "bnhd":
             return torch.randn(batch, seq, h, head_dim, generator=gen).transpose(1, 2)
         return torch.randn(batch, h, seq, head_dim, generator=gen)
 
-    q, k, v = rand(heads), rand(kv_heads), rand(kv_heads)
+    q, k, v = rand(heads, 0), rand(kv_heads, 1), rand(kv_heads, 2)
     if dist == "rising":
         k = k * torch.linspace(0.5, 3.0, seq)[:, None]
+    elif dist == "negative":
+        # k ~ 1 + 0.1 noise (all positive), q row = -c + 0.5 noise: score ~ -c * D * scale = -250.
+        c = 250.0 / (_effective_scale(scale, head_dim) * head_dim)
+        k = 1.0 + 0.1 * k
+        rows = torch.rand(batch, heads, seq, 1, generator=gen) < 0.5
+        rows[:, :, 0] = True
+        q = torch.where(rows, -c + 0.5 * q, q)
+    elif dist == "overflow":
+        if dtype == torch.float32:
+            q, k, v = q * 1e-5, k * 1e5, (1.0 + 0.1 * v) * 1e5
+        else:
+            q, v = q * 0.01, (1.0 + 0.1 * v) * 3000.0
+    elif dist != "normal":
+        raise ValueError(f"unknown distribution {dist!r}")
+    if negative_row_prob and dist in ("normal", "rising"):
+        beta = 4.0
+        gamma = 250.0 / (beta * _effective_scale(scale, head_dim))
+        k, q = k.clone(), q.clone()
+        k[..., 0] += beta
+        rows = torch.rand(q.shape[:-1], generator=gen) < negative_row_prob
+        q[..., 0] -= gamma * rows
+    return tuple(t.to(device=DEVICE, dtype=dtype) for t in (q, k, v))
+
+
+def make_do(seed: int, q: torch.Tensor, dist: str = "normal") -> torch.Tensor:
+    """dO like q. dist "overflow": rows of the first half +1500, of the second half -750
+    (plus noise). With make_qkv_concentrated and two query heads per K/V head, dV[key 0]
+    = sum over both heads and all rows of dO: 24000 after head 0, peaking near 72000
+    during head 1, ending at 48000. An fp16 accumulator passes 65504 on the way; the
+    final dV fits in fp16."""
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(seed + 1))
+    if dist == "overflow":
+        n = q.shape[2]
+        sign = torch.where(torch.arange(n) < n // 2, 1500.0, -750.0)[:, None]
+        do = sign * (1.0 + 0.05 * do)
+    return do.to(q.device, q.dtype)
+
+
+def make_qkv_concentrated(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_dim: int,
+                          dtype: torch.dtype):
+    """q, k, v where every query puts almost all its weight on key 0, so dV[key 0] =
+    sum over the group's query heads and rows of dO (see make_do(..., "overflow"))."""
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.ones(head_dim) / math.sqrt(head_dim)
+    q = 4.0 * u + 0.05 * torch.randn(batch, heads, seq, head_dim, generator=gen)
+    k = 0.3 * torch.randn(batch, kv_heads, seq, head_dim, generator=gen)
+    # q . k_0 = 160, i.e. a score of 160 * scale (20 at head_dim 64) against ~0 for the other keys.
+    k[:, :, 0] = 40.0 * u
+    v = torch.randn(batch, kv_heads, seq, head_dim, generator=gen)
     return tuple(t.to(device=DEVICE, dtype=dtype) for t in (q, k, v))
 
 
@@ -70,14 +143,44 @@ def reference_grads(q, k, v, do, causal: bool, scale):
     return tuple(t.grad for t in leaves)
 
 
-def check_forward(o, lse, q, k, v, causal: bool, scale) -> None:
-    """O and LSE against the fp32 reference, at the dtype's tolerance."""
+def _with_section(section: str, check, *args, **kwargs) -> None:
+    try:
+        check(*args, **kwargs)
+    except AssertionError as error:
+        raise AssertionError(f"{error} (README.md, '{section}')") from None
+
+
+def check_kernel_facts(facts: dict, section: str, what: str, launches_key: str = "launches") -> None:
+    """A Triton kernel ran, and no unmasked lane of any load/store left its tensor."""
+    if not facts[launches_key]:
+        raise AssertionError(f"{what}: no Triton kernel was launched; the work must happen in a @triton.jit "
+                             f"kernel (README.md, '{section}')")
+    if facts["violations"]:
+        shown = "; ".join(facts["violations"][:4])
+        raise AssertionError(
+            f"{what}: out-of-bounds memory access: {shown}. Indices are [batch, head, row, column] of the "
+            f"named tensor (N+k: k past the last row or column). Every tl.load/tl.store whose block can stick "
+            f"out past the tensor needs a mask on the lanes outside, even when the value read would not "
+            f"change the result (README.md, '{section}')")
+
+
+def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: triton-forward",
+                  loose: bool = False, context: str = "") -> None:
+    """O and LSE against the fp32 reference, at the dtype's tolerance.
+    loose: adversarial magnitudes; atol scales with the reference's RMS (an overflow
+    still shows as inf/NaN, which never passes)."""
     atol = tolerance(q.dtype)
     ref_o, ref_lse = reference(q, k, v, causal, scale)
-    kit.assert_nontrivial(ref_o, atol, "reference O")
+    if loose:
+        atol_o = atol * float(ref_o.pow(2).mean().sqrt())
+    else:
+        atol_o = atol
+        kit.assert_nontrivial(ref_o, atol, "reference O")
+    if o is None or lse is None:
+        raise AssertionError(f"flash_attention_forward must return (O, LSE); got O={o!r}, LSE={lse!r} "
+                             f"(README.md, '{section}')")
     if o.dtype != q.dtype:
-        raise AssertionError(f"O has dtype {o.dtype}, expected q's dtype {q.dtype}")
-    kit.assert_close(o, ref_o, atol=atol, what="O")
-    if lse is None:
-        raise AssertionError("the log-sum-exp must be returned")
-    kit.assert_close(lse, ref_lse, atol=atol, what="LSE (natural log of sum_j exp(scale * q.k_j))")
+        raise AssertionError(f"O has dtype {o.dtype}, expected q's dtype {q.dtype} (README.md, '{section}')")
+    _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O" + context)
+    _with_section(section, kit.assert_close, lse, ref_lse, atol=atol,
+                  what="LSE (natural log of sum_j exp(scale * q.k_j))" + context)

@@ -4,28 +4,31 @@ import pytest
 import torch
 from roadmap_cli import grading_kit as kit
 
-import adapter
 import references as ref
+from test_triton_forward import NEGATIVE_ROW_PROB, run_forward, tiles_for
 
-CASES = [  # (heads, kv_heads, seq, head_dim, causal)
-    (4, 2, 17, 64, False),
-    (6, 2, 64, 32, True),
-    (4, 1, 33, 16, False),
-    (6, 3, 80, 16, True),
+SECTION = "Part 5: gqa"
+# (batch, heads, kv_heads, seq, head_dim, causal, scale, layout): group sizes 2 and 3 and
+# kv_heads = 1; batch 2 (the K/V head index must include the batch); mixed layouts.
+CASES = [
+    (2, 4, 2, 17, 64, False, None, "bhnd"),
+    (1, 6, 2, 33, 32, True, 0.5, ("bnhd", "bhnd", "bnhd")),
+    (1, 4, 1, 31, 16, False, None, "bnhd"),
+    (2, 6, 3, 40, 16, True, None, ("bhnd", "bnhd", "bhnd")),
 ]
 DTYPES = [torch.float16, torch.float32]
 if ref.ON_GPU:
-    CASES += [(32, 8, 1000, 128, True)]
+    CASES += [(2, 32, 8, 1000, 128, True, None, "bhnd")]
     DTYPES += [torch.bfloat16]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"h{c[0]}kv{c[1]}-n{c[2]}-d{c[3]}-{'causal' if c[4] else 'full'}")
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: f"b{c[0]}h{c[1]}kv{c[2]}-n{c[3]}-d{c[4]}-{'causal' if c[5] else 'full'}")
 def test_gqa_forward(case, dtype):
-    heads, kv_heads, seq, head_dim, causal = case
+    batch, heads, kv_heads, seq, head_dim, causal, scale, layout = case
     for trial in range(ref.TRIALS):
         dist = ref.DISTRIBUTIONS[trial % 2]
-        q, k, v = ref.make_qkv(kit.seeded(f"gqa-{case}-{dtype}-{trial}"), 1, heads, kv_heads, seq, head_dim,
-                               dtype, dist)
-        o, lse = adapter.flash_forward(q, k, v, causal, None)
-        ref.check_forward(o, lse, q, k, v, causal, None)
+        q, k, v = ref.make_qkv(kit.seeded(f"gqa-{case}-{dtype}-{trial}"), batch, heads, kv_heads, seq, head_dim,
+                               dtype, dist, layout, scale, NEGATIVE_ROW_PROB)
+        run_forward(q, k, v, causal, scale, SECTION, pad_rows=trial % 2 == 1, tiles=tiles_for(trial, CASES.index(case)))

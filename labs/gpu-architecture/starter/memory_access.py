@@ -67,9 +67,10 @@ def column_read_addresses(rows: int, row_pitch_elements: int, column: int, eleme
     return [(t * row_pitch_elements + column) * element_bytes for t in range(min(rows, WARP))]
 
 
-def transpose_padding(tile_cols: int, element_bytes: int = 4, rows: int = WARP) -> int:
+def transpose_padding(tile_cols: int, element_bytes: int = 4, rows: int = WARP, max_padding: int = 64) -> int:
     """The smallest padding p >= 0 (in elements) for a shared-memory tile of
     `tile_cols` columns stored row-major with row pitch tile_cols + p, such that
     a warp reading any one column (thread t reads row t, `rows` rows) has no
-    bank conflict at all (degree 1). ValueError if no p < 64 works."""
+    bank conflict at all (degree 1). ValueError if no p < max_padding works
+    (shared memory is scarce: a caller may refuse to pad by more than that)."""
     raise NotImplementedError("transpose_padding: see README.md, section \"Part 3: bank conflicts\"")

@@ -49,9 +49,9 @@ def bank_conflict_degree(addresses, size=None) -> int:
 
 
 @learner_side
-def transpose_padding(cols: int, size=None, rows=None) -> int:
+def transpose_padding(cols: int, size=None, rows=None, max_padding=None) -> int:
     mod = _module("memory_access")
-    kwargs = {}
+    kwargs = {} if max_padding is None else {"max_padding": max_padding}
     if size is not None:
         kwargs["element_bytes"] = size
     if rows is not None:

@@ -84,8 +84,8 @@ def bank_degree(addresses, size=4):
     return worst
 
 
-def transpose_padding(cols, size=4, rows=WARP):
-    for pad in range(64):
+def transpose_padding(cols, size=4, rows=WARP, max_padding=64):
+    for pad in range(max_padding):
         pitch = cols + pad
         ok = True
         for c in range(min(cols, 32)):

@@ -99,3 +99,17 @@ def test_transpose_padding_random():
                          adapter.transpose_padding(cols, size, rows), want, SECTION)
     expect_equal("transpose_padding(32) with the default element_bytes",
                  adapter.transpose_padding(32), reference.transpose_padding(32, 4), SECTION)
+
+
+@pytest.mark.parametrize("tile", [(64, 2, None, 2), (32, 4, None, 1), (64, 2, None, 3), (48, 4, 24, 1), (7, 1, None, 1)],
+                         ids=lambda t: f"{t[0]}cols-{t[1]}B-max{t[3]}")
+def test_transpose_padding_with_a_limit(tile):
+    """max_padding bounds the search: when the padding needed is not below it, ValueError."""
+    cols, size, rows, limit = tile
+    want = reference.transpose_padding(cols, size, 32 if rows is None else rows, limit)
+    call = f"transpose_padding(tile_cols={cols}, element_bytes={size}, rows={rows}, max_padding={limit})"
+    if want is None:
+        with pytest.raises(ValueError):
+            adapter.transpose_padding(cols, size, rows, limit)
+    else:
+        expect_equal(call, adapter.transpose_padding(cols, size, rows, limit), want, SECTION)

@@ -28,6 +28,7 @@ EDGE_CASES = [
     ("sm_90", 128, 32, 227 * 1024, None), # the largest block allowed: fits once
     ("sm_90", 128, 32, 227 * 1024 + 1, None),  # one byte more: never fits
     ("sm_80", 128, 32, 1, None),          # 1 + 1024 bytes rounds up to 1152
+    ("sm_80", 64, 32, 32_563, None),      # 33,587 bytes: 5 would fit unrounded, 4 after rounding to 128
     ("sm_80", 128, 32, 10_000, 64),       # a smaller carve-out
     ("sm_89", 256, 40, 20_000, 32),
     ("sm_90", 64, 24, 2048, 8),

@@ -3,6 +3,8 @@ GPT.generate from model.py).
 
     python sample.py                                   # 500 characters from out/ckpt.pt
     python sample.py --prompt "ROMEO." --temperature 0.8 --top-k 20 --seed 7
+
+Without a checkpoint it says what to run first.
 """
 
 from __future__ import annotations
@@ -44,9 +46,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
+    if not Path(args.ckpt).is_file():  # the usual first run: say what to do, not a traceback
+        raise SystemExit(f"sample.py: no checkpoint at {args.ckpt}. Train a model first:\n"
+                         f"  python prepare_data.py   # once: the Shakespeare corpus\n"
+                         f"  python train.py          # writes out/ckpt.pt (Ctrl-C saves one too)\n"
+                         f"or pass --ckpt PATH to a checkpoint written by train.py.")
     model, tokenizer = load_model(args.ckpt, args.device)
-    print(sample(model, tokenizer, args.prompt, args.max_new_tokens, args.temperature,
-                 args.top_k or None, args.seed, args.device))
+    try:
+        text = sample(model, tokenizer, args.prompt, args.max_new_tokens, args.temperature,
+                      args.top_k or None, args.seed, args.device)
+    except ValueError as exc:  # a prompt character outside the vocabulary, temperature <= 0
+        raise SystemExit(f"sample.py: {exc}") from None
+    print(text)
 
 
 if __name__ == "__main__":

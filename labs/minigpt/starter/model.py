@@ -29,18 +29,27 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 128
     dropout: float = 0.0
+    # False: your written-out LayerNorm and attention (what the grader checks, sections 3.1-3.2).
+    # True: the same math through torch's fused kernels (section 4.2); train.py turns it on,
+    # because it trains ~1.3x faster on a CPU.
+    fused: bool = False
 
 
 class LayerNorm(nn.Module):
     """y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dimension."""
 
-    def __init__(self, ndim: int, eps: float = 1e-5):
+    def __init__(self, ndim: int, eps: float = 1e-5, fused: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(ndim))  # (C,) the learned scale, starts at 1
         self.bias = nn.Parameter(torch.zeros(ndim))  # (C,) the learned shift, starts at 0
         self.eps = eps
+        self.fused = fused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            # The fast path (README.md, section 4.2): the same formula in one kernel that reads x
+            # once, instead of ~8 separate ops that each read and write a (..., C) tensor.
+            return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
         # TODO (README.md, section 3.1): normalise each row of x over its last dimension C:
         #   mean = x.mean(-1, keepdim=True)                       # (..., 1)
         #   var  = the BIASED variance (divide by C)              # (..., 1)
@@ -63,15 +72,29 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.fused = config.fused
+        # The causal mask, built ONCE (not in every forward of every layer): True where key s <= query t.
+        # A buffer moves with .to(device); persistent=False keeps it out of the state dict.
+        mask = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
+        self.register_buffer("causal_mask", mask, persistent=False)  # (block_size, block_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
         hs = C // self.n_head
+        if self.fused:
+            # The fast path (README.md, section 4.2): one fused kernel computes
+            # softmax(q k^T / sqrt(hs) + causal mask) v without a separate mask, masked_fill and softmax.
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+            p = self.attn_dropout.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, nh, T, hs)
+            return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
         # TODO (README.md, section 3.2), no F.scaled_dot_product_attention:
         # 1. q, k, v = self.c_attn(x).split(self.n_embd, dim=2)              # each (B, T, C)
         # 2. split the heads: view as (B, T, nh, hs), transpose(1, 2)         # (B, nh, T, hs)
         # 3. scores = q @ k^T / sqrt(hs)                                      # (B, nh, T, T)
         # 4. causal mask: where key s > query t, set the score to -inf
+        #    (self.causal_mask[:T, :T] is True where s <= t: built once in __init__)
         # 5. softmax over the keys (the last axis); then self.attn_dropout
         # 6. y = att @ v                                                      # (B, nh, T, hs)
         # 7. merge the heads: transpose(1, 2), contiguous, view (B, T, C)
@@ -99,9 +122,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd)
+        self.ln_1 = LayerNorm(config.n_embd, fused=config.fused)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd)
+        self.ln_2 = LayerNorm(config.n_embd, fused=config.fused)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -120,7 +143,7 @@ class GPT(nn.Module):
                 wpe=nn.Embedding(config.block_size, config.n_embd),  # position -> vector
                 drop=nn.Dropout(config.dropout),
                 h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-                ln_f=LayerNorm(config.n_embd),
+                ln_f=LayerNorm(config.n_embd, fused=config.fused),
             )
         )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

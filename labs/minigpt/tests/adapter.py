@@ -1,70 +1,116 @@
 """The one door from the grader to the learner's workspace.
 
-Every call into learner code goes through here, wrapped in the guards the lab
-needs: attention may not call F.scaled_dot_product_attention, and the learner
-must not modify the tensors the grader hands over.
+Every call of learner code sits in a `@learner_side` function: under the
+sandbox it runs in the learner process and only plain data (numbers, strings,
+lists, dicts, tensors) comes back; the tests compare in the grader process.
+Guards run in here too: written-out attention may not call
+F.scaled_dot_product_attention, and the learner must not modify its inputs.
+
+Where a part must not depend on another part's code, the function swaps in the
+grader's own copy (ref_model, ref_train): training runs the learner's loop on the
+grader's model and data; generation runs the learner's `generate` on the grader's model.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
+import dataclasses
 
 import torch
 
+from roadmap_cli import grading_kit as kit
 from roadmap_cli.grading_kit import forbid_torch_ops, inputs_unchanged, learner_module
 
-
-def _mod(name: str):
-    return learner_module(name)
+learner_side = kit.learner_side
 
 
 @contextlib.contextmanager
-def guarded():
+def written_out():
+    """The written-out paths (everything the parts grade) may not use the fused kernel."""
     with forbid_torch_ops("sdpa"):
         yield
 
 
 # ----------------------------------------------------------------------------- tokenizers
 
-def char_tokenizer(text: str):
-    with guarded():
-        return _mod("tokenizer").CharTokenizer(text)
+@learner_side
+def char_tokenizer(text: str, sample: str) -> dict:
+    """vocab_size, chars, encode(sample) and decode(encode(sample)) of CharTokenizer(text)."""
+    tok = learner_module("tokenizer").CharTokenizer(text)
+    ids = [int(i) for i in tok.encode(sample)]
+    return {"vocab_size": int(tok.vocab_size), "chars": list(tok.chars), "ids": ids, "decoded": tok.decode(ids)}
 
 
+@learner_side
+def char_encode(text: str, sample: str) -> list[int]:
+    """CharTokenizer(text).encode(sample) (a character outside the vocabulary must raise ValueError)."""
+    return [int(i) for i in learner_module("tokenizer").CharTokenizer(text).encode(sample)]
+
+
+@learner_side
+def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    return [int(i) for i in learner_module("tokenizer").merge_pair(list(ids), tuple(pair), new_id)]
+
+
+@learner_side
 def train_bpe(text: str, vocab_size: int, special_tokens=()):
-    with guarded():
-        return _mod("tokenizer").BPETokenizer().train(text, vocab_size, list(special_tokens))
+    """The learner's trained BPETokenizer (a remote reference under the sandbox)."""
+    return learner_module("tokenizer").BPETokenizer().train(text, vocab_size, list(special_tokens))
 
 
+@learner_side
+def bpe_facts(tok) -> dict:
+    return {"merges": [tuple(int(i) for i in m) for m in tok.merges], "vocab_size": int(tok.vocab_size),
+            "special_tokens": {str(k): int(v) for k, v in getattr(tok, "special_tokens", {}).items()}}
+
+
+@learner_side
 def merges(tok) -> list[tuple[int, int]]:
     return [tuple(int(i) for i in m) for m in tok.merges]
 
 
+@learner_side
 def encode(tok, text: str) -> list[int]:
     return [int(i) for i in tok.encode(text)]
 
 
+@learner_side
 def decode(tok, ids: list[int]) -> str:
-    return tok.decode(ids)
+    return tok.decode(list(ids))
+
+
+@learner_side
+def roundtrip(tok, text: str) -> str:
+    return tok.decode(tok.encode(text))
 
 
 # ----------------------------------------------------------------------------- data
 
+@learner_side
 def split_train_val(data: torch.Tensor, val_fraction: float):
     with inputs_unchanged(data, what="data"):
-        return _mod("data").split_train_val(data, val_fraction)
+        train, val = learner_module("data").split_train_val(data, val_fraction)
+    return train.clone(), val.clone()
 
 
-def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator):
+@learner_side
+def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator_state: torch.Tensor):
+    """get_batch with a generator in the given state; also returns the generator's state after."""
+    gen = torch.Generator()
+    gen.set_state(generator_state)
     with inputs_unchanged(data, what="data"):
-        return _mod("data").get_batch(data, block_size, batch_size, generator=generator, device="cpu")
+        x, y = learner_module("data").get_batch(data, block_size, batch_size, generator=gen, device="cpu")
+    return x, y, gen.get_state()
 
 
 # ----------------------------------------------------------------------------- model
 
-def config(**kw):
-    return _mod("model").GPTConfig(**kw)
+def _config(mod, **kw):
+    """The learner's GPTConfig; `fused` only when the learner's config has that field."""
+    names = {f.name for f in dataclasses.fields(mod.GPTConfig)}
+    if kw.get("fused") and "fused" not in names:
+        raise AssertionError("GPTConfig has no `fused` field: keep the starter's GPTConfig (README.md, section 4.2)")
+    return mod.GPTConfig(**{k: v for k, v in kw.items() if k in names})
 
 
 def _load(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
@@ -73,91 +119,153 @@ def _load(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.M
         raise AssertionError(
             f"parameter names differ from README.md 'Parameter names': missing {sorted(missing)}, "
             f"unexpected {sorted(unexpected)}")
-    return module.eval()
+    return module
 
 
+@learner_side
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    ln = _load(_mod("model").LayerNorm(x.shape[-1]), {"weight": weight, "bias": bias})
-    with guarded(), inputs_unchanged(x), torch.no_grad():
+    ln = _load(learner_module("model").LayerNorm(x.shape[-1]), {"weight": weight, "bias": bias}).eval()
+    with written_out(), inputs_unchanged(x), torch.no_grad():
         return ln(x)
 
 
-def attention(x: torch.Tensor, state: dict, n_head: int) -> torch.Tensor:
+@learner_side
+def attention(x: torch.Tensor, state: dict, n_head: int, block_size: int | None = None, dropout: float = 0.0,
+              train_seed: int | None = None) -> torch.Tensor:
+    """CausalSelfAttention on x; in train mode (dropout) after torch.manual_seed(train_seed)."""
+    mod = learner_module("model")
     B, T, C = x.shape
-    attn = _load(_mod("model").CausalSelfAttention(config(n_embd=C, n_head=n_head, block_size=max(T, 1))), state)
-    with guarded(), inputs_unchanged(x), torch.no_grad():
+    cfg = _config(mod, n_embd=C, n_head=n_head, block_size=block_size or max(T, 1), dropout=dropout, fused=False)
+    attn = _load(mod.CausalSelfAttention(cfg), state)
+    attn.train(train_seed is not None)
+    if train_seed is not None:
+        torch.manual_seed(train_seed)
+    with written_out(), inputs_unchanged(x), torch.no_grad():
         return attn(x)
 
 
-def block(x: torch.Tensor, state: dict, n_head: int) -> torch.Tensor:
+@learner_side
+def block(x: torch.Tensor, state: dict, n_head: int, dropout: float = 0.0, train_seed: int | None = None):
+    mod = learner_module("model")
     B, T, C = x.shape
-    blk = _load(_mod("model").Block(config(n_embd=C, n_head=n_head, block_size=max(T, 1))), state)
-    with guarded(), inputs_unchanged(x), torch.no_grad():
+    blk = _load(mod.Block(_config(mod, n_embd=C, n_head=n_head, block_size=max(T, 1), dropout=dropout, fused=False)),
+                state)
+    blk.train(train_seed is not None)
+    if train_seed is not None:
+        torch.manual_seed(train_seed)
+    with written_out(), inputs_unchanged(x), torch.no_grad():
         return blk(x)
 
 
-def gpt_model(state: dict, **cfg) -> torch.nn.Module:
-    with guarded():
-        model = _mod("model").GPT(config(**cfg))
-    return _load(model, state)
+@learner_side
+def parameter_facts(**cfg) -> dict:
+    """Names, shapes and the count of a fresh learner GPT; whether lm_head IS wte."""
+    model = learner_module("model").GPT(_config(learner_module("model"), **cfg))
+    return {"names": sorted(model.state_dict().keys()),
+            "count": sum(p.numel() for p in model.parameters()),
+            "tied": model.lm_head.weight is model.transformer.wte.weight}
 
 
-def new_gpt(**cfg) -> torch.nn.Module:
-    with guarded():
-        return _mod("model").GPT(config(**cfg))
+@learner_side
+def forward(state: dict, cfg: dict, idx: torch.Tensor, targets: torch.Tensor | None = None,
+            train_seed: int | None = None, fused: bool = False):
+    """(logits, loss) of the learner's GPT with the given weights; loss None without targets.
+    Train mode (dropout on) after torch.manual_seed(train_seed) when train_seed is given."""
+    mod = learner_module("model")
+    model = _load(mod.GPT(_config(mod, fused=fused, **cfg)), state)
+    model.train(train_seed is not None)
+    if train_seed is not None:
+        torch.manual_seed(train_seed)
+    guard = contextlib.nullcontext() if fused else written_out()
+    with guard, inputs_unchanged(idx, what="idx"), torch.no_grad():
+        logits, loss = model(idx, targets) if targets is not None else model(idx)
+    return logits, loss
 
 
-def forward(model, idx: torch.Tensor, targets: torch.Tensor | None = None):
-    with guarded(), inputs_unchanged(idx, what="idx"), torch.no_grad():
-        return model(idx, targets) if targets is not None else model(idx)
+# ----------------------------------------------------------------------------- generation
 
+@learner_side
+def generate(state: dict, cfg: dict, idx: torch.Tensor, max_new_tokens: int, seed: int,
+             temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+    """The learner's GPT.generate running on the GRADER's model (ref_model.GPT) with the given
+    weights: the generation part grades sampling, not model.py (the model part does that)."""
+    import ref_model
 
-def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None):
-    with guarded(), inputs_unchanged(idx, what="idx"):
+    learner_gpt = learner_module("model").GPT
+    hybrid = type("GPT", (ref_model.GPT, learner_gpt), {"forward": ref_model.GPT.forward})
+    model = hybrid(ref_model.GPTConfig(**cfg))
+    model.load_state_dict(state)
+    model.eval()
+    torch.manual_seed(seed)
+    with written_out(), inputs_unchanged(idx, what="idx"):
         return model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k)
 
 
 # ----------------------------------------------------------------------------- training
 
+@learner_side
 def get_lr(it: int, **cfg) -> float:
-    mod = _mod("train")
+    mod = learner_module("train")
     return float(mod.get_lr(it, mod.TrainConfig(**cfg)))
 
 
-class ClipSpy:
-    """Counts calls to torch.nn.utils.clip_grad_norm_ (and the max_norm used) during training."""
+@learner_side
+def optimizer_groups(model_cfg: dict, **cfg) -> dict:
+    """The learner's configure_optimizer on the grader's model: which parameter is in
+    which group, with which weight decay, lr and betas."""
+    import ref_model
 
-    def __init__(self):
-        self.calls = 0
-        self.max_norms: set[float] = set()
-
-    @contextlib.contextmanager
-    def watching(self):
-        original = torch.nn.utils.clip_grad_norm_
-
-        def spy(parameters, max_norm, *args, **kwargs):
-            self.calls += 1
-            self.max_norms.add(float(max_norm))
-            return original(parameters, max_norm, *args, **kwargs)
-
-        torch.nn.utils.clip_grad_norm_ = spy
-        try:
-            yield self
-        finally:
-            torch.nn.utils.clip_grad_norm_ = original
+    mod = learner_module("train")
+    model = ref_model.GPT(ref_model.GPTConfig(**model_cfg))
+    opt = mod.configure_optimizer(model, mod.TrainConfig(**cfg))
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = [{"names": [names.get(id(p), "?") for p in g["params"]], "weight_decay": float(g["weight_decay"]),
+               "lr": float(g["lr"]), "betas": [float(b) for b in g["betas"]]} for g in opt.param_groups]
+    return {"groups": groups, "class": f"{type(opt).__module__}.{type(opt).__qualname__}",
+            "is_adamw": isinstance(opt, torch.optim.AdamW)}
 
 
-def train(**cfg):
-    """Run the learner's train(TrainConfig(**cfg)); returns (result, seconds, clip spy)."""
-    mod = _mod("train")
-    spy = ClipSpy()
-    with guarded(), spy.watching():
-        start = time.perf_counter()
-        result = mod.train(mod.TrainConfig(**cfg))
-        seconds = time.perf_counter() - start
-    return result, seconds, spy
+@learner_side
+def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **cfg) -> dict:
+    """The learner's estimate_loss on the grader's model (with dropout, in train mode when
+    called, as the loop leaves it). Returns its result and what it did to the model and RNGs."""
+    import ref_model
+    import ref_train
+    import train_watch
+
+    mod = learner_module("train")
+    watch = train_watch.TrainWatch()
+    model = ref_model.GPT(ref_model.GPTConfig(**model_cfg))
+    model.load_state_dict(state)
+    model.train()
+    model.on_forward = lambda m, idx, targets: watch.eval_forwards.append(
+        {"training": bool(m.training), "grad": torch.is_grad_enabled(), "batch": idx.detach().clone()})
+    torch.manual_seed(rng_seed)
+    before = torch.get_rng_state()
+    saved = mod.get_batch
+    mod.get_batch = ref_train.get_batch  # the grader's batches: the dataset part grades get_batch
+    try:
+        out = mod.estimate_loss(model, splits, mod.TrainConfig(**cfg))
+    finally:
+        mod.get_batch = saved
+    return {"losses": {str(k): float(v) for k, v in dict(out).items()},
+            "forwards": watch.eval_forwards, "training_after": bool(model.training),
+            "global_rng_untouched": bool(torch.equal(before, torch.get_rng_state()))}
 
 
-def load_sampler_model(ckpt_path):
-    with guarded():
-        return _mod("sample").load_model(ckpt_path, "cpu")
+@learner_side
+def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
+                   stop_at_step: int | None = None) -> dict:
+    """Run the learner's train(TrainConfig(**cfg)) on the grader's model and data; see train_watch.
+    stop_at_step: Ctrl-C (the stop request) arrives once that many steps ran."""
+    import train_watch
+
+    return train_watch.run(learner_module("train"), learner_module("data"), cfg, keep_steps, crash_at_step,
+                           single_steps, stop_at_step)
+
+
+@learner_side
+def read_checkpoint(path: str) -> dict | None:
+    import train_watch
+
+    return train_watch.read_checkpoint(path)

@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 
 import torch
 
+import grader_model
+
 
 def gather_then_attend(query, key_cache, value_cache, block_tables, context_lens, scale):
     num_seqs, num_heads, _ = query.shape
@@ -51,6 +53,28 @@ def _contiguous_attend(model, caches):
         return torch.einsum("htn,nhd->thd", torch.softmax(scores, dim=-1), vv)
 
     return attend
+
+
+def make_model(overrides: dict, scale: Optional[float] = None):
+    """The grader's copy of the lab's TinyTransformer (grader_model.py, identical to the
+    workspace's read-only model.py); with `scale`, attention uses that softmax scale
+    instead of head_dim ** -0.5, so an engine that ignores `model.scale` is caught."""
+    config = grader_model.ModelConfig(**overrides)
+    if scale is None:
+        return grader_model.TinyTransformer(config)
+    return ScaledModel(config, scale)
+
+
+class ScaledModel(grader_model.TinyTransformer):
+    """The same weights and math, another softmax scale."""
+
+    def __init__(self, config, scale: float) -> None:
+        super().__init__(config)
+        self._scale = scale
+
+    @property
+    def scale(self) -> float:
+        return self._scale
 
 
 def decode_contiguous(model, prompt: Sequence[int], max_tokens: int) -> list[int]:
@@ -104,3 +128,170 @@ class BlockTracker:
                 break
             hits += 1
         return hits
+
+
+# ---------------------------------------------------------------- block manager and scheduler
+#
+# The grader's own copy of the handout's rules. It only *plans* operation scripts
+# and expected schedules (which operations are feasible, what a correct scheduler
+# admits); the learner's code runs the same script in its own process and the
+# tests compare the recorded states (invariants.py, test_scheduler.py).
+
+
+class RefBlockManager:
+    """The handout's block manager (README.md, "The block manager API" through "Eviction")."""
+
+    def __init__(self, num_blocks: int, block_size: int, caching: bool) -> None:
+        from collections import deque
+
+        self.num_blocks, self.bs, self.caching = num_blocks, block_size, caching
+        self.free: "deque[int]" = deque(range(num_blocks))
+        self.ref = [0] * num_blocks
+        self.hash: list = [None] * num_blocks
+        self.by_hash: dict = {}
+        self.tables: dict[int, list[int]] = {}
+        self.tokens: dict[int, list[int]] = {}
+
+    def _take(self) -> int:
+        block = self.free.popleft()
+        h = self.hash[block]
+        if h is not None:
+            if self.by_hash.get(h) == block:
+                del self.by_hash[h]
+            self.hash[block] = None
+        self.ref[block] = 1
+        return block
+
+    def _register(self, block: int, parent, tokens) -> None:
+        if self.caching:
+            h = hash((parent, tuple(tokens)))
+            self.hash[block] = h
+            self.by_hash[h] = block
+
+    def can_allocate(self, tokens) -> bool:
+        return -(-len(tokens) // self.bs) <= len(self.free)
+
+    def allocate(self, seq: int, tokens) -> int:
+        table, parent, hits, missed = [], None, 0, False
+        for i in range(-(-len(tokens) // self.bs)):
+            chunk = tokens[i * self.bs:(i + 1) * self.bs]
+            full = len(chunk) == self.bs
+            h = hash((parent, tuple(chunk))) if full and self.caching else None
+            cached = self.by_hash.get(h) if h is not None and not missed else None
+            if cached is not None:
+                if self.ref[cached] == 0:
+                    self.free.remove(cached)
+                self.ref[cached] += 1
+                table.append(cached)
+                hits += 1
+            else:
+                missed = True
+                block = self._take()
+                table.append(block)
+                if full:
+                    self._register(block, parent, chunk)
+            parent = h
+        self.tables[seq], self.tokens[seq] = table, list(tokens)
+        return hits * self.bs
+
+    def can_append(self, seq: int) -> bool:
+        needs = len(self.tokens[seq]) % self.bs == 0 or self.ref[self.tables[seq][-1]] > 1
+        return not needs or len(self.free) >= 1
+
+    def append(self, seq: int, token: int):
+        table, toks, copy = self.tables[seq], self.tokens[seq], None
+        if len(toks) % self.bs == 0:
+            table.append(self._take())
+        elif self.ref[table[-1]] > 1:
+            new = self._take()
+            self.ref[table[-1]] -= 1
+            copy = (table[-1], new)
+            table[-1] = new
+        toks.append(token)
+        if len(toks) % self.bs == 0:
+            parent = self.hash[table[-2]] if len(table) > 1 else None
+            self._register(table[-1], parent, toks[-self.bs:])
+        return copy
+
+    def fork(self, parent: int, child: int) -> None:
+        for block in self.tables[parent]:
+            self.ref[block] += 1
+        self.tables[child], self.tokens[child] = list(self.tables[parent]), list(self.tokens[parent])
+
+    def free_seq(self, seq: int) -> None:
+        for block in reversed(self.tables.pop(seq)):
+            self.ref[block] -= 1
+            if self.ref[block] == 0:
+                self.free.append(block)
+        del self.tokens[seq]
+
+
+class RefScheduler:
+    """The handout's scheduler (README.md, "Continuous batching") over RefBlockManager.
+
+    Sequences are plain dicts {id, prompt, out, max_tokens, cached}; `schedule()`
+    returns the same record fields that adapter.run_scheduler reports."""
+
+    def __init__(self, max_num_seqs: int, budget: int, bm: RefBlockManager) -> None:
+        from collections import deque
+
+        self.max_num_seqs, self.budget, self.bm = max_num_seqs, budget, bm
+        self.waiting: "deque[dict]" = deque()
+        self.running: list[dict] = []
+
+    def add(self, seq: dict) -> None:
+        self.waiting.append(seq)
+
+    @staticmethod
+    def tokens(seq: dict) -> list[int]:
+        return seq["prompt"] + seq["out"]
+
+    def _preempt(self, seq: dict) -> None:
+        self.bm.free_seq(seq["id"])
+        seq["cached"] = 0
+        self.waiting.appendleft(seq)
+
+    def schedule(self) -> dict:
+        from collections import deque
+
+        decodes, preempted, copies = [], [], []
+        pending = deque(self.running)
+        while pending:
+            seq = pending.popleft()
+            while not self.bm.can_append(seq["id"]):
+                victim = pending.pop() if pending else seq
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is seq:
+                    break
+            else:
+                copy = self.bm.append(seq["id"], self.tokens(seq)[-1])
+                if copy is not None:
+                    copies.append(copy)
+                decodes.append(seq)
+        self.running = list(decodes)
+        budget = self.budget - len(decodes)
+        prefills, num_batched = [], len(decodes)
+        while not preempted and self.waiting and len(self.running) < self.max_num_seqs:
+            seq = self.waiting[0]
+            toks = self.tokens(seq)
+            if len(toks) > budget or not self.bm.can_allocate(toks):
+                break
+            self.waiting.popleft()
+            seq["cached"] = self.bm.allocate(seq["id"], toks)
+            computed = len(toks) - min(seq["cached"], len(toks) - 1)
+            budget -= computed
+            num_batched += computed
+            self.running.append(seq)
+            prefills.append(seq)
+        return {"prefills": [s["id"] for s in prefills], "decodes": [s["id"] for s in decodes],
+                "preempted": [s["id"] for s in preempted], "copies": copies, "num_batched_tokens": num_batched,
+                "cached": {s["id"]: s["cached"] for s in prefills}}
+
+    def postprocess(self, seq: dict, token: int) -> bool:
+        seq["out"].append(token)
+        if len(seq["out"]) >= seq["max_tokens"]:
+            self.bm.free_seq(seq["id"])
+            self.running.remove(seq)
+            return True
+        return False

@@ -18,7 +18,7 @@ app = typer.Typer(
     name="roadmap",
     help="Learning tracker and lab runner for engineers becoming LLM-systems / AI-infra engineers.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish); values: cli/completion.py
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -51,7 +51,7 @@ COMMAND_MODULES = {
     "init": "core", "status": "core", "next": "core", "check": "core", "uncheck": "core",
     "curriculum": "curriculum", "stages": "curriculum", "stage": "curriculum",
     "db": "db", "export": "db", "import": "db",
-    "lab": "labs", "grade": "labs", "doctor": "labs", "dev": "labs",
+    "lab": "labs", "grade": "labs", "watch": "labs", "doctor": "labs", "dev": "labs",
     "paper": "research", "log": "research", "cadence": "research",
 }
 _ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}
@@ -121,18 +121,66 @@ def register_for(argv: list[str]) -> None:
         _register(module_name)
 
 
+def _complete(args: list[str]) -> None:
+    import os
+
+    """A TAB in the shell: typer's completion, with our completers for lab,
+    part, checkpoint and stage ids attached to the command tree."""
+    from typer.main import get_command
+
+    from roadmap_cli.cli.completion import COMPLETE_VAR, attach
+
+    # Only the group being completed is built (typer's tree of ~100 commands
+    # costs more than the completion itself); the command name itself needs all.
+    words = os.environ.get("COMP_WORDS", "").split()
+    try:
+        done = words[1:int(os.environ.get("COMP_CWORD", len(words)))]
+    except ValueError:
+        done = words[1:]
+    module_name = COMMAND_MODULES.get(command_name(done) or "")
+    if module_name is None:
+        register_all()
+    else:
+        _register(module_name)
+    command = get_command(app)
+    attach(command)
+    command.main(args=args, prog_name="roadmap", complete_var=COMPLETE_VAR)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: run the app; user errors become one line and an exit code.
 
-    typer (standalone mode) already turns usage errors into a message and exit
-    code 2 and exits with a command's typer.Exit code; RoadmapError is ours.
+    typer runs outside its standalone mode so that its usage errors (exit 2)
+    are one line here too; a command's typer.Exit code is the exit code;
+    RoadmapError is ours. With _ROADMAP_COMPLETE set it is a shell's TAB.
     """
-    from roadmap_cli.output import error_line
+    import os
 
     args = hoist_root_options(list(sys.argv[1:] if argv is None else argv))
+    if os.environ.get("_ROADMAP_COMPLETE"):
+        _complete(args)  # a TAB: no output module, only the group being completed
+        return
+    from roadmap_cli.output import error_line
+
     register_for(args)
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from typer.exceptions import Abort
+
     try:
-        app(args=args, prog_name="roadmap")
+        # Not standalone: usage errors come back here, to be one line like every other mistake.
+        code = app(args=args, prog_name="roadmap", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        # `roadmap lab`: typer has printed the group's help already (while raising this).
+        sys.exit(exc.exit_code)
+    except ClickException as exc:
+        # "No such option", "Missing argument", a bad value: one line, and where to look.
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        error_line(exc.format_message().replace("\n", " ") + where)
+        sys.exit(exc.exit_code)
+    except Abort:  # Ctrl-C at a prompt
+        error_line("interrupted")
+        sys.exit(130)
     except RoadmapError as exc:
         error_line(exc.message, exc.details)
         sys.exit(int(exc.exit_code))
@@ -150,3 +198,5 @@ def main(argv: Optional[list[str]] = None) -> None:
             raise
         error_line(explained.message)
         sys.exit(int(explained.exit_code))
+    # Like typer's standalone mode: always exit, with a command's typer.Exit(code).
+    sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)

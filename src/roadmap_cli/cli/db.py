@@ -63,25 +63,40 @@ def export(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Write all your progress as JSON (restore it with `roadmap import`)."""
+    import os
+    import sys
+    import tempfile
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.transfer import dumps, export_data
-
     from roadmap_cli.store import open_store
+    from roadmap_cli.transfer import write_export
 
     # Without the malformed-row check: export is how such a row gets repaired.
-    text = dumps(export_data(open_store(context.current().home, check_rows=False)))
+    store = open_store(context.current().home, check_rows=False)
     if output is None:
-        typer.echo(text, nl=False)
+        write_export(store, sys.stdout)
+        sys.stdout.flush()
         return
     path = Path(output).expanduser()
     if path.exists():
         raise UserError(f"{path} exists; choose another file (exports never overwrite)")
+    # Written beside the target and linked into place only when complete: a
+    # failed export leaves no half file, and a file created meanwhile is not overwritten.
     try:
-        path.write_text(text, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            write_export(store, fh)
+        os.link(tmp, path)
+    except FileExistsError:
+        raise UserError(f"{path} exists; choose another file (exports never overwrite)") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     typer.echo(f"exported to {path}")
 
 

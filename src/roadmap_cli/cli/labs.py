@@ -59,27 +59,17 @@ def lab_list(as_json: JsonOpt = False) -> None:
 @lab_app.command("show")
 def lab_show(
     lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
+    no_pager: Annotated[bool, typer.Option("--no-pager", help="Print the handout instead of opening it in $PAGER.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the lab's handout (README.md), rendered."""
+    """Show the lab's handout (README.md): paged on a terminal, plain text when piped."""
+    from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
     from roadmap_cli.output import emit
 
-    data = service.show(lab_id)
     lang = _ctx().lang
-
-    def render(console) -> None:
-        from rich.markdown import Markdown
-        from rich.markup import escape
-
-        if lang != "en":
-            # The handout is written in English: the title and summary come first in the chosen language.
-            console.print(f"[bold]{escape(data['title'].get(lang) or data['title']['en'])}[/]", soft_wrap=True)
-            console.print(escape(data["summary"].get(lang) or data["summary"]["en"]), soft_wrap=True)
-            console.print()
-        console.print(Markdown(data["readme"]))
-
-    emit("lab show", data, as_json=as_json, render=render)
+    data = service.show(lab_id, lang)
+    emit("lab show", data, as_json=as_json, render=lambda c: render.handout(c, data, lang, pager=not no_pager))
 
 
 @lab_app.command("start")
@@ -94,7 +84,7 @@ def lab_start(
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force)
+    spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force, ctx.lang)
     data = {"lab": spec.id, "path": result.path, "commit_sha": result.commit_sha,
             "moved_aside": result.moved_aside, "saved_commit": result.saved_commit}
 
@@ -110,8 +100,9 @@ def lab_start(
                 # The shell followed the folder it was in: what it edits now is the old copy.
                 console.print(f"[yellow]Your shell is still in the old folder:[/] cd {escape(str(result.path))}",
                               soft_wrap=True)
-        console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}")
-        console.print(f"Next: read the handout (`roadmap lab show {spec.id}`), edit the files, then run `roadmap grade` there.")
+        console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}", soft_wrap=True)
+        console.print("Next: read the handout (README.md in the workspace, or `roadmap lab show "
+                      f"{spec.id}`), edit the files, then run `roadmap watch` (or `roadmap grade`) there.", soft_wrap=True)
 
     emit("lab start", data, as_json=as_json, render=render)
 
@@ -167,7 +158,7 @@ def lab_reset(
     from roadmap_cli.output import emit
 
     ctx = _ctx()
-    spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd())
+    spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd(), ctx.lang)
     data = {"lab": spec.id, "path": path, "saved_commit": saved, "commit_sha": head}
 
     def render(console) -> None:
@@ -214,25 +205,87 @@ def lab_path(lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")
 # ------------------------------------------------------------------ grade, doctor
 
 
+PartOpt = Annotated[Optional[str], typer.Option("--part", help="Grade only this part.")]
+
+
 def grade(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
-    part: Annotated[Optional[str], typer.Option("--part", help="Grade only this part.")] = None,
+    part: PartOpt = None,
+    keyword: Annotated[Optional[str], typer.Option("-k", help="Only tests matching this pytest -k expression (a filtered run never completes a part).")] = None,
+    test: Annotated[Optional[list[str]], typer.Option("--test", metavar="NODEID", help="Only this test, e.g. test_model.py::test_causal (repeatable).")] = None,
+    first_failure: Annotated[bool, typer.Option("-x", "--first-failure", help="Stop at the first failing test.")] = False,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Full assertion diff and the traceback through your code and the test's check.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout."""
+    """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.labs.focus import Focus
+    from roadmap_cli.output import console, emit
 
     ctx = _ctx()
-    with render.GradeProgress() as progress:
+    if watch:
+        if as_json:
+            from roadmap_cli.errors import UserError
+
+            raise UserError("--watch and --json cannot be combined: watch prints for people")
+        return watch_command(lab_id, part, timeout)
+    focus = Focus(keyword=keyword, tests=list(test or []), first_failure=first_failure, verbose=verbose)
+    with render.GradeProgress(None if as_json else console) as progress:
         outcome = service.grade(ctx.store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
-                                on_event=progress.on_event)
+                                on_event=progress.on_event, focus=focus)  # ctx.lang opens the store: not before the pre-check
     data = render.grade_data(outcome)
-    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(c, outcome, ctx.lang))
+    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
+        c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))
     if outcome.run.exit_code:
         raise typer.Exit(outcome.run.exit_code)
+
+
+def watch_command(
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    part: Annotated[Optional[str], typer.Option("--part", help="Start with this part (default: the first part not passed yet).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit of each grade in seconds.")] = None,
+) -> None:
+    """Re-grade on every save, the part you are on first; keys: h hint, r re-run, a all parts, q quit."""
+    from roadmap_cli.labs.watch import Watcher
+
+    ctx = _ctx()
+    raise typer.Exit(Watcher(ctx, lab_id, _cwd(), part=part, timeout=timeout).run())
+
+
+@lab_app.command("history")
+def lab_history(
+    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show the last N attempts.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attempts of one lab, numbered per lab: outcome, score per part, device, commit, duration."""
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs import history, service
+    from roadmap_cli.output import emit
+
+    store = _ctx().store()
+    data = history.lab_history(store, service.lab_here(store, lab_id, _cwd()), limit)
+    emit("lab history", data, as_json=as_json, render=lambda c: render.lab_history(c, data))
+
+
+@lab_app.command("diff")
+def lab_diff(
+    first: Annotated[int, typer.Argument(metavar="A", help="Attempt number (as in `roadmap lab history`).")],
+    second: Annotated[int, typer.Argument(metavar="B", help="Another attempt number.")],
+    lab_id: Annotated[Optional[str], typer.Option("--lab", help="Lab id (default: the workspace you are in).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which tests changed outcome between attempts A and B of a lab."""
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs import history, service
+    from roadmap_cli.output import emit
+
+    store = _ctx().store()
+    data = history.diff(store, service.lab_here(store, lab_id, _cwd()), first, second)
+    emit("lab diff", data, as_json=as_json, render=lambda c: render.lab_diff(c, data))
 
 
 def doctor(as_json: JsonOpt = False) -> None:
@@ -334,4 +387,5 @@ def register(app: typer.Typer) -> None:
     app.add_typer(lab_app)
     app.add_typer(dev_app)
     app.command("grade")(grade)
+    app.command("watch")(watch_command)
     app.command("doctor")(doctor)

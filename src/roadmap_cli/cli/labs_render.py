@@ -47,9 +47,10 @@ def _first_lines(text: str, n: int) -> str:
 
 # ------------------------------------------------------------------ lab list / status
 
-STATE_STYLE = {"passed": "green", "partial": "yellow", "in-progress": "cyan", "not-started": "dim"}
+STATE_STYLE = {"passed": "green", "passed-on-cpu": "yellow", "partial": "yellow", "in-progress": "cyan",
+               "not-started": "dim"}
 PART_MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[yellow]s[/]",
-             "not-graded-here": "[yellow]–[/]", "not-run": "[dim]·[/]"}
+             "not-graded-here": "[yellow]–[/]", "not-run": "[dim]·[/]", "focused": "[cyan]~[/]"}
 
 
 def _gradable(value) -> str:
@@ -60,11 +61,11 @@ def lab_list(console: Console, data: dict) -> None:
     table = Table(title=f"Labs (grading on {data['device']})")
     for col in ("id", "stage", "title", "state", "best", "fully gradable here?"):
         # Ids are typed back into commands: never break one over two lines.
-        table.add_column(col, overflow="fold", no_wrap=col in ("id", "state"))
+        table.add_column(col, overflow="fold", no_wrap=col == "id")
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
         table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
-                      f"[{style}]{row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
+                      f"[{style}]{row.get('state_text') or row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
                       _gradable(row["gradable_here"]))
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
@@ -80,8 +81,11 @@ def lab_status(console: Console, data: dict) -> None:
         return
     for lab in data["labs"]:
         style = STATE_STYLE.get(lab["state"], "")
-        console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab['state']}[/] best {lab['best_score']:g}/{lab['max_score']:g}"
+        console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab.get('state_text') or lab['state']}[/] "
+                      f"best {lab['best_score']:g}/{lab['max_score']:g}"
                       + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""), soft_wrap=True)
+        if lab.get("hints_total"):
+            console.print(f"  hints seen: {lab['hints_seen']}/{lab['hints_total']}")
         if lab["parts_not_gradable_here"]:
             console.print(f"  not graded here (needs a CUDA GPU): {', '.join(lab['parts_not_gradable_here'])}")
         if not lab["history"]:
@@ -89,6 +93,7 @@ def lab_status(console: Console, data: dict) -> None:
             continue
         table = Table(show_edge=False)
         for col in ("#", "when (UTC)", "outcome", "score", "parts", "commit", "device", "perf"):
+            # "#" is the lab's own attempt number (`roadmap lab diff A B` takes it).
             # Part ids and shas stay whole (one part per line); free text folds.
             table.add_column(col, overflow="fold", no_wrap=col in ("outcome", "score", "parts", "commit"))
         for a in lab["history"]:
@@ -97,7 +102,7 @@ def lab_status(console: Console, data: dict) -> None:
             commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
             device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
             perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
-            table.add_row(str(a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome"],
+            table.add_row(str(a.get("number") or a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome"],
                           f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit), e(device), e(perf))
         console.print(table)
 
@@ -105,7 +110,7 @@ def lab_status(console: Console, data: dict) -> None:
 def _part_cell(p: dict) -> str:
     if p["status"] == "not-graded-here":
         return "not graded here"
-    if p["status"] == "not-run":
+    if p["status"] in ("not-run", "focused"):
         return "–"
     return f"{p['points']:g}/{p['max_points']:g}"
 
@@ -117,12 +122,14 @@ class GradeProgress:
     """Live progress per test on stderr: a bar with the running test, and one
     line per finished test (stdout stays clean for --json)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("{task.description}"), console=err_console, transient=True)
         self.task = None
+        self.report_console = console  # where a pre-check report goes at once (None: --json, wait for the end)
+        self.precheck_shown = False
 
     def __enter__(self) -> "GradeProgress":
         # The bar appears with the first event (pytest has started): a mistake
@@ -134,6 +141,12 @@ class GradeProgress:
             self.progress.__exit__(*exc)
 
     def on_event(self, event: dict) -> None:
+        if event.get("event") == "precheck":
+            if self.report_console is not None:
+                _precheck_report(self.report_console, event["problem"])
+                self.report_console.file.flush()
+                self.precheck_shown = True
+            return
         if self.task is None:
             self.progress.__enter__()
             self.task = self.progress.add_task("starting pytest…", total=None)
@@ -157,34 +170,73 @@ def grade_data(outcome) -> dict:
     from roadmap_cli.output import to_jsonable
 
     data = to_jsonable(outcome.run)
-    data.update(attempt_id=outcome.attempt_id, commit_sha=outcome.commit_sha, dirty=outcome.dirty,
-                checkpoints_marked=outcome.checkpoints_marked, exit_code=outcome.run.exit_code,
-                not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"])
+    data.update(attempt_id=outcome.attempt_id, attempt_number=outcome.attempt_number, commit_sha=outcome.commit_sha,
+                dirty=outcome.dirty, checkpoints_marked=outcome.checkpoints_marked, exit_code=outcome.run.exit_code,
+                not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"],
+                not_run=[p.id for p in outcome.run.parts if p.status == "not-run"],
+                precheck=to_jsonable(outcome.precheck) if outcome.precheck else None,
+                cuda_compile=to_jsonable(outcome.cuda_checks), hint_offer=outcome.hint_offer)
     return data
 
 
-def grade_report(console: Console, outcome, lang: str) -> None:
+def _tests_word(p) -> str:
+    return f"{p.tests_passed}/{p.tests_total} test{'s' if p.tests_total != 1 else ''}"
+
+
+def _precheck_report(console: Console, problem) -> None:
+    # One report at file:line:col, the line and a caret; pytest never started.
+    console.print(f"[red]✗ pre-check:[/] {e(problem.file)} does not load, no test ran", soft_wrap=True)
+    console.print("  " + problem.report().replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
+
+
+def grade_report(console: Console, outcome, lang: str, verbose: bool = False, precheck_shown: bool = False) -> None:
     run = outcome.run
     color = {"passed": "green", "failed": "red"}.get(run.outcome, "magenta")
-    table = Table(title=f"{e(run.lab_id)}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
-    for col in ("", "part", "points", "tests", "details"):
-        table.add_column(col, overflow="fold")
-    for p in run.parts:
-        title = p.title.get(lang) or p.title.get("en")
-        points = "—" if p.status in ("not-graded-here", "not-run") else f"{p.points:g}/{p.max_points:g}"
-        tests = f"{p.tests_passed}/{p.tests_total}" if p.tests_total else ""
-        details = {"passed": "", "failed": "failed (see below)"}.get(p.status, p.message or p.status)
-        table.add_row(PART_MARK.get(p.status, "?"), f"{e(p.id)}\n[dim]{e(title)}[/]", points, tests, e(details))
-    console.print(table)
-    # Failures below the table, unwrapped: the first lines of the first failing test of each part.
+    if outcome.precheck is not None:
+        if not precheck_shown:
+            _precheck_report(console, outcome.precheck)
+        _footer(console, outcome)
+        return
+    not_run = [p for p in run.parts if p.status == "not-run"]
+    shown = [p for p in run.parts if p.status != "not-run"]
+    if not_run:
+        # A --part/-k/-x grade reports what it ran, never a headline for the whole lab.
+        for p in (p for p in shown if p.status != "not-graded-here"):
+            word = {"passed": "[green]passed[/]", "failed": "[red]failed[/]", "focused": "[cyan]selected tests passed[/]"}.get(p.status, p.status)
+            points = f", {p.points:g}/{p.max_points:g} points" if p.status == "passed" else ""
+            console.print(f"[bold]{e(p.id)}[/]: {word} ({_tests_word(p)}{points})", soft_wrap=True)
+        console.print(f"[dim]{len(not_run)} other part{'s' if len(not_run) != 1 else ''} not run "
+                      f"({e(', '.join(p.id for p in not_run))})[/]", soft_wrap=True)
+    else:
+        table = Table(title=f"{e(run.lab_id)}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
+        for col in ("", "part", "points", "tests", "details"):
+            table.add_column(col, overflow="fold", no_wrap=col == "part")
+        for p in shown:
+            title = p.title.get(lang) or p.title.get("en")
+            points = "—" if p.status in ("not-graded-here", "focused") else f"{p.points:g}/{p.max_points:g}"
+            tests = f"{p.tests_passed}/{p.tests_total}" if p.tests_total else ""
+            details = {"passed": "", "failed": "failed (see below)"}.get(p.status, p.message or p.status)
+            table.add_row(PART_MARK.get(p.status, "?"), f"{e(p.id)}\n[dim]{e(title)}[/]", points, tests, e(details))
+        console.print(table)
+    for p in shown:
+        if p.status == "focused" and not_run:
+            console.print(f"  [dim]{e(p.message or '')}[/]", soft_wrap=True)
+    # Failures below, unwrapped: the first failing test of each part (in full with -v).
     for p in run.parts:
         if p.status == "failed" and p.message:
             console.print(f"[red]✗ {e(p.id)}[/]", soft_wrap=True)
-            console.print("  " + _first_lines(p.message, 6).replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
+            text = p.message if verbose else _first_lines(p.message, 8)
+            console.print("  " + text.replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
     if skipped:
         console.print(f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "
-                      "The score counts only the parts gradable on this machine.")
+                      "The score counts only the parts gradable on this machine.", soft_wrap=True)
+    for check in outcome.cuda_checks:
+        mark = {"compiled, not run": "[yellow]~[/]", "compile error": "[red]✗[/]"}.get(check.status, "[dim]·[/]")
+        console.print(f"{mark} nvcc {e(check.file)}: {check.status}" + (f" — {e(check.message)}" if check.message and check.status != "compile error" else ""),
+                      soft_wrap=True)
+        if check.status == "compile error" and check.message:
+            console.print("  " + check.message.replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     if run.perf:
         perf = Table(title="performance", show_edge=False)
         for col in ("test", "figure", "value"):
@@ -197,11 +249,92 @@ def grade_report(console: Console, outcome, lang: str) -> None:
     if run.log_tail and run.outcome == "error":
         console.print("[dim]last lines of the grader's output:[/]")
         console.print(_first_lines("\n".join(run.log_tail.splitlines()[-12:]), 12), markup=False, soft_wrap=True)
+    if run.outcome == "failed" and not verbose:
+        console.print("[dim]more detail: roadmap grade -v; one test: roadmap grade --test FILE::TEST -x[/]", soft_wrap=True)
+    _footer(console, outcome)
+
+
+def _footer(console: Console, outcome) -> None:
+    run = outcome.run
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
-    console.print(f"[dim]attempt #{outcome.attempt_id} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]")
+    number = outcome.attempt_number or outcome.attempt_id
+    console.print(f"[dim]attempt #{number} of {e(run.lab_id)} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]",
+                  soft_wrap=True)
     if outcome.checkpoints_marked:
-        console.print(f"[green]Checkpoints completed:[/] {', '.join(outcome.checkpoints_marked)}")
+        console.print(f"[green]Checkpoints completed:[/] {', '.join(outcome.checkpoints_marked)}", soft_wrap=True)
+    if outcome.hint_offer:
+        console.print(f"[cyan]{e(outcome.hint_offer)}[/]", soft_wrap=True)
+
+
+def lab_history(console: Console, data: dict) -> None:
+    if not data["attempts"]:
+        console.print(f"{data['lab']}: no attempts yet: run `roadmap grade` in the workspace")
+        return
+    table = Table(title=f"{e(data['lab'])}: {data['total']} attempt(s), newest first", show_edge=False)
+    for col in ("#", "when (UTC)", "outcome", "score", "parts", "device", "commit", "s"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("#", "outcome", "parts", "commit"))
+    for a in data["attempts"]:
+        parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
+        outcome = a["outcome"] + ("" if a["counted"] else " (not counted)")
+        commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
+        device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
+        table.add_row(str(a["number"]), (a["started_at"] or "").replace("T", " ")[5:16], outcome,
+                      f"{a['score']:g}/{a['max_score']:g}", e(parts), e(device), e(commit), f"{a['duration_s'] or 0:.1f}")
+    console.print(table)
+
+
+def lab_diff(console: Console, data: dict) -> None:
+    a, b = data["a"], data["b"]
+    console.print(f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome']} {a['score']:g}/{a['max_score']:g}) "
+                  f"→ #{b['number']} ({b['outcome']} {b['score']:g}/{b['max_score']:g})", soft_wrap=True)
+    if not data["changed"]:
+        console.print(f"no test changed outcome ({data['unchanged']} the same, "
+                      f"{data['not_comparable']} ran in only one of them)")
+        return
+    mark = {"fixed": "[green]+[/]", "broken": "[red]-[/]", "other": "[yellow]~[/]"}
+    for c in data["changed"]:
+        console.print(f"{mark[c['kind']]} {e(c['test'])}: {c['a']} → {c['b']}", soft_wrap=True, highlight=False)
+    s = data["summary"]
+    console.print(f"[dim]{s['fixed']} fixed, {s['broken']} broken, {s['other']} other change(s); "
+                  f"{data['unchanged']} unchanged; {data['not_comparable']} ran in only one of them[/]")
+
+
+# ------------------------------------------------------------------ lab show
+
+
+def handout(console: Console, data: dict, lang: str, pager: bool = True) -> None:
+    """The handout: through $PAGER (`less -R` by default, exits at once when
+    it fits, like git) on a terminal; the Markdown source as plain text when
+    piped, so code blocks are never wrapped or re-flowed."""
+    if lang != "en" and not data.get("translated"):
+        # The handout is written in English: the title and summary come first in the chosen language.
+        head = f"{data['title'].get(lang) or data['title']['en']}\n{data['summary'].get(lang) or data['summary']['en']}\n\n"
+    else:
+        head = ""
+    if not console.is_terminal:
+        console.file.write(head + data["readme"].rstrip("\n") + "\n")
+        return
+    from rich.markdown import Markdown
+
+    if not pager:
+        console.print(head, markup=False, end="")
+        console.print(Markdown(data["readme"]))
+        return
+    import io
+    import os
+    import shlex
+    import subprocess
+
+    buffer = io.StringIO()
+    Console(file=buffer, force_terminal=True, width=console.width, color_system=console.color_system).print(
+        e(head), Markdown(data["readme"]))
+    command = shlex.split(os.environ.get("PAGER") or "less -R")
+    env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+    try:
+        subprocess.run(command, input=buffer.getvalue(), text=True, env=env, check=False)
+    except (OSError, ValueError):  # no pager installed: print it
+        console.file.write(buffer.getvalue())
 
 
 # ------------------------------------------------------------------ doctor

@@ -59,6 +59,16 @@ def _check_stage(stage: Optional[int]) -> None:
         raise NotFoundError("stage", str(stage), [str(n) for n in numbers])
 
 
+def _known_stages() -> Optional[set]:
+    """The curriculum's stage numbers (None when it cannot load: nothing to check against)."""
+    from roadmap_cli.errors import RoadmapError
+
+    try:
+        return {s.number for s in context.current().curriculum().stages}
+    except (RoadmapError, ImportError):
+        return None
+
+
 def _check_lab(lab: Optional[str]) -> None:
     """Refuse a lab id that no shipped lab has (a typo would never match later)."""
     if lab is None:
@@ -123,6 +133,7 @@ def paper_list(
     limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N papers (newest first).")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="Show every matching paper.")] = False,
     as_json: JsonOpt = False,
+    pretty: Annotated[bool, typer.Option("--pretty", help="Indented JSON (implies --json; without it the JSON is compact, one line).")] = False,
 ) -> None:
     """List logged papers, newest first, with filters."""
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
@@ -130,8 +141,31 @@ def paper_list(
 
     _check_stage(stage)
     flt = PaperFilter(status=status, tag=tag, stage=stage, since=_date(since, "since date", allow_future=True), text=search)
-    result = list_papers(context.current().store(), flt, limit=None if show_all else max(limit, 0))
-    _emit("paper list", result, as_json, paper_table)
+    page = None if show_all else max(limit, 0)
+    if as_json or pretty:
+        _stream_paper_list(flt, page, pretty=pretty)
+        return
+    _emit("paper list", list_papers(context.current().store(), flt, limit=page), False, paper_table)
+
+
+def _stream_paper_list(flt, limit: Optional[int], *, pretty: bool) -> None:
+    """`paper list --json`: the envelope written row by row as the rows are
+    read (constant memory, whatever the size of the log)."""
+    import os
+    import sys
+
+    from roadmap_cli.jsonstream import EncodedRows, Rows, write_envelope
+    from roadmap_cli.research.papers_query import stream_papers
+
+    # Compact rows come ready-made as JSON text from SQLite; --pretty re-encodes dicts.
+    with stream_papers(context.current().store(), flt, limit=limit, as_json_text=not pretty) as (counts, rows):
+        try:
+            papers = Rows(rows) if pretty else EncodedRows(rows)
+            write_envelope(sys.stdout, "paper list", {**counts, "papers": papers}, pretty=pretty)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `| head`: the reader has seen enough; not an error
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
 
 
 @paper_app.command("show")
@@ -246,7 +280,8 @@ def paper_import(
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     result = import_bibtex(context.current().store(), text, source=str(file), today=_today(),
-                           default_status=status, tags=[tags] if tags else None, force=force)
+                           default_status=status, tags=[tags] if tags else None, force=force,
+                           stages=_known_stages())
     _emit("paper import", result, as_json, import_report)
 
 

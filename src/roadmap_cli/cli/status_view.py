@@ -46,7 +46,8 @@ def render_status(console: Console, report) -> None:
             title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
             tried = lab.get("state") != "not-started" and lab.get("best_score") is not None
             best = f" best {lab['best_score']:g}/{lab['max_score']:g}" if tried else ""
-            console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {lab['state']}{best}")
+            state = lab.get("state_text") or lab["state"]  # "passed on CPU (n parts need a CUDA GPU)"
+            console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {state}{best}", soft_wrap=True)
     else:
         console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
 

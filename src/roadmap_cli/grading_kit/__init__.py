@@ -3,7 +3,6 @@ and (GPU) timing. Imported inside grader processes only, never by the CLI's
 fast paths. See docs/labs.md.
 """
 
-from roadmap_cli.grading_kit import timing
 from roadmap_cli.grading_kit.compare import assert_close, assert_nontrivial, rel_fro_error
 from roadmap_cli.grading_kit.guards import (
     ForbiddenOpError,
@@ -14,9 +13,33 @@ from roadmap_cli.grading_kit.guards import (
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
 from roadmap_cli.grading_kit.learner import device, has_cuda, interpret_mode, learner_module, workspace
-from roadmap_cli.grading_kit.devices import DevicePeak, device_peak
 from roadmap_cli.grading_kit.seeds import seeded
-from roadmap_cli.grading_kit.timing import Comparison, Timing, benchmark, compare_to_baseline, score_fraction
+
+# Loaded on first use (`kit.benchmark`, `kit.timing`...): statistics and
+# dataclasses cost ~0.2 s of import in each grader and learner process, and
+# only the GPU timing parts need them.
+_LAZY = {
+    "timing": ("roadmap_cli.grading_kit.timing", None),
+    "Comparison": ("roadmap_cli.grading_kit.timing", "Comparison"),
+    "Timing": ("roadmap_cli.grading_kit.timing", "Timing"),
+    "benchmark": ("roadmap_cli.grading_kit.timing", "benchmark"),
+    "compare_to_baseline": ("roadmap_cli.grading_kit.timing", "compare_to_baseline"),
+    "score_fraction": ("roadmap_cli.grading_kit.timing", "score_fraction"),
+    "DevicePeak": ("roadmap_cli.grading_kit.devices", "DevicePeak"),
+    "device_peak": ("roadmap_cli.grading_kit.devices", "device_peak"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Comparison",

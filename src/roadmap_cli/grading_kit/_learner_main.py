@@ -271,7 +271,9 @@ def serve(req_fd: int, reply_fd: int) -> None:
         except EOFError:
             return
         try:
-            op, payload = pickle.loads(request)
+            op, payload, released = pickle.loads(request)
+            for ref_id in released:
+                _objects.pop(ref_id, None)
             value = _handle(op, payload)
             reply = ("ok", wire.encode(value, remember))
         except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here

@@ -17,12 +17,13 @@ import functools
 import json
 import os
 import pickle
-import select
 import signal
-import subprocess
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # subprocess and select are imported where used: the learner process never needs them
+    import subprocess
 
 from roadmap_cli.grading_kit import wire
 from roadmap_cli.grading_kit.learner_errors import (
@@ -32,6 +33,7 @@ from roadmap_cli.grading_kit.learner_errors import (
     LearnerViolation,
     rebuild,
 )
+from roadmap_cli.grading_kit.remote import RemoteRef
 
 _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 # Environment the learner process keeps; everything else (PYTEST_*, the
@@ -39,7 +41,8 @@ _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 _KEEP_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
              "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_HOME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
              "CUDA_PATH", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE"}
+             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE",
+             "MALLOC_ARENA_MAX"}
 
 _in_learner = False
 _config: Optional[dict] = None
@@ -93,6 +96,9 @@ def learner_side(fn: Optional[Callable] = None, *, timeout_s: Optional[float] = 
 
     def wrap(func: Callable) -> Callable:
         label = f"{func.__module__}.{func.__qualname__}"
+        if "<locals>" in func.__qualname__:
+            # The learner process finds the function again by module and name.
+            raise TypeError(f"@learner_side needs a module-level function (or a method), not {label}")
 
         @functools.wraps(func)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -110,101 +116,21 @@ def remote_module(name: str) -> "RemoteRef":
     return client().request("import", (name,), None, name)
 
 
-# ----------------------------------------------------------- remote refs
-
-
-def _ref_type(ref: "RemoteRef") -> str:
-    return object.__getattribute__(ref, "_type")
-
-
-class RemoteRef:
-    """A learner-side object seen from the grader process. Supports attribute
-    reads, calls, len, [], iteration and `in`; passed back as an argument it
-    becomes the learner-side object again. Every operation is a round trip."""
-
-    __slots__ = ("_client", "_gen", "_id", "_type", "_label", "__weakref__")
-    _roadmap_remote_type = staticmethod(_ref_type)
-
-    def __init__(self, owner: "LearnerClient", gen: int, ref_id: int, type_name: str, label: str = "") -> None:
-        object.__setattr__(self, "_client", owner)
-        object.__setattr__(self, "_gen", gen)
-        object.__setattr__(self, "_id", ref_id)
-        object.__setattr__(self, "_type", type_name)
-        object.__setattr__(self, "_label", label or type_name)  # e.g. "mul.mul": named in crash messages
-
-    def _do(self, op: str, *args: Any, label: str = "") -> Any:
-        owner = object.__getattribute__(self, "_client")
-        owner.check_generation(object.__getattribute__(self, "_gen"))
-        label = label or object.__getattribute__(self, "_label")
-        return owner.request(op, (object.__getattribute__(self, "_id"), *args), None, label)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)  # Python's own probes (__array__, __fspath__...) stay local
-        return self._do("getattr", name, label=f"{object.__getattribute__(self, '_label')}.{name}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        self._do("setattr", name, value)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._do("call", args, kwargs)
-
-    def __len__(self) -> int:
-        return int(self._do("len"))
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._do("getitem", key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._do("setitem", key, value)
-
-    def __iter__(self):
-        iterator = self._do("iter")
-        while True:
-            try:
-                yield iterator._do("next")
-            except StopIteration:
-                return
-
-    def __contains__(self, item: Any) -> bool:
-        return bool(self._do("contains", item))
-
-    def __bool__(self) -> bool:
-        value = self._do("bool")
-        return value if type(value) is bool else True
-
-    def __repr__(self) -> str:
-        try:
-            text = self._do("repr")
-        except Exception:
-            text = "?"
-        return f"<learner {_ref_type(self)}: {text if type(text) is str else '?'}>"
-
-    def __str__(self) -> str:
-        text = self._do("str")
-        return text if type(text) is str else repr(self)
-
-    def __reduce__(self):
-        object.__getattribute__(self, "_client").check_generation(object.__getattribute__(self, "_gen"))
-        from roadmap_cli.grading_kit import _learner_main
-
-        return (_learner_main.resolve_ref, (object.__getattribute__(self, "_id"),))
-
-    def __del__(self) -> None:
-        try:
-            owner = object.__getattribute__(self, "_client")
-            if owner.generation == object.__getattribute__(self, "_gen"):
-                owner.released.append(object.__getattribute__(self, "_id"))
-        except Exception:
-            pass
-
-
 # ----------------------------------------------------------------- client
 
 
 def learner_env(config: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
     env["ROADMAP_WORKSPACE"] = config["workspace"]
+    if config.get("grade_token"):
+        # The engine's second net: it kills whatever still carries this mark
+        # when the grade ends, even a process re-parented away from the supervisor.
+        env["ROADMAP_GRADE_TOKEN"] = config["grade_token"]
+    if config.get("memory_limit_mb"):
+        # glibc reserves 64 MB of address space per malloc arena (up to 8 per
+        # core): under RLIMIT_AS, many threads could run out of address space
+        # long before they run out of memory.
+        env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
     return env
 
@@ -229,6 +155,8 @@ class LearnerClient:
         """Start the learner process (it imports the adapter while we go on)."""
         if self.proc is not None:
             return
+        import subprocess
+
         from roadmap_cli.labs.boundedlog import PipeDrain
 
         req_r, req_w = os.pipe()
@@ -270,6 +198,8 @@ class LearnerClient:
         return proc.wait()
 
     def close(self) -> None:
+        import subprocess
+
         if self.proc is None:
             return
         try:
@@ -293,6 +223,8 @@ class LearnerClient:
         return self._read(size, deadline)
 
     def _read(self, n: int, deadline: Optional[float]) -> bytes:
+        import select
+
         chunks, left = [], n
         while left:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -327,11 +259,9 @@ class LearnerClient:
             if not self.ready:
                 self._answer(self._recv(None), label)  # the "ready" message
                 self.ready = True
-            if self.released:
-                ids, self.released = self.released, []
-                wire.send(self.req_w, pickle.dumps(("release", (ids,))))
-                self._answer(self._recv(deadline), label)
-            wire.send(self.req_w, pickle.dumps((op, payload), protocol=pickle.HIGHEST_PROTOCOL))
+            # References the grader dropped ride along with the request (no extra round trip).
+            released, self.released = self.released, []
+            wire.send(self.req_w, pickle.dumps((op, payload, released), protocol=pickle.HIGHEST_PROTOCOL))
             return self._answer(self._recv(deadline), label)
         except TimeoutError:
             self._stop()

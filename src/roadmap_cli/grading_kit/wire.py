@@ -31,6 +31,7 @@ MAX_MESSAGE = 1 << 30  # 1 GiB: the largest tensor data a lab returns is far bel
 _HEADER = struct.Struct("<Q")
 PLAIN_SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _MAX_DEPTH = 64
+_ORDERED_DICT = __import__("collections").OrderedDict
 
 
 class Tagged:
@@ -119,11 +120,12 @@ def encode(obj: Any, remember: Callable[[Any], int], _depth: int = 0, _stack: tu
     inner = _stack + (id(obj),)
     if kind in (list, tuple, set, frozenset):
         return kind(encode(x, remember, _depth + 1, inner) for x in obj)
-    if kind is dict:
+    if kind is dict or kind is _ORDERED_DICT:  # an OrderedDict (e.g. a state_dict) comes back as a dict, in order
         return {encode(k, remember, _depth + 1, inner): encode(v, remember, _depth + 1, inner) for k, v in obj.items()}
     torch = sys.modules.get("torch")
     if torch is not None:
-        if kind is torch.Tensor and obj.layout == torch.strided and not obj.is_quantized and obj.device.type != "meta":
+        # nn.Parameter is torch's own subclass: its data comes back as a plain tensor.
+        if (kind is torch.Tensor or kind is torch.nn.Parameter) and obj.layout == torch.strided and not obj.is_quantized and obj.device.type != "meta":
             return _tensor_record(obj)
         if kind is torch.dtype:
             return Tagged("dtype", str(obj).removeprefix("torch."))
@@ -137,7 +139,19 @@ def encode(obj: Any, remember: Callable[[Any], int], _depth: int = 0, _stack: tu
             return Tagged("ndarray", (obj.dtype.str, tuple(obj.shape), np.ascontiguousarray(obj).tobytes()))
         if isinstance(obj, np.generic) and kind.__module__ == "numpy" and not obj.dtype.hasobject:
             return Tagged("npscalar", (obj.dtype.str, obj.tobytes()))
-    return Tagged("ref", (remember(obj), _type_name(obj)))
+    return Tagged("ref", (remember(obj), _type_name(obj), _is_plain_method(obj)))
+
+
+def _is_plain_method(obj: Any) -> bool:
+    """A bound method that its class defines: the grader may cache the
+    reference for `obj.method` and skip one round trip per later call."""
+    import types
+
+    if type(obj) is not types.MethodType:
+        return False
+    owner = getattr(obj, "__self__", None)
+    name = getattr(obj.__func__, "__name__", "")
+    return getattr(type(owner), name, None) is obj.__func__
 
 
 def _type_name(obj: Any) -> str:
@@ -218,7 +232,10 @@ def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0) -> An
     if tag == "tensor":
         return _decode_tensor(data)
     if tag == "ref":
-        return make_ref(int(data[0]), str(data[1]))
+        ref = make_ref(int(data[0]), str(data[1]))
+        if len(data) > 2 and data[2] is True and hasattr(ref, "_mark_method"):
+            ref._mark_method()
+        return ref
     if tag == "dtype":
         import torch
 

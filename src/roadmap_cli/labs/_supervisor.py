@@ -58,6 +58,23 @@ def descendants(root: int) -> list:
     return out
 
 
+def marked(token: str) -> list:
+    """Processes whose environment holds `token` (the grade's mark on every
+    learner process and, unless they cleared their environment, its
+    descendants): found even after re-parenting to init."""
+    needle, me, out = token.encode(), os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read():
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out
+
+
 def reap_all() -> None:
     """SIGKILL and reap every descendant, until none is left (a fork racing
     with the scan is caught by the next round: orphans come back to us)."""

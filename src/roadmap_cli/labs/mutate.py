@@ -25,52 +25,29 @@ a rerun grades only what changed.
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import json
 import random
-import re
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
-from roadmap_cli.labs.mutants import Mutant, generate
+from roadmap_cli.labs.mutant_rows import MutantResult, all_mutants, explain, solution_sha256
+from roadmap_cli.labs.mutants import Mutant
+from roadmap_cli.labs.mutate_coverage import Coverage, measure
 from roadmap_cli.labs.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
 from roadmap_cli.labs.spec import LabSpec
-from roadmap_cli.labs.starter_build import solution_text
 
 TARGET = 0.95
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+CACHED_FIELDS = ("status", "parts_failed", "graded_parts", "message", "seconds")
 EXCLUDED = ("invalid", "not-gradable-here", "error")
-
-
-@dataclass
-class MutantResult:
-    id: str
-    file: str
-    line: int  # in the solution view (what a learner sees)
-    function: str
-    operator: str
-    description: str
-    diff: str
-    status: str  # killed|survived|equivalent-suspect|explained|invalid|not-gradable-here|error
-    parts_failed: list[str] = field(default_factory=list)
-    covered_by: list[str] = field(default_factory=list)  # survivors: parts that test this code
-    message: str = ""
-    reason: str = ""  # explained: lab.yaml's reason
-    seconds: float = 0.0
-    cached: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.file}:{self.function or '<module>'}: {self.operator} {self.description}"
 
 
 @dataclass
@@ -93,70 +70,6 @@ class MutateReport:
     seconds: float
 
 
-# ---------------------------------------------------------------- mutants
-
-
-def _unified(rel: str, before: str, after: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        f"a/{rel}", f"b/{rel}", n=2))
-
-
-def _first_changed_line(diff: str) -> int:
-    match = re.search(r"^@@ -(\d+)(?:,(\d+))? ", diff, re.M)
-    if not match:
-        return 0
-    start, length = int(match.group(1)), int(match.group(2) or 1)
-    context = 0
-    for line in diff.split("\n@@", 1)[0].splitlines()[3:]:
-        if line.startswith(" "):
-            context += 1
-        else:
-            break
-    return start + context if length else start
-
-
-def all_mutants(spec: LabSpec) -> list[tuple[Mutant, MutantResult]]:
-    """Every mutant of the lab's single source with its (ungraded) result row, sorted by id."""
-    out = []
-    for rel, source in spec.solution_sources().items():
-        text = source.read_text(encoding="utf-8")
-        original = solution_text(text, rel)
-        for mutant in generate(text, rel):
-            view = solution_text(mutant.text, rel)
-            diff = _unified(rel, original, view)
-            if not diff:
-                continue
-            mutant_id = hashlib.sha256(diff.encode()).hexdigest()[:12]
-            status, message = "", ""
-            if rel.endswith(".py"):
-                try:
-                    compile(view, rel, "exec")
-                except SyntaxError as exc:
-                    status = "invalid"
-                    message = f"does not compile: {exc.msg}"
-            row = MutantResult(mutant_id, rel, _first_changed_line(diff), mutant.function, mutant.operator,
-                               mutant.description, diff, status, message=message)
-            out.append((mutant, row))
-    unique = {row.id: (m, row) for m, row in out}
-    return [unique[k] for k in sorted(unique)]
-
-
-def explain(spec: LabSpec, row: MutantResult) -> Optional[str]:
-    for known in spec.known_survivors:
-        if known.id and row.id.startswith(known.id):
-            return known.reason
-        if known.match and (re.search(known.match, row.label) or re.search(known.match, row.diff)):
-            return known.reason
-    return None
-
-
-def solution_sha256(spec: LabSpec) -> str:
-    digest = hashlib.sha256()
-    for rel, source in sorted(spec.solution_sources().items()):
-        digest.update(rel.encode() + b"\0" + source.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
 # ---------------------------------------------------------------- grading
 
 
@@ -167,15 +80,17 @@ class _Grader:
                  timeout: Optional[float]) -> None:
         self.spec, self.device, self.parts, self.seeds, self.timeout = spec, device, parts, seeds, timeout
         self.reference: dict[int, list] = {}
+        self.unstable: set[tuple] = set()  # (test, call, n) whose digest varies between reference runs
         self.lock = threading.Lock()
 
-    def grade(self, overrides: Optional[dict[str, str]], seed: int) -> tuple[GradeRun, list]:
+    def grade(self, overrides: Optional[dict[str, str]], seed: int,
+              parts: Optional[list[str]] = None) -> tuple[GradeRun, list]:
         with tempfile.TemporaryDirectory(prefix=f"roadmap-mutate-{self.spec.id}-") as tmp:
             path = Path(tmp) / "ws"
             path.mkdir()
             ws.write_solution(self.spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
-            run = grade_workspace(self.spec, path, parts=self.parts, timeout=self.timeout, device=self.device,
+            run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=self.timeout, device=self.device,
                                   stop_part_on_fail=True, secret_seed=seed,
                                   extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
             return run, _read_digests(digests)
@@ -213,26 +128,35 @@ def _first_failure(run: GradeRun, parts: list[str]) -> str:
     return (run.message or run.log_tail[-300:]).strip()
 
 
-def _classify(grader: _Grader, mutant: Mutant, row: MutantResult) -> None:
+def _same_outputs(run: GradeRun, digests: list, reference: list, unstable: set) -> bool:
+    """Digests of the tests this (part-restricted) run executed, against the
+    reference's, leaving out the calls whose output varies run to run."""
+    ran = {t.nodeid for t in run.tests}
+    expected = [r for r in reference if r[0] in ran and r[:3] not in unstable]
+    return bool(expected) and [r for r in digests if r[:3] not in unstable] == expected
+
+
+def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[str]) -> None:
     t0 = time.monotonic()
-    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0])
+    row.graded_parts = parts
+    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0], parts)
     if run.outcome == "error":
-        row.status, row.message = "error", _first_failure(run, grader.parts)
+        row.status, row.message = "error", _first_failure(run, parts)
     elif run.outcome == "passed":
         row.status = "survived"
-        reference = grader.reference_digests(grader.seeds[0])
-        if reference and digests == reference:
-            run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1])
-            if run2.outcome == "passed" and digests2 == grader.reference_digests(grader.seeds[1]):
+        if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0]), grader.unstable):
+            run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1], parts)
+            if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1]),
+                                                          grader.unstable):
                 row.status = "equivalent-suspect"
-                row.message = f"same outputs as the reference on {len(reference)} learner_side call(s), 2 seeds"
+                row.message = f"same outputs as the reference on {len(digests)} learner_side call(s), 2 seeds"
             elif run2.outcome != "passed":
-                row.status, row.parts_failed = "killed", [p for p in grader.parts if run2.part(p).status == "failed"]
-                row.message = "killed under the second seed: " + _first_failure(run2, grader.parts)
+                row.status, row.parts_failed = "killed", [p for p in parts if run2.part(p).status == "failed"]
+                row.message = "killed under the second seed: " + _first_failure(run2, parts)
     else:  # failed, crash, timeout
         row.status = "killed"
-        row.parts_failed = [p for p in grader.parts if run.part(p).status == "failed"]
-        row.message = f"{run.outcome}: {_first_failure(run, grader.parts)}"
+        row.parts_failed = [p for p in parts if run.part(p).status == "failed"]
+        row.message = f"{run.outcome}: {_first_failure(run, parts)}"
     row.seconds = round(time.monotonic() - t0, 2)
 
 
@@ -247,14 +171,16 @@ def _load_cache(path: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
-    return data.get("results", {}) if data.get("version") == CACHE_VERSION else {}
+        return {"results": {}, "coverage": {}}
+    if data.get("version") != CACHE_VERSION:
+        return {"results": {}, "coverage": {}}
+    return {"results": data.get("results", {}), "coverage": data.get("coverage", {})}
 
 
-def _save_cache(path: Path, results: dict) -> None:
+def _save_cache(path: Path, cache: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": CACHE_VERSION, "results": results}, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, **cache}, indent=1), encoding="utf-8")
     tmp.replace(path)
 
 
@@ -284,23 +210,45 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     if gpu_only:
         notes.append(f"{len(gpu_only)} mutant(s) of CUDA sources are not gradable here (no CUDA GPU): not sampled")
     pool = [(m, r) for m, r in candidates if r.status != "not-gradable-here"]
-    if sample is not None and sample < len(pool):
-        pool = sorted(random.Random(seed).sample(pool, sample), key=lambda mr: mr[1].id)
-        notes.append(f"sample of {sample} mutant(s), seed {seed}, out of {generated} generated")
-    chosen = pool + (gpu_only if sample is None else [])
 
     grader_sha, sol_sha = tests_sha256(spec.tests_dir), solution_sha256(spec)
     key_suffix = f":{grader_sha[:16]}:{sol_sha[:16]}:{device.kind}:{','.join(parts)}"
+    coverage_key = f"coverage:{grader_sha[:16]}:{sol_sha[:16]}:{device.kind}:{','.join(here)}"
     cache_file = _cache_path(home, spec.id)
     cache = _load_cache(cache_file)
+    seeds = (1_000_003 * seed + 17, 1_000_003 * seed + 29)
+
+    def run_parallel(fn, items):
+        if jobs <= 1:
+            return [fn(item) for item in items]
+        executor = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            return list(executor.map(fn, items))
+        finally:
+            # Ctrl-C: the queued mutants are dropped, the ones running finish
+            # (their results are cached); a rerun picks up from there.
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    grader = _Grader(spec, device, parts, seeds, None)
+    coverage: Optional[Coverage] = None
+    if part is not None:  # only the mutants in code this part runs: the others would survive trivially
+        coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
+        _save_cache(cache_file, cache)
+        pool = [(m, r) for m, r in pool if part in coverage.parts_for(m.file, m.function)]
+        notes.append(f"{len(pool)} mutant(s) in code that part {part} runs")
+    if sample is not None and sample < len(pool):
+        pool = sorted(random.Random(seed).sample(pool, sample), key=lambda mr: mr[1].id)
+        notes.append(f"sample of {sample} mutant(s), seed {seed}, out of {generated} generated")
+    chosen = pool + (gpu_only if sample is None and part is None else [])
+
     todo = []
     for mutant, row in chosen:
         if row.status:
             continue
-        hit = cache.get(row.id + key_suffix)
+        hit = cache["results"].get(row.id + key_suffix)
         if hit:
-            row.status, row.parts_failed, row.message, row.seconds = (hit["status"], hit["parts_failed"],
-                                                                      hit["message"], hit["seconds"])
+            for key in CACHED_FIELDS:
+                setattr(row, key, hit[key])
             row.cached = True
         else:
             todo.append((mutant, row))
@@ -310,48 +258,72 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
         if row.status and on_result and (row.cached or row.status in EXCLUDED):
             on_result(row)
 
-    seeds = (1_000_003 * seed + 17, 1_000_003 * seed + 29)
-    grader = _Grader(spec, device, parts, seeds, None)
     digests_on = False
     if todo:
         reference = grader.reference_digests(seeds[0])  # also proves the reference passes
         digests_on = bool(reference)
         grader.timeout = timeout or min(spec.time_limit_s, max(20.0, 4 * grader.reference_seconds))
+        if coverage is None:
+            coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
+            _save_cache(cache_file, cache)
+        grader.unstable = coverage.unstable
         lock = threading.Lock()
 
         def work(item: tuple[Mutant, MutantResult]) -> MutantResult:
             mutant, row = item
-            _classify(grader, mutant, row)
+            covering = [p for p in coverage.parts_for(mutant.file, mutant.function) if p in parts]
+            _classify(grader, mutant, row, covering or parts)
             with lock:
-                cache[row.id + key_suffix] = {k: getattr(row, k) for k in ("status", "parts_failed", "message",
-                                                                           "seconds")}
+                cache["results"][row.id + key_suffix] = {k: getattr(row, k) for k in CACHED_FIELDS}
                 _save_cache(cache_file, cache)
             if on_result:
                 on_result(row)
             return row
 
-        if jobs <= 1:
-            for item in todo:
-                work(item)
-        else:
-            with ThreadPoolExecutor(max_workers=jobs) as executor:
-                list(executor.map(work, todo))
+        run_parallel(work, todo)
     if todo and not digests_on:
-        notes.append("no output digests (the grader has no learner sandbox yet): survivors are not checked "
-                     "for equivalence")
+        notes.append("no output digests (the lab's adapter makes no learner_side calls, or there is no learner "
+                     "sandbox): survivors are not checked for equivalence")
     results = [row for _, row in chosen]
     for row in results:
         if row.status == "survived":
             reason = explain(spec, row)
             if reason:
                 row.status, row.reason = "explained", reason
-    _attribute(results)
+    _attribute(results, parts)
     return _report(spec, device, parts, generated, results, len(todo), digests_on, notes, grader_sha, sol_sha,
                    round(time.monotonic() - t_start, 1))
 
 
-def _attribute(results: list[MutantResult]) -> None:
-    """Survivors -> the parts that killed other mutants of the same function (else file)."""
+def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes, grader: _Grader) -> Coverage:
+    """Which parts run which function (mutate_coverage), measured once per grader/solution and cached."""
+    if len(parts) == 1:
+        cov = Coverage(parts)
+    elif key in cache["coverage"]:
+        cov = Coverage.from_json(cache["coverage"][key])
+    else:
+        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel, _read_digests)
+        cov.unstable = _unstable(grader.reference_digests(seed), cov.digests)
+        cache["coverage"][key] = cov.to_json()
+    if cov.blind:
+        notes.append(f"coverage unknown for part(s) {', '.join(sorted(cov.blind))} (their probed reference grade "
+                     "failed): every mutant is graded on them")
+    return cov
+
+
+def _unstable(reference: list, other: list) -> set:
+    """(test, call, n) keys whose digest differs between two runs under the same seed."""
+    ran = {r[0] for r in other}
+    first = {r[:3]: r[3] for r in reference if r[0] in ran}
+    second = {r[:3]: r[3] for r in other}
+    return {k for k in first.keys() | second.keys() if first.get(k) != second.get(k)}
+
+
+def _attribute(results: list[MutantResult], parts: list[str]) -> None:
+    """Survivors -> the parts that run their code: the coverage-selected parts
+    they were graded on. Where that was every part (module-level code, no
+    coverage), narrowed to the parts that killed other mutants of the same
+    function (else file), when there are any."""
     by_function: dict[tuple[str, str], set[str]] = {}
     by_file: dict[str, set[str]] = {}
     for row in results:
@@ -360,8 +332,10 @@ def _attribute(results: list[MutantResult]) -> None:
             by_file.setdefault(row.file, set()).update(row.parts_failed)
     for row in results:
         if row.status in ("survived", "equivalent-suspect", "explained"):
-            parts = by_function.get((row.file, row.function)) or by_file.get(row.file) or set()
-            row.covered_by = sorted(parts)
+            row.covered_by = list(row.graded_parts)
+            if len(parts) > 1 and set(row.graded_parts) >= set(parts):
+                found = by_function.get((row.file, row.function)) or by_file.get(row.file) or set()
+                row.covered_by = [p for p in parts if p in found] or row.covered_by
 
 
 def _report(spec, device, parts, generated, results, graded_now, digests_on, notes, grader_sha, sol_sha,

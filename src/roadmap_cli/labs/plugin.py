@@ -26,11 +26,14 @@ Events (each a JSON object with an "event" key):
 
 Part selection (from the config):
   {"parts": [{"id": ..., "tests": [prefix, ...]}, ...],
-   "selected": [part ids] | null, "stop_part_on_fail": bool}
+   "selected": [part ids] | null, "stop_part_on_fail": bool, "verbose": bool}
 Tests of parts that are not selected are deselected; tests that belong to no
 part are deselected and reported. With stop_part_on_fail, once a test of a
 part fails the rest of that part is skipped (`dev check` uses it on the
-known-wrong variants: one failure per part is all it needs).
+known-wrong variants: one failure per part is all it needs). With verbose
+(`roadmap grade -v`) a failure message keeps the whole assertion diff and the
+traceback's frames that matter to the learner: their own code and the
+test's check (never the grading kit's helpers).
 
 Without $ROADMAP_GRADE_FD (running a lab's tests by hand with
 `pytest -p roadmap_cli.labs.plugin labs/<id>/tests`) the fixtures still work,
@@ -51,6 +54,10 @@ import pytest
 from roadmap_cli.labs.nodeids import part_for
 
 MESSAGE_LIMIT = 4000  # characters of a failure message kept per test
+VERBOSE_MESSAGE_LIMIT = 20000
+# Frames from these folders are machinery, not where a learner should look.
+_MACHINERY = (os.sep + "grading_kit" + os.sep, os.sep + "site-packages" + os.sep, os.sep + "_pytest" + os.sep,
+              os.sep + "pluggy" + os.sep, "<frozen ")
 
 
 class _State:
@@ -64,6 +71,7 @@ class _State:
         self.perf: dict[str, list[dict]] = {}
         self.fraction: dict[str, float] = {}
         self.reports: dict[str, dict] = {}
+        self.verbose = False
 
         self.special: dict[str, tuple[str, str]] = {}  # nodeid -> (outcome, message) of a learner crash/timeout
 
@@ -121,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
         selected = spec.get("selected")
         _state.selected = set(selected) if selected is not None else None
         _state.stop_part_on_fail = bool(spec.get("stop_part_on_fail"))
+        _state.verbose = bool(spec.get("verbose"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -139,7 +148,6 @@ def _part(nodeid: str) -> Optional[str]:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if not _state.parts:
-        _state.emit("collected", tests=[[item.nodeid, None] for item in items], unassigned=[])
         return
     kept, dropped, unassigned = [], [], []
     for item in items:
@@ -154,7 +162,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    _state.emit("collected", tests=[[item.nodeid, _part(item.nodeid)] for item in kept], unassigned=unassigned)
+    _state.unassigned = unassigned
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After every deselection (ours, and pytest's own -k): what will really run.
+    items = session.items
+    _state.emit("collected", tests=[[item.nodeid, _part(item.nodeid) if _state.parts else None] for item in items],
+                unassigned=getattr(_state, "unassigned", []))
 
 
 def _collect_part(nodeid: str) -> Optional[str]:
@@ -185,7 +200,61 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _trim(text: str) -> str:
     text = text.strip()
-    return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + "\n…"
+    limit = VERBOSE_MESSAGE_LIMIT if _state.verbose else MESSAGE_LIMIT
+    return text if len(text) <= limit else text[:limit] + "\n…"
+
+
+def _frames(excinfo, item) -> list[tuple[str, str, int, str, str]]:
+    """(kind, file, line, function, statement) of the frames a learner should
+    see, outermost first: "check" (the test's own line) and "yours" (a file of
+    the workspace). The grading kit, the adapter and libraries are left out."""
+    workspace = os.environ.get("ROADMAP_WORKSPACE")
+    test_file = str(getattr(item, "path", "") or "")
+    out = []
+    for entry in excinfo.traceback:
+        path = str(entry.path)
+        if any(m in path for m in _MACHINERY):
+            continue
+        if workspace and path.startswith(workspace.rstrip(os.sep) + os.sep):
+            kind = "yours"
+        elif path == test_file:
+            kind = "check"
+        else:
+            continue
+        try:
+            statement = str(entry.statement).strip()
+        except Exception:  # source not available (e.g. a file changed since)
+            statement = ""
+        out.append((kind, os.path.relpath(path, workspace) if kind == "yours" else os.path.basename(path),
+                    entry.lineno + 1, entry.name, statement))
+    return out
+
+
+def _located(message: str, frames: list, learner_frames: Optional[list[str]] = None) -> str:
+    """The failure, then where: the learner's deepest frame and the test's check.
+
+    `learner_frames` ("adder.py:2 in add", outermost first) come from the
+    learner's own process (grading_kit/learner_errors.py) when the code ran
+    in the sandbox; otherwise the workspace frames of this traceback are used.
+    """
+    checks = [f for f in frames if f[0] == "check"]
+    yours = [f for f in frames if f[0] == "yours"]
+    lines = [message]
+    if learner_frames:
+        lines.append(f"  in your code: {learner_frames[-1]}")
+    elif yours:
+        _, file, line, func, _ = yours[-1]
+        lines.append(f"  in your code: {file}:{line} in {func}")
+    if checks:
+        _, file, line, func, statement = checks[-1]
+        lines.append(f"  checked by: {file}:{line} in {func}" + (f": {statement.splitlines()[0]}" if statement else ""))
+    if _state.verbose and (frames or learner_frames):
+        lines.append("traceback (the test's check and your code, outermost first):")
+        for kind, file, line, func, statement in frames:
+            lines.append(f"  {file}:{line} in {func}" + ("  (yours)" if kind == "yours" else ""))
+            lines += [f"      {s}" for s in statement.splitlines()[:3]]
+        lines += [f"  {f}  (yours)" for f in learner_frames or []]
+    return "\n".join(lines)
 
 
 def _message(report: pytest.TestReport) -> Optional[str]:
@@ -201,6 +270,9 @@ def _message(report: pytest.TestReport) -> Optional[str]:
         return str(longrepr[2]).removeprefix("Skipped: ")
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None:
+        frames = getattr(report, "roadmap_frames", None)
+        if frames:
+            return _trim(_located(crash.message, frames))
         if str(crash.path).startswith("<"):
             # e.g. "<frozen importlib._bootstrap>" for a SyntaxError or a missing
             # module in the learner's file: the message already names the file.
@@ -220,6 +292,16 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 
+    report = outcome.get_result()
+    frames: list = []
+    if report.failed:
+        try:
+            # The test's own check (and workspace frames): a mismatch is named
+            # there, never at a helper's line inside grading_kit.
+            frames = _frames(excinfo, item)
+        except Exception:  # never let the message builder break a grade
+            frames = []
+        report.roadmap_frames = frames
     exc = excinfo.value
     if isinstance(exc, LearnerCrashed):
         _state.special.setdefault(item.nodeid, ("crashed", _trim(str(exc))))
@@ -229,9 +311,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         _state.special.setdefault(item.nodeid, ("failed", _trim(str(exc))))
     elif isinstance(exc, LearnerError):
         kind = (exc.learner_type or type(exc).__name__).rsplit(".", 1)[-1]
-        where = f"\n  at {exc.learner_frames[-1]}" if exc.learner_frames else ""
         _state.special.setdefault(item.nodeid, ("failed" if call.when == "call" else "error",
-                                                _trim(f"{kind}: {exc}{where}")))
+                                                _trim(_located(f"{kind}: {exc}", frames, exc.learner_frames))))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

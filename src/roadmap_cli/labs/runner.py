@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +33,8 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.device import DeviceInfo, detect_device
+from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
+from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
 from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -39,7 +42,8 @@ LOG_TAIL_LINES = 25
 # Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
 # timeout when the child died while it ran; not-run when it never started.
 BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
-EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4}
+# "interrupted": Ctrl-C, or `roadmap watch` cancelled the run because a file was saved.
+EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4, "interrupted": 130}
 
 # Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
 PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
@@ -115,12 +119,32 @@ def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
     return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
 
 
+def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
+    """The parts the node ids of `--test` belong to; an id of no part is a user mistake."""
+    from roadmap_cli.labs.nodeids import part_for
+
+    parts: list[str] = []
+    for nodeid in tests:
+        part = part_for(nodeid, spec.part_prefixes())
+        if part is None:
+            owned = next((p.id for p in spec.parts for prefix in p.tests if prefix.startswith(nodeid)), None)
+            part = owned
+        if part is None:
+            files = sorted({t.split("::")[0] for p in spec.parts for t in p.tests})
+            raise UserError(f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
+                            f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})")
+        if part not in parts:
+            parts.append(part)
+    return parts
+
+
 # Learner-process memory (RLIMIT_AS) when lab.yaml sets no memory_limit_mb:
 # torch + triton (interpreter) peak at ~0.8 GB of address space on CPU,
 # leaving ~3 GB for the learner's tensors. Not applied with CUDA: the driver
 # reserves tens of GB of virtual address space at initialisation.
 DEFAULT_MEMORY_LIMIT_MB = 4096
 LEARNER_NOFILE = 1024
+FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
 _DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
@@ -140,23 +164,6 @@ def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
     if not device.cuda:
         env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
     return env
-
-
-def forbidden_sources(spec: LabSpec) -> list[str]:
-    """What no learner process may open: every lab's solution/ folder and
-    solution_files, and the project's kernels/ folder (kernel-lab references)."""
-    from roadmap_cli.labs.spec import all_labs, labs_root, project_root
-
-    paths = {str(project_root() / "kernels")}
-    try:
-        specs = all_labs()
-    except Exception:  # a broken lab.yaml elsewhere must not stop this grade
-        specs = [spec]
-    for other in specs or [spec]:
-        paths.add(str(other.solution_dir))
-        paths.update(str(p) for p in other.solution_sources().values())
-    paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())
-    return sorted(paths)
 
 
 def _unescape(line: str) -> str:
@@ -215,7 +222,8 @@ class GradeJob:
     def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
-                 secret_seed: Optional[int] = None) -> None:
+                 secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
+                 cancel: Optional[threading.Event] = None) -> None:
         self.spec = spec
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
@@ -225,6 +233,10 @@ class GradeJob:
         self.device = device or detect_device()
         for part_id in parts or []:
             spec.part(part_id)  # NotFoundError with did-you-mean
+        self.focus = focus or Focus()
+        if self.focus.tests:
+            in_tests = parts_of_tests(spec, self.focus.tests)
+            parts = [p for p in parts if p in in_tests] if parts else in_tests
         here = gradable_parts(spec, self.device)
         self.selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
         if not self.selected:
@@ -232,6 +244,7 @@ class GradeJob:
                             f"({self.device.reason})")
         self.timeout = float(timeout or spec.time_limit_s)
         self.stop_part_on_fail = stop_part_on_fail
+        self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GradeJob":
@@ -243,9 +256,11 @@ class GradeJob:
         for part in spec.parts:
             if part.id in self.selected:
                 targets += [str(tests_dir / p) for p in part.tests if str(tests_dir / p) not in targets]
+        if self.focus.tests:
+            targets = [str(tests_dir / nodeid) for nodeid in self.focus.tests]
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.monotonic()
-        _not_dumpable()
+        not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
@@ -253,36 +268,15 @@ class GradeJob:
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
         self.key = channel.new_key()
+        self.grade_token = secrets.token_hex(16)
         config_r, config_w = os.pipe()
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
-        memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
-        config = {
-            "key": self.key.hex(),
-            "results_fd": results_w,
-            "secret_seed": str(self.secret_seed),
-            "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
-            "selected": self.selected,
-            "stop_part_on_fail": self.stop_part_on_fail,
-            "sandbox": {
-                "workspace": str(self.workspace),
-                "tests_dir": str(tests_dir.resolve()),
-                "memory_limit_mb": memory,
-                "nofile": LEARNER_NOFILE,
-                "forbidden_read": forbidden_sources(spec),
-                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
-                "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
-            },
-        }
-        blob = json.dumps(config).encode()
-        # The config fits the pipe buffer (64 KiB) in all but absurd cases;
-        # write it from a thread otherwise, so a big one cannot deadlock us.
-        self._config_writer = _write_and_close(config_w, blob)
         grader = [
             sys.executable, "-I", "-B", "-u", "-m", "pytest",
             "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
-            "-q", "--continue-on-collection-errors", *targets,
+            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
@@ -292,18 +286,54 @@ class GradeJob:
                                          stdin=subprocess.DEVNULL, start_new_session=True,
                                          pass_fds=(config_r, results_w))
         except OSError as exc:
-            for fd in (config_r, results_r, results_w, out_r, out_w):
+            for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
             self.tmp.cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
-        finally:
-            pass
         for fd in (config_r, results_w, out_w):
             os.close(fd)  # only the grader holds these now: its exit is our EOF
         self.reader = channel.Reader(results_r, self.key)
         self.output = PipeDrain(out_r)
+        try:
+            blob = self._config(results_w)
+        except BaseException:
+            os.close(config_w)  # the plugin sees an empty config and fails: nothing hangs
+            self.abort()
+            raise
+        # Written after the start: listing every lab's solution files (~0.1 s)
+        # overlaps with pytest's start-up; the plugin blocks on the pipe until
+        # it is here. It fits the pipe buffer (64 KiB) in all but absurd
+        # cases; a thread writes it otherwise, so a big one cannot deadlock us.
+        self._config_writer = write_and_close(config_w, blob)
         self.sha = tests_sha256(tests_dir)
         return self
+
+    def _config(self, results_w: int) -> bytes:
+        """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
+        from roadmap_cli.labs import integrity
+
+        spec, tests_dir = self.spec, self.spec.tests_dir
+        memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
+        config = {
+            "key": self.key.hex(),
+            "results_fd": results_w,
+            "secret_seed": str(self.secret_seed),
+            "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
+            "selected": self.selected,
+            "stop_part_on_fail": self.stop_part_on_fail,
+            "verbose": self.focus.verbose,
+            "sandbox": {
+                "workspace": str(self.workspace),
+                "tests_dir": str(tests_dir.resolve()),
+                "memory_limit_mb": memory,
+                "nofile": LEARNER_NOFILE,
+                "forbidden_read": forbidden_sources(spec),
+                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
+                "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
+                "grade_token": self.grade_token,
+            },
+        }
+        return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
         from roadmap_cli.labs import integrity
@@ -311,7 +341,7 @@ class GradeJob:
         proc = self.proc
         assert proc is not None, "start() first"
         events: list[dict] = []
-        timed_out = False
+        timed_out = interrupted = False
         touched: list[str] = []
 
         def drain() -> None:
@@ -321,11 +351,21 @@ class GradeJob:
                     on_event(event)
 
         deadline = self.t0 + self.timeout
+        finished_at: Optional[float] = None
         try:
             while True:
                 returncode = proc.poll()
                 drain()
                 if returncode is not None:
+                    break
+                if finished_at is None and any(ev.get("event") == "finish" and ev.get("exitstatus") in (0, 1)
+                                               for ev in events[-3:]):
+                    finished_at = time.monotonic()
+                if finished_at is not None and time.monotonic() - finished_at > FINISH_GRACE_S:
+                    # Every result is in: pytest's summary and interpreter
+                    # teardown (~0.3 s with torch loaded) cannot change the grade.
+                    self._stop_supervisor()
+                    returncode = 0
                     break
                 now_stats = integrity.stat_snapshot(self.stats_before)
                 touched = touched or integrity.changed(self.stats_before, now_stats)
@@ -333,9 +373,14 @@ class GradeJob:
                     timed_out = True
                     self._stop_supervisor()
                     break
-                time.sleep(POLL_S)
+                if self.cancel_event.wait(POLL_S):
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True  # recorded as "interrupted" (not a crash, never a best score)
         finally:
             self._stop_supervisor()
+            self._kill_marked()
             drain()
             self.output.settle()
             log_tail = _tail(self.output.tail.text())
@@ -344,7 +389,8 @@ class GradeJob:
         after = integrity.snapshot(self.spec.tests_dir)
         touched = sorted(set(touched) | set(integrity.changed(self.hashes_before, after))
                          | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before))))
-        run = _assemble(self.spec, self.workspace, self.device, self.selected, events, proc.returncode,
+        run = _assemble(self.spec, self.workspace, self.device, self.selected, events,
+                        0 if finished_at is not None and not timed_out else proc.returncode,
                         timed_out, self.timeout, log_tail)
         voids = [ev.get("reason", "") for ev in events if ev.get("event") == "void"]
         if self.reader.forged:
@@ -352,10 +398,18 @@ class GradeJob:
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
         if voids:
-            _void(run, voids)
+            void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
+        if interrupted:
+            _mark_interrupted(run)
+        elif self.focus.narrows or self.focus.first_failure:
+            _mark_focused(run, self.focus)
         return run
+
+    def cancel(self) -> None:
+        """Stop the run from another thread (`roadmap watch`: a file was saved)."""
+        self.cancel_event.set()
 
     def _stop_supervisor(self) -> None:
         """SIGTERM: the supervisor kills and reaps every descendant; SIGKILL
@@ -365,7 +419,7 @@ class GradeJob:
             return
         try:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=5)
+            proc.wait(timeout=3)
         except subprocess.TimeoutExpired:
             # The supervisor is stuck (stopped by the learner?): kill its
             # tree ourselves; orphans are still re-parented to it while it lives.
@@ -382,57 +436,33 @@ class GradeJob:
                 proc.kill()
             proc.wait()
 
+    def _kill_marked(self) -> None:
+        """Second net: processes carrying this grade's token that the
+        supervisor could not reach (the learner's code killed it, so its
+        orphans went to init)."""
+        from roadmap_cli.labs._supervisor import marked
+
+        for _ in range(3):
+            pids = marked(f"ROADMAP_GRADE_TOKEN={self.grade_token}")
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
+
     def abort(self) -> None:
         """Kill the grader (the caller failed before `finish`)."""
         if self.proc is not None:
             self._stop_supervisor()
+            self._kill_marked()
             self.reader.close()
             self._cleanup()
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
-
-
-def _not_dumpable() -> None:
-    """The engine holds the results key: no other process of this user (the
-    learner process, without capabilities) may read its memory or descriptors."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
-
-
-def _write_and_close(fd: int, blob: bytes):
-    import threading
-
-    def write() -> None:
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    if len(blob) < 60_000:
-        write()
-        return None
-    thread = threading.Thread(target=write, daemon=True)
-    thread.start()
-    return thread
-
-
-def _void(run: "GradeRun", reasons: list[str]) -> None:
-    """The attempt does not count: no points, no passed part, outcome error."""
-    text = "attempt void: " + "; ".join(dict.fromkeys(reasons))  # each reason once, in order
-    run.outcome, run.score, run.message = "error", 0.0, text
-    for part in run.parts:
-        if part.status in ("passed", "failed", "skipped"):
-            part.status, part.points = "failed", 0.0
-            part.message = text if not part.message else f"{text}\n{part.message}"
 
 
 def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:
@@ -507,12 +537,49 @@ def _assemble(spec, workspace, device, selected, events, returncode, timed_out, 
     )
 
 
+def _mark_interrupted(run: GradeRun) -> None:
+    """A run stopped by the learner: what finished stays visible, nothing counts."""
+    run.outcome, run.log_tail = "interrupted", ""
+    run.message = "interrupted before the end: not counted"
+    for t in run.tests:
+        if t.outcome in ("crashed", "timeout"):
+            t.outcome, t.message = "not-run", None
+    for p in run.parts:
+        if p.status not in ("not-graded-here", "not-run"):
+            p.points = 0.0
+            if p.status == "failed" and not any(t.part == p.id and t.outcome in BAD_TEST_OUTCOMES for t in run.tests):
+                p.status, p.message = "not-run", "interrupted before its tests finished"
+    run.score = 0.0
+
+
+def _mark_focused(run: GradeRun, focus: Focus) -> None:
+    """-k/--test ran some tests of a part: passing those is not passing the
+    part (no points, no checkpoint). -x: parts after the stop did not run."""
+    for p in run.parts:
+        mine = [t for t in run.tests if t.part == p.id]
+        if p.status == "failed" and mine and all(t.outcome == "not-run" for t in mine):
+            p.status, p.max_points = "not-run", 0.0
+            p.message = "not run (stopped at the first failure, -x)"
+        elif p.status == "failed" and not mine and focus.narrows:
+            p.status, p.max_points, p.message = "not-run", 0.0, "no test matched the filter"
+        elif p.status == "passed" and focus.narrows:
+            p.status, p.points, p.max_points = "focused", 0.0, 0.0
+            p.message = (f"{p.tests_passed}/{p.tests_total} selected tests passed "
+                         "(a filtered run never completes a part: grade it without -k/--test)")
+    run.score = round(sum(p.points for p in run.parts), 3)
+    run.max_score = round(sum(p.max_points for p in run.parts), 3)
+    # The outcome is about what ran: parts the filter left out no longer fail it.
+    if run.outcome == "failed" and not any(p.status in ("failed", "skipped") for p in run.parts) \
+            and any(p.status in ("passed", "focused") for p in run.parts):
+        run.outcome = "passed"
+
+
 def _part_result(part, selected, device, tests, outcome) -> PartResult:
     title = part.title.model_dump()
     if part.needs_cuda and not device.cuda:
         return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
     if part.id not in selected:
-        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not selected (--part)")
+        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)")
     mine = [t for t in tests if t.part == part.id]
     result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
                         tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))

@@ -1,5 +1,6 @@
 """What the lab commands do with the database: workspaces, attempts, state,
-hints, solutions, and the build checkpoints that passing parts prove.
+hints, solutions. Grading itself (pre-check, run, record, checkpoints) is in
+labs/grading.py; hints in labs/hints.py; history and diff in labs/history.py.
 
 `lab_summaries(store)` feeds `roadmap status`: it reads lab.yaml files and the
 database only (no torch, no subprocess).
@@ -8,15 +9,41 @@ database only (no torch, no subprocess).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.labs.spec import LabSpec, find_lab, lab_ids, load_all
 from roadmap_cli.timeutil import utc_now_iso
 
-STATES = ("not-started", "in-progress", "partial", "passed")
+if TYPE_CHECKING:
+    from roadmap_cli.labs.spec import LabSpec
+
+
+# The lab spec module imports pydantic (~0.3 s): loaded when first needed, so
+# that `roadmap grade`'s pre-check can report before it.
+def find_lab(lab_id: str) -> "LabSpec":
+    from roadmap_cli.labs.spec import find_lab as find
+
+    return find(lab_id)
+
+
+def lab_ids() -> list[str]:
+    from roadmap_cli.labs.spec import lab_ids as ids
+
+    return ids()
+
+
+def load_all():
+    from roadmap_cli.labs.spec import load_all as load
+
+    return load()
+
+# "passed-on-cpu": every part that runs without a GPU passed, but the
+# needs_cuda parts never did. Never shown as plain "passed" (the GPU parts'
+# checkpoints stay open too).
+STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
+# Attempts that prove nothing about the learner's code: never part of "best".
+UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
 
 
 # ---------------------------------------------------------------- workspaces
@@ -134,111 +161,36 @@ def lab_here(store, lab_id: Optional[str], cwd: Path) -> str:
     return here[0]
 
 
-def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool):
+def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: bool, lang: str = "en"):
     from roadmap_cli.labs import workspace as ws
 
     spec = find_lab(lab_id)
     dest = Path(directory).expanduser() if directory else default_workspace(home, spec.id)
     result = ws.start(spec, dest, force=force)
+    result.commit_sha = ws.add_handout(spec, result.path, lang) or result.commit_sha
     record_workspace(store, spec.id, result.path)
     return spec, result
 
 
-def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path):
+def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path, lang: str = "en"):
     from roadmap_cli.labs import workspace as ws
 
     spec, path = resolve_workspace(store, lab_id, cwd)
     if not path.is_dir():
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     saved, head = ws.reset(spec, path, restart_hint=start_command(home, spec.id, path, force=True))
+    head = ws.add_handout(spec, path, lang) or head
     return spec, path, saved, head
 
 
 # ---------------------------------------------------------------- grading
 
 
-@dataclass
-class GradeOutcome:
-    attempt_id: int
-    run: object  # runner.GradeRun
-    commit_sha: Optional[str]
-    dirty: Optional[bool]
-    checkpoints_marked: list[str] = field(default_factory=list)
+def grade(get_store, home: Path, lab_id: Optional[str], cwd: Path, **options):
+    """Pre-check, grade, record (labs/grading.py); returns a GradeOutcome."""
+    from roadmap_cli.labs.grading import grade as run_grade
 
-
-def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
-          part: Optional[str] = None, timeout: Optional[float] = None,
-          on_event: Optional[Callable[[dict], None]] = None) -> GradeOutcome:
-    """Grade the workspace, record the attempt, mark checkpoints.
-
-    `get_store` is called only once pytest is running: opening the database
-    and asking git overlap with the grader's start-up.
-    """
-    from roadmap_cli.labs.runner import GradeJob
-    from roadmap_cli.labs.workspace import head_info
-
-    rows = workspaces_fast(home)
-    if rows is None:
-        rows = workspaces(get_store())
-    spec, path = resolve_workspace(None, lab_id, cwd, rows)
-    if not path.is_dir():
-        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
-    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout).start()
-    try:
-        if on_event:
-            on_event({"event": "started"})  # pytest is starting: progress displays can appear now
-        sha, dirty = head_info(path)
-        store = get_store()
-        _warm_up_recording()
-    except BaseException:
-        job.abort()
-        raise
-    run = job.finish(on_event)
-    attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
-    return GradeOutcome(attempt_id, run, sha, dirty, marked)
-
-
-def _warm_up_recording() -> None:
-    """Pay the ORM's one-time costs (imports, mapper configuration) while
-    pytest runs, not after it: the learner waits for what comes after."""
-    from sqlalchemy.orm import configure_mappers
-
-    import roadmap_cli.progress  # noqa: F401
-    from roadmap_cli.store import tables  # noqa: F401
-
-    configure_mappers()
-
-
-def record_attempt(store, spec: LabSpec, run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
-    """Store the attempt and its per-test results; mark the checkpoints of passed parts."""
-    from roadmap_cli.progress import mark_done
-    from roadmap_cli.store.tables import GradeAttempt, GradeTestResult
-
-    parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
-                   "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
-    marked: list[str] = []
-    with store.session() as s:
-        attempt = GradeAttempt(
-            lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
-            score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
-            device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
-            triton_version=run.triton_version, interpret_mode=run.interpret_mode, commit_sha=commit_sha,
-            dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
-        )
-        s.add(attempt)
-        s.flush()
-        for t in run.tests:
-            s.add(GradeTestResult(attempt_id=attempt.id, nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome,
-                                  duration_s=t.duration_s, message=t.message))
-        for p in run.parts:
-            if p.status != "passed":
-                continue
-            for checkpoint in spec.part(p.id).proves:
-                _, already = mark_done(s, checkpoint, f"lab:{spec.id}/{p.id}", f"grade attempt {attempt.id}")
-                if not already:
-                    marked.append(checkpoint)
-        attempt_id = attempt.id
-    return attempt_id, marked
+    return run_grade(get_store, home, lab_id, cwd, **options)
 
 
 # ---------------------------------------------------------------- state
@@ -262,6 +214,8 @@ def _progress(attempts) -> tuple[dict[str, float], int]:
     count = 0
     for attempt in attempts:
         count += 1
+        if getattr(attempt, "outcome", None) in UNCOUNTED_OUTCOMES:
+            continue
         for entry in json.loads(attempt.parts or "[]"):
             if entry.get("status") == "passed":
                 best[entry["id"]] = max(best.get(entry["id"], 0.0), float(entry.get("points") or 0.0))
@@ -276,7 +230,8 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
     out: dict[str, tuple[dict[str, float], int]] = {}
     with store.connection() as conn:
         counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts GROUP BY lab_id")).all())
-        scored = conn.execute(sa.text("SELECT lab_id, parts FROM grade_attempts WHERE score > 0")).all()
+        scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
+                                      "AND outcome NOT IN ('timeout', 'interrupted')")).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)
         out[lab_id] = (best, n)
@@ -285,11 +240,20 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
 
 def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspace: bool,
              cuda: Optional[bool], lang: Optional[str] = None) -> dict:
-    """State from every attempt: a part counts as passed once any attempt passed it."""
+    """State from every attempt: a part counts as passed once any attempt passed it.
+
+    "passed" needs every part, the GPU ones included; when only the parts
+    that run without a GPU passed, the state says so ("passed-on-cpu"),
+    whatever machine asks. The score counts the parts gradable here.
+    """
     required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
     done = [p for p in required if p.id in best]
-    if required and len(done) == len(required):
+    cpu_parts = [p for p in spec.parts if not p.needs_cuda]
+    gpu_open = [p.id for p in spec.parts if p.needs_cuda and p.id not in best]
+    if all(p.id in best for p in spec.parts):
         state = "passed"
+    elif gpu_open and cpu_parts and all(p.id in best for p in cpu_parts):
+        state = "passed-on-cpu"
     elif done:
         state = "partial"
     elif n_attempts or has_workspace:
@@ -307,10 +271,19 @@ def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspa
         "gradable_here": (not needs_cuda) or cuda,
         "attempts": n_attempts,
         "parts_not_gradable_here": [p.id for p in spec.parts if p not in required],
+        "gpu_parts_open": gpu_open,
+        "state_text": state_text(state, len(gpu_open)),
     }
     if lang:
         row["title_text"] = spec.title.get(lang)
     return row
+
+
+def state_text(state: str, gpu_open: int) -> str:
+    """The state as people read it: `passed on CPU (2 parts need a CUDA GPU)`."""
+    if state == "passed-on-cpu":
+        return f"passed on CPU ({gpu_open} part{'s' if gpu_open != 1 else ''} need{'s' if gpu_open == 1 else ''} a CUDA GPU)"
+    return state
 
 
 def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[dict]:
@@ -343,6 +316,7 @@ def lab_list(store, lang: str) -> dict:
 
 def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
     """Attempt history of one lab (or of every lab with attempts)."""
+    from roadmap_cli.labs import hints
     from roadmap_cli.labs.device import detect_device
 
     if lab_id is None:
@@ -358,14 +332,16 @@ def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
             continue
         summary = _summary(spec, *_progress(attempts), bool(recorded), cuda, lang)
         summary["workspace"] = str(recorded[0][1]) if recorded else None
-        summary["history"] = [_attempt_dict(a) for a in reversed(attempts)]
+        summary["history"] = [_attempt_dict(a, n) for n, a in reversed(list(enumerate(attempts, 1)))]
+        summary["hints_seen"] = len(hints.seen_indexes(store, spec.id))
+        summary["hints_total"] = len(spec.hints)
         out.append(summary)
     return {"labs": out}
 
 
-def _attempt_dict(a) -> dict:
+def _attempt_dict(a, number: Optional[int] = None) -> dict:
     return {
-        "id": a.id, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
+        "id": a.id, "number": number, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
         "duration_s": a.duration_s, "parts": json.loads(a.parts or "[]"), "perf": json.loads(a.perf or "[]"),
         "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
         "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
@@ -377,21 +353,10 @@ def _attempt_dict(a) -> dict:
 
 
 def next_hint(store, lab_id: str, lang: str) -> dict:
-    from sqlmodel import func, select
+    """The next unseen hint for the part that failed last (labs/hints.py)."""
+    from roadmap_cli.labs import hints
 
-    from roadmap_cli.store.tables import LabHint
-
-    spec = find_lab(lab_id)
-    total = len(spec.hints)
-    if total == 0:
-        return {"lab": spec.id, "index": 0, "total": 0, "text": None, "new": False}
-    with store.session() as s:
-        used = s.exec(select(func.count()).select_from(LabHint).where(LabHint.lab_id == spec.id)).one()
-        index = min(used, total - 1)
-        new = used < total
-        if new:
-            s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
-    return {"lab": spec.id, "index": index + 1, "total": total, "text": spec.hints[index].get(lang), "new": new}
+    return hints.next_hint(store, lab_id, lang)
 
 
 def solution(store, lab_id: str) -> dict:
@@ -399,8 +364,12 @@ def solution(store, lab_id: str) -> dict:
     from roadmap_cli.labs.device import detect_device
 
     spec = find_lab(lab_id)
-    summary = _summary(spec, *_progress(_attempt_rows(store, spec.id)), False, detect_device().cuda)
-    if summary["state"] != "passed":
+    cuda = detect_device().cuda
+    # Only grades run here unlock the solution: an attempt that came in through
+    # `roadmap import` is a claim, not a grade (it is marked imported).
+    graded_here = [a for a in _attempt_rows(store, spec.id) if not getattr(a, "imported", False)]
+    summary = _summary(spec, *_progress(graded_here), False, cuda)
+    if summary["state"] != "passed" and not (summary["state"] == "passed-on-cpu" and not cuda):
         raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
                         f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
     from roadmap_cli.labs.starter_build import solution_text
@@ -415,10 +384,13 @@ def solution(store, lab_id: str) -> dict:
     return {"lab": spec.id, "files": files}
 
 
-def show(lab_id: str) -> dict:
+def show(lab_id: str, lang: str = "en") -> dict:
+    """The handout, in `lang` where the lab has a translation (README.<lang>.md)."""
     spec = find_lab(lab_id)
+    translated = spec.root / f"README.{lang}.md"
+    readme = translated if lang != "en" and translated.is_file() else spec.readme
     return {"lab": spec.id, "title": spec.title.model_dump(), "summary": spec.summary.model_dump(), "stage": spec.stage,
-            "readme": spec.readme.read_text(encoding="utf-8"), "path": str(spec.readme)}
+            "readme": readme.read_text(encoding="utf-8"), "path": str(readme), "translated": readme != spec.readme}
 
 
 def lab_path(store, home: Path, lab_id: str) -> Path:

@@ -35,6 +35,14 @@ class Text(BaseModel):
         return (self.zh or self.en) if lang == "zh" else self.en
 
 
+class Hint(Text):
+    """A hint; `parts`/`tests` say which failures it helps with (optional:
+    a hint naming neither is general). `roadmap lab hint` picks by what failed last."""
+
+    parts: list[str] = Field(default_factory=list)
+    tests: list[str] = Field(default_factory=list)  # node-id prefixes relative to tests/
+
+
 class Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=KEBAB)
@@ -97,8 +105,11 @@ class LabSpec(BaseModel):
     stage: int = Field(ge=0)
     summary: Text
     time_limit_s: float = Field(default=300, gt=0)
+    # RLIMIT_AS of the learner process (grading_kit/sandbox.py); None: the
+    # engine's default on CPU, no limit with CUDA.
+    memory_limit_mb: Optional[int] = Field(default=None, ge=256)
     parts: list[Part] = Field(min_length=1)
-    hints: list[Text] = Field(default_factory=list)
+    hints: list[Hint] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
     wrong: list[WrongVariant] = Field(default_factory=list)
     known_survivors: list[KnownSurvivor] = Field(default_factory=list)
@@ -252,6 +263,10 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
         if part.id in seen:
             problems.append(f"{at('parts', i, 'id')}: duplicate part id {part.id!r}")
         seen.add(part.id)
+    for i, hint in enumerate(spec.hints):
+        for j, part_id in enumerate(hint.parts):
+            if part_id not in seen:
+                problems.append(f"{at('hints', i, 'parts', j)}: unknown part {part_id!r}")
     wrong_seen: set[str] = set()
     for i, wrong in enumerate(spec.wrong):
         if wrong.id in wrong_seen:

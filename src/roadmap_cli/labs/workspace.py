@@ -341,3 +341,37 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
         return sha, repo.is_dirty(untracked_files=True)
     except (GitError, OSError, ValueError):
         return sha, None
+
+
+HANDOUT = "README.md"
+
+
+def add_handout(spec: LabSpec, path: Path, lang: str = "en") -> Optional[str]:
+    """Put the lab's handout into the workspace as README.md and commit it.
+
+    Every starter error says "see README.md, section ..."; the file must be
+    where the learner works. A translation (`README.<lang>.md` in the lab
+    folder) is used when it exists. Hints are never written here: they stay
+    earned through `roadmap lab hint`. A starter that ships its own README.md
+    keeps it. Returns the new HEAD sha, or None when nothing changed.
+    """
+    path = Path(path)
+    target = path / HANDOUT
+    if (spec.starter_dir / HANDOUT).exists():
+        return None
+    translated = spec.root / f"README.{lang}.md"
+    source = translated if lang != "en" and translated.is_file() else spec.readme
+    try:
+        target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write the handout {target}: {exc.strerror or exc}") from None
+    try:
+        repo = _git().Repo(path)
+    except _git().GitError:
+        return None
+    if not _has_changes(repo):
+        return None
+    repo.index.add([HANDOUT])
+    actor = _actor()
+    return repo.index.commit(f"roadmap: the {spec.id} handout ({HANDOUT})", author=actor, committer=actor,
+                             skip_hooks=True).hexsha

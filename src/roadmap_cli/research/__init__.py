@@ -4,9 +4,11 @@ projects, workshop papers, study hours), and the cadence itself: targets per
 ISO week / month / quarter, streaks and a 52-week calendar.
 
 Modules: ids (parsing), periods (calendar maths, streaks), papers (log/edit),
-papers_query (list/suggest), bibtex (reader/writer), transfer (import/export),
-entries (other items), cadence (targets vs done), calendar (rendering data),
-render (rich output for the CLI).
+papers_query (list/suggest, and the streamed read behind `paper list --json`),
+bibtex (reader, bounded macros), latex (LaTeX <-> text), transfer
+(import/export), bulk (one-query duplicate index, batched inserts), entries
+(other items), cadence (targets vs done), calendar (rendering data), render
+(rich output for the CLI). Streaming JSON itself is `roadmap_cli.jsonstream`.
 
 This package's top level stays import-light: `roadmap status` calls
 `cadence_summary` and must not pay for anything else.

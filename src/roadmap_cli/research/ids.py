@@ -105,15 +105,44 @@ def normalize_doi(text: str) -> str:
     """Strip ``doi:`` / ``https://doi.org/`` / ``http://dx.doi.org/`` and lower-case.
 
     DOIs are case-insensitive by definition, so lower case is the canonical
-    form for comparing them.
+    form for comparing them. A trailing ``.`` is the end of the sentence a
+    DOI was copied from, not part of it, so it goes too (unless nothing of
+    the suffix would be left).
     """
     value = _DOI_PREFIX.sub("", text.strip())
+    if value.endswith(".") and _DOI.match(value.rstrip(".")):
+        value = value.rstrip(".")
     if not _DOI.match(value):
         raise UserError(f"not a DOI: {text!r} (expected e.g. 10.1145/3600006.3613165 or https://doi.org/...)")
     return value.lower()
 
 
+_DOI_URL = re.compile(r"^(?:https?://)?(?:dx\.)?doi\.org/(?P<doi>10\..+)$", re.IGNORECASE)
+
+
+def doi_from_url(url: str) -> Optional[str]:
+    """The DOI of a ``https://doi.org/10....`` link (percent-escapes undone), else None.
+
+    A BibTeX entry often gives its DOI only as such a link; reading it lets
+    duplicates be caught by DOI all the same.
+    """
+    from urllib.parse import unquote
+
+    match = _DOI_URL.match(url.strip())
+    if match is None:
+        return None
+    try:
+        return normalize_doi(unquote(match.group("doi")))
+    except UserError:
+        return None
+
+
 _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _drop_combining(match: re.Match) -> str:
+    return "" if unicodedata.combining(match.group(0)) else match.group(0)
 
 
 def title_key(title: str) -> str:
@@ -123,6 +152,20 @@ def title_key(title: str) -> str:
     >>> title_key("FlashAttention-2: Faster  Attention")
     'flashattention 2 faster attention'
     """
-    text = unicodedata.normalize("NFKD", title)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    if title.isascii():  # nothing to decompose (checked in C; most titles)
+        text = title
+    else:
+        # Decompose, then drop the accents: only non-ASCII characters are looked at.
+        text = _NON_ASCII.sub(_drop_combining, unicodedata.normalize("NFKD", title))
     return _NON_WORD.sub(" ", text.casefold()).strip()
+
+
+def duplicate_title_key(title_key_value: str) -> str:
+    """What two titles must share to be the same paper: `title_key` without
+    its spaces, so "Paged-Attention", "Paged Attention" and "PagedAttention"
+    all read `pagedattention`.
+
+    The stored column keeps the spaced form (readable, and what databases
+    already hold); SQL compares ``REPLACE(title_key, ' ', '')`` to this.
+    """
+    return title_key_value.replace(" ", "")

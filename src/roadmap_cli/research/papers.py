@@ -17,7 +17,7 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.research.ids import normalize_doi, parse_arxiv, title_key
+from roadmap_cli.research.ids import doi_from_url, duplicate_title_key, normalize_doi, parse_arxiv, title_key
 
 STATUSES = ("to-read", "reading", "read", "reproduced")
 COUNTED_STATUSES = ("read", "reproduced")  # these count for the cadence on read_on
@@ -30,6 +30,8 @@ def one_line(text: Optional[str]) -> str:
     terminal every time the list is shown)."""
     if not text:
         return ""
+    if text.isprintable():  # the usual case, checked in C: no character to drop
+        return " ".join(text.split())
     return " ".join("".join(ch for ch in text if ch.isspace() or ch.isprintable()).split())
 
 
@@ -99,6 +101,8 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
         raise UserError(f"date {inp.read_on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
     arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
     doi = normalize_doi(inp.doi) if inp.doi else None
+    if doi is None and inp.url:
+        doi = doi_from_url(inp.url)  # a doi.org link names the paper as well as a DOI field
     if arxiv is None and doi and doi.startswith("10.48550/arxiv."):
         arxiv = parse_arxiv(doi)  # arXiv's own DOI names the paper: catch duplicates by id too
     if inp.year is not None and not 1000 <= inp.year <= today.year + 1:
@@ -124,17 +128,26 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
 
 
 def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> Optional[tuple[int, str, str]]:
-    """(id, reason, title) of a logged paper with the same arXiv id, DOI or title."""
+    """(id, reason, title) of a logged paper with the same arXiv id, DOI or title.
+
+    Titles compare without spaces (`duplicate_title_key`), so "Paged-Attention"
+    and "PagedAttention" are one paper. Importing many papers uses
+    `transfer.DuplicateIndex` instead: one query for the whole file.
+    """
+    from sqlalchemy import func
     from sqlmodel import select
 
     from roadmap_cli.store.tables import Paper
 
-    checks = (("arxiv_id", "same arXiv id"), ("doi", "same DOI"), ("title_key", "same title"))
-    for column, reason in checks:
-        value = values.get(column)
+    checks = (
+        (Paper.arxiv_id, values.get("arxiv_id"), "same arXiv id"),
+        (Paper.doi, values.get("doi"), "same DOI"),
+        (func.replace(Paper.title_key, " ", ""), duplicate_title_key(values.get("title_key") or ""), "same title"),
+    )
+    for column, value, reason in checks:
         if not value:
             continue
-        query = select(Paper.id, Paper.title).where(getattr(Paper, column) == value)
+        query = select(Paper.id, Paper.title).where(column == value)
         if exclude_id is not None:
             query = query.where(Paper.id != exclude_id)
         row = session.exec(query.order_by(Paper.id).limit(1)).first()

@@ -8,11 +8,12 @@ rows that are not shown.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import date
-from typing import Optional
+from typing import Iterator, Optional
 
-from roadmap_cli.research.ids import parse_arxiv, title_key
+from roadmap_cli.research.ids import duplicate_title_key, parse_arxiv, title_key
 from roadmap_cli.research.papers import COUNTED_STATUSES, STATUSES
 
 DEFAULT_LIMIT = 50
@@ -101,6 +102,101 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
     return {"total": total, "shown": len(papers), "papers": papers}
 
 
+# `paper list --json` rows as JSON text made by SQLite (json_object, in C):
+# the same keys, in the same order, with the same values as `_row_dict`, and
+# the same bytes as `json.dumps(row, ensure_ascii=False, separators=(",", ":"))`
+# (tests/test_research_stream.py compares them on hostile strings). Making
+# 100,000 dicts in Python and encoding them was most of the cost of
+# `paper list --all --json`. json() around the tag array and the boolean keeps
+# them JSON (a value's JSON subtype does not cross a subquery).
+_ARXIV_SQL = ("CASE WHEN p.arxiv_id IS NULL THEN NULL WHEN p.arxiv_version IS NULL OR p.arxiv_version = 0"
+              " THEN p.arxiv_id ELSE p.arxiv_id || 'v' || p.arxiv_version END")
+_JSON_ROW = (
+    "json_object("
+    + ", ".join(f"'{c}', p.{c}" for c in _COLUMNS)
+    + f", 'arxiv', {_ARXIV_SQL}"
+    + ", 'tags', json((SELECT json_group_array(s.tag) FROM"
+      " (SELECT t.tag FROM paper_tags t WHERE t.paper_id = p.id ORDER BY t.tag) s))"
+    + ", 'has_notes', json(CASE WHEN p.notes IS NOT NULL THEN 'true' ELSE 'false' END))"
+)
+_ORDER = " ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
+
+
+def _store_error(store, exc: Exception):
+    """A driver error on the raw read (which SQLAlchemy's error hooks do not
+    see) as the one-line StoreError every other read gives (exit 3)."""
+    from roadmap_cli.errors import StoreError
+
+    return StoreError(f"database error on {store.path or store.url}: {exc}; "
+                      "if it persists, restore from `roadmap export` or a backup")
+
+
+def _fetched(store, cursor) -> Iterator[tuple]:
+    """The cursor's rows, fetched 2,000 at a time (memory stays flat)."""
+    import sqlite3
+
+    while True:
+        try:
+            batch = cursor.fetchmany(2_000)
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(store, exc) from None
+        if not batch:
+            return
+        yield from batch
+
+
+@contextlib.contextmanager
+def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
+                  as_json_text: bool = False) -> Iterator[tuple[dict, Iterator]]:
+    """`list_papers` for big outputs: ({"total", "shown"}, an iterator of the rows).
+
+    With `as_json_text` the rows come as compact JSON texts (see _JSON_ROW),
+    otherwise as the dicts `list_papers` returns. On SQLite the read is a
+    deferred transaction on the driver's connection: one snapshot (the count
+    and the rows agree) that takes no write lock, so a slow consumer
+    (`| less`) never blocks other `roadmap` commands, and the rows are read as
+    they are written (constant memory).
+    """
+    if store.engine.dialect.name != "sqlite":  # other databases: the ordinary read
+        import json
+
+        result = list_papers(store, flt, limit=limit)
+        rows = result["papers"]
+        if as_json_text:
+            rows = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows]
+        yield {"total": result["total"], "shown": result["shown"]}, iter(rows)
+        return
+    where, params = _where(flt)
+    columns = ", ".join(f"p.{c}" for c in _COLUMNS)
+    select = _JSON_ROW if as_json_text else (
+        f"{columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
+        "p.notes IS NOT NULL")
+    page = f"SELECT {select} FROM papers p{where}{_ORDER}"
+    if limit is not None:
+        page += " LIMIT :limit"
+        params = {**params, "limit": limit}
+    import sqlite3
+
+    raw = store.engine.raw_connection()
+    try:
+        cursor = raw.driver_connection.cursor()
+        try:
+            cursor.execute("BEGIN")  # deferred: a read snapshot (WAL), no write lock
+            total = cursor.execute(f"SELECT COUNT(*) FROM papers p{where}", params).fetchone()[0]
+            cursor.execute(page, params)
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(store, exc) from None
+        shown = total if limit is None else min(total, limit)
+        try:
+            rows = (r[0] for r in _fetched(store, cursor)) if as_json_text else map(_row_dict, _fetched(store, cursor))
+            yield {"total": total, "shown": shown}, rows
+        finally:
+            if raw.driver_connection.in_transaction:
+                raw.driver_connection.rollback()
+    finally:
+        raw.close()
+
+
 def current_stage_number(store, curriculum) -> Optional[int]:
     """The lowest-numbered stage with an unchecked checkpoint (None: all done)."""
     from sqlalchemy import text
@@ -129,7 +225,7 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
         rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers")).all()
         conn.rollback()
     by_arxiv = {r[1]: r for r in rows if r[1]}
-    by_title = {r[2]: r for r in rows}
+    by_title = {duplicate_title_key(r[2]): r for r in rows}
 
     def bucket(stage: int) -> tuple[int, int]:
         if current_stage is None or stage == current_stage:
@@ -151,7 +247,7 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
                 arxiv_id = parse_arxiv(item.arxiv).id
             except Exception:  # noqa: BLE001 - a bad id in the list must not hide the rest
                 arxiv_id = None
-        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(title_key(item.title))
+        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(duplicate_title_key(title_key(item.title)))
         if logged is not None and logged[3] in COUNTED_STATUSES:
             continue
         items.append(((bucket(item.stage), order), {

@@ -17,78 +17,142 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.research.bibtex import (BibEntry, authors_from_bibtex, authors_to_bibtex, latex_to_text,
-                                         parse_bibtex, text_to_latex, url_from_bibtex, url_to_bibtex)
-from roadmap_cli.research.ids import looks_like_arxiv
-from roadmap_cli.research.papers import STATUSES, PaperInput, find_duplicate, insert_paper, normalize_tags, prepare
+from roadmap_cli.research.bibtex import BibEntry, LineIndex, parse_bibtex
+from roadmap_cli.research.ids import doi_from_url, looks_like_arxiv
+from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_to_text, text_to_latex,
+                                        url_from_bibtex, url_to_bibtex)
+from roadmap_cli.research.papers import STATUSES, PaperInput, normalize_tags, prepare, utc_now_iso
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
 CSV_COLUMNS = ("id", "title", "authors", "year", "arxiv", "doi", "url", "stage", "status", "read_on",
                "added_on", "rating", "tags", "notes")
+_ARXIV_IN_TEXT = re.compile(
+    r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+preprint\s+arxiv:)\s*([\w.\-/]+?)(?:\.pdf)?(?:[\s,}]|$)", re.I)
+_KEYWORD_SPLIT = re.compile(r"[;,]")
+
+
+class BadField(UserError):
+    """A field's value cannot be used; `field` lets the report point at it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _arxiv_of(fields: dict[str, str]) -> Optional[str]:
-    prefix = (fields.get("archiveprefix") or fields.get("eprinttype") or "").lower()
-    eprint = fields.get("eprint")
+    prefix = latex_to_text(fields.get("archiveprefix") or fields.get("eprinttype") or "").lower()
+    eprint = latex_to_text(fields["eprint"]) if fields.get("eprint") else None
     if eprint and (prefix == "arxiv" or looks_like_arxiv(eprint)):
         return eprint
     for name in ("url", "journal", "note", "howpublished"):
-        value = fields.get(name, "")
-        match = re.search(r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+preprint\s+arxiv:)\s*([\w.\-/]+?)(?:\.pdf)?(?:[\s,}]|$)", value, re.I)
+        value = fields.get(name)
+        if not value or "arxiv" not in value.lower():  # the regex only for fields that can match
+            continue
+        match = _ARXIV_IN_TEXT.search(latex_to_text(value) if name != "url" else value)
         if match and looks_like_arxiv(match.group(1)):
             return match.group(1)
     return None
 
 
+def _whole_number(fields: dict[str, str], name: str, what: str, low: int, high: Optional[int] = None) -> Optional[int]:
+    """An integer field in [low, high], or BadField naming it ({-3} is not a stage)."""
+    raw = fields.get(name)
+    if raw is None or not raw.strip():
+        return None
+    text = latex_to_text(raw)
+    number = int(text) if text.isdigit() else None
+    if number is None or number < low or (high is not None and number > high):
+        allowed = f"{low} to {high}" if high is not None else f"{low} or more"
+        raise BadField(name, f"has {name} = {text!r}: {what} must be a whole number, {allowed}")
+    return number
+
+
 def entry_to_input(entry: BibEntry, *, default_status: str, today: date) -> PaperInput:
-    """Map one BibTeX entry to the log's fields (raises UserError when it cannot)."""
-    # notes keep their line breaks; every other field is one line
-    f = {k: latex_to_text(v, keep_lines=k == "annote") if k != "author" else v for k, v in entry.fields.items()}
-    if not f.get("title"):
+    """Map one BibTeX entry to the log's fields (raises UserError when it cannot).
+
+    Only the fields the log keeps are converted from LaTeX (a journal name or
+    an abstract is never read, so it costs nothing).
+    """
+    fields = entry.fields
+    title = latex_to_text(fields.get("title", ""))
+    if not title:
         raise UserError("has no title")
-    year = f.get("year", "")
-    arxiv = _arxiv_of(f)
-    url = url_from_bibtex(entry.fields["url"]) if entry.fields.get("url") else None
+    year = latex_to_text(fields.get("year", ""))
+    arxiv = _arxiv_of(fields)
+    url = url_from_bibtex(fields["url"]) if fields.get("url") else None
     if url and arxiv and "arxiv.org" in url.lower():
         url = None  # the arXiv id already gives the link
-    read_on = f.get("roadmap_read_on")
-    stage, rating = f.get("roadmap_stage"), f.get("roadmap_rating")
+    doi = latex_to_text(fields["doi"]) if fields.get("doi") else None
+    if not doi and url:
+        doi = doi_from_url(url)  # the DOI given only as a doi.org link
+    read_on = latex_to_text(fields.get("roadmap_read_on", ""))
+    note = latex_to_text(fields["annote"], keep_lines=True) if fields.get("annote") else None
     try:
-        return PaperInput(
-            title=f["title"], authors=authors_from_bibtex(entry.fields["author"]) if entry.fields.get("author") else None,
-            year=int(year) if year.isdigit() else None, arxiv=arxiv, doi=f.get("doi") or None, url=url,
-            tags=normalize_tags(re.split(r"[;,]", f.get("keywords", ""))), stage=int(stage) if stage else None,
-            status=f.get("roadmap_status") or default_status, rating=int(rating) if rating else None,
-            note=f.get("annote") or None, read_on=date.fromisoformat(read_on) if read_on else None,
-            bibtex_key=entry.key,
-        )
-    except ValueError as exc:
-        raise UserError(f"bad value: {exc}") from None
+        read_date = date.fromisoformat(read_on) if read_on else None
+    except ValueError:
+        raise BadField("roadmap_read_on", f"has roadmap_read_on = {read_on!r}: expected a date YYYY-MM-DD") from None
+    return PaperInput(
+        title=title, authors=authors_from_bibtex(fields["author"]) if fields.get("author") else None,
+        year=int(year) if year.isdigit() else None, arxiv=arxiv, doi=doi, url=url,
+        tags=normalize_tags(_KEYWORD_SPLIT.split(latex_to_text(fields.get("keywords", "")))),
+        stage=_whole_number(fields, "roadmap_stage", "a stage", 1),
+        status=latex_to_text(fields.get("roadmap_status", "")) or default_status,
+        rating=_whole_number(fields, "roadmap_rating", "a rating", 1, 5),
+        note=note or None, read_on=read_date, bibtex_key=entry.key,
+    )
 
 
 def import_bibtex(store, text: str, *, source: str, today: date, default_status: str = "to-read",
-                  tags: Optional[list[str]] = None, force: bool = False) -> dict:
-    """Import every good entry in one transaction; report the rest."""
+                  tags: Optional[list[str]] = None, force: bool = False, stages: Optional[set[int]] = None) -> dict:
+    """Import every good entry in one transaction; report the rest.
+
+    `stages`: the curriculum's stage numbers, when known; a roadmap_stage
+    outside them is refused like any bad value.
+
+    Cost is linear in the entries: one parse, one SELECT for duplicates, one
+    batched INSERT (see `bulk`).
+    """
+    from roadmap_cli.research.bulk import DuplicateIndex, insert_papers
+
     if default_status not in STATUSES:  # the user's one mistake, not every entry's
         raise UserError(f"unknown status {default_status!r} (choose {', '.join(STATUSES)})")
     entries, problems = parse_bibtex(text, source=source)
-    imported, duplicates = [], []
+    extra_tags = normalize_tags(tags)
+    lines: Optional[LineIndex] = None
+    rows, row_tags, accepted, duplicates = [], [], [], []
     with store.session() as session:
+        conn = session.connection()
+        index = None if force else DuplicateIndex(conn)
         for entry in entries:
-            where = f"{source}:{entry.line}:{entry.col}"
             try:
-                values = prepare(entry_to_input(entry, default_status=default_status, today=today), today=today)
+                inp = entry_to_input(entry, default_status=default_status, today=today)
+                if stages and inp.stage is not None and inp.stage not in stages:
+                    raise BadField("roadmap_stage", f"has roadmap_stage = '{inp.stage}': the curriculum has no such "
+                                                    f"stage (stages {min(stages)} to {max(stages)})")
+                values = prepare(inp, today=today)
             except UserError as exc:
-                problems.append(f"{where}: entry {entry.key!r} {exc.message} (skipped)")
+                line, col = entry.line, entry.col
+                if isinstance(exc, BadField) and exc.field in entry.field_at:
+                    lines = lines or LineIndex(text)
+                    line, col = lines.where(entry.field_at[exc.field])
+                problems.append(f"{source}:{line}:{col}: entry {entry.key!r} {exc.message} (skipped)")
                 continue
-            if not force:
-                duplicate = find_duplicate(session, values)
-                if duplicate:
-                    duplicates.append({"key": entry.key, "existing_id": duplicate[0], "reason": duplicate[1]})
+            if index is not None:
+                found = index.find(values)
+                if found is not None:
+                    duplicates.append({"key": entry.key, "existing_id": found[0], "reason": found[1]})
                     continue
-            entry_tags = normalize_tags(re.split(r"[;,]", entry.fields.get("keywords", ""))) + normalize_tags(tags)
-            paper_id = insert_paper(session, values, normalize_tags(entry_tags))
-            imported.append({"id": paper_id, "key": entry.key, "title": values["title"]})
+                index.add(values, ("pending", len(rows)))
+            rows.append(values)
+            row_tags.append(normalize_tags(inp.tags + extra_tags))
+            accepted.append(entry.key)
+        ids = insert_papers(conn, rows, row_tags, created_at=utc_now_iso())
+    # A duplicate of an entry earlier in the same file names that entry's new id.
+    for duplicate in duplicates:
+        ref = duplicate["existing_id"]
+        if isinstance(ref, tuple):
+            duplicate["existing_id"] = ids[ref[1]]
+    imported = [{"id": pid, "key": key, "title": row["title"]} for pid, key, row in zip(ids, accepted, rows)]
     problems.sort(key=lambda p: [int(n) if n.isdigit() else n for n in re.split(r"(\d+)", p)])
     return {"source": source, "imported": imported, "duplicates": duplicates, "problems": problems}
 

@@ -1,0 +1,134 @@
+"""Part 4: random sequences of transpose / permute / indexing / view /
+contiguous replayed on torch (the oracle) and on the learner's StridedTensor:
+shape, stride, storage offset, is_contiguous, values, storage sharing, and
+which views torch refuses, all exactly."""
+
+from __future__ import annotations
+
+import torch
+
+import adapter
+import programs
+
+SECTION = "Part 4: storage, strides and views"
+
+
+def _factor(r, n: int) -> list[int]:
+    dims, rest = [], n
+    for p in (2, 3, 2, 5, 2):
+        if rest % p == 0 and r.random() < 0.5:
+            dims.append(p)
+            rest //= p
+    dims.append(rest)
+    r.shuffle(dims)
+    if r.random() < 0.3:
+        dims.insert(r.randrange(len(dims) + 1), 1)
+    if r.random() < 0.3:
+        dims[r.randrange(len(dims))] = -1 if len(dims) > 1 else dims[0]
+    return dims
+
+
+def _random_steps(r, shape):
+    t = torch.arange(float(torch.tensor(shape).prod())).reshape(shape)
+    steps = []
+    for _ in range(r.randint(2, 6)):
+        kind = r.random() if t.dim() > 0 else r.uniform(0.65, 1.0)  # a 0-d tensor: only view/contiguous
+        if kind < 0.2 and t.dim() > 1:
+            a, b = r.sample(range(t.dim()), 2)
+            a = a - t.dim() if r.random() < 0.3 else a
+            steps.append(["transpose", [a, b]])
+        elif kind < 0.35 and t.dim() > 1:
+            perm = list(range(t.dim()))
+            r.shuffle(perm)
+            steps.append(["permute", perm])
+        elif kind < 0.65:
+            index = []
+            for d in range(r.randint(1, t.dim())):
+                size = t.shape[d]
+                if r.random() < 0.25 and size > 0:
+                    index.append(r.randrange(-size, size))
+                else:
+                    start = r.choice([None, r.randint(-size - 1, size + 1)])
+                    stop = r.choice([None, r.randint(-size - 1, size + 1)])
+                    index.append([start, stop, r.choice([None, 1, 2, 3])])
+            steps.append(["index", index])
+        elif kind < 0.9:
+            steps.append(["view", _factor(r, t.numel()) if t.numel() else [0]])
+        else:
+            steps.append(["contiguous", None])
+        t = _apply(t, steps[-1])
+        if t is None:
+            break
+    return steps
+
+
+def _apply(t, step):
+    kind, arg = step
+    try:
+        if kind == "transpose":
+            return t.transpose(*arg)
+        if kind == "permute":
+            return t.permute(*arg)
+        if kind == "index":
+            return t[tuple(slice(*a) if isinstance(a, list) else a for a in arg)]
+        if kind == "view":
+            return t.view(*arg)
+        return t.contiguous()
+    except (RuntimeError, IndexError, ValueError):
+        return None
+
+
+def _torch_facts(shape, steps):
+    base = torch.arange(float(torch.tensor(shape).prod())).reshape(shape)
+    t, facts = base, []
+    for step in steps:
+        nxt = _apply(t, step)
+        if nxt is None:
+            facts.append({"raised": True})
+            break
+        t = nxt
+        facts.append({"shape": list(t.shape), "stride": list(t.stride()), "offset": t.storage_offset(),
+                      "contiguous": t.is_contiguous(),
+                      "shares": t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr(),
+                      "values": t.tolist()})
+    return facts
+
+
+def _check(shape, steps, label):
+    got, want = adapter.strided_replay(shape, steps), _torch_facts(shape, steps)
+    for i, (g, w) in enumerate(zip(got, want)):
+        where = f"{label}: after step {i + 1} {steps[i]}"
+        if "raised" in w or "raised" in g:
+            assert ("raised" in w) == ("raised" in g), (
+                f"{where}: torch {'refuses' if 'raised' in w else 'allows'} it, yours "
+                f"{'refuses' if 'raised' in g else 'allows'} it (README.md, section \"{SECTION}\")")
+            return
+        for key in ("shape", "stride", "offset", "contiguous", "shares", "values"):
+            if key == "stride" and 0 in w["shape"]:
+                continue  # strides of an empty tensor are not observable
+            assert g[key] == w[key], (f"{where}: {key} = {g[key]!r}, torch says {w[key]!r} "
+                                      f"(README.md, section \"{SECTION}\")")
+    assert len(got) == len(want), f"{label}: {len(got)} results for {len(want)} steps"
+
+
+def test_known_sequences():
+    cases = [
+        ((2, 3, 4), [["transpose", [0, 2]], ["index", [[1, None, None], [None, None, 2]]]]),
+        ((2, 3, 4), [["transpose", [0, 1]], ["view", [6, 4]]]),          # torch refuses
+        ((2, 3, 4), [["transpose", [1, 2]], ["contiguous", None], ["view", [-1]]]),
+        ((4, 6), [["index", [[None, None, 2]]], ["view", [2, 2, 6]]]),    # rows with stride 12: still viewable
+        ((4, 6), [["index", [[None, None, None], [None, None, 2]]], ["view", [12]]]),  # refused
+        ((3, 1, 4), [["permute", [1, 2, 0]], ["view", [4, 3]]]),
+        ((6,), [["view", [1, 6, 1]], ["transpose", [0, 2]], ["view", [6]]]),
+        ((2, 3), [["index", [1]], ["index", [-1]]]),
+        ((2, 3), [["index", [[5, 9, None]]]]),                           # an empty slice
+    ]
+    for i, (shape, steps) in enumerate(cases):
+        _check(shape, steps, f"case {i} on shape {shape}")
+
+
+def test_random_sequences():
+    r = programs.rng("strided-random")
+    for trial in range(80):
+        shape = tuple(r.randint(1, 5) for _ in range(r.randint(1, 4)))
+        _check(shape, _random_steps(r, shape), f"random #{trial} on shape {shape}")

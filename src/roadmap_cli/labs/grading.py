@@ -1,0 +1,170 @@
+"""Grading a workspace for `roadmap grade` and `roadmap watch`: the
+pre-check, the grader run, the nvcc check of .cu files, recording the
+attempt (per-lab number, per-test results) and marking the checkpoints that
+passing parts prove.
+
+The slow steps overlap: pytest starts first, then git and the database are
+opened while it runs; a pre-check failure is shown before any of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.labs.service import resolve_workspace, start_command, workspace_at, workspaces, workspaces_fast
+
+if TYPE_CHECKING:
+    from roadmap_cli.labs.spec import LabSpec
+
+@dataclass
+class GradeOutcome:
+    attempt_id: int
+    run: object  # runner.GradeRun
+    commit_sha: Optional[str]
+    dirty: Optional[bool]
+    checkpoints_marked: list[str] = field(default_factory=list)
+    attempt_number: int = 0  # this lab's attempt number (1, 2, ...), not the database id
+    precheck: Optional[object] = None  # precheck.Problem when the pre-check stopped the grade
+    cuda_checks: list = field(default_factory=list)  # precheck.CudaCheck per .cu file (CPU machines)
+    hint_offer: Optional[str] = None  # one line offering `roadmap lab hint` after repeated failures
+
+
+def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
+          part: Optional[str] = None, timeout: Optional[float] = None,
+          on_event: Optional[Callable[[dict], None]] = None, focus=None,
+          cancel=None, lang: str = "en") -> GradeOutcome:
+    """Pre-check, grade the workspace, record the attempt, mark checkpoints.
+
+    `get_store` is called only once pytest is running: opening the database
+    and asking git overlap with the grader's start-up. `focus` is a
+    runner.Focus (-k/--test/-x/-v); `cancel` a threading.Event that stops the
+    run (recorded as "interrupted").
+    """
+    from roadmap_cli.labs import precheck
+
+    rows = workspaces_fast(home)
+    if rows is None:
+        rows = workspaces(get_store())
+    # The pre-check needs only the folder: it runs before the lab spec is
+    # loaded (pydantic) and the report is shown at once; recording the
+    # attempt (git, the database) comes after the learner has read it.
+    here = workspace_at(None, cwd, rows)
+    early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
+    problem = precheck.check_workspace(early) if early is not None else None
+    if problem is not None and on_event:
+        on_event({"event": "precheck", "problem": problem})
+    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.labs.workspace import head_info
+
+    spec, path = resolve_workspace(None, lab_id, cwd, rows)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
+    if part:
+        spec.part(part)
+    if early is None:
+        problem = precheck.check_workspace(path)
+    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
+    if problem is not None:
+        # A file that does not parse (or imports what does not exist): one report, no pytest.
+        run = precheck.failed_run(job, problem)
+        sha, dirty = head_info(path)
+        store = get_store()
+        attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
+        return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
+    job.start()
+    cuda_checks = None
+    try:
+        if on_event:
+            on_event({"event": "started"})  # pytest is starting: progress displays can appear now
+        sha, dirty = head_info(path)
+        cuda_checks = _start_cuda_checks(job)
+        store = get_store()
+        _warm_up_recording()
+    except BaseException:
+        job.abort()
+        raise
+    run = job.finish(on_event)
+    attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
+    checks = cuda_checks.result() if cuda_checks is not None else []
+    return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+
+
+def _start_cuda_checks(job):
+    """Without a GPU the CUDA C parts never run; nvcc can at least say the .cu
+    files compile. Started in a thread so it overlaps with pytest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from roadmap_cli.labs import precheck
+
+    if job.device.cuda or job.focus.narrows or not precheck.cuda_sources(job.workspace):
+        return None
+    if not any(job.spec.part(p).needs_cuda for p in [p.id for p in job.spec.parts]):
+        return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(precheck.compile_cuda, job.workspace)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None, cuda_checks=()) -> GradeOutcome:
+    from roadmap_cli.labs import hints
+
+    number = attempt_number(store, spec.id, attempt_id)
+    offer = hints.offer_line(store, spec, lang)
+    return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
+
+
+def attempt_number(store, lab_id: str, attempt_id: int) -> int:
+    """The attempt's number within its lab (computed on read: no schema change)."""
+    import sqlalchemy as sa
+
+    with store.connection() as conn:
+        return int(conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id"),
+                                {"lab": lab_id, "id": attempt_id}).scalar() or 0)
+
+
+def _warm_up_recording() -> None:
+    """Pay the ORM's one-time costs (imports, mapper configuration) while
+    pytest runs, not after it: the learner waits for what comes after."""
+    from sqlalchemy.orm import configure_mappers
+
+    import roadmap_cli.progress  # noqa: F401
+    from roadmap_cli.store import tables  # noqa: F401
+
+    configure_mappers()
+
+
+def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
+    """Store the attempt and its per-test results; mark the checkpoints of passed parts."""
+    from roadmap_cli.progress import mark_done
+    from roadmap_cli.store.tables import GradeAttempt, GradeTestResult
+
+    parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
+                   "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
+    marked: list[str] = []
+    with store.session() as s:
+        attempt = GradeAttempt(
+            lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
+            score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
+            device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
+            triton_version=run.triton_version, interpret_mode=run.interpret_mode, commit_sha=commit_sha,
+            dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        )
+        s.add(attempt)
+        s.flush()
+        for t in run.tests:
+            s.add(GradeTestResult(attempt_id=attempt.id, nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome,
+                                  duration_s=t.duration_s, message=t.message))
+        for p in run.parts:
+            if p.status != "passed":
+                continue
+            for checkpoint in spec.part(p.id).proves:
+                _, already = mark_done(s, checkpoint, f"lab:{spec.id}/{p.id}", f"grade attempt {attempt.id}")
+                if not already:
+                    marked.append(checkpoint)
+        attempt_id = attempt.id
+    return attempt_id, marked

@@ -1,0 +1,121 @@
+"""Hints chosen by what failed.
+
+A hint in lab.yaml may name the part(s) and/or test(s) it helps with:
+
+    hints:
+      - {en: "Mask with -inf before the softmax ...", parts: [causal-mask]}
+      - {en: "...", tests: ["test_model.py::test_rope"]}
+      - {en: "General advice"}          # no parts/tests: for any failure
+
+`roadmap lab hint` gives the next unseen hint for the part that failed last
+(hints for it first, then general ones, then the rest in order), so a
+causal-mask failure no longer gets hint 1 about parts 2 and 3. Hints stay
+earned: each one shown is recorded (table lab_hints), and none is ever
+written into the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from roadmap_cli.labs.nodeids import prefix_matches
+from roadmap_cli.labs.spec import LabSpec, find_lab
+from roadmap_cli.timeutil import utc_now_iso
+
+BAD = ("failed", "error", "crashed", "timeout")
+# Outcomes of attempts that say nothing about the learner's code.
+NOT_COUNTED = ("interrupted", "error")
+
+
+def last_failure(store, lab_id: str) -> tuple[Optional[str], list[str]]:
+    """(part, failing test node ids) of the most recent attempt that failed a part."""
+    import sqlalchemy as sa
+
+    with store.connection() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT id, parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
+            "ORDER BY id DESC LIMIT 20"), {"lab": lab_id}).all()
+        for attempt_id, parts in rows:
+            failed = [p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"]
+            if not failed:
+                continue
+            tests = [nodeid for nodeid, part in conn.execute(sa.text(
+                "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
+                "('failed', 'error', 'crashed', 'timeout') ORDER BY id"), {"a": attempt_id}).all() if part == failed[0]]
+            return failed[0], tests
+    return None, []
+
+
+def _for(hint, part: Optional[str], tests: list[str]) -> bool:
+    return bool((part and part in hint.parts) or any(prefix_matches(p, t) for p in hint.tests for t in tests))
+
+
+def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str], *,
+           any_part: bool = True) -> Optional[int]:
+    """Index of the next unseen hint: for the failing part/tests, then general,
+    then (with `any_part`) any other."""
+    unseen = [i for i in range(len(spec.hints)) if i not in seen]
+    tiers = [lambda h: _for(h, part, tests), lambda h: not h.parts and not h.tests]
+    for wanted in tiers + ([lambda h: True] if any_part else []):
+        for i in unseen:
+            if wanted(spec.hints[i]):
+                return i
+    return None
+
+
+def seen_indexes(store, lab_id: str) -> set[int]:
+    import sqlalchemy as sa
+
+    with store.connection() as conn:
+        return {int(i) for (i,) in conn.execute(sa.text("SELECT hint_index FROM lab_hints WHERE lab_id = :lab"),
+                                                {"lab": lab_id}).all()}
+
+
+def next_hint(store, lab_id: str, lang: str) -> dict:
+    """The next hint (recorded as seen), chosen by the part that failed last."""
+    from roadmap_cli.store.tables import LabHint
+
+    spec = find_lab(lab_id)
+    total = len(spec.hints)
+    part, tests = last_failure(store, spec.id)
+    base = {"lab": spec.id, "total": total, "for_part": part}
+    if total == 0:
+        return {**base, "index": 0, "text": None, "new": False, "seen": 0}
+    seen = seen_indexes(store, spec.id)
+    index = choose(spec, seen, part, tests)
+    new = index is not None
+    if not new:
+        # Every hint seen: repeat the most relevant one rather than nothing.
+        index = next((i for i, h in enumerate(spec.hints) if _for(h, part, tests)), total - 1)
+    else:
+        with store.session() as s:
+            s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
+        seen.add(index)
+    hint = spec.hints[index]
+    return {**base, "index": index + 1, "text": hint.get(lang), "new": new, "seen": len(seen),
+            "parts": list(hint.parts)}
+
+
+def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
+    """After two failed grades of the same part in a row, one line offering a hint (if one is left)."""
+    import sqlalchemy as sa
+
+    if not spec.hints:
+        return None
+    with store.connection() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
+            "ORDER BY id DESC LIMIT 2"), {"lab": spec.id}).all()
+    if len(rows) < 2:
+        return None
+    failed = [{p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"} for (parts,) in rows]
+    first_now = [p.id for p in spec.parts if p.id in failed[0]]
+    stuck = next((p for p in first_now if p in failed[1]), None)
+    if stuck is None:
+        return None
+    part, tests = last_failure(store, spec.id)
+    seen = seen_indexes(store, spec.id)
+    if choose(spec, seen, stuck, tests if part == stuck else [], any_part=False) is None:
+        return None
+    return f"{stuck} failed twice in a row: `roadmap lab hint` has a hint for it ({len(seen)}/{len(spec.hints)} hints seen)"

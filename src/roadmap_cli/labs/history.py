@@ -1,0 +1,90 @@
+"""A lab's attempts, numbered per lab, and what changed between two of them.
+
+Attempt numbers are computed on read (ROW_NUMBER over the lab's attempts in
+id order), so the database needs no new column: the first flash-attention
+attempt is #1 even if other labs were graded before it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.labs.spec import find_lab
+
+_NUMBERED = (
+    "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
+    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message "
+    "FROM grade_attempts WHERE lab_id = :lab) AS numbered"
+)
+
+
+def lab_history(store, lab_id: str, limit: int = 20) -> dict:
+    """The last `limit` attempts of a lab, newest first."""
+    import sqlalchemy as sa
+
+    spec = find_lab(lab_id)
+    with store.connection() as conn:
+        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab"), {"lab": spec.id}).scalar()
+        rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {"lab": spec.id, "n": limit}).all()
+    attempts = []
+    for r in rows:
+        attempts.append({
+            "number": r.number, "id": r.id, "started_at": r.started_at, "duration_s": r.duration_s,
+            "outcome": r.outcome, "score": r.score, "max_score": r.max_score, "device": r.device,
+            "interpret_mode": bool(r.interpret_mode), "commit_sha": r.commit_sha, "dirty": r.dirty,
+            "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
+            "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
+                      for p in json.loads(r.parts or "[]")],
+        })
+    return {"lab": spec.id, "total": int(total or 0), "attempts": attempts, "part_ids": [p.id for p in spec.parts]}
+
+
+def _attempt(conn, lab_id: str, number: int):
+    import sqlalchemy as sa
+
+    row = conn.execute(sa.text(_NUMBERED + " WHERE number = :num"), {"lab": lab_id, "num": number}).first()
+    if row is None:
+        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab"), {"lab": lab_id}).scalar()
+        raise UserError(f"{lab_id} has no attempt #{number} (it has {total}: see `roadmap lab history {lab_id}`)")
+    tests = dict(conn.execute(sa.text("SELECT nodeid, outcome FROM grade_test_results WHERE attempt_id = :a"),
+                              {"a": row.id}).all())
+    return row, tests
+
+
+def diff(store, lab_id: str, first: int, second: int) -> dict:
+    """Tests whose outcome differs between attempts `first` and `second` (per-lab numbers).
+
+    A test one attempt did not run (another --part, -k, -x) is not compared:
+    it is counted in "not_comparable".
+    """
+    spec = find_lab(lab_id)
+    with store.connection() as conn:
+        row_a, tests_a = _attempt(conn, spec.id, first)
+        row_b, tests_b = _attempt(conn, spec.id, second)
+    changed, same, unknown = [], 0, 0
+    for nodeid in sorted(set(tests_a) | set(tests_b)):
+        a, b = tests_a.get(nodeid, "absent"), tests_b.get(nodeid, "absent")
+        if a == b:
+            same += 1
+        elif {a, b} & {"absent", "not-run"}:
+            unknown += 1  # one side never ran it: nothing to compare
+        else:
+            changed.append({"test": nodeid, "a": a, "b": b, "kind": _kind(a, b)})
+    summary = {k: sum(c["kind"] == k for c in changed) for k in ("fixed", "broken", "other")}
+    return {
+        "lab": spec.id,
+        "a": {"number": first, "outcome": row_a.outcome, "score": row_a.score, "max_score": row_a.max_score,
+              "commit_sha": row_a.commit_sha, "started_at": row_a.started_at},
+        "b": {"number": second, "outcome": row_b.outcome, "score": row_b.score, "max_score": row_b.max_score,
+              "commit_sha": row_b.commit_sha, "started_at": row_b.started_at},
+        "changed": changed, "unchanged": same, "not_comparable": unknown, "summary": summary,
+    }
+
+
+def _kind(a: str, b: str) -> str:
+    if b == "passed" and a != "passed":
+        return "fixed"
+    if a == "passed" and b != "passed":
+        return "broken"
+    return "other"

@@ -1,0 +1,100 @@
+"""Attempts numbered per lab, interrupted/timeout attempts recorded as such and
+never "best", `lab history`, `lab diff`, and hints chosen by the failing part."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+ADDER = FIXTURES / "labs" / "adder"
+
+
+@pytest.fixture(autouse=True)
+def fake_labs(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    yield
+    detect_device.cache_clear()
+
+
+def _start(run_cli, tmp_path: Path, lab: str) -> Path:
+    ws = tmp_path / lab
+    assert run_cli("lab", "start", lab, "--dir", str(ws)).exit_code == 0
+    return ws
+
+
+def test_attempts_are_numbered_per_lab_and_diffed(run_cli, tmp_path: Path, monkeypatch) -> None:
+    leaky = _start(run_cli, tmp_path, "leaky")
+    adder = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(leaky)
+    run_cli("grade")  # leaky's attempt #1 (database id 1)
+    monkeypatch.chdir(adder)
+    first = run_cli("grade", "--json").json()["data"]
+    assert first["attempt_number"] == 1 and first["attempt_id"] == 2
+    shutil.copy(ADDER / "solution" / "adder.py", adder / "adder.py")
+    second = run_cli("grade", "--json").json()["data"]
+    assert second["attempt_number"] == 2
+
+    history = run_cli("lab", "history", "--json").json()["data"]
+    assert [a["number"] for a in history["attempts"]] == [2, 1] and history["total"] == 2
+    assert {p["id"]: p["status"] for p in history["attempts"][0]["parts"]}["add"] == "passed"
+    assert "attempt #3 of adder" in run_cli("grade", "--part", "add").stdout
+
+    diff = run_cli("lab", "diff", "1", "2", "--json").json()["data"]
+    fixed = {c["test"] for c in diff["changed"] if c["kind"] == "fixed"}
+    assert "test_add.py::test_add_small" in fixed and diff["summary"]["broken"] == 0
+    assert "test_add.py::test_add_small: failed → passed" in run_cli("lab", "diff", "1", "2").stdout
+    missing = run_cli("lab", "diff", "1", "9")
+    assert missing.exit_code == 2 and "no attempt #9" in missing.stderr
+
+
+def test_timeout_is_recorded_as_such_and_not_best(run_cli, tmp_path: Path, monkeypatch) -> None:
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    # add passes quickly, then mul hangs past the limit.
+    (ws / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n")
+    timed_out = run_cli("grade", "--timeout", "4", "--json").json()["data"]
+    assert timed_out["outcome"] == "timeout"
+    row = run_cli("lab", "status", "--json").json()["data"]["labs"][0]
+    assert row["history"][0]["outcome"] == "timeout"
+    assert row["best_score"] == 0 and row["state"] == "in-progress"  # a killed run proves nothing
+    assert "timeout (not counted)" in run_cli("lab", "history").stdout
+
+
+def test_interrupted_run_is_recorded_as_interrupted(tmp_path: Path, run_cli, monkeypatch) -> None:
+    import threading
+
+    from roadmap_cli import context
+    from roadmap_cli.labs import service
+
+    ws = _start(run_cli, tmp_path, "adder")
+    (ws / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n")
+    cancel = threading.Event()
+    threading.Timer(3.0, cancel.set).start()
+    ctx = context.current()
+    outcome = service.grade(ctx.store, ctx.home, "adder", ws, part="mul", cancel=cancel)
+    assert outcome.run.outcome == "interrupted" and outcome.run.exit_code == 130 and outcome.run.score == 0
+    history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
+    assert history[0]["outcome"] == "interrupted" and history[0]["counted"] is False
+
+
+def test_hint_follows_the_part_that_failed_and_is_offered_after_two_failures(run_cli, tmp_path, monkeypatch) -> None:
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    once = run_cli("grade", "--part", "mul")
+    assert "roadmap lab hint" not in once.stdout
+    twice = run_cli("grade", "--part", "mul")
+    assert "mul failed twice in a row: `roadmap lab hint` has a hint for it" in twice.stdout
+    hint = run_cli("lab", "hint", "--json").json()["data"]
+    # Hint 2 is the one for `mul`; in file order it would have been hint 1 (about add).
+    assert hint["index"] == 2 and hint["for_part"] == "mul" and hint["new"] is True
+    assert "hints seen: 1/2" in run_cli("lab", "status").stdout
+    assert "roadmap lab hint" not in run_cli("grade", "--part", "mul").stdout  # nothing left for mul

@@ -1,0 +1,83 @@
+"""The pre-check: a syntax or import error in a learner file is one report at
+file:line:col with the line and a caret, found before pytest starts (no test runs)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from roadmap_cli.labs.precheck import check_workspace, compile_cuda
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+
+
+@pytest.fixture(autouse=True)
+def fake_labs(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    yield
+    detect_device.cache_clear()
+
+
+def test_syntax_error_is_located_with_a_caret(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / "model.py").write_text("def f(a):\n    return g(a,\n\ny = 2\n")
+    t0 = time.perf_counter()
+    problem = check_workspace(tmp_path)
+    elapsed = time.perf_counter() - t0
+    assert problem is not None and problem.file == "model.py" and problem.kind == "SyntaxError"
+    assert (problem.line, problem.col) == (2, 13)
+    lines = problem.report().splitlines()
+    assert lines[0].startswith("model.py:2:13: SyntaxError: '(' was never closed")
+    assert lines[1].strip() == "return g(a," and lines[2].index("^") == lines[1].index("(")
+    assert elapsed < 0.5
+
+
+def test_import_errors_missing_module_and_missing_name(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("def softmax(x):\n    return x\nSCALE = 2\n")
+    (tmp_path / "a.py").write_text("import os\nfrom helpers import softmax, SCALE\n")
+    assert check_workspace(tmp_path) is None
+    (tmp_path / "a.py").write_text("import os\nfrom helpers import softmax, sofmax\n")
+    problem = check_workspace(tmp_path)
+    assert problem.kind == "ImportError" and (problem.file, problem.line, problem.col) == ("a.py", 2, 30)
+    assert "cannot import name 'sofmax' from 'helpers'" in problem.message
+    (tmp_path / "a.py").write_text("import numpyy as np\n")
+    problem = check_workspace(tmp_path)
+    assert problem.kind == "ModuleNotFoundError" and "numpyy" in problem.message
+    # Guarded imports are Python's to judge: an optional dependency is fine.
+    (tmp_path / "a.py").write_text("try:\n    import numpyy\nexcept ImportError:\n    numpyy = None\n")
+    assert check_workspace(tmp_path) is None
+
+
+def test_grade_stops_at_the_precheck_and_runs_no_test(run_cli, tmp_path: Path, monkeypatch) -> None:
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    monkeypatch.chdir(ws)
+    (ws / "adder.py").write_text("def add(a, b):\n    return (a + b\n")
+    result = run_cli("grade")
+    assert result.exit_code == 1
+    # Once, not once per test file that imports it.
+    assert result.stdout.count("SyntaxError") == 1 and "adder.py:2:12" in result.stdout
+    assert "no test ran" in result.stdout and "✗ test_" not in result.stderr
+    data = run_cli("grade", "--json").json()["data"]
+    assert data["precheck"]["file"] == "adder.py" and data["tests"] == [] and data["outcome"] == "failed"
+    assert data["attempt_number"] == 2  # recorded like any grade
+
+
+def test_nvcc_reports_a_broken_cu_file_at_file_line(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    (tmp_path / "good.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n")
+    (tmp_path / "bad.cu").write_text("__global__ void k(float* x) {\n  x[threadIdx.x] = y;\n}\n")
+    (tmp_path / "ext.cu").write_text("#include <torch/types.h>\n__global__ void k() {}\n")
+    checks = {c.file: c for c in compile_cuda(tmp_path)}
+    assert checks["ext.cu"].status == "not checked"  # torch's headers take minutes: said, not hidden
+    assert checks["good.cu"].status == "compiled, not run"
+    assert checks["bad.cu"].status == "compile error" and "bad.cu:2: error" in checks["bad.cu"].message
