@@ -1,0 +1,40 @@
+"""Part 1: RAII and ownership. The grader's block_pool_test.cpp is compiled
+with the learner's block_pool.h under AddressSanitizer + LeakSanitizer (once
+per grade) and run once per case, so a double free in one case cannot hide
+the others."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import build
+from roadmap_cli.grading_kit import cpp_build
+
+SECTION = "Part 1: RAII and ownership"
+CASES = ["allocate_order", "free_reuse_lifo", "blocks_are_disjoint", "bad_free_throws", "move_construct",
+         "move_assign", "self_move_assign", "copy_is_deleted", "many_pools"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_block_pool(case):
+    binary = build.asan_tests()
+    try:
+        proc = cpp_build.run_asan_case(binary, case)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"block_pool_test {case} ran past 60 s (README.md, section \"{SECTION}\")", pytrace=False)
+    out = proc.stdout + proc.stderr
+    if proc.returncode == 0 and f"OK {case}" in proc.stdout:
+        return
+    if "Sanitizer" in out:
+        pytest.fail(f"block_pool_test {case}: {cpp_build.sanitizer_summary(out, 'block_pool.h')} "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+    failed = [ln for ln in out.splitlines() if ln.startswith("CHECK FAILED")]
+    if failed:
+        pytest.fail(f"{failed[0]} (README.md, section \"{SECTION}\")", pytrace=False)
+    if "terminate called" in out:
+        pytest.fail(f"block_pool_test {case}: an exception escaped: {out.strip().splitlines()[0]} "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+    pytest.fail(f"block_pool_test {case} exited with status {proc.returncode}: {out.strip()[-400:]} "
+                f"(README.md, section \"{SECTION}\")", pytrace=False)

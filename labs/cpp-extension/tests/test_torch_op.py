@@ -1,0 +1,78 @@
+"""Part 3: a real torch op. torch.ops.cppext.rms_norm exists with the right
+schema, has CPU and Meta kernels, passes torch.library.opcheck, and refuses
+bad inputs with a RuntimeError that says what is wrong (never a crash)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import adapter
+import build
+from roadmap_cli import grading_kit as kit
+
+SECTION = "Part 3: a real torch op"
+SCHEMA = "cppext::rms_norm(Tensor x, Tensor weight, float eps) -> Tensor"
+
+
+def test_registered_schema():
+    facts = adapter.op_facts(build.extension())
+    if facts["schema"] != SCHEMA:
+        pytest.fail(f"torch.ops.cppext.rms_norm schema = {facts['schema']!r}, expected {SCHEMA!r} "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+    for key in ("cpu", "meta"):
+        if not facts[key]:
+            pytest.fail(f"no {key.upper()} kernel is registered for cppext::rms_norm (TORCH_LIBRARY_IMPL(cppext, "
+                        f"{key.upper() if key == 'cpu' else 'Meta'}, m)) (README.md, section \"{SECTION}\")", pytrace=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_opcheck(dtype):
+    x = torch.randn(5, 3, 16).to(dtype)
+    w = torch.randn(16).to(dtype)
+    problem = adapter.opcheck(build.extension(), x, w, 1e-6)
+    if problem is not None:
+        pytest.fail(f"torch.library.opcheck(cppext::rms_norm) failed: {problem} (README.md, section \"{SECTION}\")",
+                    pytrace=False)
+
+
+# (what, x, weight, eps, a word the message must contain)
+BAD_INPUTS = [
+    ("weight longer than a row", torch.randn(4, 8), torch.randn(9), 1e-6, "weight"),
+    ("weight shorter than a row (an out-of-bounds read without a check)", torch.randn(3, 200_000), torch.randn(2), 1e-6, "weight"),
+    ("2-D weight", torch.randn(4, 8), torch.randn(1, 8), 1e-6, "weight"),
+    ("0-d x", torch.tensor(1.0), torch.randn(1), 1e-6, "x"),
+    ("x float32, weight float64", torch.randn(4, 8), torch.randn(8, dtype=torch.float64), 1e-6, "dtype"),
+    ("x bfloat16, weight float32", torch.randn(4, 8).bfloat16(), torch.randn(8), 1e-6, "dtype"),
+    ("negative eps", torch.randn(4, 8), torch.randn(8), -1.0, "eps"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=lambda c: c[0].split(" (")[0].replace(" ", "-"))
+def test_bad_input_raises_runtime_error(case):
+    what, x, w, eps, word = case
+    try:
+        got = adapter.rms_norm_error(build.extension(), x, w, eps)
+    except kit.LearnerCrashed as crash:
+        pytest.fail(f"rms_norm with {what} crashed the process ({crash}); check the inputs with TORCH_CHECK first "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+    if got is None:
+        pytest.fail(f"rms_norm with {what} returned a result; expected a RuntimeError from TORCH_CHECK "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+    kind, message = got
+    if kind != "RuntimeError":
+        pytest.fail(f"rms_norm with {what} raised {kind}, expected RuntimeError (README.md, section \"{SECTION}\")",
+                    pytrace=False)
+    if word not in message:
+        pytest.fail(f"rms_norm with {what}: the message {message.strip()[:200]!r} does not mention {word!r} "
+                    f"(README.md, section \"{SECTION}\")", pytrace=False)
+
+
+def test_valid_edge_inputs_are_accepted():
+    """Empty batches and one-element rows are legal: no check may refuse them."""
+    so = build.extension()
+    for x, w in ((torch.randn(0, 8), torch.randn(8)), (torch.randn(3, 1), torch.randn(1)), (torch.randn(8), torch.randn(8))):
+        got = adapter.rms_norm_error(so, x, w, 1e-6)
+        if got is not None:
+            pytest.fail(f"rms_norm(x of shape {tuple(x.shape)}, weight {tuple(w.shape)}) raised {got[0]}: {got[1][:160]!r}; "
+                        f"it is a valid input (README.md, section \"{SECTION}\")", pytrace=False)
