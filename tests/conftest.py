@@ -72,3 +72,34 @@ def run_cli():
         return CliResult(exit_code, stdout, stderr, exception)
 
     return run
+
+
+# ---------------------------------------------------------------- PostgreSQL (cohort mode)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for the whole session (tests/pgcluster.py).
+
+    No server binaries: the PostgreSQL tests are skipped with the package to
+    install, except where ROADMAP_REQUIRE_POSTGRES=1 (CI), where that is a failure."""
+    from pgcluster import PACKAGE_HINT, find_bindir, start_cluster
+
+    if find_bindir() is None:
+        message = f"PostgreSQL server binaries not found: {PACKAGE_HINT}"
+        if os.environ.get("ROADMAP_REQUIRE_POSTGRES") == "1":
+            pytest.fail(message + " (ROADMAP_REQUIRE_POSTGRES=1: CI must run these tests)", pytrace=False)
+        pytest.skip(message)
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_cluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh empty database on the session's cluster, set as DATABASE_URL."""
+    url = pg_cluster.new_database()
+    monkeypatch.setenv("DATABASE_URL", url)
+    return url

@@ -117,12 +117,15 @@ def test_paper_list_json_is_the_envelope_compact_or_as_emit_printed_it(run_cli, 
 def _seed_many(store, n: int, first: int = 1) -> None:
     ids = range(first, first + n)
     rows = [(i, f"Paper {i} about attention and kernels, with a long title", f"paper {i}", "Ada Author, Bo Builder",
-             2020, None, None, None, None, 1, "to-read", None, "2024-01-01", None, None, None) for i in ids]
+             2020, None, None, None, None, 1, "to-read", None, "2024-01-01", None, None, None, store.learner)
+            for i in ids]
     with store.connection() as conn:
         conn.exec_driver_sql(
             "INSERT INTO papers (id, title, title_key, authors, year, arxiv_id, arxiv_version, doi, url, stage,"
-            " status, read_on, added_on, rating, notes, bibtex_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag) VALUES (?, 'attention')", [(i,) for i in ids])
+            " status, read_on, added_on, rating, notes, bibtex_key, learner)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, 'attention', ?)",
+                             [(i, store.learner) for i in ids])
 
 
 class _Counter:

@@ -70,7 +70,7 @@ def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
     from roadmap_cli.store.tables import CheckpointProgress
 
     source = "self" if checkpoint.kind == "explain" else "self (forced)"
-    with store.session() as session:
+    def write(session):  # run again as a whole if the server reports a conflict (Store.write)
         completed_at, already = mark_done(session, checkpoint.id, source, evidence)
         notes = [note] if note else []
         kept = session.get(CheckpointProgress, (checkpoint.id, store.learner)).evidence
@@ -80,7 +80,9 @@ def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
             notes.append(f"evidence: {evidence}")
         for text in notes:
             session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=text))
-    return CheckResult(checkpoint.id, completed_at, source, already, bool(notes))
+        return CheckResult(checkpoint.id, completed_at, source, already, bool(notes))
+
+    return store.write(write)
 
 
 def add_note(store, curriculum, checkpoint_id: str, text: str) -> None:

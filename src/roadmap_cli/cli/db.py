@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 @db_app.command("status")
 def db_status(as_json: JsonOpt = False) -> None:
-    """Path, schema version, pending migrations and row counts."""
+    """Backend, server version, schema version, pending migrations and row counts."""
     from roadmap_cli.output import emit
     from roadmap_cli.paths import resolve_home
     from roadmap_cli.store import migrations, open_store
@@ -38,14 +38,25 @@ def db_status(as_json: JsonOpt = False) -> None:
     with store.connection() as conn:
         version = migrations.applied_version(conn)
     size = store.path.stat().st_size if store.path and store.path.exists() else None
+    if store.path is None:
+        from roadmap_cli.store.server import server_facts
+
+        facts = server_facts(store)
+    else:
+        import sqlite3
+
+        facts = {"backend": "sqlite", "server_version": sqlite3.sqlite_version, "driver": "sqlite3"}
     data = {
-        "home": str(home), "database": str(store.path or store.url), "size_bytes": size,
+        "home": str(home), "database": str(store.path or store.url), **facts, "learner": store.learner,
+        "size_bytes": size,
         "schema_version": version, "latest_version": migrations.LATEST,
         "pending_before_open": pending, "applied_now": applied, "rows": row_counts(store),
     }
 
     def render(console):
         console.print(f"[bold]database[/]        {data['database']}")
+        console.print(f"backend         {data['backend']} {data['server_version']} ({data['driver']})")
+        console.print(f"learner         {data['learner']}")
         console.print(f"schema version  {version} (latest {migrations.LATEST})")
         if applied:
             console.print(f"migrated now    {', '.join(applied)}")

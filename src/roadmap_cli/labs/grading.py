@@ -146,8 +146,9 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
 
     parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
                    "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
-    marked: list[str] = []
-    with store.session() as s:
+
+    def write(s):  # run again as a whole if the server reports a conflict (Store.write)
+        marked: list[str] = []
         attempt = GradeAttempt(
             lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
             score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
@@ -167,5 +168,6 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
                 _, already = mark_done(s, checkpoint, f"lab:{spec.id}/{p.id}", f"grade attempt {attempt.id}")
                 if not already:
                     marked.append(checkpoint)
-        attempt_id = attempt.id
-    return attempt_id, marked
+        return attempt.id, marked
+
+    return store.write(write)

@@ -79,7 +79,8 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
     from roadmap_cli.store.tables import CadenceEntry, Paper
 
     _validate(inp, today)
-    with store.session() as session:
+
+    def write(session):  # run again as a whole if the server reports a conflict (Store.write)
         if inp.paper_id is not None:
             if getattr(session.get(Paper, inp.paper_id), "learner", None) != store.learner:
                 raise NotFoundError("paper", str(inp.paper_id), [], hint=PAPER_HINT)
@@ -93,6 +94,8 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
         session.add(entry)
         session.flush()
         return entry_dict(entry)
+
+    return store.write(write)
 
 
 def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = None,

@@ -193,13 +193,14 @@ def log_paper(store, inp: PaperInput, *, today: date, force: bool = False) -> di
     """Log one paper; a duplicate is refused with the existing id unless `force`."""
     values = prepare(inp, today=today)
     tags = normalize_tags(inp.tags)
-    with store.session() as session:
+    def write(session):  # run again as a whole if the server reports a conflict (Store.write)
         if not force:
             duplicate = find_duplicate(session, values)
             if duplicate:
                 raise DuplicatePaperError(*duplicate)
-        paper_id = insert_paper(session, values, tags)
-    return get_paper(store, paper_id)
+        return insert_paper(session, values, tags)
+
+    return get_paper(store, store.write(write))
 
 
 def _load(session, paper_id: int):

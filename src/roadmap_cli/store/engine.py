@@ -86,6 +86,23 @@ class Store:
         except OperationalError as exc:
             raise StoreError(f"database error on {self.where}: {exc.orig}") from None
 
+    def write(self, body, *, attempts: int = 5):
+        """Run `body(session)` in one transaction and return its result; on a
+        server, a deadlock or serialization failure runs it again (at most
+        `attempts` times, with a growing pause). `body` must only touch the
+        database: a rolled-back try leaves nothing behind, so nothing counts twice."""
+        import random
+        import time
+
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.session() as session:
+                    return body(session)
+            except Exception as exc:  # noqa: BLE001 - only retryable server errors go round again
+                if self.path is not None or attempt == attempts or not _retryable(exc):
+                    raise
+            time.sleep(min(1.0, 0.02 * 2 ** attempt) * random.uniform(0.5, 1.5))
+
     @contextlib.contextmanager
     def connection(self) -> Iterator["object"]:
         """A Core connection in one transaction (for bulk SQL and migrations)."""
@@ -93,6 +110,12 @@ class Store:
             self.learner  # noqa: B018
         with self.engine.begin() as conn:
             yield conn
+
+
+def _retryable(exc: BaseException) -> bool:
+    from roadmap_cli.store.server import is_retryable
+
+    return is_retryable(exc)  # a psycopg error, or the StoreError the error hook made of one (it keeps .sqlstate)
 
 
 def _stamp_learner_on_flush(session, store: "Store") -> None:
@@ -131,16 +154,25 @@ def describe_sqlite_error(orig: BaseException, where: str) -> str | None:
     return None
 
 
-def _install_error_hook(engine, where: str) -> None:
+def _install_error_hook(engine, where: str, *, secret: str | None = None) -> None:
     from sqlalchemy import event
+
+    server = engine.dialect.name != "sqlite"
 
     @event.listens_for(engine, "handle_error")
     def _on_error(ctx):  # pragma: no cover - exercised by the hostile tests
         if isinstance(ctx.original_exception, StoreError):
             raise ctx.original_exception
-        line = describe_sqlite_error(ctx.original_exception, where)
+        if server:
+            from roadmap_cli.store.server import describe_server_error
+
+            line = describe_server_error(ctx.original_exception, where, secret=secret)
+        else:
+            line = describe_sqlite_error(ctx.original_exception, where)
         if line is not None:
-            raise StoreError(line) from None
+            error = StoreError(line)
+            error.sqlstate = getattr(ctx.original_exception, "sqlstate", None)  # Store.write retries on some
+            raise error from None
 
 
 # ---------------------------------------------------------------- SQLite
@@ -273,15 +305,33 @@ def _engine_from_url(url: str):
             or parsed.query.get("mode") == "memory"):
         raise StoreError("DATABASE_URL points at an in-memory database, which keeps nothing after the command; "
                          "use a file (sqlite:////path/to/roadmap.db) or unset it")
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "pg8000", "asyncpg"):
+        raise StoreError(f"DATABASE_URL uses the {parsed.get_driver_name()} driver; roadmap speaks psycopg 3: "
+                         "write postgresql+psycopg://user@host/db")
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3, not SQLAlchemy's default psycopg2
     try:
-        engine = create_engine(parsed)
+        engine = create_engine(parsed, **_server_engine_options(parsed))
     except ArgumentError as exc:  # includes NoSuchModuleError (unknown dialect)
         raise StoreError(f"DATABASE_URL is not a usable database URL: {exc}") from None
     except ImportError as exc:  # the dialect's driver (e.g. psycopg) is not installed
         raise StoreError(f"DATABASE_URL needs a database driver that is not installed: {exc.name or exc}") from None
     where = parsed.render_as_string(hide_password=True)
-    _install_error_hook(engine, where)
+    _install_error_hook(engine, where, secret=parsed.password)
+    if parsed.get_backend_name() == "postgresql":
+        from roadmap_cli.store.server import install_postgres_hooks
+
+        install_postgres_hooks(engine)
     return engine, where
+
+
+def _server_engine_options(parsed) -> dict:
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    # pool_pre_ping: a server restarted between two commands of one process
+    # (tests, the bench) gives a fresh connection instead of an error.
+    # connect_timeout: an unreachable host fails in seconds, not minutes.
+    return {"pool_pre_ping": True, "connect_args": {"connect_timeout": int(os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10"))}}
 
 
 def _check_foreign_server_db(store: Store) -> None:
@@ -324,6 +374,7 @@ def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False) ->
         engine = _sqlite_engine(path, read_only=read_only)
         url = f"sqlite:///{path}"
     store = Store(engine, url, path, read_only=read_only, home=Path(home))
+    engine.roadmap_store = store  # the PostgreSQL begin hook queues writers per learner (store/server.py)
     try:
         if path is None:
             _check_foreign_server_db(store)

@@ -245,6 +245,14 @@ def m005_learners(conn: sa.Connection) -> None:
         conn.execute(sa.text(f"UPDATE {name} SET learner = :owner"), {"owner": owner})
         if name not in ("settings", "checkpoint_progress"):  # their primary key (.., learner) serves
             conn.execute(sa.text(f"CREATE INDEX ix_{name}_learner ON {name} (learner)"))
+    if not sqlite:
+        # An older `roadmap import` into PostgreSQL inserted explicit ids and
+        # left the id sequences behind: move them past the largest id, or the
+        # next insert collides.
+        for name in ("checkpoint_notes", "lab_workspaces", "grade_attempts", "grade_test_results", "lab_hints",
+                     "papers", "cadence_entries"):
+            conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                                 f"COALESCE((SELECT MAX(id) FROM {name}), 0) + 1, false)"))
     if sqlite:
         # One home, one person: pin the id chosen now (store/learners.py).
         conn.execute(sa.text("INSERT INTO settings (learner, key, value) VALUES (:scope, :key, :value)"),
@@ -303,6 +311,16 @@ def migrate(store, *, target: int | None = None) -> list[str]:
         _refuse_newer(version, str(store.path or store.url))
         if version >= target:
             return done
+        if conn.dialect.name == "postgresql":
+            # No BEGIN IMMEDIATE on a server: an advisory lock makes a second
+            # process wait, then see (READ COMMITTED: each statement takes a
+            # fresh snapshot) the migrations the first one committed.
+            from roadmap_cli.store.server import lock_for_migration
+
+            lock_for_migration(conn)
+            version = applied_version(conn)
+            if version >= target:
+                return done
         if version == 0:
             _LEDGER.create(conn, checkfirst=True)
         for number in range(version + 1, target + 1):
