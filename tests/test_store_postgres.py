@@ -184,8 +184,9 @@ def test_db_copy_moves_everything_to_postgres(pg_cluster, run_cli, monkeypatch):
     assert PASSWORD not in result.stdout + result.stderr
     monkeypatch.setenv("DATABASE_URL", target)
     assert _export(run_cli) == before
+    monkeypatch.delenv("DATABASE_URL")
     again = run_cli("db", "copy", "--to", target)  # never over data
-    assert again.exit_code == 2 and "already holds" in again.stderr
+    assert again.exit_code == 2 and "already holds" in again.stderr and again.stderr.count("\n") == 1
 
 
 def test_server_stopped_mid_run_is_one_line_then_works_after_restart(pg_cluster, pg_url, tmp_path: Path):

@@ -70,6 +70,32 @@ def db_status(as_json: JsonOpt = False) -> None:
     emit("db status", data, as_json=as_json, render=render)
 
 
+@db_app.command("copy")
+def db_copy(
+    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data.")],
+) -> None:
+    """Copy every row of this database into another one, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from roadmap_cli.output import err_console
+    from roadmap_cli.store import open_store
+    from roadmap_cli.store.copy import copy_database
+
+    ctx = context.current()
+    source = open_store(ctx.home)
+    # On a terminal only: a log or a pipe gets the summary line, not bar frames.
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console,
+                  transient=True, disable=not err_console.is_terminal) as bar:
+        task = bar.add_task("copying", total=None)
+
+        def advance(table: str, done: int, total: int) -> None:
+            bar.update(task, description=f"copying {table}", completed=done, total=total)
+
+        result = copy_database(source, to, home=ctx.home, progress=advance)
+    rows = sum(result["rows"].values())
+    typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}")
+
+
 def export(
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:

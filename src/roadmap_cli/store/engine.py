@@ -347,7 +347,7 @@ def _check_foreign_server_db(store: Store) -> None:
                          f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it")
 
 
-def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False) -> Store:
+def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False, url: str | None = None) -> Store:
     """Open (creating if needed) the database under `home` and migrate it.
 
     `DATABASE_URL`, when set, wins over the SQLite file in the home. With
@@ -359,7 +359,7 @@ def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False) ->
 
     from roadmap_cli.store import migrations
 
-    url = os.environ.get("DATABASE_URL")
+    url = url or os.environ.get("DATABASE_URL")  # `url`: another database (`roadmap db copy --to`)
     path: Path | None = None
     read_only = False
     if url:

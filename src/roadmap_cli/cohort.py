@@ -1,0 +1,186 @@
+"""Cohort views: every learner in the database side by side (cohort mode).
+
+A study group points every learner's `roadmap` at one PostgreSQL database
+(`DATABASE_URL`); each row carries its learner's id (store/learners.py). These
+reads cover all learners at once, with one query per table, not per learner:
+
+- `cohort_status`: each learner's stage, checkpoints done, labs passed and
+  this ISO week's cadence (papers read, items logged, hours);
+- `lab_board`: a lab's best score per learner, and for GPU-graded parts the
+  performance ratio against the baseline and the device it ran on. Timings
+  from different GPUs say nothing about each other, so learners are ranked
+  only against results from the same device model;
+- `cohort_export`: both, for every lab, as one document.
+
+Plain SQL that runs the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from datetime import date, timedelta
+from typing import Optional
+
+from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
+from roadmap_cli.store.learners import DATABASE_SCOPE
+
+
+def learners(conn) -> list[str]:
+    """Every learner with at least one row, sorted (the database-wide settings scope excluded)."""
+    import sqlalchemy as sa
+
+    from roadmap_cli.store.learners import person_tables
+
+    names: set[str] = set()
+    for table in person_tables(conn):
+        names.update(r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT learner FROM {table}")))
+    names.discard(DATABASE_SCOPE)
+    return sorted(names)
+
+
+def _week(today: date) -> tuple[date, date]:
+    start = today - timedelta(days=today.isoweekday() - 1)
+    return start, start + timedelta(days=6)
+
+
+def _passed_labs(rows, specs: dict) -> dict[str, set[str]]:
+    """learner -> ids of labs whose every part some counted attempt passed."""
+    best: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for learner, lab_id, parts, outcome in rows:
+        if outcome in UNCOUNTED_OUTCOMES:
+            continue
+        for entry in json.loads(parts or "[]"):
+            if entry.get("status") == "passed":
+                best[(learner, lab_id)].add(entry.get("id"))
+    passed: dict[str, set[str]] = defaultdict(set)
+    for (learner, lab_id), done in best.items():
+        spec = specs.get(lab_id)
+        if spec is not None and {p.id for p in spec.parts} <= done:
+            passed[learner].add(lab_id)
+    return passed
+
+
+def cohort_status(store, curriculum, *, today: date) -> dict:
+    import sqlalchemy as sa
+
+    from roadmap_cli.labs.spec import load_all
+
+    specs = {spec.id: spec for spec in load_all()[0]}  # a broken lab.yaml is `lab list`'s to report
+    week_start, week_end = _week(today)
+    window = {"start": week_start.isoformat(), "end": week_end.isoformat()}
+    with store.connection() as conn:
+        names = learners(conn)
+        done: dict[str, set[str]] = defaultdict(set)
+        for learner, checkpoint in conn.execute(sa.text("SELECT learner, checkpoint_id FROM checkpoint_progress")):
+            done[learner].add(checkpoint)
+        attempts = conn.execute(sa.text(
+            "SELECT learner, lab_id, parts, outcome FROM grade_attempts WHERE score > 0")).all()
+        papers = dict(conn.execute(sa.text(
+            "SELECT learner, COUNT(*) FROM papers WHERE status IN ('read', 'reproduced') "
+            "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())
+        entries = conn.execute(sa.text(
+            "SELECT learner, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cadence_entries "
+            "WHERE on_date >= :start AND on_date <= :end GROUP BY learner, kind"), window).all()
+    passed = _passed_labs(attempts, specs)
+    items: dict[str, dict[str, int]] = defaultdict(dict)
+    hours: dict[str, float] = defaultdict(float)
+    for learner, kind, n, h in entries:
+        if kind == "hours":
+            hours[learner] += float(h)
+        else:
+            items[learner][kind] = int(n)
+    all_checkpoints = [cp.id for stage in curriculum.stages for cp in stage.checkpoints]
+    known = set(all_checkpoints)
+    rows = []
+    for learner in names:
+        mine = done[learner] & known
+        stage = next((s for s in curriculum.stages if any(cp.id not in mine for cp in s.checkpoints)), None)
+        rows.append({
+            "learner": learner,
+            "stage": stage.number if stage else None,
+            "checkpoints_done": len(mine), "checkpoints_total": len(all_checkpoints),
+            "labs_passed": sorted(passed[learner]), "labs_total": len(specs),
+            "week": {"papers": int(papers.get(learner, 0)), "items": dict(sorted(items[learner].items())),
+                     "hours": round(hours[learner], 2)},
+        })
+    return {"week": {"start": window["start"], "end": window["end"]}, "learners": rows}
+
+
+# ---------------------------------------------------------------- lab board
+
+
+def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
+    """An attempt's speed against the baseline (1.0: as fast), from the figures
+    its GPU parts recorded: a figure in unit "ratio" (a lab's own summary, e.g.
+    the geomean vs SDPA) wins; else the geometric mean of the per-figure
+    `ratio_vs_*` / `pct_of_baseline` extras. None: no GPU figures."""
+    try:
+        figures = json.loads(perf_json or "[]")
+    except ValueError:
+        return None
+    summary = [f["value"] for f in figures if isinstance(f, dict) and f.get("unit") == "ratio"
+               and isinstance(f.get("value"), (int, float)) and f["value"] > 0]
+    if summary:
+        return float(summary[-1])
+    ratios = []
+    for f in figures:
+        if not isinstance(f, dict):
+            continue
+        for key, value in f.items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                continue
+            if key.startswith("ratio_vs_"):
+                ratios.append(float(value))
+            elif key == "pct_of_baseline":
+                ratios.append(float(value) / 100)
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def lab_board(store, lab_id: str) -> dict:
+    """Best result per learner for one lab, grouped and ranked by device model."""
+    import sqlalchemy as sa
+
+    from roadmap_cli.labs.spec import find_lab
+
+    spec = find_lab(lab_id)  # NotFoundError with did-you-mean
+    with store.connection() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT learner, score, max_score, outcome, perf, device, started_at FROM grade_attempts "
+            "WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
+    best: dict[tuple[str, str], dict] = {}
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for learner, score, max_score, outcome, perf, device, started_at in rows:
+        if outcome in UNCOUNTED_OUTCOMES:
+            continue
+        key = (device or "unknown", learner)
+        counts[key] += 1
+        entry = {"learner": learner, "best_score": float(score), "max_score": float(max_score),
+                 "perf_ratio": perf_ratio(perf), "graded_at": started_at}
+        old = best.get(key)
+        if old is None or _better(entry, old):
+            best[key] = entry
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for (device, _learner), entry in best.items():
+        groups[device].append({**entry, "attempts": counts[(device, _learner)]})
+    out = []
+    for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
+        ranked = sorted(groups[device], key=lambda e: (-e["best_score"], -(e["perf_ratio"] or 0.0), e["learner"]))
+        for rank, entry in enumerate(ranked, start=1):
+            entry["rank"] = rank
+        out.append({"device": device, "learners": ranked})
+    return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)), "devices": out}
+
+
+def _better(new: dict, old: dict) -> bool:
+    return (new["best_score"], new["perf_ratio"] or 0.0) > (old["best_score"], old["perf_ratio"] or 0.0)
+
+
+def cohort_export(store, curriculum, *, today: date) -> dict:
+    from roadmap_cli.labs.spec import lab_ids
+
+    return {"status": cohort_status(store, curriculum, today=today),
+            "boards": [lab_board(store, lab) for lab in sorted(lab_ids())]}

@@ -1,0 +1,105 @@
+"""Cohort commands: status, board (ranked per device model), export; on
+SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pg_writer import fake_run
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request) -> str:
+    if request.param == "postgres":
+        request.getfixturevalue("pg_url")  # sets DATABASE_URL to a fresh database
+    return request.param
+
+
+def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed") -> None:
+    """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would."""
+    from roadmap_cli import context
+    from roadmap_cli.labs.grading import record_attempt
+    from roadmap_cli.labs.spec import find_lab
+
+    context.reset()
+    lab = find_lab(lab_id)
+    run = fake_run(lab, 0, 0)
+    run.device, run.score, run.perf, run.outcome = device, score, perf, outcome
+    record_attempt(context.current().store(), lab, run, None, None)
+
+
+def _as(monkeypatch, learner: str) -> None:
+    from roadmap_cli import context
+
+    monkeypatch.setenv("ROADMAP_LEARNER", learner)
+    context.reset()
+
+
+H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+
+
+def test_board_ranks_only_results_from_the_same_device_model(backend, run_cli, monkeypatch):
+    def perf(ratio):
+        return [{"test": "t", "name": "matmul", "value": 100.0, "unit": "TFLOP/s", "pct_of_baseline": 100 * ratio}]
+
+    _as(monkeypatch, "ada")
+    _grade("cuda-matmul", device=H100, score=40, perf=perf(0.8))
+    _grade("cuda-matmul", device=H100, score=50, perf=perf(0.9))  # her best on the H100
+    _grade("cuda-matmul", device=H100, score=50, perf=perf(2.0), outcome="timeout")  # never counts
+    _as(monkeypatch, "grace")
+    _grade("cuda-matmul", device=H100, score=50, perf=perf(1.1))  # same score, faster: ranked first
+    _as(monkeypatch, "linus")
+    _grade("cuda-matmul", device=A100, score=50, perf=perf(3.0))  # another GPU: its own ranking
+    result = run_cli("cohort", "board", "cuda-matmul", "--json")
+    assert result.exit_code == 0, result
+    groups = {g["device"]: g["learners"] for g in result.json()["data"]["devices"]}
+    assert set(groups) == {H100, A100}
+    assert [(e["rank"], e["learner"]) for e in groups[H100]] == [(1, "grace"), (2, "ada")]
+    ada = groups[H100][1]
+    assert ada["best_score"] == 50 and ada["perf_ratio"] == pytest.approx(0.9) and ada["attempts"] == 2
+    assert [(e["rank"], e["learner"]) for e in groups[A100]] == [(1, "linus")]
+    people = run_cli("cohort", "board", "cuda-matmul")
+    assert people.exit_code == 0 and "grace" in people.stdout and "same device model" in people.stdout
+    unknown = run_cli("cohort", "board", "cuda-matmull")
+    assert unknown.exit_code == 2 and "did you mean" in unknown.stderr
+
+
+def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monkeypatch, tmp_path: Path):
+    _as(monkeypatch, "ada")
+    assert run_cli("check", "s1-explain-attention-workflow").exit_code == 0
+    assert run_cli("log", "hours", "2").exit_code == 0
+    assert run_cli("paper", "log", "FlashAttention", "--arxiv", "2205.14135").exit_code == 0
+    from roadmap_cli.labs.spec import find_lab
+
+    minigpt = find_lab("minigpt")
+    for part in minigpt.parts:  # every part passed (over several attempts): the lab counts as passed
+        from roadmap_cli import context
+        from roadmap_cli.labs.grading import record_attempt
+
+        run = fake_run(minigpt, 1, 1)
+        run.parts[0].id = part.id
+        context.reset()
+        record_attempt(context.current().store(), minigpt, run, None, None)
+    _as(monkeypatch, "grace")
+    assert run_cli("log", "hours", "1").exit_code == 0
+    result = run_cli("cohort", "status", "--json")
+    assert result.exit_code == 0, result
+    rows = {r["learner"]: r for r in result.json()["data"]["learners"]}
+    assert set(rows) == {"ada", "grace"}
+    assert rows["ada"]["checkpoints_done"] >= 1 and rows["ada"]["labs_passed"] == ["minigpt"]
+    assert rows["ada"]["week"] == {"papers": 1, "items": {}, "hours": 2.0}
+    assert rows["grace"]["checkpoints_done"] == 0 and rows["grace"]["week"]["hours"] == 1.0
+    assert rows["grace"]["stage"] == 1
+    assert "ada" in run_cli("cohort", "status").stdout
+    exported = run_cli("cohort", "export")
+    assert exported.exit_code == 0
+    doc = json.loads(exported.stdout)
+    assert {r["learner"] for r in doc["status"]["learners"]} == {"ada", "grace"}
+    assert {b["lab"] for b in doc["boards"]} >= {"minigpt", "cuda-matmul"}
+    target = tmp_path / "cohort.json"
+    assert run_cli("cohort", "export", "-o", str(target), "--json").exit_code == 0
+    assert json.loads(target.read_text())["status"]["learners"] == doc["status"]["learners"]
+    assert run_cli("cohort", "export", "-o", str(target)).exit_code == 2  # never overwrites
