@@ -72,6 +72,8 @@ def seed(home: Path) -> None:
             "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
             "device, interpret_mode, workspace, grader_sha256) VALUES (:lab_id, :started_at, :duration_s, :outcome, "
             ":score, :max_score, :parts, :perf, :device, :interpret_mode, :workspace, :grader_sha256)"), attempts)
+        for table in ("papers", "cadence_entries", "grade_attempts"):  # the learner `status` runs as (migration 5)
+            conn.execute(sa.text(f"UPDATE {table} SET learner = :me"), {"me": store.learner})
     store.engine.dispose()
 
 
