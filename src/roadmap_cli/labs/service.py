@@ -105,6 +105,7 @@ def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
     """
     import os
     import sqlite3
+    from urllib.parse import quote
 
     from roadmap_cli.store.engine import DB_FILENAME
 
@@ -114,7 +115,9 @@ def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
     if not db.is_file():
         return None
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        # Quoted: a home folder named like "a?b" or "50%#1" must not end the path early
+        # (an unquoted "?" starts the URI's query, a "#" its fragment, "%" an escape).
+        con = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=30)
         try:
             # The learner: $ROADMAP_LEARNER, else the id pinned in this home (store/learners.py).
             learner = os.environ.get("ROADMAP_LEARNER")
