@@ -99,8 +99,8 @@ def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
 
     `roadmap grade` needs the workspace before it can start pytest, and
     importing SQLAlchemy costs ~0.3 s (more on a busy machine); the store is
-    opened afterwards, while pytest runs. The lab_workspaces table is frozen
-    by migration m002. None means "ask the store" (another database, or any
+    opened afterwards, while pytest runs. The lab_workspaces table is as of
+    migration 5 (rows carry their learner). None means "ask the store" (another database, or any
     problem: the store gives the proper error).
     """
     import os
