@@ -259,3 +259,33 @@ def test_sixteen_processes_four_learners_write_at_once(pg_url, tmp_path: Path, m
         checks = dict(conn.execute(sa.text("SELECT learner, count(*) FROM checkpoint_progress GROUP BY learner")).all())
         assert set(checks) == {f"learner{i}" for i in range(4)}
         assert len(set(checks.values())) == 1  # the same checkpoints per learner, each once (primary key)
+
+
+def test_conflicts_are_retried_a_bounded_number_of_times(pg_url, tmp_path: Path):
+    """Store.write runs a body again after a serialization failure or a
+    deadlock (the server's word for "try again"), and gives up after 5 tries
+    with one line; the rolled-back tries leave nothing behind."""
+    from roadmap_cli.errors import StoreError
+    from roadmap_cli.store.tables import CheckpointNote
+
+    store = open_store(tmp_path)
+    tries = []
+
+    def flaky(session, fail_times: int, state: str):
+        tries.append(1)
+        session.add(CheckpointNote(checkpoint_id="c", created_at="2026-02-01T10:00:00+00:00", text=f"try {len(tries)}"))
+        session.flush()
+        if len(tries) <= fail_times:
+            session.execute(sa.text(f"DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '{state}'; END $$"))
+        return len(tries)
+
+    assert store.write(lambda s: flaky(s, 2, "40001")) == 3
+    tries.clear()
+    assert store.write(lambda s: flaky(s, 1, "40P01")) == 2
+    tries.clear()
+    with pytest.raises(StoreError) as err:
+        store.write(lambda s: flaky(s, 99, "40001"))
+    assert len(tries) == 5 and "conflict" in err.value.message and "\n" not in err.value.message
+    with store.connection() as conn:
+        texts = [r[0] for r in conn.execute(sa.text("SELECT text FROM checkpoint_notes ORDER BY id"))]
+    assert texts == ["try 3", "try 2"]  # one row per successful write: failed tries were rolled back
