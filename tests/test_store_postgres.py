@@ -289,3 +289,22 @@ def test_conflicts_are_retried_a_bounded_number_of_times(pg_url, tmp_path: Path)
     with store.connection() as conn:
         texts = [r[0] for r in conn.execute(sa.text("SELECT text FROM checkpoint_notes ORDER BY id"))]
     assert texts == ["try 3", "try 2"]  # one row per successful write: failed tries were rolled back
+
+
+def test_learner_id_of_a_server_home_and_replace_never_wipes_other_learners(pg_url, run_cli, monkeypatch,
+                                                                           roadmap_home: Path, tmp_path: Path):
+    monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
+    result = run_cli("init", "--learner", "ada@example.org", "--json")
+    assert result.exit_code == 0, result
+    assert (roadmap_home / "learner").read_text().strip() == "ada@example.org"  # the machine's id, not the server's
+    assert run_cli("log", "hours", "2").exit_code == 0
+    mine = tmp_path / "mine.json"
+    mine.write_text(_export(run_cli), encoding="utf-8")
+    monkeypatch.setenv("ROADMAP_LEARNER", "grace")  # the environment wins over the saved id
+    assert run_cli("log", "hours", "1").exit_code == 0
+    assert run_cli("db", "status", "--json").json()["data"]["learner"] == "grace"
+    monkeypatch.delenv("ROADMAP_LEARNER")
+    refused = run_cli("import", str(mine), "--replace")
+    assert refused.exit_code == 2 and "grace" in refused.stderr, refused
+    learners = {r["learner"] for r in json.loads(_export(run_cli))["tables"]["cadence_entries"]}
+    assert learners == {"ada@example.org", "grace"}

@@ -116,6 +116,8 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                     f"the database already holds data ({sum(existing.values())} rows); "
                     "use --replace to replace it (a backup export is saved first)"
                 )
+            if existing and conn.dialect.name != "sqlite":
+                _refuse_replacing_other_learners(conn, data, store.learner)
             if existing:
                 # BEGIN IMMEDIATE already holds the write lock: this snapshot
                 # is exactly what gets replaced.
@@ -140,6 +142,21 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         reason = getattr(exc, "orig", None) or exc
         raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
     return inserted
+
+
+def _refuse_replacing_other_learners(conn, data: dict, importer: str) -> None:
+    """A shared (server) database: `--replace` must not wipe learners the
+    file does not bring back (a learner's own export into the cohort's database)."""
+    from roadmap_cli.cohort import learners
+
+    present = set(learners(conn))
+    brought = {row.get("learner", importer) for rows in data["tables"].values() for row in rows
+               if isinstance(row, dict)} | {importer}
+    others = sorted(present - brought)
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise UserError(f"this database is shared with other learners ({shown}) whom --replace would delete; "
+                        "import into an empty database instead (or `roadmap db copy --to URL`)")
 
 
 def _keep_pinned_learner(conn, learner: str) -> None:
