@@ -331,7 +331,10 @@ def _server_engine_options(parsed) -> dict:
     # pool_pre_ping: a server restarted between two commands of one process
     # (tests, the bench) gives a fresh connection instead of an error.
     # connect_timeout: an unreachable host fails in seconds, not minutes.
-    return {"pool_pre_ping": True, "connect_args": {"connect_timeout": int(os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10"))}}
+    timeout = os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10")
+    if not timeout.isdigit() or int(timeout) < 1:
+        raise StoreError(f"ROADMAP_PG_CONNECT_TIMEOUT={timeout!r} is not a number of seconds (e.g. 10)")
+    return {"pool_pre_ping": True, "connect_args": {"connect_timeout": int(timeout)}}
 
 
 def _check_foreign_server_db(store: Store) -> None:
