@@ -30,8 +30,9 @@ def show_question(console, question, lang: str, heading: str) -> None:
     console.print(e(view["prompt"]))
     if question.kind == "numeric":
         unit = f" in {question.unit}" if question.unit else ""
+        within = f"±{question.tolerance:.0%}" if question.tolerance else "exact"
         console.print(f"[dim]a number{e(unit)} (arithmetic like 2*32*128 is fine; another unit of the same "
-                      f"quantity is converted; ±{question.tolerance:.0%})[/]")
+                      f"quantity is converted; {within})[/]")
     for entry in view.get("options", []) + view.get("items", []):
         console.print(f"  {entry['label']}) {e(entry['text'])}")
     if question.kind == "ordering":

@@ -107,7 +107,8 @@ def _numeric(q, answer: str, lang: str) -> Verdict:
     error = abs(given - q.answer) / abs(q.answer)
     if error <= q.tolerance:
         return Verdict(q.id, "numeric", answer, True, GOOD, expected, [_why(q, lang)])
-    feedback = [f"{format_quantity(given, q.unit)} is {error:.1%} off (tolerance {q.tolerance:.0%})"]
+    allowed = f"tolerance {q.tolerance:.0%}" if q.tolerance else "the exact number is needed"
+    feedback = [f"{format_quantity(given, q.unit)} is {error:.1%} off ({allowed})"]
     hint = prefix_hint(unit)
     if hint and 0.01 < error < 0.2:
         feedback.append(hint)

@@ -133,3 +133,61 @@ def history(store, learner: str, item: Optional[str] = None) -> list[dict]:
     with store.connection() as conn:
         rows = conn.execute(sa.text(sql + " ORDER BY reviewed_at, id"), params).all()
     return [{"item": r[0], "rating": r[1], "reviewed_at": r[2], "source": r[3], "due_after": r[4]} for r in rows]
+
+
+# ---------------------------------------------------------------- import rules (store/rowcheck.py)
+
+ITEM_KINDS = ("checkpoint", "question")
+SOURCES = ("quiz", "review")
+
+
+def _iso_problem(value) -> Optional[str]:
+    try:
+        stamp = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return f"{value!r} is not an ISO timestamp"
+    return None if stamp.tzinfo is not None else f"{value!r} has no time zone (write +00:00)"
+
+
+def row_problems(table: str, row: dict):
+    """(column, problem) for a quiz/review row of a `roadmap import` file
+    (column types are checked before; these are the readers' assumptions)."""
+    get = row.get
+    if table == "quiz_attempts":
+        if not 0 <= get("correct", 0) <= get("total", 0):
+            yield "correct", f"correct {get('correct')} is not within 0..total {get('total')}"
+        try:
+            answers = json.loads(get("answers"))
+        except (TypeError, ValueError, RecursionError):
+            answers = None
+        if not isinstance(answers, list) or not all(isinstance(a, dict) and "question" in a for a in answers):
+            yield "answers", "answers is not a JSON list of {question, kind, answer, correct, rating}"
+        return
+    item = get("item") or ""
+    if item.partition(":")[0] not in ITEM_KINDS or not item.partition(":")[2]:
+        yield "item", f"item {item!r} is not checkpoint:<id> or question:<id>"
+    if table == "review_logs":
+        if get("rating") not in (1, 2, 3, 4):
+            yield "rating", f"rating {get('rating')!r} is not 1-4 (again, hard, good, easy)"
+        if get("source") not in SOURCES:
+            yield "source", f"source {get('source')!r} is not one of {', '.join(SOURCES)}"
+        if _iso_problem(get("due_after")):
+            yield "due_after", _iso_problem(get("due_after"))
+        return
+    if _iso_problem(get("due")):
+        yield "due", _iso_problem(get("due"))
+    if get("reviews") is not None and get("reviews") < 0:
+        yield "reviews", f"reviews {get('reviews')} is negative"
+    try:
+        from fsrs import Card
+
+        card = Card.from_json(get("card"))
+    except Exception:  # noqa: BLE001 - any failure means the reader would fail too
+        yield "card", "card is not an FSRS card (fsrs.Card JSON)"
+        return
+    if records_due(card) != get("due"):
+        yield "due", f"due {get('due')} differs from the card's own due {records_due(card)}"
+
+
+def records_due(card) -> str:
+    return iso(card.due)
