@@ -47,7 +47,7 @@ def seed_reviews(home: Path) -> int:
     with store.connection() as conn:
         for n, q in enumerate(questions):
             when = now - timedelta(days=3 if n % 2 else 30)
-            review.apply_rating(conn, "local", review.item_key(review.QUESTION, q.id), 3, when, "quiz")
+            review.apply_rating(conn, store.learner, review.item_key(review.QUESTION, q.id), 3, when, "quiz")
     for cp in cur.all_checkpoints():
         if cp.kind == "explain":
             check(store, cur, cp.id)

@@ -159,3 +159,18 @@ def test_quiz_at_a_real_terminal(tmp_path, cur):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_quiz_and_review_rows_belong_to_the_current_learner(run_cli, cur, tmp_path, monkeypatch):
+    questions = cur.quiz_for(CP).questions
+    answers = answers_file(tmp_path, {q.id: right_answer(q) for q in questions})
+    monkeypatch.setenv("ROADMAP_LEARNER", "ada@example.org")
+    assert run_cli("quiz", CP, "--answers", answers).exit_code == 0
+    assert run_cli("check", "s1-draw-transformer-block").exit_code == 0
+    assert run_cli("status", "--json").json()["data"]["reviews"] == {"due": 0, "new": 1}
+    monkeypatch.setenv("ROADMAP_LEARNER", "bob@example.org")
+    assert run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"][2]["quiz"] is None
+    assert run_cli("status", "--json").json()["data"]["reviews"] == {"due": 0, "new": 0}
+    assert run_cli("review", "--json").json()["data"]["due"] == []
+    monkeypatch.setenv("ROADMAP_LEARNER", "ada@example.org")
+    assert run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"][2]["quiz"]["passed"] is True

@@ -31,7 +31,7 @@ def cur():
 
 def _rate(store, rating: int, when: datetime, item: str = ITEM) -> str:
     with store.connection() as conn:
-        return review.apply_rating(conn, "local", item, rating, when, "review")
+        return review.apply_rating(conn, store.learner, item, rating, when, "review")
 
 
 def test_due_dates_advance_as_fsrs_computes_them(store):
@@ -47,7 +47,7 @@ def test_due_dates_advance_as_fsrs_computes_them(store):
         intervals.append(card.due - when)
         when = card.due  # review exactly when due
     assert intervals == sorted(intervals) and intervals[-1] > timedelta(days=30), intervals
-    log = records.history(store, "local", ITEM)
+    log = records.history(store, store.learner, ITEM)
     assert [r["rating"] for r in log] == [3, 3, 3, 4]
     assert [r["due_after"] for r in log][-1] == records.iso(card.due)
 
@@ -60,12 +60,12 @@ def test_a_lapse_brings_the_item_back_within_days(store, cur):
     long_interval = next_due - when
     assert long_interval > timedelta(days=30)
     soon = next_due + timedelta(days=7)
-    assert [i.item for i in review.due_items(store, cur, "local", soon)] == [ITEM]
+    assert [i.item for i in review.due_items(store, cur, store.learner, soon)] == [ITEM]
     # forgotten when it came due: FSRS keeps a little stability, so it is back within a week
     after_lapse = records.parse_iso(_rate(store, 1, next_due))
     assert after_lapse - next_due <= timedelta(days=7) and after_lapse - next_due < long_interval / 5
-    assert [i.item for i in review.due_items(store, cur, "local", after_lapse)] == [ITEM]
-    assert records.history(store, "local", ITEM)[-1]["rating"] == 1
+    assert [i.item for i in review.due_items(store, cur, store.learner, after_lapse)] == [ITEM]
+    assert records.history(store, store.learner, ITEM)[-1]["rating"] == 1
     new_card_again = records.parse_iso(_rate(store, 1, T0, "question:s1-qkv-scale-factor")) - T0
     assert new_card_again == timedelta(days=1)  # a first Again: tomorrow (no same-day learning steps)
 
@@ -75,18 +75,18 @@ def test_due_items_new_checkpoints_and_cards_by_end_of_day(store, cur):
 
     check(store, cur, "s1-draw-transformer-block")
     _rate(store, 3, T0)  # due in ~2 days
-    items = review.due_items(store, cur, "local", T0)
+    items = review.due_items(store, cur, store.learner, T0)
     assert [i.item for i in items] == ["checkpoint:s1-draw-transformer-block"] and items[0].due is None
     later = T0 + timedelta(days=5)
-    assert [i.item for i in review.due_items(store, cur, "local", later)] == [ITEM, "checkpoint:s1-draw-transformer-block"]
+    assert [i.item for i in review.due_items(store, cur, store.learner, later)] == [ITEM, "checkpoint:s1-draw-transformer-block"]
     assert review.due_summary(store, cur, {"s1-draw-transformer-block": "x"}, later) == {"due": 1, "new": 1}
     _rate(store, 3, later, "checkpoint:s1-draw-transformer-block")
-    assert [i.item for i in review.due_items(store, cur, "local", later)] == [ITEM]
+    assert [i.item for i in review.due_items(store, cur, store.learner, later)] == [ITEM]
 
 
 def test_an_item_the_curriculum_lost_is_skipped(store, cur):
     _rate(store, 3, T0, "question:no-such-question")
-    assert review.due_items(store, cur, "local", T0 + timedelta(days=30)) == []
+    assert review.due_items(store, cur, store.learner, T0 + timedelta(days=30)) == []
 
 
 def test_review_history_survives_export_and_import(run_cli, store, tmp_path: Path):

@@ -17,13 +17,9 @@ from typing import Iterable, Optional
 
 
 def current_learner(store) -> str:
-    """The learner whose rows are read and written (helper "cohort" owns the
-    real rule in store/learners.py; until it exists everyone is "local")."""
-    try:
-        from roadmap_cli.store.learners import current_learner as from_store
-    except ImportError:
-        return "local"
-    return from_store(store)
+    """The learner whose rows are read and written (store/learners.py decides:
+    $ROADMAP_LEARNER, `init --learner`, git user.email, `local`)."""
+    return store.learner
 
 
 def iso(moment: datetime) -> str:
