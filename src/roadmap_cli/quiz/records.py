@@ -177,9 +177,9 @@ def row_problems(table: str, row: dict):
     try:
         from fsrs import Card
 
-        card = Card.from_json(get("card"))
+        card = Card.from_dict(json.loads(get("card")))
     except Exception:  # noqa: BLE001 - any failure means the reader would fail too
-        yield "card", "card is not an FSRS card (fsrs.Card JSON)"
+        yield "card", "card is not an FSRS card (fsrs.Card.to_dict() as JSON)"
         return
     if records_due(card) != get("due"):
         yield "due", f"due {get('due')} differs from the card's own due {records_due(card)}"

@@ -58,13 +58,16 @@ def _scheduler():
 def apply_rating(conn, learner: str, item: str, rating: int, now: datetime, source: str) -> str:
     """Review `item` with `rating` (1-4) at `now`; store the new card and the
     log line; return the new due time (ISO, UTC)."""
+    import json
+
     from fsrs import Card, Rating
 
     stored = records.load_card(conn, learner, item)
-    card = Card.from_json(stored[0]) if stored else Card(due=now)
+    # stored as JSON of Card.to_dict() (sorted keys: exports stay byte-stable)
+    card = Card.from_dict(json.loads(stored[0])) if stored else Card(due=now)
     card, _log = _scheduler().review_card(card, Rating(rating), review_datetime=now)
     due = records.iso(card.due)
-    records.save_review(conn, learner, item, card.to_json(), due, (stored[1] if stored else 0) + 1, rating,
+    records.save_review(conn, learner, item, json.dumps(card.to_dict(), sort_keys=True), due, (stored[1] if stored else 0) + 1, rating,
                         records.iso(now), source)
     return due
 

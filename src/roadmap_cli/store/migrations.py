@@ -272,7 +272,7 @@ def m006_quiz_review(conn: sa.Connection) -> None:
             "review_cards", md,
             sa.Column("learner", sa.String, primary_key=True, server_default="local"),
             sa.Column("item", sa.String, primary_key=True),  # checkpoint:<id> | question:<id>
-            sa.Column("card", sa.Text, nullable=False),  # fsrs.Card.to_json()
+            sa.Column("card", sa.Text, nullable=False),  # JSON of fsrs.Card.to_dict()
             sa.Column("due", sa.String, nullable=False, index=True),  # ISO 8601, UTC, seconds: compares as text
             sa.Column("reviews", sa.Integer, nullable=False),
             sa.Column("updated_at", sa.String, nullable=False),
