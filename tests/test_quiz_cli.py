@@ -174,3 +174,10 @@ def test_quiz_and_review_rows_belong_to_the_current_learner(run_cli, cur, tmp_pa
     assert run_cli("review", "--json").json()["data"]["due"] == []
     monkeypatch.setenv("ROADMAP_LEARNER", "ada@example.org")
     assert run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"][2]["quiz"]["passed"] is True
+
+
+def test_quiz_without_ref_uses_the_latest_stage_with_quizzes(run_cli, cur):
+    for cp in cur.stage(1).checkpoints:  # stage 1 done: stage 2 (build only, no quizzes) is current
+        assert run_cli("check", cp.id).exit_code == 0
+    data = run_cli("quiz", "--json").json()["data"]
+    assert [c["checkpoint"] for c in data["checkpoints"]] == [cp.id for cp in cur.stage(1).checkpoints]

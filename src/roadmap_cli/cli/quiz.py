@@ -46,9 +46,14 @@ def quiz(
             for q in questions:
                 show_verdict(console, verdicts[q.id])
     else:
-        verdicts = {}
-        for n, q in enumerate(questions, 1):
-            verdicts[q.id] = ask(console, q, lang, f"[{n}/{len(questions)}]")
+        from rich.markup import escape
+
+        verdicts, n = {}, 0
+        for cp, quiz_of_cp in chosen:
+            console.print(f"\n[bold]── {escape(cp.text.get(lang))}[/] [dim]({cp.id})[/]", soft_wrap=True)
+            for q in quiz_of_cp.questions:
+                n += 1
+                verdicts[q.id] = ask(console, q, lang, f"[{n}/{len(questions)}]")
     results = session.finish(store, cur, chosen, verdicts)
     data = {"results": [{"checkpoint": r.checkpoint_id, "correct": r.correct, "total": r.total, "passed": r.passed,
                          "checkpoint_done": r.already_done, "answers": [verdict_json(v) for v in r.verdicts]}

@@ -47,13 +47,25 @@ def select(curriculum, ref: Optional[str], done: dict) -> list[tuple]:
             choices = checkpoint_ids + [s.id for s in curriculum.stages]
             raise NotFoundError("stage or checkpoint", ref, choices) from None
     else:
-        from roadmap_cli.progress import current_stage
-
-        stage = current_stage(curriculum, done) or curriculum.stages[-1]
+        stage = _default_stage(curriculum, done)
     chosen = [(cp, curriculum.quiz_for(cp.id)) for cp in stage.checkpoints if curriculum.quiz_for(cp.id)]
     if not chosen:
         raise UserError(f"stage {stage.number} has no quiz questions ({_with_quizzes(curriculum)})")
     return chosen
+
+
+def _default_stage(curriculum, done: dict):
+    """The current stage if it has quizzes, else the nearest earlier stage
+    that has (what you learnt last), else the first later one."""
+    from roadmap_cli.progress import current_stage
+
+    now = current_stage(curriculum, done) or curriculum.stages[-1]
+    earlier = [s for s in curriculum.stages if s.number <= now.number][::-1]
+    later = [s for s in curriculum.stages if s.number > now.number]
+    for stage in earlier + later:
+        if any(curriculum.quiz_for(cp.id) for cp in stage.checkpoints):
+            return stage
+    return now
 
 
 def _with_quizzes(curriculum) -> str:
