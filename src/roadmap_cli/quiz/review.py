@@ -127,8 +127,12 @@ def utc_now() -> datetime:
 def next_due_text(due_iso: str, now: datetime) -> str:
     """"in 10 minutes", "in 3 days" for the learner."""
     delta = records.parse_iso(due_iso) - now
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
     if delta < timedelta(hours=1):
-        return f"in {max(int(delta.total_seconds() // 60), 0)} minutes"
+        return "in " + plural(max(int(delta.total_seconds() // 60), 0), "minute")
     if delta < timedelta(days=1):
-        return f"in {int(delta.total_seconds() // 3600)} hours"
-    return f"in {delta.days} days ({due_iso[:10]})"
+        return "in " + plural(int(delta.total_seconds() // 3600), "hour")
+    return f"in {plural(delta.days, 'day')} ({due_iso[:10]})"
