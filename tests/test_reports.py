@@ -8,6 +8,7 @@ import json
 import re
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -177,6 +178,7 @@ def test_markdown_file_writes_svgs_beside_it_and_never_overwrites(run_cli, month
     for name in names:
         svg = tmp_path / f"report-{label}-{name}.svg"
         assert svg.read_text().startswith("<svg") and f"({svg.name})" in md
+        ElementTree.fromstring(svg.read_text())
     assert "<script" not in "".join((tmp_path / f"report-{label}-{n}.svg").read_text() for n in names)
     again = run_cli("report", "--month", label, "-o", out)
     assert again.exit_code == 2 and out.read_text() == md
@@ -239,3 +241,18 @@ def test_planned_burnup_matches_the_status_schedule(month):
     for days in (0, 3, 10, 45, 100, 200, 400, 2000):
         day = start + timedelta(days=days)
         assert int(planned_done(cur, start, day)) == _schedule(cur, {}, start, day, None).expected_done
+
+
+def test_svg_charts_escape_every_text():
+    from roadmap_cli.reports import svg
+
+    line = svg.line_chart(EVIL, [svg.SvgSeries(EVIL, [(0, 1), (1, 2)], color='"><script>')], x_label=EVIL, y_label=EVIL,
+                          x_format=lambda x: EVIL)
+    bars = svg.bar_chart(EVIL, [(EVIL, 3.0)], unit=EVIL, y_label=EVIL, target=(1, 2))
+    empty = svg.line_chart(EVIL, [], x_label="x", y_label="y", empty=EVIL)
+    cal = svg.calendar(EVIL, {"weeks": [{"label": EVIL, "start": "2026-11-02", "days": [1, 0, 2, 5, None, None, None],
+                                         "met": True}], "total": 8, "active_days": 3, "weeks_met": 1})
+    for doc in (line, bars, empty, cal):
+        assert "<script" not in doc and "&lt;script&gt;" in doc
+        assert doc.startswith("<svg") and doc.rstrip().endswith("</svg>")
+        ElementTree.fromstring(doc)  # well-formed XML
