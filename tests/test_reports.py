@@ -256,3 +256,37 @@ def test_svg_charts_escape_every_text():
         assert "<script" not in doc and "&lt;script&gt;" in doc
         assert doc.startswith("<svg") and doc.rstrip().endswith("</svg>")
         ElementTree.fromstring(doc)  # well-formed XML
+
+
+def test_cohort_rows_of_another_learner_stay_out(run_cli, month, roadmap_home: Path, monkeypatch):
+    """Once tables carry a `learner` column (cohort mode), the report reads the current learner's rows only."""
+    import sqlite3
+    import sys
+    import types
+
+    label, first, last = month
+    mid = (first + timedelta(days=9)).isoformat()
+    with sqlite3.connect(roadmap_home / "roadmap.db") as conn:
+        for table in ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries"):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN learner TEXT NOT NULL DEFAULT 'local'")
+        conn.execute("INSERT INTO checkpoint_progress VALUES ('s1-read-transformer-paper-diagram', ?, 'self', NULL, 'bo')",
+                     (utc_of_local_noon(first + timedelta(days=9)),))
+        conn.execute("INSERT INTO papers (title, title_key, status, read_on, added_on, learner) "
+                     "VALUES ('Bo paper', 'bo', 'read', ?, ?, 'bo')", (mid, mid))
+        conn.execute("INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) "
+                     "VALUES ('experiment', 'Bo exp', ?, 'x', 'bo')", (mid,))
+        conn.execute("INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+                     "device, interpret_mode, workspace, grader_sha256, learner) VALUES ('minigpt', ?, 1, 'passed', 100, "
+                     "100, '[]', '[]', 'cuda', 0, '/w', 'x', 'bo')", (utc_of_local_noon(first + timedelta(days=9)),))
+    fake = types.ModuleType("roadmap_cli.store.learners")
+    fake.current_learner = lambda store: "local"
+    monkeypatch.setitem(sys.modules, "roadmap_cli.store.learners", fake)
+    data = run_cli("report", "--month", label, "--json").json()["data"]
+    assert len(data["checkpoints"]) == 2 and data["checkpoints_done_total"] == 3
+    assert len(data["papers"]) == 2 and len(data["entries"]["experiment"]) == 1
+    assert [lab["lab_id"] for lab in data["labs"]] == ["flash-attention"]
+    fake.current_learner = lambda store: "bo"
+    data = run_cli("report", "--month", label, "--json").json()["data"]
+    assert [c["id"] for c in data["checkpoints"]] == ["s1-read-transformer-paper-diagram"]
+    assert [p["title"] for p in data["papers"]] == ["Bo paper"]
+    assert [lab["lab_id"] for lab in data["labs"]] == ["minigpt"]
