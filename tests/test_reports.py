@@ -192,6 +192,7 @@ def test_markdown_file_writes_svgs_beside_it_and_never_overwrites(run_cli, month
     (["--month", "2026-01", "--quarter", "2026-Q1"], "choose one period"),
     (["--month", "2999-01"], "has not started yet"),
     (["--month", "2026-01", "--format", "pdf"], "unknown --format"),
+    (["--month", "2026-01", "--json", "-o", "x.md"], "writes no file"),
 ])
 def test_bad_period_is_one_line_exit_2(run_cli, args, message):
     result = run_cli("report", *args)

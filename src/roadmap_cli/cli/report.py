@@ -38,6 +38,8 @@ def report(
     if fmt not in ("md", "html"):
         raise UserError(f"unknown --format {fmt!r} (choose md or html)")
     period = parse_period(month, quarter)
+    if as_json and out:
+        raise UserError("--json prints the report's data; it writes no file (drop -o, or --json)")
     if log and not out:
         raise UserError("--log needs -o FILE: the cadence entry links to the written file")
     if fmt == "html" and not out and not as_json and sys.stdout.isatty():
