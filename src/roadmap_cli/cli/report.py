@@ -56,11 +56,12 @@ def report(
     if out is None:
         from roadmap_cli.reports.render import render_html, render_markdown
 
-        sys.stdout.write(render_markdown(data) if fmt == "md" else render_html(data))
+        cache = ctx.home / "cache"
+        sys.stdout.write(render_markdown(data, cache_dir=cache) if fmt == "md" else render_html(data, cache))
         return
     from roadmap_cli.reports.render import write_report
 
-    written = write_report(data, fmt, Path(out).expanduser().resolve(), force=force)
+    written = write_report(data, fmt, Path(out).expanduser().resolve(), force=force, cache_dir=ctx.home / "cache")
     typer.echo(f"wrote {written.path}" + (f" and {len(written.charts)} SVG charts beside it" if written.charts else ""))
     if log:
         from roadmap_cli.research.entries import EntryInput, log_entry

@@ -205,7 +205,6 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
 
     import sqlalchemy as sa
 
-    from roadmap_cli.labs.spec import load_all
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
@@ -213,7 +212,6 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
         rows = conn.execute(sa.text(
             "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode "
             "FROM grade_attempts WHERE 1 = 1" + mine + " ORDER BY lab_id, id"), params).all()
-    specs = {s.id: s for s in load_all()[0]}
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
     number: dict[str, int] = {}
@@ -226,6 +224,7 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
         key = (row.outcome == "passed", row.score, row.id)
         if row.lab_id not in best or key > best[row.lab_id][0]:
             best[row.lab_id] = (key, number[row.lab_id], day, row)
+    specs = _specs(best)
     lines = []
     for lab_id, (_, attempt, day, row) in best.items():
         spec = specs.get(lab_id)
@@ -244,6 +243,21 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}
     return sorted(lines, key=lambda lab: (stage.get(lab.lab_id, 99), lab.lab_id))
+
+
+def _specs(lab_ids) -> dict:
+    """The lab.yaml of each lab graded in the period (parsing all of them costs
+    more than the rest of the report); a lab removed since is shown by its id."""
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.labs.spec import find_lab
+
+    specs = {}
+    for lab_id in lab_ids:
+        try:
+            specs[lab_id] = find_lab(lab_id)
+        except RoadmapError:
+            pass
+    return specs
 
 
 def _papers(store, period: Period) -> list[PaperLine]:

@@ -48,19 +48,34 @@ def _md_link(text, url: Optional[str]):
     return Markup(f"[{md_escape(text)}]({encoded})")
 
 
-def _env(kind: str):
+def _env(kind: str, cache_dir: Optional[Path] = None):
+    """The jinja2 environment for `kind`; with `cache_dir` compiled templates are
+    kept there (compiling both templates costs about as much as the queries)."""
     import jinja2
 
+    options = dict(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                   trim_blocks=True, lstrip_blocks=True, bytecode_cache=_bytecode_cache(cache_dir))
     if kind == "html":
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env = jinja2.Environment(autoescape=True, **options)
     else:
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False, finalize=md_escape,
-                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env = jinja2.Environment(autoescape=False, finalize=md_escape, **options)
         env.filters["link"] = _md_link
     env.filters["num"] = lambda v: "" if v is None else f"{v:g}"
     env.filters["pct"] = lambda a, b: f"{100 * a / b:.0f}%" if b else "–"
     return env
+
+
+def _bytecode_cache(cache_dir: Optional[Path]):
+    if cache_dir is None:
+        return None
+    import jinja2
+
+    folder = cache_dir / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # a read-only home: compile every time
+    return jinja2.FileSystemBytecodeCache(str(folder))
 
 
 def _day(x: float) -> str:
@@ -93,17 +108,18 @@ def chart_svgs(report: Report) -> dict[str, str]:
     return {name: charts[name] for name in CHART_NAMES}
 
 
-def render_html(report: Report) -> str:
+def render_html(report: Report, cache_dir: Optional[Path] = None) -> str:
     from markupsafe import Markup
 
     charts = {name: Markup(text) for name, text in chart_svgs(report).items()}
-    return _env("html").get_template("report.html.j2").render(r=report, charts=charts)
+    return _env("html", cache_dir).get_template("report.html.j2").render(r=report, charts=charts)
 
 
-def render_markdown(report: Report, chart_files: Optional[dict[str, str]] = None) -> str:
+def render_markdown(report: Report, chart_files: Optional[dict[str, str]] = None,
+                    cache_dir: Optional[Path] = None) -> str:
     """Markdown; `chart_files` maps chart names to the SVG files beside it
     (relative names), None when printing to stdout (no charts then)."""
-    return _env("md").get_template("report.md.j2").render(r=report, chart_files=chart_files)
+    return _env("md", cache_dir).get_template("report.md.j2").render(r=report, chart_files=chart_files)
 
 
 @dataclass
@@ -118,7 +134,7 @@ def chart_paths(out: Path) -> dict[str, Path]:
     return {name: out.with_name(f"{out.stem}-{name}.svg") for name in CHART_NAMES}
 
 
-def write_report(report: Report, fmt: str, out: Path, *, force: bool) -> Written:
+def write_report(report: Report, fmt: str, out: Path, *, force: bool, cache_dir: Optional[Path] = None) -> Written:
     """Write the report (and, for Markdown, its SVG charts beside it).
 
     Every target is checked before anything is written: without `force` an
@@ -136,11 +152,11 @@ def write_report(report: Report, fmt: str, out: Path, *, force: bool) -> Written
                         + (f"; {len(existing)} files would be)" if len(existing) > 1 else ")"))
     if fmt == "md":
         charts = chart_svgs(report)
-        text = render_markdown(report, {name: path.name for name, path in svgs.items()})
+        text = render_markdown(report, {name: path.name for name, path in svgs.items()}, cache_dir)
         for name, path in svgs.items():
             _write(path, charts[name])
     else:
-        text = render_html(report)
+        text = render_html(report, cache_dir)
     _write(out, text)
     return Written(str(out), fmt, [str(p) for p in svgs.values()])
 
