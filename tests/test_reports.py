@@ -291,3 +291,33 @@ def test_cohort_rows_of_another_learner_stay_out(run_cli, month, roadmap_home: P
     assert [c["id"] for c in data["checkpoints"]] == ["s1-read-transformer-paper-diagram"]
     assert [p["title"] for p in data["papers"]] == ["Bo paper"]
     assert [lab["lab_id"] for lab in data["labs"]] == ["minigpt"]
+
+
+def test_quarter_markdown(run_cli, month):
+    label, first, _ = month
+    quarter = f"{first.year}-Q{(first.month - 1) // 3 + 1}"
+    result = run_cli("report", "--quarter", quarter.lower())  # 2026-q4 is accepted too
+    assert result.exit_code == 0, result
+    assert f"# Quarterly report {quarter}" in result.stdout
+    assert "| Target (quarter) |" in result.stdout and "quarterly streak" in result.stdout
+
+
+def test_html_is_never_printed_to_a_terminal(month, roadmap_home: Path):
+    """On a terminal HTML is refused with one line; redirected, it is printed."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    label, _, _ = month
+    cmd = [sys.executable, "-m", "roadmap_cli", "report", "--month", label, "--format", "html"]
+    env = dict(os.environ, ROADMAP_HOME=str(roadmap_home))
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(cmd, stdout=follower, stderr=subprocess.PIPE, env=env, timeout=120)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 2 and b"not for a terminal" in proc.stderr
+    piped = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
+    assert piped.returncode == 0 and piped.stdout.startswith(b"<!DOCTYPE html>")
