@@ -108,10 +108,11 @@ def test_a_tampered_checkpoint_runs_nothing(tmp_path: Path):
     marker.unlink(missing_ok=True)
     ckpt = tmp_path / "ckpt.pt"
     with zipfile.ZipFile(ckpt, "w") as archive:
-        archive.writestr("ckpt/data.pkl", pickle.dumps({"x": _Boom(), "history": [{"iter": 0, "loss": 1.0}]}))
+        archive.writestr("ckpt/data.pkl", pickle.dumps({"x": _Boom(), "history": [
+            {"iter": 0, "loss": 1.0}, {"iter": 1, "loss": float("nan")}, {"iter": 2, "loss": float("inf")}, "junk"]}))
     history = read_checkpoint(ckpt)
     assert not marker.exists()
-    assert history.train == [(0, 1.0)]
+    assert history.train == [(0, 1.0)]  # NaN/inf (a diverged run) and junk rows are left out
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     assert "cannot read" in read_checkpoint(tmp_path / "junk.pt").problem
 

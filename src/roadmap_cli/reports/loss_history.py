@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import io
+import math
 import pickle
 import zipfile
 from dataclasses import dataclass, field
@@ -61,10 +62,12 @@ class _HistoryUnpickler(pickle.Unpickler):
 
 
 def _points(rows, key: str) -> list[tuple[int, float]]:
+    """(iteration, value) pairs; a diverged run's NaN/inf losses cannot be drawn and are left out."""
     out = []
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and isinstance(row.get("iter"), int) and isinstance(row.get(key), (int, float)):
-            out.append((row["iter"], float(row[key])))
+            if math.isfinite(row[key]):
+                out.append((row["iter"], float(row[key])))
     return out
 
 
