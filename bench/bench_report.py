@@ -21,6 +21,7 @@ neighbours (the wall median is printed beside it).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -53,6 +54,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
+    # bench_status.seed inserts rows without a learner: they get the column's
+    # default, `local`. Be that learner (else a machine with a git user.email
+    # would pin that id and every command would read an empty database).
+    os.environ["ROADMAP_LEARNER"] = "local"
     home = Path(tempfile.mkdtemp(prefix="roadmap-bench-report-"))
     print(f"seeding {home} with 10,000 papers, 5,000 cadence entries, 1,000 grade attempts…")
     seed(home)
@@ -68,6 +73,11 @@ def main() -> None:
     }
     for cmd in commands.values():  # warm the curriculum cache and the OS page cache
         timed(cmd, env)
+    probe = subprocess.run(roadmap + ["report", "--month", month, "--json"], env=env, capture_output=True, text=True)
+    papers = len(json.loads(probe.stdout)["data"]["papers"])
+    print(f"the report of {month} lists {papers} papers read")
+    if papers == 0:
+        sys.exit("the seeded rows are not the current learner's: nothing to measure")
     cpu: dict[str, list[float]] = {name: [] for name in commands}
     wall: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):

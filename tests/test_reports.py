@@ -34,12 +34,13 @@ def seed(home: Path, first: date, last: date) -> dict:
 
     home.mkdir(parents=True, exist_ok=True)
     store = open_store(home)
+    me = store.learner  # rows below get the column's default; they are made this learner's at the end
     mid = first + timedelta(days=9)
     before = first - timedelta(days=3)
     with store.connection() as conn:
         ins = lambda sql, rows: conn.execute(sa.text(sql), rows)  # noqa: E731
-        ins("INSERT INTO settings (key, value) VALUES (:k, :v)",
-            [{"k": "start_date", "v": json.dumps((first - timedelta(weeks=8)).isoformat())}])
+        ins("INSERT INTO settings (learner, key, value) VALUES (:me, :k, :v)",
+            [{"me": me, "k": "start_date", "v": json.dumps((first - timedelta(weeks=8)).isoformat())}])
         ins("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence) VALUES (:c, :t, :s, :e)", [
             {"c": "s1-draw-transformer-block", "t": utc_of_local_noon(mid), "s": "self", "e": "https://example.org/post"},
             {"c": "s1-explain-attention-workflow", "t": utc_of_local_noon(mid + timedelta(days=1)), "s": "self", "e": None},
@@ -87,6 +88,8 @@ def seed(home: Path, first: date, last: date) -> dict:
             {"k": "hours", "t": None, "d": (mid + timedelta(days=1)).isoformat(), "h": 4.0, "l": None, "n": None},
             {"k": "hours", "t": None, "d": before.isoformat(), "h": 7.0, "l": None, "n": None},
         ])
+        for table in ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries"):
+            conn.execute(sa.text(f"UPDATE {table} SET learner = :me"), {"me": me})
     store.engine.dispose()
     return {"mid": mid, "before": before}
 
@@ -259,38 +262,34 @@ def test_svg_charts_escape_every_text():
         ElementTree.fromstring(doc)  # well-formed XML
 
 
-def test_cohort_rows_of_another_learner_stay_out(run_cli, month, roadmap_home: Path, monkeypatch):
-    """Once tables carry a `learner` column (cohort mode), the report reads the current learner's rows only."""
+def test_rows_of_another_learner_stay_out(run_cli, month, roadmap_home: Path, monkeypatch):
+    """Cohort mode: the report reads the current learner's rows only."""
     import sqlite3
-    import sys
-    import types
 
     label, first, last = month
     mid = (first + timedelta(days=9)).isoformat()
+    when = utc_of_local_noon(first + timedelta(days=9))
     with sqlite3.connect(roadmap_home / "roadmap.db") as conn:
-        for table in ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries"):
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN learner TEXT NOT NULL DEFAULT 'local'")
-        conn.execute("INSERT INTO checkpoint_progress VALUES ('s1-read-transformer-paper-diagram', ?, 'self', NULL, 'bo')",
-                     (utc_of_local_noon(first + timedelta(days=9)),))
+        conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, learner) "
+                     "VALUES ('s1-read-transformer-paper-diagram', ?, 'self', 'bo')", (when,))
         conn.execute("INSERT INTO papers (title, title_key, status, read_on, added_on, learner) "
                      "VALUES ('Bo paper', 'bo', 'read', ?, ?, 'bo')", (mid, mid))
         conn.execute("INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) "
                      "VALUES ('experiment', 'Bo exp', ?, 'x', 'bo')", (mid,))
         conn.execute("INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
                      "device, interpret_mode, workspace, grader_sha256, learner) VALUES ('minigpt', ?, 1, 'passed', 100, "
-                     "100, '[]', '[]', 'cuda', 0, '/w', 'x', 'bo')", (utc_of_local_noon(first + timedelta(days=9)),))
-    fake = types.ModuleType("roadmap_cli.store.learners")
-    fake.current_learner = lambda store: "local"
-    monkeypatch.setitem(sys.modules, "roadmap_cli.store.learners", fake)
+                     "100, '[]', '[]', 'cuda', 0, '/w', 'x', 'bo')", (when,))
     data = run_cli("report", "--month", label, "--json").json()["data"]
     assert len(data["checkpoints"]) == 2 and data["checkpoints_done_total"] == 3
     assert len(data["papers"]) == 2 and len(data["entries"]["experiment"]) == 1
     assert [lab["lab_id"] for lab in data["labs"]] == ["flash-attention"]
-    fake.current_learner = lambda store: "bo"
+    monkeypatch.setenv("ROADMAP_LEARNER", "bo")
     data = run_cli("report", "--month", label, "--json").json()["data"]
     assert [c["id"] for c in data["checkpoints"]] == ["s1-read-transformer-paper-diagram"]
     assert [p["title"] for p in data["papers"]] == ["Bo paper"]
+    assert [e["title"] for e in data["entries"]["experiment"]] == ["Bo exp"]
     assert [lab["lab_id"] for lab in data["labs"]] == ["minigpt"]
+    assert run_cli("stats", "--json").json()["data"]["grades"] == [{"lab_id": "minigpt", "points": [[1, 100.0]]}]
 
 
 def test_quarter_markdown(run_cli, month):

@@ -78,8 +78,8 @@ def test_loss_curve_from_the_workspace_checkpoint_without_torch(run_cli, roadmap
     roadmap_home.mkdir(parents=True)
     store = open_store(roadmap_home)
     with store.connection() as conn:
-        conn.exec_driver_sql("INSERT INTO lab_workspaces (lab_id, path, created_at) VALUES (?, ?, ?)",
-                             ("minigpt", str(workspace), "2026-01-01T00:00:00+00:00"))
+        conn.exec_driver_sql("INSERT INTO lab_workspaces (lab_id, path, created_at, learner) VALUES (?, ?, ?, ?)",
+                             ("minigpt", str(workspace), "2026-01-01T00:00:00+00:00", store.learner))
     store.engine.dispose()
     probe = ("import json, sys\nfrom roadmap_cli.reports.loss_history import read_checkpoint\n"
              f"h = read_checkpoint(__import__('pathlib').Path({str(workspace / 'out' / 'ckpt.pt')!r}))\n"

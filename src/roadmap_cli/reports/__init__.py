@@ -4,7 +4,6 @@
                      grade score per attempt, the MiniGPT loss curve (plain dataclasses)
     loss_history.py  the MiniGPT workspace checkpoint's loss history, read without torch
     gather.py        everything one report period holds (checkpoints, labs, papers, ...)
-    scope.py         the current learner's rows, once tables carry a learner column
     stats.py         `roadmap stats`: the charts over the last weeks, as text lines
     textchart.py     charts as plain text lines for the terminal (fits a given width)
     svg.py           the same charts as small, escaped, self-contained SVG

@@ -4,6 +4,7 @@
 (plain SQL), the curriculum and the lab specs, and returns a `Report` that the
 templates (render.py) and `--json` show alike. Dates are the learner's local
 dates; a checkpoint counts in the period holding the local day it was done.
+Every query reads the current learner's rows only (`store.learner`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.reports.scope import learner_clause
 from roadmap_cli.reports.series import Charts, WeekHours, all_charts, local_day, parse_parts
 from roadmap_cli.research.periods import Period, period_of, periods_between
 
@@ -169,9 +169,8 @@ def _checkpoints(store, curriculum, lang: str, period: Period) -> tuple[list[Che
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        mine, params = learner_clause(store, conn, "checkpoint_progress")
         rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at, source, evidence FROM checkpoint_progress "
-                                    "WHERE 1 = 1" + mine), params).all()
+                                    "WHERE learner = :learner"), {"learner": store.learner}).all()
     where = {cp.id: (stage, cp) for stage in curriculum.stages for cp in stage.checkpoints}
     lines, done_by_end = [], 0
     for cid, when, source, evidence in rows:
@@ -208,10 +207,9 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
-        mine, params = learner_clause(store, conn, "grade_attempts")
         rows = conn.execute(sa.text(
             "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode "
-            "FROM grade_attempts WHERE 1 = 1" + mine + " ORDER BY lab_id, id"), params).all()
+            "FROM grade_attempts WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
     number: dict[str, int] = {}
@@ -264,11 +262,11 @@ def _papers(store, period: Period) -> list[PaperLine]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        mine, params = learner_clause(store, conn, "papers")
         rows = conn.execute(sa.text(
             "SELECT id, title, authors, year, status, read_on, url, arxiv_id, doi, rating, notes FROM papers "
-            "WHERE status IN ('read', 'reproduced') AND read_on >= :a AND read_on <= :b" + mine + " ORDER BY read_on, id"),
-            {"a": period.start.isoformat(), "b": period.end.isoformat(), **params}).all()
+            "WHERE learner = :learner AND status IN ('read', 'reproduced') AND read_on >= :a AND read_on <= :b "
+            "ORDER BY read_on, id"),
+            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner}).all()
     return [PaperLine(r.id, r.title, r.authors, r.year, r.status, r.read_on, _paper_link(r.url, r.arxiv_id, r.doi),
                       r.rating, r.notes) for r in rows]
 
@@ -277,11 +275,10 @@ def _entries(store, period: Period) -> dict[str, list[EntryLine]]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        mine, params = learner_clause(store, conn, "cadence_entries")
         rows = conn.execute(sa.text(
             "SELECT id, kind, title, on_date, link, note FROM cadence_entries WHERE kind != 'hours' "
-            "AND on_date >= :a AND on_date <= :b" + mine + " ORDER BY on_date, id"),
-            {"a": period.start.isoformat(), "b": period.end.isoformat(), **params}).all()
+            "AND on_date >= :a AND on_date <= :b AND learner = :learner ORDER BY on_date, id"),
+            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner}).all()
     by_kind: dict[str, list[EntryLine]] = {k: [] for k in ITEM_KINDS}
     for r in rows:
         by_kind.setdefault(r.kind, []).append(EntryLine(r.id, r.kind, r.title or "", r.on_date, safe_link(r.link), r.note))

@@ -128,12 +128,10 @@ def grade_series(store, *, until: Optional[date] = None) -> list[LabGrades]:
     on that attempt's machine, numbered like `roadmap lab history`."""
     import sqlalchemy as sa
 
-    from roadmap_cli.reports.scope import learner_clause
-
+    
     with store.connection() as conn:
-        mine, params = learner_clause(store, conn, "grade_attempts")
         rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score FROM grade_attempts "
-                                    "WHERE 1 = 1" + mine + " ORDER BY lab_id, id"), params).all()
+                                    "WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     by_lab: dict[str, list[tuple[int, float]]] = {}
     numbers: dict[str, int] = {}
     for lab_id, started_at, outcome, score, max_score in rows:
