@@ -320,3 +320,13 @@ def test_html_is_never_printed_to_a_terminal(month, roadmap_home: Path):
     assert proc.returncode == 2 and b"not for a terminal" in proc.stderr
     piped = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
     assert piped.returncode == 0 and piped.stdout.startswith(b"<!DOCTYPE html>")
+
+
+def test_markdown_blocks_are_separated(run_cli, month):
+    """GitHub reads a line right after a list item as part of it: every heading,
+    bold kind label and table starts after a blank line."""
+    label, _, _ = month
+    lines = run_cli("report", "--month", label).stdout.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith(("#", "**", "| Date", "| Part", "| Kernel", "| Week", "| Target", "![")):
+            assert lines[i - 1] == "", f"line {i + 1} {line!r} follows {lines[i - 1]!r}"
