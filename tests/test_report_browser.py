@@ -80,3 +80,16 @@ def test_html_report_in_headless_chromium(run_cli, roadmap_home: Path, tmp_path:
     assert dialogs == [], f"a script ran: {dialogs}"
     assert problems == [], problems
     assert all(url.startswith("file://") for url in requests), requests  # no network
+
+
+def test_missing_chromium_skips_or_fails_when_required(monkeypatch, tmp_path: Path):
+    """The guard itself: a skip naming the Debian package, a failure under ROADMAP_REQUIRE_CHROMIUM=1."""
+    import test_report_browser as me
+
+    monkeypatch.setattr(me, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.delenv("ROADMAP_REQUIRE_CHROMIUM", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Debian's `chromium` package"):
+        me._need_chromium()
+    monkeypatch.setenv("ROADMAP_REQUIRE_CHROMIUM", "1")
+    with pytest.raises(pytest.fail.Exception, match="ROADMAP_REQUIRE_CHROMIUM=1"):
+        me._need_chromium()
