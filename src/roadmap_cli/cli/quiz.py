@@ -112,16 +112,9 @@ def review(
                        else {"text": cur.checkpoint(d.ref).text.get(lang)})} for d in due]
         emit("review", {"due": listing}, as_json=True, render=None)
         return
-    from roadmap_cli.cli.review_run import run_review
-
-    data = run_review(console, store, cur, learner, due, now, lang,
-                      answers=None if answers is None else _load(answers), quiet=as_json)
-    from roadmap_cli.cli.review_run import render_summary
-
-    emit("review", data, as_json=as_json, render=lambda out: render_summary(out, data))
-
-
-def _load(path: str) -> dict:
+    from roadmap_cli.cli.review_run import render_summary, run_review
     from roadmap_cli.quiz.session import load_answers
 
-    return load_answers(path)
+    data = run_review(console, store, cur, learner, due, now, lang,
+                      answers=None if answers is None else load_answers(answers), quiet=as_json)
+    emit("review", data, as_json=as_json, render=lambda out: render_summary(out, data))

@@ -15,7 +15,7 @@ from roadmap_cli.quiz.checking import RATING_NAMES, AnswerProblem, Verdict, chec
 from roadmap_cli.quiz.session import question_view
 
 
-def _input(console, label: str) -> str:
+def read_line(console, label: str) -> str:
     from rich.prompt import Prompt
 
     try:
@@ -42,7 +42,7 @@ def show_question(console, question, lang: str, heading: str) -> None:
 
 def ask_rating(console, label: str = "how well did you recall it? again / hard / good / easy") -> int:
     while True:
-        text = _input(console, label)
+        text = read_line(console, label)
         try:
             return parse_rating(text)
         except AnswerProblem as problem:
@@ -52,13 +52,13 @@ def ask_rating(console, label: str = "how well did you recall it? again / hard /
 def ask(console, question, lang: str, heading: str) -> Verdict:
     show_question(console, question, lang, heading)
     if question.kind == "recall":
-        _input(console, "your answer (say it, write it, or type it here; Enter shows the model answer)")
+        read_line(console, "your answer (say it, write it, or type it here; Enter shows the model answer)")
         console.print(f"[bold]model answer[/] {e(question.model_answer.get(lang))}")
         rating = ask_rating(console)
         verdict = check(question, RATING_NAMES[rating], lang)
     else:
         while True:
-            text = _input(console, "answer")
+            text = read_line(console, "answer")
             try:
                 verdict = check(question, text, lang)
                 break

@@ -30,7 +30,7 @@ def _rate_from_file(cur, item, given: str, lang: str):
 
 
 def _rate_interactive(console, cur, item, lang: str, heading: str):
-    from roadmap_cli.cli.quiz_prompt import _input, ask, ask_rating
+    from roadmap_cli.cli.quiz_prompt import ask, ask_rating, read_line
     from roadmap_cli.quiz.review import QUESTION
 
     if item.kind == QUESTION:
@@ -39,7 +39,7 @@ def _rate_interactive(console, cur, item, lang: str, heading: str):
     checkpoint = cur.checkpoint(item.ref)
     console.print(f"\n[bold]{e(heading)}[/] [dim]checkpoint · {item.ref}[/]")
     console.print(f"Explain, aloud or on paper: [bold]{e(checkpoint.text.get(lang))}[/]")
-    _input(console, "press Enter when you have explained it")
+    read_line(console, "press Enter when you have explained it")
     return ask_rating(console, "how well could you explain it? again / hard / good / easy"), None
 
 
