@@ -159,9 +159,11 @@ def test_imported_attempts_are_marked_imported(run_cli, base_export, tmp_path: P
 
 # ---------------------------------------------------------------- bad rows already stored
 
+# The home's learner (pinned by migration 5): a bad setting must be the reader's own to crash it.
+_ME = "(SELECT json_extract(value, '$') FROM settings WHERE learner = '' AND key = 'learner')"
 BAD_ROWS = {
-    "setting not JSON": ("settings", "INSERT OR REPLACE INTO settings VALUES ('start_date', '{{')"),
-    "weekly_hours many": ("settings", "INSERT OR REPLACE INTO settings VALUES ('weekly_hours', '\"many\"')"),
+    "setting not JSON": ("settings", f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('start_date', '{{{{', {_ME})"),
+    "weekly_hours many": ("settings", f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('weekly_hours', '\"many\"', {_ME})"),
     "parts not JSON": ("grade_attempts", "UPDATE grade_attempts SET parts = '{{'"),
     "part without max_points": ("grade_attempts", "UPDATE grade_attempts SET parts = '[{\"id\": \"p1\", \"points\": 1, \"status\": \"passed\"}]'"),
     "hours text": ("cadence_entries", "UPDATE cadence_entries SET hours = 'many'"),

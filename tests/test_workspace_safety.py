@@ -137,3 +137,19 @@ def test_a_roadmap_workspace_can_still_be_restarted_with_force(run_cli, tmp_path
     result = run_cli("lab", "start", "adder", "--dir", str(ws), "--force")
     assert result.exit_code == 0, result
     assert "NotImplementedError" in (ws / "adder.py").read_text()
+
+
+@pytest.mark.parametrize("odd", ["a?mode=rw", "b#frag", "c%20d"])
+def test_workspaces_are_found_under_a_home_whose_name_looks_like_a_uri(run_cli, tmp_path: Path, monkeypatch, odd):
+    # The fast pre-grade lookup opens SQLite through a file: URI; an unquoted "?", "#" or "%" in
+    # the home folder's name used to cut the path short, and the lookup silently found nothing.
+    from roadmap_cli import context
+    from roadmap_cli.labs.service import workspaces_fast
+
+    home = tmp_path / odd / "home"
+    monkeypatch.setenv("ROADMAP_HOME", str(home))
+    context.reset()
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    rows = workspaces_fast(home)
+    assert rows == [("adder", ws.resolve())] or rows == [("adder", ws)], rows

@@ -33,7 +33,8 @@ def completed(store) -> dict[str, str]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at FROM checkpoint_progress")).all()
+        rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at FROM checkpoint_progress WHERE learner = :learner"),
+                            {"learner": store.learner}).all()
     return {cid: when for cid, when in rows}
 
 
@@ -44,7 +45,7 @@ def mark_done(session, checkpoint_id: str, source: str, evidence: Optional[str] 
     """
     from roadmap_cli.store.tables import CheckpointProgress
 
-    row = session.get(CheckpointProgress, checkpoint_id)
+    row = session.get(CheckpointProgress, (checkpoint_id, session.info["store"].learner))
     if row is not None:
         if evidence and not row.evidence:
             row.evidence = evidence
@@ -72,7 +73,7 @@ def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
     with store.session() as session:
         completed_at, already = mark_done(session, checkpoint.id, source, evidence)
         notes = [note] if note else []
-        kept = session.get(CheckpointProgress, checkpoint.id).evidence
+        kept = session.get(CheckpointProgress, (checkpoint.id, store.learner)).evidence
         if evidence and kept != evidence:
             # The first evidence stays on the checkpoint; a new link is kept
             # as a note instead of being dropped.
@@ -97,7 +98,8 @@ def notes_for(store, checkpoint_id: str) -> list[dict]:
 
     with store.session() as session:
         rows = session.exec(
-            select(CheckpointNote).where(CheckpointNote.checkpoint_id == checkpoint_id).order_by(CheckpointNote.id)
+            select(CheckpointNote).where(CheckpointNote.checkpoint_id == checkpoint_id,
+                                         CheckpointNote.learner == store.learner).order_by(CheckpointNote.id)
         ).all()
     return [{"created_at": r.created_at, "text": r.text} for r in rows]
 
@@ -111,10 +113,12 @@ def checkpoint_records(store, checkpoint_ids: list[str]) -> dict[str, dict]:
 
     records: dict[str, dict] = {}
     with store.session() as session:
-        for row in session.exec(select(CheckpointProgress).where(CheckpointProgress.checkpoint_id.in_(checkpoint_ids))):
+        mine = CheckpointProgress.learner == store.learner
+        for row in session.exec(select(CheckpointProgress).where(CheckpointProgress.checkpoint_id.in_(checkpoint_ids), mine)):
             records[row.checkpoint_id] = {"completed_at": row.completed_at, "source": row.source,
                                           "evidence": row.evidence, "notes": []}
-        notes = session.exec(select(CheckpointNote).where(CheckpointNote.checkpoint_id.in_(checkpoint_ids))
+        notes = session.exec(select(CheckpointNote).where(CheckpointNote.checkpoint_id.in_(checkpoint_ids),
+                                                          CheckpointNote.learner == store.learner)
                              .order_by(CheckpointNote.id))
         for note in notes:
             empty = {"completed_at": None, "source": None, "evidence": None, "notes": []}
@@ -130,7 +134,7 @@ def uncheck(store, curriculum, checkpoint_id: str) -> bool:
 
     checkpoint = curriculum.checkpoint(checkpoint_id)
     with store.session() as session:
-        row = session.get(CheckpointProgress, checkpoint.id)
+        row = session.get(CheckpointProgress, (checkpoint.id, store.learner))
         if row is None:
             return False
         if row.evidence:

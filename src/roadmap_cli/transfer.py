@@ -97,15 +97,20 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         validate_import(data, lab_ids=lab_ids, stages=stages)
     if store.read_only:
         raise StoreError(f"{store.where} is read-only (no write access to the data home): cannot import")
+    import sqlalchemy as sa
     from sqlalchemy.exc import StatementError
 
+    store.learner  # noqa: B018 - resolved (and cached) before the write lock is taken
     inserted: dict[str, int] = {}
     current = None
     try:
         # One transaction: a row the database refuses rolls everything back,
         # so a failed import leaves the data exactly as it was.
         with store.connection() as conn:
-            existing = {name: n for name, n in _row_counts(conn).items() if n}
+            counts = _row_counts(conn)
+            # The home's pinned learner id (settings, learner '') is not data.
+            counts["settings"] -= conn.execute(sa.text("SELECT count(*) FROM settings WHERE learner = ''")).scalar_one()
+            existing = {name: n for name, n in counts.items() if n}
             if existing and not replace:
                 raise UserError(
                     f"the database already holds data ({sum(existing.values())} rows); "
@@ -120,15 +125,47 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
             for table in _tables():
                 current = table.name
                 rows = data["tables"].get(table.name, [])
+                if "learner" in table.columns and any("learner" not in row for row in rows):
+                    # An export from before learner ids (migration 5): one person's, the importer's.
+                    rows = [row if "learner" in row else {**row, "learner": store.learner} for row in rows]
                 if table.name == "grade_attempts":
                     rows = [{**row, "imported": True} for row in rows]
                 if rows:
                     conn.execute(table.insert(), rows)
                 inserted[table.name] = len(rows)
+            _advance_sequences(conn)
+            if conn.dialect.name == "sqlite":
+                _keep_pinned_learner(conn, store.learner)
     except StatementError as exc:
         reason = getattr(exc, "orig", None) or exc
         raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
     return inserted
+
+
+def _keep_pinned_learner(conn, learner: str) -> None:
+    """A SQLite home keeps a pinned learner id (store/learners.py): an export
+    from before learner ids has none, so the importer's stays."""
+    import sqlalchemy as sa
+
+    if conn.execute(sa.text("SELECT 1 FROM settings WHERE learner = '' AND key = 'learner'")).first() is None:
+        from roadmap_cli.store.learners import _pin
+
+        _pin(conn, learner)
+
+
+def _advance_sequences(conn) -> None:
+    """PostgreSQL: rows inserted with explicit ids leave each table's id
+    sequence behind; move it past the largest id so the next insert works."""
+    if conn.dialect.name != "postgresql":
+        return
+    import sqlalchemy as sa
+
+    for table in _tables():
+        column = table.columns.get("id")
+        if column is None or not column.primary_key or not column.autoincrement:
+            continue
+        conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                             f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"))
 
 
 def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) -> None:

@@ -23,6 +23,7 @@ def init(
     curriculum: Annotated[Optional[str], typer.Option("--use-curriculum", help="Make this curriculum YAML the default for this home (`default`: the built-in one).")] = None,
     lang: Annotated[Optional[str], typer.Option("--set-lang", help="Default language for this home: en or zh.")] = None,
     weekly_hours: Annotated[Optional[float], typer.Option("--weekly-hours", help="Hours a week you plan to study (the plan says 10-15).")] = None,
+    learner: Annotated[Optional[str], typer.Option("--learner", help="Your learner id in a cohort (default: git user.email, else `local`).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create the data home and database, and save your settings (all optional)."""
@@ -35,6 +36,11 @@ def init(
     from roadmap_cli.timeutil import parse_date
 
     ctx = context.current()
+    if learner is not None:
+        from roadmap_cli.store.learners import set_learner, validate_learner
+
+        validate_learner(learner, source="--learner")  # before the store is even opened
+        set_learner(ctx.store(), learner)
     store = ctx.store()
     if start_date is not None:
         set_setting(store, "start_date", parse_date(start_date, what="start date").isoformat())
@@ -52,11 +58,13 @@ def init(
         if not 0 < weekly_hours <= 100:
             raise UserError("--weekly-hours must be between 0 and 100")
         set_setting(store, "weekly_hours", weekly_hours)
-    data = {"home": str(ctx.home), "database": str(store.path or store.url), "settings": all_settings(store)}
+    data = {"home": str(ctx.home), "database": str(store.path or store.url), "learner": store.learner,
+            "settings": all_settings(store)}
 
     def render(console):
         console.print(f"[bold]roadmap home[/] {data['home']}")
         console.print(f"database      {data['database']}")
+        console.print(f"learner       {data['learner']}")
         for key, value in data["settings"].items():
             console.print(f"{key:<13} {value}")
         console.print("Next: [bold]roadmap status[/]")

@@ -123,8 +123,9 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        return int(conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id"),
-                                {"lab": lab_id, "id": attempt_id}).scalar() or 0)
+        return int(conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id "
+                                        "AND learner = :learner"),
+                                {"lab": lab_id, "id": attempt_id, "learner": store.learner}).scalar() or 0)
 
 
 def _warm_up_recording() -> None:

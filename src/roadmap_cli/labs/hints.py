@@ -35,7 +35,7 @@ def last_failure(store, lab_id: str) -> tuple[Optional[str], list[str]]:
     with store.connection() as conn:
         rows = conn.execute(sa.text(
             "SELECT id, parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
-            "ORDER BY id DESC LIMIT 20"), {"lab": lab_id}).all()
+            "AND learner = :learner ORDER BY id DESC LIMIT 20"), {"lab": lab_id, "learner": store.learner}).all()
         for attempt_id, parts in rows:
             failed = [p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"]
             if not failed:
@@ -68,8 +68,9 @@ def seen_indexes(store, lab_id: str) -> set[int]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        return {int(i) for (i,) in conn.execute(sa.text("SELECT hint_index FROM lab_hints WHERE lab_id = :lab"),
-                                                {"lab": lab_id}).all()}
+        return {int(i) for (i,) in conn.execute(sa.text(
+            "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner"),
+            {"lab": lab_id, "learner": store.learner}).all()}
 
 
 def next_hint(store, lab_id: str, lang: str) -> dict:
@@ -106,7 +107,7 @@ def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
     with store.connection() as conn:
         rows = conn.execute(sa.text(
             "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
-            "ORDER BY id DESC LIMIT 2"), {"lab": spec.id}).all()
+            "AND learner = :learner ORDER BY id DESC LIMIT 2"), {"lab": spec.id, "learner": store.learner}).all()
     if len(rows) < 2:
         return None
     failed = [{p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"} for (parts,) in rows]

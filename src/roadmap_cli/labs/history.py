@@ -15,7 +15,7 @@ from roadmap_cli.labs.spec import find_lab
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
     "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message "
-    "FROM grade_attempts WHERE lab_id = :lab) AS numbered"
+    "FROM grade_attempts WHERE lab_id = :lab AND learner = :learner) AS numbered"
 )
 
 
@@ -25,8 +25,10 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
 
     spec = find_lab(lab_id)
     with store.connection() as conn:
-        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab"), {"lab": spec.id}).scalar()
-        rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {"lab": spec.id, "n": limit}).all()
+        mine = {"lab": spec.id, "learner": store.learner}
+        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
+                             mine).scalar()
+        rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {**mine, "n": limit}).all()
     attempts = []
     for r in rows:
         attempts.append({
@@ -40,12 +42,14 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
     return {"lab": spec.id, "total": int(total or 0), "attempts": attempts, "part_ids": [p.id for p in spec.parts]}
 
 
-def _attempt(conn, lab_id: str, number: int):
+def _attempt(conn, lab_id: str, number: int, learner: str):
     import sqlalchemy as sa
 
-    row = conn.execute(sa.text(_NUMBERED + " WHERE number = :num"), {"lab": lab_id, "num": number}).first()
+    row = conn.execute(sa.text(_NUMBERED + " WHERE number = :num"),
+                       {"lab": lab_id, "num": number, "learner": learner}).first()
     if row is None:
-        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab"), {"lab": lab_id}).scalar()
+        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
+                             {"lab": lab_id, "learner": learner}).scalar()
         raise UserError(f"{lab_id} has no attempt #{number} (it has {total}: see `roadmap lab history {lab_id}`)")
     tests = dict(conn.execute(sa.text("SELECT nodeid, outcome FROM grade_test_results WHERE attempt_id = :a"),
                               {"a": row.id}).all())
@@ -60,8 +64,8 @@ def diff(store, lab_id: str, first: int, second: int) -> dict:
     """
     spec = find_lab(lab_id)
     with store.connection() as conn:
-        row_a, tests_a = _attempt(conn, spec.id, first)
-        row_b, tests_b = _attempt(conn, spec.id, second)
+        row_a, tests_a = _attempt(conn, spec.id, first, store.learner)
+        row_b, tests_b = _attempt(conn, spec.id, second, store.learner)
     changed, same, unknown = [], 0, 0
     for nodeid in sorted(set(tests_a) | set(tests_b)):
         a, b = tests_a.get(nodeid, "absent"), tests_b.get(nodeid, "absent")

@@ -70,7 +70,8 @@ def record_workspace(store, lab_id: str, path: Path) -> None:
     from roadmap_cli.store.tables import LabWorkspace
 
     with store.session() as s:
-        row = s.exec(select(LabWorkspace).where(LabWorkspace.path == str(path))).first()
+        row = s.exec(select(LabWorkspace).where(LabWorkspace.path == str(path),
+                                                LabWorkspace.learner == store.learner)).first()
         if row is None:
             s.add(LabWorkspace(lab_id=lab_id, path=str(path), created_at=utc_now_iso()))
         else:
@@ -85,10 +86,11 @@ def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
     """
     import sqlalchemy as sa
 
-    sql = "SELECT lab_id, path FROM lab_workspaces"
-    sql += " WHERE lab_id = :lab" if lab_id else ""
+    sql = "SELECT lab_id, path FROM lab_workspaces WHERE learner = :learner"
+    sql += " AND lab_id = :lab" if lab_id else ""
     with store.connection() as conn:
-        rows = conn.execute(sa.text(sql + " ORDER BY created_at DESC, id DESC"), {"lab": lab_id}).all()
+        rows = conn.execute(sa.text(sql + " ORDER BY created_at DESC, id DESC"),
+                            {"lab": lab_id, "learner": store.learner}).all()
     return [(lab, Path(path)) for lab, path in rows]
 
 
@@ -103,6 +105,7 @@ def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
     """
     import os
     import sqlite3
+    from urllib.parse import quote
 
     from roadmap_cli.store.engine import DB_FILENAME
 
@@ -112,12 +115,22 @@ def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
     if not db.is_file():
         return None
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        # Quoted: a home folder named like "a?b" or "50%#1" must not end the path early
+        # (an unquoted "?" starts the URI's query, a "#" its fragment, "%" an escape).
+        con = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=30)
         try:
-            rows = con.execute("SELECT lab_id, path FROM lab_workspaces ORDER BY created_at DESC, id DESC").fetchall()
+            # The learner: $ROADMAP_LEARNER, else the id pinned in this home (store/learners.py).
+            learner = os.environ.get("ROADMAP_LEARNER")
+            if not learner:
+                pinned = con.execute("SELECT value FROM settings WHERE learner = '' AND key = 'learner'").fetchone()
+                if pinned is None:
+                    return None
+                learner = json.loads(pinned[0])
+            rows = con.execute("SELECT lab_id, path FROM lab_workspaces WHERE learner = ? "
+                               "ORDER BY created_at DESC, id DESC", (learner,)).fetchall()
         finally:
             con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, ValueError):
         return None
     return [(lab, Path(path)) for lab, path in rows]
 
@@ -202,7 +215,7 @@ def _attempt_rows(store, lab_id: Optional[str] = None) -> list:
     from roadmap_cli.store.tables import GradeAttempt
 
     with store.session() as s:
-        query = select(GradeAttempt).order_by(GradeAttempt.id)
+        query = select(GradeAttempt).where(GradeAttempt.learner == store.learner).order_by(GradeAttempt.id)
         if lab_id:
             query = query.where(GradeAttempt.lab_id == lab_id)
         return list(s.exec(query))
@@ -229,9 +242,12 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
 
     out: dict[str, tuple[dict[str, float], int]] = {}
     with store.connection() as conn:
-        counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts GROUP BY lab_id")).all())
+        mine = {"learner": store.learner}
+        counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner "
+                                           "GROUP BY lab_id"), mine).all())
         scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
-                                      "AND outcome NOT IN ('timeout', 'interrupted')")).all()
+                                      "AND outcome NOT IN ('timeout', 'interrupted') AND learner = :learner"),
+                              mine).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)
         out[lab_id] = (best, n)

@@ -32,11 +32,12 @@ class DuplicateIndex:
 
     REASONS = (("arxiv_id", "same arXiv id"), ("doi", "same DOI"), ("title", "same title"))
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn, learner: str) -> None:
         from sqlalchemy import text
 
         self.by = {"arxiv_id": {}, "doi": {}, "title": {}}
-        rows = conn.execute(text("SELECT id, arxiv_id, doi, title_key FROM papers ORDER BY id"))
+        rows = conn.execute(text("SELECT id, arxiv_id, doi, title_key FROM papers WHERE learner = :l ORDER BY id"),
+                            {"l": learner})
         by_arxiv, by_doi, by_title = self.by["arxiv_id"], self.by["doi"], self.by["title"]
         for paper_id, arxiv_id, doi, key in rows:
             if arxiv_id:
@@ -65,11 +66,13 @@ class DuplicateIndex:
                 self.by[column].setdefault(value, ref)
 
 
-def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: str) -> list[int]:
+def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: str, learner: str) -> list[int]:
     """Insert prepared rows (+ tags, + a reproduction entry for each reproduced
-    paper) in the caller's transaction; return the new ids in row order."""
+    paper) in the caller's transaction, all owned by `learner`; return the new
+    ids in row order."""
     if not rows:
         return []
+    rows = [{**row, "learner": learner} for row in rows]
     from roadmap_cli.store.tables import CadenceEntry, Paper, PaperTag
 
     from sqlalchemy import func, select
@@ -91,12 +94,15 @@ def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: 
         ids = [row[0] for row in result]
     tag_rows = [(pid, tag) for pid, paper_tags in zip(ids, tags) for tag in paper_tags]
     if tag_rows and sqlite:
-        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag) VALUES (?, ?)", tag_rows)
+        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, ?, ?)",
+                             [(pid, tag, learner) for pid, tag in tag_rows])
     elif tag_rows:
-        conn.execute(PaperTag.__table__.insert(), [{"paper_id": pid, "tag": tag} for pid, tag in tag_rows])
+        conn.execute(PaperTag.__table__.insert(),
+                     [{"paper_id": pid, "tag": tag, "learner": learner} for pid, tag in tag_rows])
     reproductions = [
         {"kind": "reproduction", "title": row["title"], "on_date": row["read_on"] or row["added_on"], "hours": None,
-         "paper_id": pid, "stage": row["stage"], "link": None, "lab_id": None, "note": None, "created_at": created_at}
+         "paper_id": pid, "stage": row["stage"], "link": None, "lab_id": None, "note": None, "created_at": created_at,
+         "learner": learner}
         for pid, row in zip(ids, rows) if row["status"] == "reproduced"
     ]
     if reproductions:

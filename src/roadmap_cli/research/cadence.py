@@ -118,16 +118,16 @@ class Activity:
 def load_activity(store, *, since: Optional[date] = None) -> Activity:
     from sqlalchemy import text
 
-    params = {"since": since.isoformat() if since else "0000-00-00"}
+    params = {"since": since.isoformat() if since else "0000-00-00", "learner": store.learner}
     items: dict[date, dict[str, int]] = defaultdict(dict)
     hours: dict[date, float] = {}
     with store.engine.connect() as conn:
         papers = conn.execute(text(
             "SELECT read_on, COUNT(*) FROM papers WHERE status IN ('read', 'reproduced') "
-            "AND read_on IS NOT NULL AND read_on >= :since GROUP BY read_on"), params).all()
+            "AND read_on IS NOT NULL AND read_on >= :since AND learner = :learner GROUP BY read_on"), params).all()
         entries = conn.execute(text(
             "SELECT on_date, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cadence_entries "
-            "WHERE on_date >= :since GROUP BY on_date, kind"), params).all()
+            "WHERE on_date >= :since AND learner = :learner GROUP BY on_date, kind"), params).all()
         conn.rollback()
     for day, n in papers:
         items[date.fromisoformat(day)]["paper"] = n

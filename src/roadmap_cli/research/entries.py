@@ -81,7 +81,7 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
     _validate(inp, today)
     with store.session() as session:
         if inp.paper_id is not None:
-            if session.get(Paper, inp.paper_id) is None:
+            if getattr(session.get(Paper, inp.paper_id), "learner", None) != store.learner:
                 raise NotFoundError("paper", str(inp.paper_id), [], hint=PAPER_HINT)
             if inp.kind == "reproduction":
                 mark_reproduced(session, inp.paper_id, inp.on_date)
@@ -104,7 +104,7 @@ def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = N
 
     if kind is not None and kind not in ENTRY_KINDS:
         raise NotFoundError("entry kind", kind, ENTRY_KINDS)
-    query = select(CadenceEntry)
+    query = select(CadenceEntry).where(CadenceEntry.learner == store.learner)
     if kind:
         query = query.where(CadenceEntry.kind == kind)
     if since:
@@ -125,9 +125,11 @@ def _load(session, entry_id: int):
 
     from roadmap_cli.store.tables import CadenceEntry
 
+    learner = session.info["store"].learner
     entry = session.get(CadenceEntry, entry_id)
-    if entry is None:
-        recent = session.exec(select(CadenceEntry.id).order_by(CadenceEntry.id.desc()).limit(20)).all()
+    if entry is None or entry.learner != learner:  # ids are shared by the cohort; entries are not
+        recent = session.exec(select(CadenceEntry.id).where(CadenceEntry.learner == learner)
+                              .order_by(CadenceEntry.id.desc()).limit(20)).all()
         raise NotFoundError("entry", str(entry_id), [str(i) for i in recent], hint="see `roadmap log list`")
     return entry
 
@@ -156,7 +158,7 @@ def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
             merged.hours = None  # older versions let `log edit --hours` set hours on an item
 
         _validate(merged, today)
-        if merged.paper_id is not None and session.get(Paper, merged.paper_id) is None:
+        if merged.paper_id is not None and getattr(session.get(Paper, merged.paper_id), "learner", None) != store.learner:
             raise NotFoundError("paper", str(merged.paper_id), [], hint=PAPER_HINT)
         entry.on_date = merged.on_date.isoformat()
         for key in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note"):

@@ -147,7 +147,7 @@ def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> O
     for column, value, reason in checks:
         if not value:
             continue
-        query = select(Paper.id, Paper.title).where(column == value)
+        query = select(Paper.id, Paper.title).where(column == value, Paper.learner == session.info["store"].learner)
         if exclude_id is not None:
             query = query.where(Paper.id != exclude_id)
         row = session.exec(query.order_by(Paper.id).limit(1)).first()
@@ -207,9 +207,10 @@ def _load(session, paper_id: int):
 
     from roadmap_cli.store.tables import Paper
 
+    learner = session.info["store"].learner
     paper = session.get(Paper, paper_id)
-    if paper is None:
-        nearby = session.exec(select(Paper.id).order_by(Paper.id.desc()).limit(20)).all()
+    if paper is None or paper.learner != learner:  # ids are shared by the cohort; papers are not
+        nearby = session.exec(select(Paper.id).where(Paper.learner == learner).order_by(Paper.id.desc()).limit(20)).all()
         raise NotFoundError("paper", str(paper_id), [str(i) for i in nearby], hint=PAPER_HINT)
     return paper
 

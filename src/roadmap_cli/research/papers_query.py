@@ -36,10 +36,10 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _where(flt: PaperFilter) -> tuple[str, dict]:
+def _where(flt: PaperFilter, learner: str) -> tuple[str, dict]:
     from roadmap_cli.errors import UserError
 
-    clauses, params = [], {}
+    clauses, params = ["p.learner = :learner"], {"learner": learner}
     if flt.status:
         if flt.status not in STATUSES:
             raise UserError(f"unknown status {flt.status!r} (choose {', '.join(STATUSES)})")
@@ -82,10 +82,12 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
     """
     from sqlalchemy import text
 
-    where, params = _where(flt)
+    where, params = _where(flt, store.learner)
     columns = ", ".join(f"p.{c}" for c in _COLUMNS)
+    concat = ("GROUP_CONCAT(t.tag, char(31))" if store.engine.dialect.name == "sqlite"
+              else "string_agg(t.tag, chr(31))")  # PostgreSQL spells it so
     page = (
-        f"SELECT {columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
+        f"SELECT {columns}, (SELECT {concat} FROM paper_tags t WHERE t.paper_id = p.id), "
         f"p.notes IS NOT NULL FROM papers p{where} ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
     )
     if limit is not None:
@@ -166,7 +168,7 @@ def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
             rows = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows]
         yield {"total": result["total"], "shown": result["shown"]}, iter(rows)
         return
-    where, params = _where(flt)
+    where, params = _where(flt, store.learner)
     columns = ", ".join(f"p.{c}" for c in _COLUMNS)
     select = _JSON_ROW if as_json_text else (
         f"{columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
@@ -202,7 +204,8 @@ def current_stage_number(store, curriculum) -> Optional[int]:
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
-        done = {r[0] for r in conn.execute(text("SELECT checkpoint_id FROM checkpoint_progress"))}
+        done = {r[0] for r in conn.execute(text("SELECT checkpoint_id FROM checkpoint_progress WHERE learner = :l"),
+                                           {"l": store.learner})}
         conn.rollback()
     for stage in sorted(curriculum.stages, key=lambda s: s.number):
         if any(cp.id not in done for cp in stage.checkpoints):
@@ -222,7 +225,8 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
-        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers")).all()
+        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers WHERE learner = :l"),
+                            {"l": store.learner}).all()
         conn.rollback()
     by_arxiv = {r[1]: r for r in rows if r[1]}
     by_title = {duplicate_title_key(r[2]): r for r in rows}

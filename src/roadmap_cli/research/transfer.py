@@ -122,7 +122,7 @@ def import_bibtex(store, text: str, *, source: str, today: date, default_status:
     rows, row_tags, accepted, duplicates = [], [], [], []
     with store.session() as session:
         conn = session.connection()
-        index = None if force else DuplicateIndex(conn)
+        index = None if force else DuplicateIndex(conn, store.learner)
         for entry in entries:
             try:
                 inp = entry_to_input(entry, default_status=default_status, today=today)
@@ -146,7 +146,7 @@ def import_bibtex(store, text: str, *, source: str, today: date, default_status:
             rows.append(values)
             row_tags.append(normalize_tags(inp.tags + extra_tags))
             accepted.append(entry.key)
-        ids = insert_papers(conn, rows, row_tags, created_at=utc_now_iso())
+        ids = insert_papers(conn, rows, row_tags, created_at=utc_now_iso(), learner=store.learner)
     # A duplicate of an entry earlier in the same file names that entry's new id.
     for duplicate in duplicates:
         ref = duplicate["existing_id"]
@@ -164,7 +164,8 @@ def all_papers(store) -> list[dict]:
 
     papers = list_papers(store, PaperFilter(), limit=None)["papers"]
     with store.engine.connect() as conn:
-        extra = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT id, notes, bibtex_key FROM papers"))}
+        extra = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT id, notes, bibtex_key FROM papers WHERE learner = :l"),
+                                                            {"l": store.learner})}
         conn.rollback()
     for paper in papers:
         paper["notes"], paper["bibtex_key"] = extra[paper["id"]]

@@ -48,11 +48,21 @@ RESTORE_HINT = ("restore it: move the file aside, then `roadmap import` an expor
 class Store:
     """A migrated database. Cheap to pass around; sessions are short."""
 
-    def __init__(self, engine, url: str, path: Path | None, *, read_only: bool = False) -> None:
+    def __init__(self, engine, url: str, path: Path | None, *, read_only: bool = False,
+                 home: Path | None = None) -> None:
         self.engine = engine
-        self.url = url
+        self.url = url  # passwords hidden (render_as_string(hide_password=True))
         self.path = path
         self.read_only = read_only
+        self.home = home  # the data home (where a server store keeps this machine's learner id)
+        self._learner: str | None = None
+
+    @property
+    def learner(self) -> str:
+        """The current learner's id (store/learners.py), looked up once."""
+        from roadmap_cli.store.learners import current_learner
+
+        return current_learner(self)
 
     @property
     def where(self) -> str:
@@ -64,8 +74,13 @@ class Store:
         from sqlalchemy.exc import OperationalError
         from sqlmodel import Session
 
+        # Looked up before the transaction: on SQLite the id is read through
+        # another connection, which would wait for this one's write lock.
+        self.learner  # noqa: B018 - cached on the store
         try:
             with Session(self.engine, expire_on_commit=False) as session:
+                session.info["store"] = self  # writers find the current learner here
+                _stamp_learner_on_flush(session, self)
                 with session.begin():
                     yield session
         except OperationalError as exc:
@@ -74,8 +89,22 @@ class Store:
     @contextlib.contextmanager
     def connection(self) -> Iterator["object"]:
         """A Core connection in one transaction (for bulk SQL and migrations)."""
+        if self._learner is None:  # before the transaction, as in session()
+            self.learner  # noqa: B018
         with self.engine.begin() as conn:
             yield conn
+
+
+def _stamp_learner_on_flush(session, store: "Store") -> None:
+    """New rows without a learner get the current learner's id: every person-
+    owned table has the column (migration 5), so no writer can forget it."""
+    from sqlalchemy import event
+
+    @event.listens_for(session, "before_flush")
+    def _stamp(sess, _context, _instances):
+        for obj in sess.new:
+            if getattr(obj, "learner", False) is None:
+                obj.learner = store.learner
 
 
 # ---------------------------------------------------------------- errors
@@ -294,7 +323,7 @@ def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False) ->
             raise StoreError(f"data home {home} is not writable and holds no database yet (set --home or ROADMAP_HOME)")
         engine = _sqlite_engine(path, read_only=read_only)
         url = f"sqlite:///{path}"
-    store = Store(engine, url, path, read_only=read_only)
+    store = Store(engine, url, path, read_only=read_only, home=Path(home))
     try:
         if path is None:
             _check_foreign_server_db(store)

@@ -8,6 +8,7 @@ they were at that version, so the same list runs on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -159,12 +160,104 @@ def m004_imported_attempts(conn: sa.Connection) -> None:
     conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN imported BOOLEAN NOT NULL DEFAULT FALSE"))
 
 
+# Tables whose rows belong to a person, as of migration 5.
+_PERSON_TABLES_V5 = ("settings", "checkpoint_progress", "checkpoint_notes", "lab_workspaces", "grade_attempts",
+                     "grade_test_results", "lab_hints", "papers", "paper_tags", "cadence_entries")
+# Tables whose primary key or unique constraint must include the learner:
+# a rebuild on SQLite (it cannot alter constraints), ALTERs on PostgreSQL.
+_LEARNER_DEFAULT = "local"
+
+
+def _learner_column() -> sa.Column:
+    return sa.Column("learner", sa.Text, nullable=False, server_default=_LEARNER_DEFAULT)
+
+
+def _v5_rebuilt_tables(md: sa.MetaData, suffix: str = "") -> list[sa.Table]:
+    """settings, checkpoint_progress and lab_workspaces as of migration 5:
+    keyed per learner (two learners may both have a `start_date`, both have
+    checked a checkpoint, both have a workspace at the same path)."""
+    return [
+        sa.Table(
+            "settings" + suffix, md,
+            sa.Column("key", sa.String, primary_key=True),
+            sa.Column("value", sa.Text, nullable=False),
+            sa.Column("learner", sa.Text, primary_key=True, server_default=_LEARNER_DEFAULT),
+        ),
+        sa.Table(
+            "checkpoint_progress" + suffix, md,
+            sa.Column("checkpoint_id", sa.String, primary_key=True),
+            sa.Column("completed_at", sa.String, nullable=False),
+            sa.Column("source", sa.String, nullable=False),
+            sa.Column("evidence", sa.Text),
+            sa.Column("learner", sa.Text, primary_key=True, server_default=_LEARNER_DEFAULT),
+        ),
+        sa.Table(
+            "lab_workspaces" + suffix, md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("lab_id", sa.String, nullable=False),
+            sa.Column("path", sa.Text, nullable=False),
+            sa.Column("created_at", sa.String, nullable=False),
+            _learner_column(),
+            sa.UniqueConstraint("learner", "path", name="uq_lab_workspaces_learner_path"),
+        ),
+    ]
+
+
+def m005_learners(conn: sa.Connection) -> None:
+    """A `learner` column on every person-owned table (cohort mode: many
+    learners in one database). Existing rows go to the learner this database
+    belongs to (store/learners.py: $ROADMAP_LEARNER, git user.email, or
+    `local`); on SQLite that id is pinned in settings so it stays stable.
+    Nothing is dropped: rebuilt tables are copied row for row."""
+    from roadmap_cli.store.learners import DATABASE_SCOPE, SETTING_KEY, default_learner
+
+    owner = default_learner()
+    sqlite = conn.dialect.name == "sqlite"
+    md = sa.MetaData()
+    rebuilt = {t.name: t for t in _v5_rebuilt_tables(md, "__v5" if sqlite else "")}
+    if sqlite:
+        # SQLite cannot change a primary key: new table, copy, drop, rename.
+        # None of these three is the parent of a foreign key, so dropping the
+        # old one cascades nothing.
+        for name in ("settings", "checkpoint_progress", "lab_workspaces"):
+            new = rebuilt[name + "__v5"]
+            new.create(conn)
+            columns = [c.name for c in new.columns if c.name != "learner"]
+            cols = ", ".join(columns)
+            conn.execute(sa.text(f"INSERT INTO {new.name} ({cols}, learner) SELECT {cols}, :owner FROM {name}"),
+                         {"owner": owner})
+            conn.execute(sa.text(f"DROP TABLE {name}"))
+            conn.execute(sa.text(f"ALTER TABLE {new.name} RENAME TO {name}"))
+    else:
+        for name, key in (("settings", "key"), ("checkpoint_progress", "checkpoint_id")):
+            conn.execute(sa.text(f"ALTER TABLE {name} ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'"))
+            conn.execute(sa.text(f"ALTER TABLE {name} DROP CONSTRAINT {name}_pkey"))
+            conn.execute(sa.text(f"ALTER TABLE {name} ADD PRIMARY KEY ({key}, learner)"))
+        conn.execute(sa.text(f"ALTER TABLE lab_workspaces ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'"))
+        conn.execute(sa.text("ALTER TABLE lab_workspaces DROP CONSTRAINT lab_workspaces_path_key"))
+        conn.execute(sa.text("ALTER TABLE lab_workspaces ADD CONSTRAINT uq_lab_workspaces_learner_path "
+                             "UNIQUE (learner, path)"))
+    if sqlite:  # the rebuilt lab_workspaces lost its lab_id index: same name as before
+        conn.execute(sa.text("CREATE INDEX ix_lab_workspaces_lab_id ON lab_workspaces (lab_id)"))
+    for name in _PERSON_TABLES_V5:
+        if name not in ("settings", "checkpoint_progress", "lab_workspaces"):
+            conn.execute(sa.text(f"ALTER TABLE {name} ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'"))
+        conn.execute(sa.text(f"UPDATE {name} SET learner = :owner"), {"owner": owner})
+        if name not in ("settings", "checkpoint_progress"):  # their primary key (.., learner) serves
+            conn.execute(sa.text(f"CREATE INDEX ix_{name}_learner ON {name} (learner)"))
+    if sqlite:
+        # One home, one person: pin the id chosen now (store/learners.py).
+        conn.execute(sa.text("INSERT INTO settings (learner, key, value) VALUES (:scope, :key, :value)"),
+                     {"scope": DATABASE_SCOPE, "key": SETTING_KEY, "value": json.dumps(owner)})
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
     ("labs", m002_labs),
     ("research", m003_research),
     ("imported_attempts", m004_imported_attempts),
+    ("learners", m005_learners),
 ]
 
 LATEST = len(MIGRATIONS)

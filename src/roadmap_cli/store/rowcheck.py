@@ -145,6 +145,12 @@ SETTING_RULES = {
 }
 
 
+def _learner_rule(value) -> Optional[str]:
+    from roadmap_cli.store.learners import _NAME
+
+    return None if isinstance(value, str) and _NAME.fullmatch(value) else "must be a learner id (letters, digits, . _ @ + -)"
+
+
 def _date_ok(value: str) -> bool:
     try:
         date.fromisoformat(value)
@@ -166,6 +172,8 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
             yield "value", f"{get('value')!r} is not JSON"
             return
         rule = SETTING_RULES.get(get("key"))
+        if get("learner") == "" and get("key") == "learner":  # the home's pinned learner id (store/learners.py)
+            rule = _learner_rule
         if rule is None:
             yield "key", f"{get('key')!r} is not a setting roadmap knows ({', '.join(SETTING_RULES)})"
         elif rule(value):
@@ -261,6 +269,15 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
             for column in columns:
                 if column.name == "imported":
                     continue  # set by the import itself
+                if column.name == "learner" and "learner" not in row:
+                    continue  # an export from before migration 5: the importing learner's rows
+                if column.name == "learner" and isinstance(row["learner"], str) and row["learner"]:
+                    from roadmap_cli.store.learners import validate_learner
+
+                    try:
+                        validate_learner(row["learner"])
+                    except UserError as exc:
+                        raise UserError(f"{where}.learner: {exc.message}") from None
                 if column.name not in row and not column.nullable:
                     raise UserError(f"{where}.{column.name}: table {name}: missing {column.name} (required); nothing was imported")
                 problem = _type_problem(column, row.get(column.name))

@@ -1,5 +1,6 @@
 """Learner settings (start date, curriculum path, language, weekly hours),
-stored as JSON values in the `settings` table."""
+stored as JSON values in the `settings` table, one set per learner (the
+current one: store/learners.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def get_setting(store, key: str, default: Any = None) -> Any:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        value = conn.execute(sa.text("SELECT value FROM settings WHERE key = :key"), {"key": key}).scalar()
+        value = conn.execute(sa.text("SELECT value FROM settings WHERE key = :key AND learner = :learner"),
+                             {"key": key, "learner": store.learner}).scalar()
     return json.loads(value) if value is not None else default
 
 
@@ -25,7 +27,8 @@ def all_settings(store) -> dict[str, Any]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT key, value FROM settings ORDER BY key")).all()
+        rows = conn.execute(sa.text("SELECT key, value FROM settings WHERE learner = :learner ORDER BY key"),
+                            {"learner": store.learner}).all()
     return {key: json.loads(value) for key, value in rows}
 
 
@@ -33,9 +36,9 @@ def set_setting(store, key: str, value: Any) -> None:
     from roadmap_cli.store.tables import Setting
 
     with store.session() as session:
-        row = session.get(Setting, key)
+        row = session.get(Setting, (key, store.learner))
         if row is None:
-            session.add(Setting(key=key, value=json.dumps(value)))
+            session.add(Setting(key=key, value=json.dumps(value), learner=store.learner))
         else:
             row.value = json.dumps(value)
 
@@ -45,6 +48,6 @@ def delete_setting(store, key: str) -> None:
     from roadmap_cli.store.tables import Setting
 
     with store.session() as session:
-        row = session.get(Setting, key)
+        row = session.get(Setting, (key, store.learner))
         if row is not None:
             session.delete(row)

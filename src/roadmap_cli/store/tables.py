@@ -2,6 +2,8 @@
 
 They mirror the tables the migrations create; `tests/test_store.py` checks the
 two agree, so a new column needs both a migration and a field here.
+Every table holds a person's rows and carries `learner` (migration 5; filled
+from store/learners.current_learner by Store.session when left None).
 Timestamps are ISO 8601 strings in UTC; dates (`on_date`, `read_on`) are the
 learner's local dates, `YYYY-MM-DD`.
 """
@@ -18,6 +20,7 @@ class Setting(SQLModel, table=True):
     __tablename__ = "settings"
     key: str = Field(primary_key=True)
     value: str  # JSON-encoded
+    learner: Optional[str] = Field(default=None, primary_key=True, sa_column_kwargs={"server_default": "local"})
 
 
 class CheckpointProgress(SQLModel, table=True):
@@ -26,6 +29,7 @@ class CheckpointProgress(SQLModel, table=True):
     completed_at: str
     source: str  # "self" or "lab:<lab>/<part>"
     evidence: Optional[str] = None
+    learner: Optional[str] = Field(default=None, primary_key=True, sa_column_kwargs={"server_default": "local"})
 
 
 class CheckpointNote(SQLModel, table=True):
@@ -34,14 +38,17 @@ class CheckpointNote(SQLModel, table=True):
     checkpoint_id: str = Field(index=True)
     created_at: str
     text: str
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class LabWorkspace(SQLModel, table=True):
     __tablename__ = "lab_workspaces"
+    __table_args__ = (sa.UniqueConstraint("learner", "path", name="uq_lab_workspaces_learner_path"),)
     id: Optional[int] = Field(default=None, primary_key=True)
     lab_id: str = Field(index=True)
-    path: str = Field(unique=True)
+    path: str
     created_at: str
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class GradeAttempt(SQLModel, table=True):
@@ -68,6 +75,7 @@ class GradeAttempt(SQLModel, table=True):
     # True for an attempt restored by `roadmap import` (migration 4): it was
     # not graded here, so it never unlocks a solution by itself.
     imported: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class GradeTestResult(SQLModel, table=True):
@@ -79,6 +87,7 @@ class GradeTestResult(SQLModel, table=True):
     outcome: str
     duration_s: float
     message: Optional[str] = None
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class LabHint(SQLModel, table=True):
@@ -87,6 +96,7 @@ class LabHint(SQLModel, table=True):
     lab_id: str = Field(index=True)
     hint_index: int
     shown_at: str
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class Paper(SQLModel, table=True):
@@ -107,12 +117,14 @@ class Paper(SQLModel, table=True):
     rating: Optional[int] = None
     notes: Optional[str] = None
     bibtex_key: Optional[str] = None
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class PaperTag(SQLModel, table=True):
     __tablename__ = "paper_tags"
     paper_id: int = Field(foreign_key="papers.id", primary_key=True)
     tag: str = Field(primary_key=True)
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
 class CadenceEntry(SQLModel, table=True):
@@ -128,3 +140,4 @@ class CadenceEntry(SQLModel, table=True):
     lab_id: Optional[str] = None
     note: Optional[str] = None
     created_at: str
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
