@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -292,7 +293,8 @@ class GradeJob:
                     timed_out = True
                     self._stop_supervisor()
                     break
-                if self.cancel_event.wait(POLL_S):
+                wait_s = POLL_S if finished_at is None else finished_at + FINISH_GRACE_S - time.monotonic() + 0.001
+                if self._wait_for_news(min(POLL_S, max(wait_s, 0.001))):
                     interrupted = True
                     break
         except KeyboardInterrupt:
@@ -325,6 +327,15 @@ class GradeJob:
         elif self.focus.narrows or self.focus.first_failure:
             mark_focused(run, self.focus)
         return run
+
+    def _wait_for_news(self, seconds: float) -> bool:
+        """Sleep until the grader writes to the results channel, or `seconds`
+        pass: an event (the "finish" above all) is handled at once, not at the
+        next poll tick. True when the run was cancelled meanwhile."""
+        if self.reader.eof:  # nothing more can come: a readable fd would not block
+            return self.cancel_event.wait(seconds)
+        select.select([self.reader.fd], [], [], seconds)
+        return self.cancel_event.is_set()
 
     def cancel(self) -> None:
         """Stop the run from another thread (`roadmap watch`: a file was saved)."""
