@@ -7,8 +7,8 @@
 Config: nanoGPT's shakespeare_char "on a macbook" settings (4 layers, 4 heads, 128-dim,
 context 64, batch 12, lr 1e-3, no dropout) on the lab's 200 KB corpus (offline).
 
-Modes, run in alternation (round 1 ours, plain, ..., round 2 ours, plain, ...) so that all
-see the same machine load; each is a fresh run of `steps` steps from the same seed:
+Modes, run in alternation (round 1 ours, plain, ..., round 2 in reverse order, ...) so that
+all see the same machine load and none is always first; each is a fresh run of `steps` steps from the same seed:
 - ours:          the reference train() (solution view), fused path (the default), no bar;
 - ours+bar:      the same with the rich progress bar drawn (to a forced terminal on /dev/null);
 - ours-written:  GPTConfig.fused=False: the written-out LayerNorm and attention (the handout's table);
@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[dict]] = {m: [] for m in modes}
         warm_up = dataclasses.replace(base, max_iters=10, lr_decay_iters=10, warmup_iters=1, eval_iters=2)
         for r in range(-1, args.rounds):  # round -1: a short untimed run of each mode (first-use costs)
-            for mode in modes:
+            # Every other round runs the modes in reverse order: a mode is not always first or last.
+            for mode in (modes if r % 2 == 0 else modes[::-1]):
                 cfg = warm_up if r < 0 else base
                 if mode in ("plain", "plain-fusedopt"):
                     out = run_plain(train_mod, data_mod, cfg, text, fused_adamw=mode == "plain-fusedopt")
