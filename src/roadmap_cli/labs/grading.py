@@ -56,7 +56,8 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     # attempt (git, the database) comes after the learner has read it.
     here = workspace_at(None, cwd, rows)
     early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
-    problem = precheck.check_workspace(early) if early is not None else None
+    # (A grader started before the command line was parsed passed the same pre-check a moment ago.)
+    problem = precheck.check_workspace(early) if early is not None and not prestart.prechecked(early) else None
     if problem is not None and on_event:
         on_event({"event": "precheck", "problem": problem})
     from roadmap_cli.labs.runner import GradeJob
@@ -67,7 +68,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     if part:
         spec.part(part)
-    if early is None:
+    if early is None and not prestart.prechecked(path):
         problem = precheck.check_workspace(path)
     job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel,
                    device=prestart.started_device())

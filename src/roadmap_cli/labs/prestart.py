@@ -120,6 +120,11 @@ def claim(job) -> object:
     return job
 
 
+def prechecked(path: Path) -> bool:
+    """True when the started job is for `path`: start() pre-checked it just before."""
+    return _started is not None and _started.workspace == Path(path).resolve()
+
+
 def started_device():
     """The device the started job detected (None when none was started): the
     normal path reuses it instead of asking the GPU driver a second time."""
