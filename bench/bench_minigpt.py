@@ -3,6 +3,7 @@
     python bench/bench_minigpt.py                          # 3 rounds of 150 steps per mode
     python bench/bench_minigpt.py --steps 100 --rounds 2   # a quicker look
     python bench/bench_minigpt.py --threads 2              # nanoGPT's CPU setting (2 threads)
+    python bench/bench_minigpt.py --modes "" --interleaved 40   # only the step-interleaved comparison
 
 Config: nanoGPT's shakespeare_char "on a macbook" settings (4 layers, 4 heads, 128-dim,
 context 64, batch 12, lr 1e-3, no dropout) on the lab's 200 KB corpus (offline).
@@ -172,6 +173,79 @@ def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False) ->
     return {"wall": wall, "cpu": cpu, **losses}
 
 
+def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chunk: int) -> dict[str, list]:
+    """Step-level alternation in one process: each variant keeps its own model, optimizer and
+    batch stream, and they take turns doing `chunk` steps, `rounds` times. Load that comes and
+    goes hits every variant alike, which whole-run alternation cannot promise on a busy box.
+    The step is the reference loop's body (lr, batch, forward, zero_grad, backward, clip, step,
+    loss.item()); per round: (wall s, CPU s) per step of each variant."""
+    import torch
+
+    tok = train_mod.CharTokenizer(text)
+    data = torch.tensor(tok.encode(text), dtype=torch.long)
+    train_data, _ = data_mod.split_train_val(data, 0.1)
+    torch.set_num_threads(cfg.threads) if cfg.threads > 0 else None
+
+    def ours(fused: bool):
+        torch.manual_seed(cfg.seed)
+        model = model_mod.GPT(model_mod.GPTConfig(vocab_size=tok.vocab_size, block_size=cfg.block_size,
+                                                  n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+                                                  dropout=cfg.dropout, fused=fused))
+        return model, train_mod.configure_optimizer(model, cfg)
+
+    def plain(fused_adamw: bool):
+        torch.manual_seed(cfg.seed)
+        model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd)
+        return model, nanogpt_optimizer(model, cfg, fused=fused_adamw)
+
+    variants = {"ours": ours(True), "ours-written": ours(False), "plain": plain(False), "plain-fusedopt": plain(True)}
+    state = {name: [m, o, torch.Generator().manual_seed(cfg.seed), 0] for name, (m, o) in variants.items()}
+
+    def steps(name: str, n: int) -> None:
+        model, optimizer, gen, it = state[name]
+        for _ in range(n):
+            lr = train_mod.get_lr(it, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = data_mod.get_batch(train_data, cfg.block_size, cfg.batch_size, generator=gen)
+            _, loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            loss.item()
+            it += 1
+        state[name][3] = it
+
+    for name in state:
+        steps(name, 3)  # warm-up
+    out: dict[str, list] = {name: [] for name in state}
+    names = list(state)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            w0, c0 = time.perf_counter(), time.process_time()
+            steps(name, chunk)
+            out[name].append(((time.perf_counter() - w0) / chunk, (time.process_time() - c0) / chunk))
+    return out
+
+
+def report_interleaved(out: dict[str, list], rounds: int, chunk: int) -> None:
+    print(f"\nstep-interleaved: {rounds} rounds of {chunk} steps per variant, turn by turn (ms per step, "
+          f"median [min-max])")
+    for name, rows in out.items():
+        wall, cpu = [w * 1e3 for w, _ in rows], [c * 1e3 for _, c in rows]
+        print(f"  {name:15s} wall {statistics.median(wall):7.1f} [{min(wall):.1f}-{max(wall):.1f}]   "
+              f"CPU {statistics.median(cpu):7.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
+    for a, b, label in (("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer)"),
+                        ("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)"),
+                        ("ours", "ours-written", "fused / written-out")):
+        for k, key in ((0, "wall"), (1, "cpu")):
+            per_round = sorted(y[k] / x[k] for x, y in zip(out[a], out[b]))  # speed ratio = time b / time a
+            q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
+            print(f"  {label} ({key:4s}): {statistics.median(per_round):.3f}x tokens/s "
+                  f"(median of {len(per_round)} per-round ratios; middle half {q1:.3f}-{q3:.3f})")
+
+
 def run_ours(train_mod, cfg, bar: bool) -> dict:
     cfg = dataclasses.replace(cfg, progress=bar)
     with StepClock() as clock:
@@ -187,13 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=150, help="training steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every mode (nanoGPT: 2)")
-    parser.add_argument("--modes", default="ours,ours+bar,ours-written,plain")
+    parser.add_argument("--modes", default="ours,ours+bar,ours-written,plain",
+                        help="whole runs to alternate (also: plain-fusedopt); empty: none")
+    parser.add_argument("--interleaved", type=int, default=20, metavar="ROUNDS",
+                        help="step-interleaved rounds of the models alone (0: skip)")
+    parser.add_argument("--chunk", type=int, default=10, help="steps per turn in the step-interleaved section")
     args = parser.parse_args(argv)
 
     from rich.console import Console
 
     text = Path(args.corpus).read_text(encoding="utf-8")
-    modes = args.modes.split(",")
+    modes = [m for m in args.modes.split(",") if m]
     with tempfile.TemporaryDirectory(prefix="bench-minigpt-") as tmp:
         reference_workspace(Path(tmp))
         import data as data_mod
@@ -226,7 +304,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  round {r + 1} {mode:14s} wall {out['wall']:9,.0f} tokens/s  CPU {out['cpu']:9,.0f} tokens/s  "
                       f"train {out['train']:.4f}  val {out['val']:.4f}", flush=True)
         devnull.close()
-    report(results, modes, args.rounds)
+        if args.interleaved > 0:
+            import model as model_mod
+
+            steps_out = interleaved(train_mod, data_mod, model_mod, base, text, args.interleaved, args.chunk)
+    if modes:
+        report(results, modes, args.rounds)
+    if args.interleaved > 0:
+        report_interleaved(steps_out, args.interleaved, args.chunk)
     return 0
 
 
