@@ -53,6 +53,7 @@ COMMAND_MODULES = {
     "db": "db", "export": "db", "import": "db",
     "lab": "labs", "grade": "labs", "watch": "labs", "doctor": "labs", "dev": "labs",
     "paper": "research", "log": "research", "cadence": "research",
+    "quiz": "quiz", "review": "quiz",
     "stats": "stats", "report": "report",
 }
 _ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}
