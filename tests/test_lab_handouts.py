@@ -31,10 +31,6 @@ TRANSLATED = sorted(p.parent.name for p in LABS.glob("*/README.zh.md"))
 # author does not own: lab -> {check: what differs}. The xfail is strict, so
 # the day a translation is fixed its entry must be removed here.
 KNOWN_DRIFT = {
-    "modern-llm": {
-        "outline": "README.zh.md is a summary: it has no 'Files in your workspace' section",
-        "code": "README.zh.md's 'How to run' block leaves out the python -c kv_cache.generate line",
-    },
     "gpu-architecture": {
         "code": "README.zh.md's 'How to run' block leaves out the python -c occupancy line",
     },
