@@ -35,6 +35,8 @@ def test_completes_ids_without_heavy_imports(run_cli, roadmap_home: Path, tmp_pa
     assert "s2-implement-tokenizer" in checkpoints and all(c.startswith("s2-implement-t") for c in checkpoints)
     stages, _ = complete("roadmap stage show build", env)
     assert stages == ["build-minigpt"]
+    refs, heavy = complete("roadmap quiz s5-analyze-", env)
+    assert refs == ["s5-analyze-tps-drop", "s5-analyze-high-ttft"] and heavy == "HEAVY="
 
     # --part completes the parts of the workspace the shell is in.
     monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))

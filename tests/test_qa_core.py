@@ -251,6 +251,9 @@ def test_next_for_a_build_checkpoint_of_a_missing_lab_suggests_force(run_cli, tm
     assert commands["s2-b"] == "roadmap check s2-b --force"
     shipped = run_cli("next", "-n", "12", "--json").json()["data"]
     assert any(a["command"].startswith("roadmap lab start minigpt") for a in shipped)
+    # stage 1's explain checkpoints have quizzes: `next` sends the learner to the quiz first
+    first = shipped[0]
+    assert first["kind"] == "explain" and first["command"].startswith(f"roadmap quiz {first['checkpoint_id']}"), first
 
 
 def test_stage_show_accepts_the_ways_people_name_a_stage(run_cli):

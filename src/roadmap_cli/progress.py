@@ -189,6 +189,9 @@ def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) ->
                 # a curriculum may name a lab that does not exist (yet): the
                 # work can only be recorded by hand
                 command = f"roadmap check {cp.id} --force"
+            elif curriculum.quiz_for(cp.id) is not None:
+                # an explain checkpoint with questions: the quiz tells the learner whether they can
+                command = f"roadmap quiz {cp.id}  # then: roadmap check {cp.id}"
             else:
                 command = f"roadmap check {cp.id}"
             actions.append(NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), command))

@@ -61,6 +61,7 @@ class StatusReport:
     cadence: Optional[dict]
     next: list[NextAction]
     notes: list[str] = field(default_factory=list)
+    reviews: Optional[dict] = None  # {"due": n, "new": m}: `roadmap review` items due today
 
 
 def _schedule(curriculum, done: dict[str, str], start: date, today: date, actual: Optional[int]) -> Schedule:
@@ -136,6 +137,13 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
 
         return cadence_summary(store, curriculum, today)
 
+    def reviews():
+        from datetime import datetime, timezone
+
+        from roadmap_cli.quiz.review import due_summary  # plain SQL; fsrs is not imported
+
+        return due_summary(store, curriculum, done, datetime.now(timezone.utc))
+
     total_cps = sum(s.total for s in stages)
     return StatusReport(
         curriculum=curriculum.title.get(lang),
@@ -150,4 +158,5 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
         cadence=_optional_section(cadence, notes, "cadence"),
         next=next_actions(curriculum, done, lang, limit=3),
         notes=notes,
+        reviews=_optional_section(reviews, notes, "reviews"),
     )

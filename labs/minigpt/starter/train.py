@@ -91,7 +91,8 @@ def get_lr(it: int, cfg: TrainConfig) -> float:
 def configure_optimizer(model: GPT, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW; weight decay only on matrices (>= 2 dims), not on biases or LayerNorm gains."""
     # TODO (README.md, section 5.2): two parameter groups, matrices with weight_decay and
-    # vectors with 0.0; torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2)).
+    # vectors with 0.0; torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2),
+    # fused=True)   (fused: one kernel for the whole update; the same math, faster).
     raise NotImplementedError("configure_optimizer: see README.md, section 5.2")
 
 
@@ -165,7 +166,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     #     x, y = get_batch(train_data, ..., generator=batch_gen); _, loss = model(x, y);
     #     zero_grad, backward, torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip), step;
     #     result.history.append({"iter": it, "loss": loss.item(), "lr": lr});
-    #     update result.tokens_per_s; progress.advance(loss, tokens_per_s).
+    #     update result.tokens_per_s (steps x batch_size x block_size over the time spent in the
+    #     steps, evaluation left out); progress.advance(loss, tokens_per_s).
     # - at the end: one more estimate_loss for val_history and a final checkpoint (iter_num = max_iters).
     raise NotImplementedError("train: see README.md, section 5.5")
 

@@ -53,6 +53,8 @@ COMMAND_MODULES = {
     "db": "db", "export": "db", "import": "db",
     "lab": "labs", "grade": "labs", "watch": "labs", "doctor": "labs", "dev": "labs",
     "paper": "research", "log": "research", "cadence": "research",
+    "quiz": "quiz", "review": "quiz",
+    "stats": "stats", "report": "report",
     "cohort": "cohort",
 }
 _ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}
@@ -161,6 +163,20 @@ def main(argv: Optional[list[str]] = None) -> None:
     if os.environ.get("_ROADMAP_COMPLETE"):
         _complete(args)  # a TAB: no output module, only the group being completed
         return
+    prestarted = False
+    if args[:1] == ["grade"]:
+        # The grader starts now, while typer parses and rich loads (labs/prestart.py).
+        from roadmap_cli.labs import prestart
+
+        prestarted = prestart.start(args[1:])
+    try:
+        _run(args)
+    finally:
+        if prestarted:
+            prestart.discard()  # not claimed: the command failed before grading
+
+
+def _run(args: list[str]) -> None:
     from roadmap_cli.output import error_line
 
     register_for(args)

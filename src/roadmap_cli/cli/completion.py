@@ -73,7 +73,22 @@ def _curriculum() -> Optional[dict]:
         from roadmap_cli.paths import default_curriculum_path
 
         path = default_curriculum_path()
-    data = _yaml(Path(path))
+    import re
+
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    # The top-level `quizzes:` block is more than half the file and no
+    # completion needs it: cut it (up to the next top-level key) before parsing.
+    text = re.sub(r"(?ms)^quizzes:.*?(?=^[A-Za-z_]|\Z)", "", text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        return None
     return data if isinstance(data, dict) else None
 
 
@@ -107,6 +122,7 @@ COMPLETERS: dict[tuple[Optional[str], str], Callable] = {
     (None, "part"): _part_ids,
     (None, "checkpoint_id"): _checkpoint_ids,
     ("show", "ref"): _stage_refs,  # `roadmap stage show REF`
+    ("quiz", "ref"): lambda ctx: _stage_refs(ctx) + _checkpoint_ids(ctx),  # `roadmap quiz REF`
 }
 
 

@@ -171,9 +171,14 @@ def stage_show(
 
     # what the learner wrote with `roadmap check --note/--evidence`, shown where the checkpoint is
     records = checkpoint_records(ctx.store(), [c["id"] for c in data["checkpoints"]])
+    from roadmap_cli.quiz.records import best_scores, current_learner
+
+    # the best quiz attempt per checkpoint (`roadmap quiz`): evidence shown as "quiz 3/3"
+    quizzes = best_scores(ctx.store(), current_learner(ctx.store()), [c["id"] for c in data["checkpoints"]])
     for c in data["checkpoints"]:
         record = records.get(c["id"], {})
-        c.update(completed_at=record.get("completed_at"), evidence=record.get("evidence"), notes=record.get("notes", []))
+        c.update(completed_at=record.get("completed_at"), evidence=record.get("evidence"), notes=record.get("notes", []),
+                 quiz=quizzes.get(c["id"]))
 
     def render(console) -> None:
         from rich.markup import escape
@@ -201,7 +206,10 @@ def stage_show(
             # id on its own line, never wrapped: people copy it into `roadmap check`
             mark = "[green]✓[/]" if c["done"] else "·"
             proof = f"  [dim]← {', '.join(c['proved_by'])}[/]" if c["proved_by"] else ""
-            console.print(f"  {mark} {c['kind']:<8} [bold]{c['id']}[/]{proof}", soft_wrap=True)
+            quiz = c["quiz"]
+            score = (f"  [{'green' if quiz['passed'] else 'yellow'}]quiz {quiz['correct']}/{quiz['total']}[/]"
+                     if quiz else "")
+            console.print(f"  {mark} {c['kind']:<8} [bold]{c['id']}[/]{score}{proof}", soft_wrap=True)
             console.print(f"             {escape(c['text'])}")
             if c["done"] and c["completed_at"]:
                 evidence = f" · {escape(c['evidence'])}" if c["evidence"] else ""

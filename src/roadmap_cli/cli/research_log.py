@@ -23,6 +23,7 @@ def _item_command(kind: str, what: str):
     def log_item(
         title: Annotated[str, typer.Argument(help="What it was: a short title.")],
         link: Annotated[Optional[str], typer.Option("--link", help="URL of the repo, post, report or PR.")] = None,
+        file: Annotated[Optional[str], typer.Option("--file", help="A local file it produced (e.g. `roadmap report -o FILE`): stored as a file:// link.")] = None,
         paper: Annotated[Optional[str], typer.Option("--paper", help="Paper id it is about (a reproduction marks it reproduced).")] = None,
         lab: Annotated[Optional[str], typer.Option("--lab", help="Lab id it belongs to.")] = None,
         stage: StageOpt = None,
@@ -35,6 +36,14 @@ def _item_command(kind: str, what: str):
 
         _check_stage(stage)
         _check_lab(lab)
+        if file is not None:
+            from roadmap_cli.research.entries import file_link
+
+            if link is not None:
+                from roadmap_cli.errors import UserError
+
+                raise UserError("give --link or --file, not both")
+            link = file_link(file)
         inp = EntryInput(kind=kind, on_date=_date(date) or _today(), title=title, link=link, stage=stage, lab_id=lab,
                          paper_id=parse_paper_id(paper) if paper else None, note=note)
         entry = log_entry(context.current().store(), inp, today=_today())

@@ -59,6 +59,11 @@ def render_status(console: Console, report) -> None:
     else:
         console.print("  [dim]nothing logged yet — roadmap paper log TITLE[/]")
 
+    if report.reviews and (report.reviews["due"] or report.reviews["new"]):
+        r = report.reviews
+        new = f" ({r['new']} never reviewed)" if r["new"] else ""
+        console.print(f"[bold]Reviews[/] {r['due'] + r['new']} due today{new} — [cyan]roadmap review[/]")
+
     if report.next:
         console.print("[bold]Next[/]")
         for a in report.next:

@@ -24,7 +24,8 @@ KEEP_FILES = 8  # a few curricula (the built-in one, a user's own) stay cached
 def _code_fingerprint() -> str:
     """Changes whenever the models or checks change (editable installs)."""
     from roadmap_cli import __version__
-    from roadmap_cli.curriculum import checks, models
+    from roadmap_cli.curriculum import base, checks, formula, models, quiz_checks, quiz_models
+    from roadmap_cli.quiz import units
 
     parts = [str(CACHE_FORMAT), str(FORMAT_VERSION), __version__]
     try:
@@ -33,7 +34,7 @@ def _code_fingerprint() -> str:
         parts.append(pydantic.VERSION)
     except AttributeError:  # pragma: no cover
         pass
-    for module in (models, checks):
+    for module in (base, models, checks, quiz_models, quiz_checks, formula, units):
         try:
             st = os.stat(module.__file__)
             parts.append(f"{st.st_size}:{st.st_mtime_ns}")

@@ -134,6 +134,11 @@ def check_references(cur: Curriculum) -> list[Problem]:
             problems.append((("reading_list", i, "stage"), f"reading {r.id!r} refers to unknown stage {r.stage}"))
         if r.phase is not None and r.phase not in phase_refs:
             problems.append((("reading_list", i, "phase"), f"reading {r.id!r} refers to unknown phase {r.phase!r} (write plan-id/phase-id)"))
+
+    # Quizzes (quiz_checks.py): checkpoints that exist, formulas that evaluate, one right option.
+    from roadmap_cli.curriculum.quiz_checks import check_quizzes
+
+    problems += check_quizzes(cur)
     return problems
 
 

@@ -79,9 +79,14 @@ def _safe_load(path: Path, text: str) -> tuple[Any, Any, list[str]]:
 
 def _allowed_keys(loc: tuple) -> list[str]:
     """Field names of the model that sits at `loc` (for did-you-mean)."""
+    from roadmap_cli.curriculum.quiz_models import QUESTION_CLASSES
+
     model: Any = Curriculum
     for part in loc:
         if isinstance(part, int):
+            continue
+        if part in QUESTION_CLASSES and model in QUESTION_CLASSES.values():
+            model = QUESTION_CLASSES[part]  # the kind step of a question's loc picks its class
             continue
         fields = getattr(model, "model_fields", None)
         if not fields or part not in fields:
@@ -101,15 +106,25 @@ def _dotted(loc: tuple) -> str:
     return checks.dotted(loc) or "(top level)"
 
 
+def _without_union_tags(loc: tuple) -> tuple:
+    """A quiz question's loc carries its kind as a path step
+    (`questions, 2, numeric, formula`); the YAML has no such node."""
+    from roadmap_cli.curriculum.quiz_models import QUESTION_KINDS
+
+    return tuple(part for k, part in enumerate(loc)
+                 if not (part in QUESTION_KINDS and k >= 2 and loc[k - 2] == "questions"))
+
+
 def _pydantic_problems(exc: Any) -> list[tuple[tuple, str, bool]]:
     """(loc, message, points_at_key) for each pydantic error, in plain words."""
     out = []
     for err in exc.errors(include_url=False):
-        loc, kind, value = tuple(err["loc"]), err["type"], err.get("input")
+        raw_loc = tuple(err["loc"])
+        loc, kind, value = _without_union_tags(raw_loc), err["type"], err.get("input")
         where = _dotted(loc)
         if kind == "extra_forbidden":
             key = loc[-1]
-            close = difflib.get_close_matches(str(key), _allowed_keys(loc[:-1]), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(str(key), _allowed_keys(raw_loc[:-1]), n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             out.append((loc, f"{_dotted(loc[:-1])}: unknown key {key!r}{hint}", True))
         elif kind == "missing":

@@ -12,8 +12,10 @@ import re
 from functools import cached_property
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from roadmap_cli.curriculum.base import Text, _Model
+from roadmap_cli.curriculum.quiz_models import Question, Quiz
 from roadmap_cli.errors import NotFoundError
 
 FORMAT_VERSION = 1
@@ -22,23 +24,6 @@ FORMAT_VERSION = 1
 # lab specs, so they must survive renames of the human-readable titles.
 ID_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 ARXIV_PATTERN = r"^\d{4}\.\d{4,5}$"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Text(_Model):
-    """One human-language string in both languages (seed text stays Chinese)."""
-
-    zh: str = Field(min_length=1)
-    en: str = Field(min_length=1)
-
-    def get(self, lang: str) -> str:
-        return self.zh if lang == "zh" else self.en
-
-    def __str__(self) -> str:
-        return self.en
 
 
 class Resource(_Model):
@@ -181,6 +166,9 @@ class Curriculum(_Model):
     levels: list[Level] = []
     plans: list[Plan] = []
     reading_list: list[Reading] = []
+    # Quiz questions per checkpoint (quiz_models.py); a top-level list so a
+    # checkpoint's entry stays short and its questions can grow freely.
+    quizzes: list[Quiz] = []
 
     # Lookup tables, built on first use. cached_property writes straight into
     # the instance __dict__, which frozen models allow.
@@ -195,6 +183,25 @@ class Curriculum(_Model):
     @cached_property
     def _checkpoint_index(self) -> dict[str, tuple[Checkpoint, Stage]]:
         return {c.id: (c, s) for s in self.stages for c in s.checkpoints}
+
+    @cached_property
+    def _quizzes_by_checkpoint(self) -> dict[str, Quiz]:
+        return {q.checkpoint: q for q in self.quizzes}
+
+    @cached_property
+    def _question_index(self) -> dict[str, tuple[Question, str]]:
+        return {question.id: (question, quiz.checkpoint) for quiz in self.quizzes for question in quiz.questions}
+
+    def quiz_for(self, checkpoint_id: str) -> Optional[Quiz]:
+        """The checkpoint's quiz, or None when it has no questions."""
+        return self._quizzes_by_checkpoint.get(checkpoint_id)
+
+    def question(self, question_id: str) -> tuple[Question, str]:
+        """(question, its checkpoint id) by question id."""
+        found = self._question_index.get(question_id)
+        if found is None:
+            raise NotFoundError("quiz question", question_id, self._question_index)
+        return found
 
     def stage(self, ref: str | int) -> Stage:
         """A stage by number (3, "3", "s3", "stage 3") or by id ("build-minigpt")."""

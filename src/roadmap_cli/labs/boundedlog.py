@@ -6,8 +6,11 @@ last `cap` bytes."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import deque
+
+LOG_TAIL_LINES = 25  # how much of the grader's output a failed grade shows
 
 
 class BoundedTail:
@@ -81,3 +84,25 @@ class PipeDrain:
                 break
             seen = self.tail.total
             self.done.wait(0.03)
+
+
+def _unescape(line: str) -> str:
+    """faulthandler writes non-ASCII characters of file names as \\xNN,
+    \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
+    return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
+
+
+def crash_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of the grader's output; after a hard crash, the crash report.
+
+    pytest's faulthandler prints "Fatal Python error: ..." and the stack,
+    most recent call first: the learner's frames come first, pytest's
+    machinery last, so the interesting part is at the top of that block.
+    """
+    all_lines = text.rstrip().splitlines()
+    for i, line in enumerate(all_lines):
+        if line.startswith("Fatal Python error"):
+            frames = [_unescape(ln) for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
+                      and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))]
+            return "\n".join([line, *frames[:lines]])
+    return "\n".join(all_lines[-lines:])

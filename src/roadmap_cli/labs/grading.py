@@ -3,8 +3,10 @@ pre-check, the grader run, the nvcc check of .cu files, recording the
 attempt (per-lab number, per-test results) and marking the checkpoints that
 passing parts prove.
 
-The slow steps overlap: pytest starts first, then git and the database are
-opened while it runs; a pre-check failure is shown before any of them.
+The slow steps overlap: pytest starts first (for the plain forms of the
+command, before the command line is even parsed: labs/prestart.py), then git
+and the database are opened while it runs; a pre-check failure is shown
+before any of them.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     runner.Focus (-k/--test/-x/-v); `cancel` a threading.Event that stops the
     run (recorded as "interrupted").
     """
-    from roadmap_cli.labs import precheck
+    from roadmap_cli.labs import precheck, prestart
 
     rows = workspaces_fast(home)
     if rows is None:
@@ -54,7 +56,8 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     # attempt (git, the database) comes after the learner has read it.
     here = workspace_at(None, cwd, rows)
     early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
-    problem = precheck.check_workspace(early) if early is not None else None
+    # (A grader started before the command line was parsed passed the same pre-check a moment ago.)
+    problem = precheck.check_workspace(early) if early is not None and not prestart.prechecked(early) else None
     if problem is not None and on_event:
         on_event({"event": "precheck", "problem": problem})
     from roadmap_cli.labs.runner import GradeJob
@@ -65,17 +68,23 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     if part:
         spec.part(part)
-    if early is None:
+    if early is None and not prestart.prechecked(path):
         problem = precheck.check_workspace(path)
-    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel)
+    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel,
+                   device=prestart.started_device())
     if problem is not None:
+        prestart.discard()
         # A file that does not parse (or imports what does not exist): one report, no pytest.
         run = precheck.failed_run(job, problem)
         sha, dirty = head_info(path)
         store = get_store()
         attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
         return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
-    job.start()
+    # The job cli.main started before parsing the command line (labs/prestart.py), when it is
+    # exactly this one; otherwise start it now.
+    job = prestart.claim(job)
+    if job.proc is None:
+        job.start()
     cuda_checks = None
     try:
         if on_event:

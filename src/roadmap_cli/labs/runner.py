@@ -10,7 +10,8 @@ Three processes per grade (docs/architecture.md, "Grading"):
 
 This module knows nothing of the database or git: it turns (lab spec,
 workspace) into a `GradeRun`. `service.grade` records it; `devcheck` uses it
-on temporary workspaces.
+on temporary workspaces. What the events mean (tests, parts, the outcome) is
+results.py's business: this module runs processes and reads the channel.
 """
 
 from __future__ import annotations
@@ -18,89 +19,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import secrets
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
+from roadmap_cli.labs.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
 from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
+from roadmap_cli.labs.results import GradeRun, assemble, mark_focused, mark_interrupted
 from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
-LOG_TAIL_LINES = 25
-# Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
-# timeout when the child died while it ran; not-run when it never started.
-BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
-# "interrupted": Ctrl-C, or `roadmap watch` cancelled the run because a file was saved.
-EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4, "interrupted": 130}
 
 # Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
 PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
-
-
-@dataclass
-class TestResult:
-    nodeid: str
-    part: Optional[str]
-    outcome: str
-    duration_s: float = 0.0
-    message: Optional[str] = None
-    fraction: Optional[float] = None
-    perf: list = field(default_factory=list)
-
-
-@dataclass
-class PartResult:
-    id: str
-    title: dict
-    max_points: float  # 0 when not graded in this run
-    points: float
-    status: str  # passed|failed|skipped|not-graded-here|not-run
-    needs_cuda: bool
-    tests_passed: int = 0
-    tests_total: int = 0
-    message: Optional[str] = None  # first failure, or why it was not graded
-
-
-@dataclass
-class GradeRun:
-    lab_id: str
-    workspace: str
-    started_at: str
-    outcome: str  # passed|failed|error|timeout|crash
-    score: float
-    max_score: float
-    parts: list[PartResult]
-    tests: list[TestResult]
-    perf: list[dict]
-    device: str
-    device_capability: Optional[str]
-    torch_version: Optional[str]
-    triton_version: Optional[str]
-    interpret_mode: bool
-    grader_sha256: str
-    duration_s: float
-    message: Optional[str] = None
-    unassigned: list[str] = field(default_factory=list)
-    log_tail: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES.get(self.outcome, 4)
-
-    def part(self, part_id: str) -> PartResult:
-        return next(p for p in self.parts if p.id == part_id)
 
 
 def tests_sha256(tests_dir: Path) -> str:
@@ -164,28 +106,6 @@ def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
     if not device.cuda:
         env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
     return env
-
-
-def _unescape(line: str) -> str:
-    """faulthandler writes non-ASCII characters of file names as \\xNN,
-    \\uNNNN or \\UNNNNNNNN: show the learner's real path (e.g. a Chinese folder)."""
-    return re.sub(r"\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})", lambda m: chr(int(m.group(1)[1:], 16)), line)
-
-
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    """The end of the grader's output; after a hard crash, the crash report.
-
-    pytest's faulthandler prints "Fatal Python error: ..." and the stack,
-    most recent call first: the learner's frames come first, pytest's
-    machinery last, so the interesting part is at the top of that block.
-    """
-    all_lines = text.rstrip().splitlines()
-    for i, line in enumerate(all_lines):
-        if line.startswith("Fatal Python error"):
-            frames = [_unescape(ln) for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
-                      and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))]
-            return "\n".join([line, *frames[:lines]])
-    return "\n".join(all_lines[-lines:])
 
 
 def grade_workspace(
@@ -373,7 +293,8 @@ class GradeJob:
                     timed_out = True
                     self._stop_supervisor()
                     break
-                if self.cancel_event.wait(POLL_S):
+                wait_s = POLL_S if finished_at is None else finished_at + FINISH_GRACE_S - time.monotonic() + 0.001
+                if self._wait_for_news(min(POLL_S, max(wait_s, 0.001))):
                     interrupted = True
                     break
         except KeyboardInterrupt:
@@ -383,13 +304,13 @@ class GradeJob:
             self._kill_marked()
             drain()
             self.output.settle()
-            log_tail = _tail(self.output.tail.text())
+            log_tail = crash_tail(self.output.tail.text())
             self.reader.close()
             self._cleanup()
         after = integrity.snapshot(self.spec.tests_dir)
         touched = sorted(set(touched) | set(integrity.changed(self.hashes_before, after))
                          | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before))))
-        run = _assemble(self.spec, self.workspace, self.device, self.selected, events,
+        run = assemble(self.spec, self.workspace, self.device, self.selected, events,
                         0 if finished_at is not None and not timed_out else proc.returncode,
                         timed_out, self.timeout, log_tail)
         voids = [ev.get("reason", "") for ev in events if ev.get("event") == "void"]
@@ -402,10 +323,19 @@ class GradeJob:
         run.started_at, run.grader_sha256 = self.started_at, self.sha
         run.duration_s = round(time.monotonic() - self.t0, 3)
         if interrupted:
-            _mark_interrupted(run)
+            mark_interrupted(run)
         elif self.focus.narrows or self.focus.first_failure:
-            _mark_focused(run, self.focus)
+            mark_focused(run, self.focus)
         return run
+
+    def _wait_for_news(self, seconds: float) -> bool:
+        """Sleep until the grader writes to the results channel, or `seconds`
+        pass: an event (the "finish" above all) is handled at once, not at the
+        next poll tick. True when the run was cancelled meanwhile."""
+        if self.reader.eof:  # nothing more can come: a readable fd would not block
+            return self.cancel_event.wait(seconds)
+        select.select([self.reader.fd], [], [], seconds)
+        return self.cancel_event.is_set()
 
     def cancel(self) -> None:
         """Stop the run from another thread (`roadmap watch`: a file was saved)."""
@@ -463,137 +393,3 @@ class GradeJob:
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
-
-
-def _assemble(spec, workspace, device, selected, events, returncode, timed_out, timeout, log_tail) -> GradeRun:
-    """Turn the plugin's events and the child's fate into test, part and attempt results."""
-    collected: dict[str, Optional[str]] = {}
-    results: dict[str, TestResult] = {}
-    running: Optional[str] = None
-    finish, device_event, unassigned = None, {}, []
-    for ev in events:
-        kind = ev.get("event")
-        if kind == "collected":
-            collected.update({nodeid: part for nodeid, part in ev.get("tests", [])})
-            unassigned += ev.get("unassigned", [])
-        elif kind == "collect_error":
-            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), "error", 0.0, ev.get("message"))
-        elif kind == "start":
-            running = ev["nodeid"]
-        elif kind == "result":
-            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), ev["outcome"], ev.get("duration_s", 0.0),
-                                               ev.get("message"), ev.get("fraction"), ev.get("perf") or [])
-            running = None
-        elif kind == "device":
-            device_event = ev
-        elif kind == "finish":
-            finish = ev
-
-    message = None
-    if timed_out:
-        outcome = "timeout"
-        message = f"the grader ran past its time limit of {timeout:g} s and was killed"
-        if running:
-            results[running] = TestResult(running, collected.get(running), "timeout", message=f"killed after {timeout:g} s (time limit)")
-    elif finish is None and not running and (returncode or 0) >= 0:
-        # pytest gave up before any test ran (e.g. the grader's conftest.py failed to import).
-        outcome = "error"
-        message = f"the grader did not run: pytest exited with status {returncode}"
-    elif finish is None or (returncode is not None and returncode < 0):
-        outcome = "crash"
-        how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else f"exited with status {returncode}"
-        message = f"the test process crashed ({how})"
-        if running:
-            results[running] = TestResult(running, collected.get(running), "crashed", message=f"{message}\n{log_tail}")
-    else:
-        status = finish.get("exitstatus")
-        collect_errors = [r for r in results.values() if r.outcome == "error" and r.nodeid not in collected]
-        if status in (0, 1) or (status == 2 and collect_errors and all(r.part for r in collect_errors)):
-            outcome = "passed"  # refined below from the parts
-        else:
-            outcome = "error"
-            reason = {2: "interrupted (a grader file failed to import?)", 3: "internal error", 4: "usage error",
-                      5: "no tests were collected"}.get(status, f"exit status {status}")
-            message = f"the grader failed: pytest {reason}"
-
-    for nodeid, part in collected.items():
-        results.setdefault(nodeid, TestResult(nodeid, part, "not-run"))
-    tests = list(results.values())
-    parts = [_part_result(p, selected, device, tests, outcome) for p in spec.parts]
-    if outcome == "passed" and any(p.status not in ("passed", "not-graded-here", "not-run") for p in parts):
-        outcome = "failed"
-    if outcome == "passed" and not any(p.status == "passed" for p in parts):
-        outcome, message = "error", "the grader ran no test"
-    return GradeRun(
-        lab_id=spec.id, workspace=str(workspace), started_at="", outcome=outcome,
-        score=round(sum(p.points for p in parts), 3), max_score=round(sum(p.max_points for p in parts), 3),
-        parts=parts, tests=tests, perf=[f for t in tests for f in t.perf],
-        device=device_event.get("device") or device.name,
-        device_capability=device_event.get("device_capability") or device.capability,
-        torch_version=device_event.get("torch_version") or device.torch_version,
-        triton_version=device_event.get("triton_version") or device.triton_version,
-        interpret_mode=not device.cuda, grader_sha256="", duration_s=0.0, message=message,
-        unassigned=unassigned, log_tail=log_tail if outcome in ("error", "crash", "timeout") else "",
-    )
-
-
-def _mark_interrupted(run: GradeRun) -> None:
-    """A run stopped by the learner: what finished stays visible, nothing counts."""
-    run.outcome, run.log_tail = "interrupted", ""
-    run.message = "interrupted before the end: not counted"
-    for t in run.tests:
-        if t.outcome in ("crashed", "timeout"):
-            t.outcome, t.message = "not-run", None
-    for p in run.parts:
-        if p.status not in ("not-graded-here", "not-run"):
-            p.points = 0.0
-            if p.status == "failed" and not any(t.part == p.id and t.outcome in BAD_TEST_OUTCOMES for t in run.tests):
-                p.status, p.message = "not-run", "interrupted before its tests finished"
-    run.score = 0.0
-
-
-def _mark_focused(run: GradeRun, focus: Focus) -> None:
-    """-k/--test ran some tests of a part: passing those is not passing the
-    part (no points, no checkpoint). -x: parts after the stop did not run."""
-    for p in run.parts:
-        mine = [t for t in run.tests if t.part == p.id]
-        if p.status == "failed" and mine and all(t.outcome == "not-run" for t in mine):
-            p.status, p.max_points = "not-run", 0.0
-            p.message = "not run (stopped at the first failure, -x)"
-        elif p.status == "failed" and not mine and focus.narrows:
-            p.status, p.max_points, p.message = "not-run", 0.0, "no test matched the filter"
-        elif p.status == "passed" and focus.narrows:
-            p.status, p.points, p.max_points = "focused", 0.0, 0.0
-            p.message = (f"{p.tests_passed}/{p.tests_total} selected tests passed "
-                         "(a filtered run never completes a part: grade it without -k/--test)")
-    run.score = round(sum(p.points for p in run.parts), 3)
-    run.max_score = round(sum(p.max_points for p in run.parts), 3)
-    # The outcome is about what ran: parts the filter left out no longer fail it.
-    if run.outcome == "failed" and not any(p.status in ("failed", "skipped") for p in run.parts) \
-            and any(p.status in ("passed", "focused") for p in run.parts):
-        run.outcome = "passed"
-
-
-def _part_result(part, selected, device, tests, outcome) -> PartResult:
-    title = part.title.model_dump()
-    if part.needs_cuda and not device.cuda:
-        return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
-    if part.id not in selected:
-        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)")
-    mine = [t for t in tests if t.part == part.id]
-    result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
-                        tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))
-    bad = [t for t in mine if t.outcome in BAD_TEST_OUTCOMES]
-    ran = [t for t in mine if t.outcome == "passed"]
-    if bad:
-        first = bad[0]
-        result.message = f"{first.nodeid}: {first.message or first.outcome}"
-    elif any(t.outcome == "not-run" for t in mine) or not mine:
-        result.message = "the grader stopped before these tests ran" if outcome in ("timeout", "crash") else "no test ran"
-    elif not ran:
-        result.status, result.message = "skipped", "every test was skipped"
-    else:
-        result.status = "passed"
-        credit = sum(1.0 if t.fraction is None else t.fraction for t in ran) / len(ran)
-        result.points = round(part.points * credit, 3)
-    return result

@@ -324,23 +324,35 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
 def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     """(HEAD sha, dirty) of the workspace's git repository; None for what
     git cannot tell (no git, no repository, a damaged one): grading never
-    depends on the health of the learner's repository."""
+    depends on the health of the learner's repository.
+
+    One `git status` call, not GitPython: `roadmap grade` asks this while
+    pytest runs, and GitPython's import plus its five git processes cost more
+    than the grader's own start-up on a busy 2-core machine (issue 13).
+    Dirty means what GitPython's is_dirty(untracked_files=True) meant: staged
+    or unstaged changes, or an untracked file. Only `path` itself may be the
+    repository (a repository in a folder above it is not the workspace's).
+    """
+    path = Path(path).resolve()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # the user's GIT_DIR etc. point elsewhere
+    env["GIT_CEILING_DIRECTORIES"] = str(path.parent)  # never search above the workspace
+    env["LC_ALL"] = "C"
     try:
-        from git import GitError, Repo
-    except ImportError:  # no git executable (gitpython fails on import)
+        # --no-optional-locks: never take index.lock (a git command of the learner's may be running).
+        proc = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v2", "--branch",
+                               "--untracked-files=normal"], cwd=path, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):  # no git executable, a hung repository
         return None, None
-    try:
-        repo = Repo(path, search_parent_directories=False)
-    except (GitError, OSError):  # InvalidGitRepositoryError, NoSuchPathError, ...
-        return None, None
-    try:
-        sha = repo.head.commit.hexsha if repo.head.is_valid() else None
-    except (GitError, OSError, ValueError):
-        sha = None
-    try:
-        return sha, repo.is_dirty(untracked_files=True)
-    except (GitError, OSError, ValueError):
-        return sha, None
+    if proc.returncode != 0:
+        return None, None  # not a repository, or a damaged one
+    lines = proc.stdout.decode("utf-8", errors="replace").splitlines()
+    sha = None
+    for line in lines:
+        if line.startswith("# branch.oid "):
+            oid = line.split(" ", 2)[2].strip()
+            sha = oid if oid != "(initial)" else None  # "(initial)": no commit yet
+    return sha, any(line and not line.startswith("#") for line in lines)
 
 
 HANDOUT = "README.md"

@@ -66,6 +66,17 @@ def _validate(inp: EntryInput, today: date) -> None:
         raise UserError("--paper applies to items, not hours")
 
 
+def file_link(path: str) -> str:
+    """A local file as the file:// link an entry stores (`log report --file`):
+    absolute, so the link still works from another folder; it must exist now."""
+    from pathlib import Path
+
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise UserError(f"no such file: {path}" if not resolved.exists() else f"{path} is not a file")
+    return resolved.as_uri()
+
+
 def entry_dict(entry) -> dict:
     return {
         "id": entry.id, "kind": entry.kind, "title": entry.title, "on_date": entry.on_date,

@@ -257,6 +257,45 @@ def m005_learners(conn: sa.Connection) -> None:
         # One home, one person: pin the id chosen now (store/learners.py).
         conn.execute(sa.text("INSERT INTO settings (learner, key, value) VALUES (:scope, :key, :value)"),
                      {"scope": DATABASE_SCOPE, "key": SETTING_KEY, "value": json.dumps(owner)})
+def m006_quiz_review(conn: sa.Connection) -> None:
+    """Quiz attempts (evidence on explain checkpoints) and spaced review:
+    one FSRS card per (learner, item) with its next due time, and a log of
+    every rating. `item` is "checkpoint:<id>" or "question:<id>"."""
+    md = sa.MetaData()
+    learner = lambda: sa.Column("learner", sa.String, nullable=False, server_default="local", index=True)  # noqa: E731
+    _create(
+        conn,
+        sa.Table(
+            "quiz_attempts", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            learner(),
+            sa.Column("checkpoint_id", sa.String, nullable=False, index=True),
+            sa.Column("taken_at", sa.String, nullable=False),  # ISO 8601, UTC
+            sa.Column("correct", sa.Integer, nullable=False),
+            sa.Column("total", sa.Integer, nullable=False),
+            sa.Column("passed", sa.Boolean, nullable=False),  # correct/total >= 80%
+            sa.Column("answers", sa.Text, nullable=False),  # JSON: [{question, kind, answer, correct, rating}]
+        ),
+        sa.Table(
+            "review_cards", md,
+            sa.Column("learner", sa.String, primary_key=True, server_default="local"),
+            sa.Column("item", sa.String, primary_key=True),  # checkpoint:<id> | question:<id>
+            sa.Column("card", sa.Text, nullable=False),  # JSON of fsrs.Card.to_dict()
+            sa.Column("due", sa.String, nullable=False, index=True),  # ISO 8601, UTC, seconds: compares as text
+            sa.Column("reviews", sa.Integer, nullable=False),
+            sa.Column("updated_at", sa.String, nullable=False),
+        ),
+        sa.Table(
+            "review_logs", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            learner(),
+            sa.Column("item", sa.String, nullable=False, index=True),
+            sa.Column("rating", sa.Integer, nullable=False),  # 1 again, 2 hard, 3 good, 4 easy
+            sa.Column("reviewed_at", sa.String, nullable=False),
+            sa.Column("source", sa.String, nullable=False),  # quiz | review
+            sa.Column("due_after", sa.String, nullable=False),  # the due time this review set
+        ),
+    )
 
 
 # Append only. The version of a database is the number of migrations applied.
@@ -266,6 +305,7 @@ MIGRATIONS: list[Migration] = [
     ("research", m003_research),
     ("imported_attempts", m004_imported_attempts),
     ("learners", m005_learners),
+    ("quiz_review", m006_quiz_review),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -33,10 +33,11 @@ LAB_OUTCOMES = ("passed", "failed", "error", "timeout", "crash")
 TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "crashed", "timeout")
 PART_STATUSES = ("passed", "failed", "skipped", "not-graded-here", "not-run", "error", "timeout", "crashed")
 DATE_COLUMNS = ("on_date", "read_on", "added_on")  # local dates, YYYY-MM-DD
-TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "applied_at")
+TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "applied_at",
+                     "taken_at", "reviewed_at", "updated_at")
 SHORT_TEXT = {"key", "checkpoint_id", "source", "lab_id", "kind", "status", "outcome", "part_id", "tag",
               "arxiv_id", "doi", "device", "device_capability", "torch_version", "triton_version",
-              "commit_sha", "grader_sha256", "bibtex_key"}
+              "commit_sha", "grader_sha256", "bibtex_key", "learner", "item", "due", "due_after"}
 
 
 class RowProblem(Exception):
@@ -228,6 +229,10 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
         yield "outcome", f"outcome {get('outcome')!r} is not one of {', '.join(TEST_OUTCOMES)}"
     if table == "lab_hints" and get("hint_index") is not None and get("hint_index") < 0:
         yield "hint_index", f"hint_index {get('hint_index')} is negative"
+    if table in ("quiz_attempts", "review_cards", "review_logs"):
+        from roadmap_cli.quiz.records import row_problems
+
+        yield from row_problems(table, row)
     if table == "lab_workspaces" and get("path") is not None and not get("path").startswith("/"):
         yield "path", f"path {get('path')!r} is not an absolute path"
 
@@ -342,6 +347,10 @@ _BAD_ROW_SQL = [
      "stage or year is not a whole number"),
     ("checkpoint_progress", "checkpoint_id", "typeof(completed_at) != 'text' OR datetime(completed_at) IS NULL", "completed_at is not a timestamp"),
     ("lab_hints", "id", "typeof(hint_index) != 'integer'", "hint_index is not a whole number"),
+    ("review_cards", "item", "typeof(card) != 'text' OR NOT json_valid(card) OR json_type(card, '$.due') IS NOT 'text'",
+     "card is not an FSRS card (JSON with a due time)"),
+    ("quiz_attempts", "id", "typeof(correct) != 'integer' OR typeof(total) != 'integer' OR correct > total",
+     "correct/total are not whole numbers with correct <= total"),
 ]
 
 

@@ -141,3 +141,38 @@ class CadenceEntry(SQLModel, table=True):
     note: Optional[str] = None
     created_at: str
     learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+
+
+# Quizzes and spaced review (migration 6; roadmap_cli/quiz). Reads and writes
+# go through plain SQL in quiz/records.py; these classes serve export/import.
+class QuizAttempt(SQLModel, table=True):
+    __tablename__ = "quiz_attempts"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    checkpoint_id: str = Field(index=True)
+    taken_at: str
+    correct: int
+    total: int
+    passed: bool
+    answers: str  # JSON list
+
+
+class ReviewCard(SQLModel, table=True):
+    __tablename__ = "review_cards"
+    learner: Optional[str] = Field(default=None, primary_key=True, sa_column_kwargs={"server_default": "local"})
+    item: str = Field(primary_key=True)  # checkpoint:<id> | question:<id>
+    card: str  # fsrs.Card JSON
+    due: str = Field(index=True)
+    reviews: int
+    updated_at: str
+
+
+class ReviewLog(SQLModel, table=True):
+    __tablename__ = "review_logs"
+    id: Optional[int] = Field(default=None, primary_key=True)
+    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    item: str = Field(index=True)
+    rating: int
+    reviewed_at: str
+    source: str  # quiz | review
+    due_after: str

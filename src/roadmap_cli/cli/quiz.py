@@ -1,0 +1,120 @@
+"""Quizzes and spaced review: `roadmap quiz`, `roadmap review` (services in roadmap_cli/quiz)."""
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from roadmap_cli import context
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope: without --answers, the "
+                                                      "questions (or due items); with it, the results.")]
+AnswersOpt = Annotated[Optional[str], typer.Option(
+    "--answers", help="Answer without prompts: a JSON/YAML file (- for stdin) mapping question id (or review "
+                      "item) to the answer; recall questions and checkpoints take again/hard/good/easy.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("quiz")(quiz)
+    app.command("review")(review)
+
+
+def quiz(
+    ref: Annotated[Optional[str], typer.Argument(help="A checkpoint id or a stage (number or id); default: the current stage.")] = None,
+    answers: AnswersOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a checkpoint's (or a stage's) quiz; >= 80% right is recorded as evidence on the checkpoint."""
+    from roadmap_cli.output import console, emit
+    from roadmap_cli.progress import completed
+    from roadmap_cli.quiz import session
+
+    ctx = context.current()
+    cur, store, lang = ctx.curriculum(), ctx.store(), ctx.lang
+    chosen = session.select(cur, ref, completed(store))
+    if as_json and answers is None:
+        listing = [{"checkpoint": cp.id, "text": cp.text.get(lang),
+                    "questions": [session.question_view(q, lang) for q in quiz.questions]} for cp, quiz in chosen]
+        emit("quiz", {"checkpoints": listing}, as_json=True, render=None)
+        return
+    from roadmap_cli.cli.quiz_prompt import ask, show_verdict, verdict_json
+
+    questions = [q for _, quiz in chosen for q in quiz.questions]
+    if answers is not None:
+        verdicts = _check_all(questions, session.load_answers(answers), lang)
+        if not as_json:
+            for q in questions:
+                show_verdict(console, verdicts[q.id])
+    else:
+        from rich.markup import escape
+
+        verdicts, n = {}, 0
+        for cp, quiz_of_cp in chosen:
+            console.print(f"\n[bold]── {escape(cp.text.get(lang))}[/] [dim]({cp.id})[/]", soft_wrap=True)
+            for q in quiz_of_cp.questions:
+                n += 1
+                verdicts[q.id] = ask(console, q, lang, f"[{n}/{len(questions)}]")
+    results = session.finish(store, cur, chosen, verdicts)
+    data = {"results": [{"checkpoint": r.checkpoint_id, "correct": r.correct, "total": r.total, "passed": r.passed,
+                         "checkpoint_done": r.already_done, "answers": [verdict_json(v) for v in r.verdicts]}
+                        for r in results]}
+
+    def render(out) -> None:
+        out.print("\n[bold]Quiz results[/]")
+        for r in results:
+            mark = "[green]passed[/]" if r.passed else "[yellow]not passed (80% needed)[/]"
+            out.print(f"  {r.checkpoint_id}  quiz {r.correct}/{r.total}  {mark}", soft_wrap=True)
+            if r.passed and not r.already_done:
+                out.print(f"    [dim]recorded as evidence; when you can explain it: [/][cyan]roadmap check {r.checkpoint_id}[/]",
+                          soft_wrap=True)
+        out.print("[dim]each answer also scheduled its question for review: roadmap review[/]")
+
+    emit("quiz", data, as_json=as_json, render=render)
+
+
+def _check_all(questions, given: dict, lang: str) -> dict:
+    """Every question answered from the file, all read before anything is recorded."""
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.quiz.checking import AnswerProblem, check
+
+    missing = [q.id for q in questions if q.id not in given]
+    if missing:
+        raise UserError(f"answers file has no answer for {len(missing)} question(s): {', '.join(missing)}")
+    verdicts = {}
+    for q in questions:
+        try:
+            verdicts[q.id] = check(q, given[q.id], lang)
+        except AnswerProblem as problem:
+            raise UserError(f"answer to {q.id}: {problem}; nothing was recorded") from None
+    return verdicts
+
+
+def review(
+    answers: AnswersOpt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Review at most this many items now.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Spaced review (FSRS) of your done explain checkpoints and the quiz questions you have answered."""
+    from roadmap_cli.output import console, emit
+    from roadmap_cli.quiz import records
+    from roadmap_cli.quiz import review as service
+
+    ctx = context.current()
+    cur, store, lang = ctx.curriculum(), ctx.store(), ctx.lang
+    now = service.utc_now()
+    learner = records.current_learner(store)
+    due = service.due_items(store, cur, learner, now)[:limit]
+    if as_json and answers is None:
+        from roadmap_cli.quiz.session import question_view
+
+        listing = [{"item": d.item, "kind": d.kind, "checkpoint": d.checkpoint_id, "due": d.due, "new": d.due is None,
+                    **({"question": question_view(cur.question(d.ref)[0], lang)} if d.kind == service.QUESTION
+                       else {"text": cur.checkpoint(d.ref).text.get(lang)})} for d in due]
+        emit("review", {"due": listing}, as_json=True, render=None)
+        return
+    from roadmap_cli.cli.review_run import render_summary, run_review
+    from roadmap_cli.quiz.session import load_answers
+
+    data = run_review(console, store, cur, learner, due, now, lang,
+                      answers=None if answers is None else load_answers(answers), quiet=as_json)
+    emit("review", data, as_json=as_json, render=lambda out: render_summary(out, data))

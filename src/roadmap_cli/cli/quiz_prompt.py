@@ -1,0 +1,88 @@
+"""Asking one question in the terminal (rich prompts) and showing the verdict.
+
+Shared by `roadmap quiz` and `roadmap review`. An answer that cannot be
+read at all ("banana" for a number) is asked again; a wrong answer is not.
+End of input (Ctrl-D, or a piped script that runs out) stops the session
+with one line, before anything is recorded.
+"""
+
+from __future__ import annotations
+
+from rich.markup import escape as e  # curriculum text is data, never markup
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.quiz.checking import RATING_NAMES, AnswerProblem, Verdict, check, parse_rating
+from roadmap_cli.quiz.session import question_view
+
+
+def read_line(console, label: str) -> str:
+    from rich.prompt import Prompt
+
+    try:
+        return Prompt.ask(label, console=console, default="", show_default=False)
+    except EOFError:
+        raise UserError("input ended before the session did; nothing was recorded") from None
+
+
+def show_question(console, question, lang: str, heading: str) -> None:
+    view = question_view(question, lang)
+    console.print(f"\n[bold]{e(heading)}[/] [dim]{question.kind} · {question.id}[/]")
+    console.print(e(view["prompt"]))
+    if question.kind == "numeric":
+        unit = f" in {question.unit}" if question.unit else ""
+        within = f"±{question.tolerance:.0%}" if question.tolerance else "exact"
+        console.print(f"[dim]a number{e(unit)} (arithmetic like 2*32*128 is fine; another unit of the same "
+                      f"quantity is converted; {within})[/]")
+    for entry in view.get("options", []) + view.get("items", []):
+        console.print(f"  {entry['label']}) {e(entry['text'])}")
+    if question.kind == "ordering":
+        console.print("[dim]type the labels in the right order, e.g. " + " ".join(
+            x["label"] for x in reversed(view["items"])) + "[/]")
+
+
+def ask_rating(console, label: str = "how well did you recall it? again / hard / good / easy") -> int:
+    while True:
+        text = read_line(console, label)
+        try:
+            return parse_rating(text)
+        except AnswerProblem as problem:
+            console.print(f"[yellow]{e(str(problem))}[/]")
+
+
+def ask(console, question, lang: str, heading: str) -> Verdict:
+    show_question(console, question, lang, heading)
+    if question.kind == "recall":
+        read_line(console, "your answer (say it, write it, or type it here; Enter shows the model answer)")
+        console.print(f"[bold]model answer[/] {e(question.model_answer.get(lang))}")
+        rating = ask_rating(console)
+        verdict = check(question, RATING_NAMES[rating], lang)
+    else:
+        while True:
+            text = read_line(console, "answer")
+            try:
+                verdict = check(question, text, lang)
+                break
+            except AnswerProblem as problem:
+                console.print(f"[yellow]{e(str(problem))}[/]")
+    show_verdict(console, verdict)
+    return verdict
+
+
+def show_verdict(console, verdict: Verdict) -> None:
+    if verdict.kind == "recall":
+        console.print(f"[dim]rated {RATING_NAMES[verdict.rating]}[/]")
+        return
+    if verdict.correct:
+        console.print(f"[green]✓ right[/] [dim]({e(verdict.expected)})[/]", soft_wrap=True)
+        for line in verdict.feedback:
+            console.print(f"  [dim]{e(line)}[/]", soft_wrap=True)
+        return
+    console.print(f"[red]✗ {e(verdict.answer) or '(no answer)'}[/] — expected {e(verdict.expected)}", soft_wrap=True)
+    for line in verdict.feedback:
+        console.print(f"  {e(line)}", soft_wrap=True)
+
+
+def verdict_json(verdict: Verdict) -> dict:
+    return {"question": verdict.question_id, "kind": verdict.kind, "answer": verdict.answer,
+            "correct": verdict.correct, "rating": RATING_NAMES[verdict.rating], "expected": verdict.expected,
+            "feedback": verdict.feedback}

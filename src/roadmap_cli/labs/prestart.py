@@ -1,0 +1,145 @@
+"""Start `roadmap grade`'s grader before the command line is parsed.
+
+Parsing the command line is not free: typer builds a validator per option
+(pydantic), and the command's modules import rich. The grader (pytest, then
+the learner's code) needs none of that, so for the plain forms of the
+command the grader is started first and the parse runs while pytest starts
+(issue 13: the engine's own time comes out of the learner's wait).
+
+This is only an earlier start, never a second way to grade: `grading.grade`
+still parses, resolves and pre-checks as always, and takes the started job
+only when it is the very job it would have started itself (same lab,
+workspace, parts, time limit and focus; `claim`). Anything else (an option
+this reader does not know, --help, --watch, a lab id that does not resolve,
+a workspace with a pre-check problem) starts nothing here, and the normal
+path reports it. A job nobody claimed is killed (`discard`) before the
+command returns.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+_started: Optional[object] = None  # the runner.GradeJob started here, until claimed or discarded
+
+_FLAGS = {"-x": "first_failure", "--first-failure": "first_failure", "-v": "verbose", "--verbose": "verbose"}
+_VALUED = {"--part", "-k", "--test", "--timeout"}
+
+
+def _read(args: list[str]) -> Optional[dict]:
+    """The options of `roadmap grade ARGS`, or None for anything but the plain forms."""
+    out: dict = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
+                 "first_failure": False, "verbose": False}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if arg in ("--json",):
+            i += 1
+            continue
+        if arg in _FLAGS:
+            out[_FLAGS[arg]] = True
+            i += 1
+            continue
+        if name in _VALUED:
+            if not eq:
+                if i + 1 >= len(args):
+                    return None
+                value = args[i + 1]
+                i += 1
+            i += 1
+            if name == "--part":
+                out["part"] = value
+            elif name == "-k":
+                out["keyword"] = value
+            elif name == "--test":
+                out["tests"].append(value)
+            else:
+                try:
+                    out["timeout"] = float(value)
+                except ValueError:
+                    return None
+                if not out["timeout"] >= 1:  # typer's min=1 (and not NaN)
+                    return None
+            continue
+        if arg.startswith("-") or out["lab_id"] is not None:
+            return None  # --watch, --help, -xv, --, an unknown option, a second id: typer's business
+        out["lab_id"] = arg
+        i += 1
+    return out
+
+
+def start(args: list[str]) -> bool:
+    """Start the grader of `roadmap grade ARGS` if this is a plain grade of a
+    workspace that passes the pre-check; True when one was started. Never
+    raises and never prints: whatever goes wrong, the normal path says it."""
+    global _started
+    options = _read(args)
+    if options is None or os.environ.get("_ROADMAP_COMPLETE"):
+        return False
+    try:
+        from roadmap_cli.labs import precheck
+        from roadmap_cli.labs.focus import Focus
+        from roadmap_cli.labs.runner import GradeJob
+        from roadmap_cli.labs.service import resolve_workspace, workspaces_fast
+        from roadmap_cli.paths import resolve_home
+
+        rows = workspaces_fast(resolve_home(None))
+        if rows is None:
+            return False  # another database, or none yet: the store is needed first
+        cwd = Path.cwd()
+        spec, path = resolve_workspace(None, options["lab_id"], cwd, rows)
+        if not path.is_dir() or precheck.check_workspace(path) is not None:
+            return False
+        part = options["part"]
+        if part:
+            spec.part(part)
+        focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
+                      verbose=options["verbose"])
+        job = GradeJob(spec, path, parts=[part] if part else None, timeout=options["timeout"], focus=focus)
+        job.start()
+    except Exception:  # noqa: BLE001 - the normal path reports every problem properly
+        return False
+    _started = job
+    return True
+
+
+def claim(job) -> object:
+    """The started job if it is `job` (an unstarted runner.GradeJob built by
+    the normal path), else `job` itself, the started one being killed."""
+    global _started
+    started, _started = _started, None
+    if started is None:
+        return job
+    if _same(started, job):
+        started.cancel_event = job.cancel_event  # the caller's (roadmap watch's) stop button
+        return started
+    started.abort()
+    return job
+
+
+def prechecked(path: Path) -> bool:
+    """True when the started job is for `path`: start() pre-checked it just before."""
+    return _started is not None and _started.workspace == Path(path).resolve()
+
+
+def started_device():
+    """The device the started job detected (None when none was started): the
+    normal path reuses it instead of asking the GPU driver a second time."""
+    return getattr(_started, "device", None)
+
+
+def discard() -> None:
+    """Kill a started job nobody claimed (the command failed before grading)."""
+    global _started
+    started, _started = _started, None
+    if started is not None:
+        started.abort()
+
+
+def _same(a, b) -> bool:
+    return (a.spec.id == b.spec.id and a.workspace == b.workspace and a.selected == b.selected
+            and a.timeout == b.timeout and a.focus == b.focus and a.stop_part_on_fail == b.stop_part_on_fail
+            and a.extra_env == b.extra_env and a.device == b.device)
