@@ -17,6 +17,8 @@ all see the same machine load and none is always first; each is a fresh run of `
                  no biases, as nanoGPT's train.py) and the same loop (warm-up + cosine, clipping), on the
                  same batches, with nanoGPT's optimizer: AdamW with the same groups, fused only on CUDA
                  (nanoGPT's configure_optimizers), so on a CPU the per-parameter for-loop AdamW;
+- plain-bias (optional, --modes): the plain GPT with biases in its Linears and LayerNorms (nanoGPT's
+                 default GPTConfig, GPT-2's layout): exactly the lab model's parameters, so the same work;
 - plain-fusedopt (optional, --modes): the same with AdamW(fused=True), as the reference uses:
                  the model-only comparison.
 
@@ -60,8 +62,10 @@ def reference_workspace(folder: Path) -> Path:
     return folder
 
 
-def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int):
-    """nanoGPT's GPT (model.py) reduced to what this config uses: fused ops, no biases."""
+def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int, bias: bool = False):
+    """nanoGPT's GPT (model.py) reduced to what this config uses: fused ops; no biases as in
+    shakespeare_char's config, or with them (`bias=True`, nanoGPT's own default and GPT-2's
+    layout: the same parameters as the lab's model, so the same work per step)."""
     import torch
     import torch.nn as nn
     from torch.nn import functional as F
@@ -69,12 +73,12 @@ def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_emb
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln_1 = nn.LayerNorm(n_embd, bias=False)
-            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=False)
-            self.c_proj = nn.Linear(n_embd, n_embd, bias=False)
-            self.ln_2 = nn.LayerNorm(n_embd, bias=False)
-            self.fc = nn.Linear(n_embd, 4 * n_embd, bias=False)
-            self.proj = nn.Linear(4 * n_embd, n_embd, bias=False)
+            self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+            self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+            self.ln_2 = nn.LayerNorm(n_embd, bias=bias)
+            self.fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
+            self.proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
 
         def forward(self, x):
             B, T, C = x.shape
@@ -90,7 +94,7 @@ def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_emb
             self.wte = nn.Embedding(vocab_size, n_embd)
             self.wpe = nn.Embedding(block_size, n_embd)
             self.h = nn.ModuleList(Block() for _ in range(n_layer))
-            self.ln_f = nn.LayerNorm(n_embd, bias=False)
+            self.ln_f = nn.LayerNorm(n_embd, bias=bias)
             self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
             self.lm_head.weight = self.wte.weight
             for name, p in self.named_parameters():
@@ -144,7 +148,7 @@ def nanogpt_optimizer(model, cfg, fused: bool):
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)
 
 
-def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False) -> dict:
+def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False, bias: bool = False) -> dict:
     """The same loop as the reference's, written plainly around plain_gpt (no bar, no checkpoints)."""
     import torch
 
@@ -153,7 +157,7 @@ def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False) ->
     train_data, val_data = data_mod.split_train_val(data, 0.1)
     torch.set_num_threads(cfg.threads) if cfg.threads > 0 else None
     torch.manual_seed(cfg.seed)
-    model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd)
+    model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd, bias=bias)
     optimizer = nanogpt_optimizer(model, cfg, fused=fused_adamw)
     gen = torch.Generator().manual_seed(cfg.seed)
     clock = StepClock().__enter__()
@@ -193,12 +197,13 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
                                                   dropout=cfg.dropout, fused=fused))
         return model, train_mod.configure_optimizer(model, cfg)
 
-    def plain(fused_adamw: bool):
+    def plain(fused_adamw: bool, bias: bool = False):
         torch.manual_seed(cfg.seed)
-        model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd)
+        model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd, bias=bias)
         return model, nanogpt_optimizer(model, cfg, fused=fused_adamw)
 
-    variants = {"ours": ours(True), "ours-written": ours(False), "plain": plain(False), "plain-fusedopt": plain(True)}
+    variants = {"ours": ours(True), "ours-written": ours(False), "plain": plain(False), "plain-fusedopt": plain(True),
+                "plain-bias": plain(False, bias=True)}
     state = {name: [m, o, torch.Generator().manual_seed(cfg.seed), 0] for name, (m, o) in variants.items()}
 
     def steps(name: str, n: int) -> None:
@@ -238,6 +243,7 @@ def report_interleaved(out: dict[str, list], rounds: int, chunk: int) -> None:
               f"CPU {statistics.median(cpu):7.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
     for a, b, label in (("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer)"),
                         ("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)"),
+                        ("ours", "plain-bias", "ours / plain fused GPT with biases (our shape)"),
                         ("ours", "ours-written", "fused / written-out")):
         for k, key in ((0, "wall"), (1, "cpu")):
             per_round = sorted(y[k] / x[k] for x, y in zip(out[a], out[b]))  # speed ratio = time b / time a
@@ -262,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every mode (nanoGPT: 2)")
     parser.add_argument("--modes", default="ours,ours+bar,ours-written,plain",
-                        help="whole runs to alternate (also: plain-fusedopt); empty: none")
+                        help="whole runs to alternate (also: plain-fusedopt, plain-bias); empty: none")
     parser.add_argument("--interleaved", type=int, default=20, metavar="ROUNDS",
                         help="step-interleaved rounds of the models alone (0: skip)")
     parser.add_argument("--chunk", type=int, default=10, help="steps per turn in the step-interleaved section")
@@ -292,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
             # Every other round runs the modes in reverse order: a mode is not always first or last.
             for mode in (modes if r % 2 == 0 else modes[::-1]):
                 cfg = warm_up if r < 0 else base
-                if mode in ("plain", "plain-fusedopt"):
-                    out = run_plain(train_mod, data_mod, cfg, text, fused_adamw=mode == "plain-fusedopt")
+                if mode in ("plain", "plain-fusedopt", "plain-bias"):
+                    out = run_plain(train_mod, data_mod, cfg, text, fused_adamw=mode == "plain-fusedopt",
+                                    bias=mode == "plain-bias")
                 elif mode == "ours-written":
                     out = run_ours(train_mod, dataclasses.replace(cfg, fused=False), bar=False)
                 else:
@@ -337,6 +344,7 @@ def report(results: dict[str, list[dict]], modes: list[str], rounds: int) -> Non
 
     ratio("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer)", "target >= 1.0")
     ratio("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)", "model-only")
+    ratio("ours", "plain-bias", "ours / plain fused GPT with biases (nanoGPT's default, our shape)", "same shape")
     ratio("ours", "ours+bar", "no bar / with bar", "target <= 1.02")
     ratio("ours", "ours-written", "fused / written-out", "the handout's table")
 
