@@ -201,3 +201,17 @@ def test_cpp_file_coverage_names_the_parts_that_fail_without_it():
     assert cov.parts_for("rms_norm.cpp", "rms_norm") == ["raii", "templates", "threads"]
     again = Coverage.from_json(json.loads(json.dumps(cov.to_json())))
     assert again.files == cov.files and again.parts_for("block_pool.h", "") == ["raii"]
+
+
+def test_cuda_launch_brackets_and_shared_declarations():
+    text = ("__global__ void k(float* o, int n) {\n  // BEGIN SOLUTION\n  __shared__ float t[32];\n  o[0] = t[0];\n"
+            "  // END SOLUTION\n}\nvoid run(float* o, int n) {\n  // BEGIN SOLUTION\n  k<<<n / 256, 256>>>(o, n);\n"
+            "  // END SOLUTION\n}\n")
+    mutants = generate(text, "k.cu")
+    # the launch brackets are not shifts (only dropping the whole launch removes them)
+    assert all("<<<" in m.text and ">>>" in m.text for m in mutants if m.operator != "drop")
+    descriptions = {m.description for m in mutants}
+    assert {d for d in descriptions if d.startswith("dropped")} == {"dropped `o[0] = t[0];`",
+                                                                   "dropped `k<<<n / 256, 256>>>(o, n);`"}
+    assert {"swapped arguments `o`, `n`", "`/` -> `*`", "`256` -> `257`"} <= descriptions
+    assert {m.function for m in mutants} == {"k", "run"}

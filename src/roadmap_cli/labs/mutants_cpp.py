@@ -36,7 +36,7 @@ from roadmap_cli.labs.starter_build import parse_regions
 SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh"}
 GPU_SUFFIXES = {".cu", ".cuh"}  # compiled by nvcc: graded only on a CUDA GPU
 
-PUNCTS = sorted(["<=>", "<<=", ">>=", "->*", "...", "::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&",
+PUNCTS = sorted(["<<<", ">>>", "<=>", "<<=", ">>=", "->*", "...", "::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&",
                  "||", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ".*"], key=len, reverse=True)
 COMPARE = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 ARITH = {"+": "-", "-": "+", "*": "/", "/": "*", "%": "/", "<<": ">>", ">>": "<<", "&": "|", "|": "&",
@@ -46,10 +46,11 @@ NOT_VALUES = {"return", "case", "throw", "else", "do", "new", "delete", "co_retu
 NOT_CALLS = {"if", "for", "while", "switch", "return", "sizeof", "alignof", "alignas", "decltype", "catch",
              "static_assert", "noexcept", "throw", "typeid", "template", "operator", "defined"}
 DECL_QUALIFIERS = {"const", "constexpr", "static", "volatile", "thread_local", "inline", "mutable", "register",
-                   "extern", "typename", "unsigned", "signed", "long", "short", "struct", "class", "enum"}
+                   "extern", "typename", "unsigned", "signed", "long", "short", "struct", "class", "enum",
+                   "__shared__", "__device__", "__constant__", "__restrict__", "__managed__"}
 NO_DROP_FIRST = {"return", "using", "typedef", "static_assert", "goto", "case", "default", "else", "co_return",
                  "template", "namespace", "friend", "public", "private", "protected"}
-TEMPLATE_AFTER = {"(", "{", "::", ">", ">>", ")", ",", ";", "&", "*", "&&", "[", "...", "=", "}"}
+TEMPLATE_AFTER = {"(", "{", "::", ">", ">>", ">>>", ")", ",", ";", "&", "*", "&&", "[", "...", "=", "}"}
 
 
 @dataclass
@@ -138,7 +139,7 @@ def _mark_templates(tokens: list[Token]) -> None:
             nxt = tokens[j + 1].text if j + 1 < len(tokens) else ""
             if t.text == "<" and tokens[j - 1].kind == "ident":
                 depth += 1
-            elif t.text in (">", ">>") and paren == 0:
+            elif t.text in (">", ">>", ">>>") and paren == 0:
                 depth -= len(t.text)
             elif t.text in ("(", "["):
                 paren += 1
@@ -152,10 +153,10 @@ def _mark_templates(tokens: list[Token]) -> None:
                 pass
             else:
                 break
-            if t.text in ("<", ">", ">>"):
+            if t.text in ("<", ">", ">>", ">>>"):
                 marks.append(j)
             j += 1
-        if depth == 0 and (j >= len(tokens) or tokens[j].text in TEMPLATE_AFTER or tokens[j].kind == "ident"):
+        if depth <= 0 and (j >= len(tokens) or tokens[j].text in TEMPLATE_AFTER or tokens[j].kind == "ident"):
             for k in marks:
                 tokens[k].template = True
 
@@ -168,7 +169,7 @@ def _value_end(tok: Optional[Token]) -> bool:
         return True
     if tok.kind == "ident":
         return tok.text not in NOT_VALUES
-    return tok.text in (")", "]") or (tok.text in (">", ">>") and tok.template)
+    return tok.text in (")", "]") or (tok.text in (">", ">>", ">>>") and tok.template)
 
 
 def _binary_operator(tok: Token, prev: Token, nxt: Optional[Token]) -> bool:
@@ -192,7 +193,7 @@ def _skip_type(tokens: list[Token], i: int, end: int) -> int:
         if i < end and tokens[i].text == "<" and tokens[i].template:
             depth = 0
             while i < end:
-                depth += {"<": 1, ">": -1, ">>": -2}.get(tokens[i].text, 0) if tokens[i].template else 0
+                depth += {"<": 1, ">": -1, ">>": -2, ">>>": -3}.get(tokens[i].text, 0) if tokens[i].template else 0
                 i += 1
                 if depth <= 0:
                     break
@@ -307,8 +308,8 @@ class _Scanner:
         if prev.kind == "ident":
             if prev.text in NOT_CALLS or (i > 1 and self.tokens[i - 2].text == "operator"):
                 return False
-        elif not (prev.text in (">", ">>") and prev.template):
-            return False
+        elif not (prev.text in (">", ">>", ">>>") and prev.template) and prev.text != ">>>":
+            return False  # a call is `name(`, `name<T>(` or a CUDA launch `kernel<<<...>>>(`
         close = self.match.get(i, i)
         args = self.arguments(i, close)
         return not any(is_declaration(self.tokens, a, b) for a, b in args)
@@ -382,8 +383,8 @@ class _Scanner:
                 depth += 1
             elif t.text in (")", "]", "}") or (t.text == ">" and t.template):
                 depth -= 1
-            elif t.text == ">>" and t.template:
-                depth -= 2
+            elif t.text in (">>", ">>>") and t.template:
+                depth -= len(t.text)
             elif t.text == "," and depth == 0:
                 args.append((start, j))
                 start = j + 1
