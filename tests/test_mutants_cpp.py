@@ -215,3 +215,97 @@ def test_cuda_launch_brackets_and_shared_declarations():
                                                                    "dropped `k<<<n / 256, 256>>>(o, n);`"}
     assert {"swapped arguments `o`, `n`", "`/` -> `*`", "`256` -> `257`"} <= descriptions
     assert {m.function for m in mutants} == {"k", "run"}
+
+
+# A tiny C++ lab, graded end to end by `dev mutate`: one C++ part (the grader's
+# main.cpp built with the learner's pool.h under ASan) and one Python part.
+CPOOL_FILES = {
+    "lab.yaml": """\
+format_version: 1
+id: cpool
+title: {en: "C++ pool (dev mutate test lab)"}
+stage: 6
+summary: {en: "A header and a Python file, each graded by its own part."}
+time_limit_s: 120
+parts:
+  - id: pool
+    title: {en: "Clamped sum (C++)"}
+    points: 5
+    tests: ["test_pool.py"]
+  - id: py
+    title: {en: "Add (Python)"}
+    points: 5
+    tests: ["test_py.py"]
+""",
+    "README.md": "# C++ pool\n",
+    "solution/pool.h": """\
+#pragma once
+inline int sum(const int* v, int n) {
+  int s = 0;
+  for (int i = 0; i < n; ++i) s += v[i];
+  return s;
+}
+// The sum of v[0:n], at most cap.
+inline int clamped_sum(const int* v, int n, int cap) {
+  // BEGIN SOLUTION
+  int total = sum(v, n);
+  if (total > cap) total = cap;
+  return total;
+  // STARTER
+  // return 0;
+  // END SOLUTION
+}
+""",
+    "solution/calc.py": "def add(a, b):\n    # BEGIN SOLUTION\n    return a + b\n    # STARTER\n    # return 0\n"
+                        "    # END SOLUTION\n",
+    "tests/conftest.py": "import os\nimport sys\n\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n",
+    "tests/main.cpp": '#include "pool.h"\n#include <cstdio>\nint main() {\n  int a[] = {1, 2, 3}, b[] = {5, 6};\n'
+                      '  std::printf("%d %d\\n", clamped_sum(a, 3, 10), clamped_sum(b, 2, 10));\n}\n',
+    "tests/test_pool.py": """\
+from pathlib import Path
+
+from roadmap_cli import grading_kit as kit
+from roadmap_cli.grading_kit import cpp_build
+
+
+def test_clamped_sum():
+    ws = kit.workspace()
+    binary = cpp_build.asan_binary(Path(__file__).parent / "main.cpp", ws, [ws / "pool.h"]).path
+    assert cpp_build.run_asan_case(binary, "").stdout.split() == ["6", "10"]
+""",
+    "tests/test_py.py": "from roadmap_cli import grading_kit as kit\n\n\ndef test_add():\n"
+                        "    assert kit.learner_module('calc').add(2, 3) == 5\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_dev_mutate_grades_cpp_mutants_on_their_part_and_sets_uncompilable_ones_apart(tmp_path, monkeypatch, run_cli,
+                                                                                      roadmap_home):
+    from roadmap_cli.labs.spec import load_lab
+    from roadmap_cli.labs.starter_build import build_starter
+
+    lab = tmp_path / "labs" / "cpool"
+    for rel, text in CPOOL_FILES.items():
+        (lab / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lab / rel).write_text(text)
+    (lab / "starter").mkdir()
+    build_starter(load_lab(lab))
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(lab.parent))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cpp-cache"))
+    result = run_cli("dev", "mutate", "cpool", "-j", "1", "--json")
+    data = result.json()["data"]
+    rows = {r["description"]: r for r in data["results"]}
+    assert {d: r["status"] for d, r in rows.items()} == {
+        "`+` -> `-`": "killed",  # calc.py
+        "dropped `if (total > cap) total = cap;`": "killed",
+        "`>` -> `>=`": "survived",  # equal to cap: the same answer (the test lab cannot tell)
+        "swapped arguments `v`, `n`": "invalid",  # sum(n, v) does not compile
+    }
+    assert rows["swapped arguments `v`, `n`"]["message"].startswith("does not compile: pool.h:")
+    # coverage: pool.h mutants on the C++ part only, calc.py mutants on the Python part only
+    assert {d: r["graded_parts"] for d, r in rows.items()} == {
+        "`+` -> `-`": ["py"], "dropped `if (total > cap) total = cap;`": ["pool"], "`>` -> `>=`": ["pool"],
+        "swapped arguments `v`, `n`": ["pool"]}
+    assert data["counts"]["invalid"] == 1 and data["score"] == pytest.approx(2 / 3, abs=1e-3)
+    assert result.exit_code == 1  # below the 95% target
