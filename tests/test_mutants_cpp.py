@@ -15,6 +15,7 @@ import pytest
 
 from roadmap_cli.grading_kit import cpp_build
 from roadmap_cli.labs import mutants_cpp
+from roadmap_cli.labs.cpp_tokens import tokenize
 from roadmap_cli.labs.mutants import generate
 from roadmap_cli.labs.mutate_coverage import Coverage
 from roadmap_cli.labs.starter_build import solution_text
@@ -154,7 +155,7 @@ def test_the_lab_sources_never_get_a_template_bracket_comment_or_string_mutated(
     lab = Path(__file__).resolve().parents[1] / "labs" / "cpp-extension" / "solution"
     for name in ("block_pool.h", "rms_norm.cpp"):
         text = (lab / name).read_text(encoding="utf-8")
-        tokens = mutants_cpp.tokenize(text)
+        tokens = tokenize(text)
         starts = {t.start: t for t in tokens}
         mutants = generate(text, name)
         assert {"compare", "arith", "const", "drop", "args", "unary", "bool-op"} <= {m.operator for m in mutants}
