@@ -77,7 +77,9 @@ def test_docstrings_are_not_dropped_and_triton_functions_are_mutated():
 def test_cuda_regions_get_token_mutants():
     text = "__global__ void k(int n) {\n    // BEGIN SOLUTION\n    if (i < n) out[i] = a[i] + 1;  // a < b in a comment\n    // END SOLUTION\n}\n"
     descriptions = sorted(m.description for m in generate(text, "k.cu"))
-    assert descriptions == ["`+` -> `-`", "`1` -> `2`", "`<` -> `<=`"]
+    # the C/C++ operators (tests/test_mutants_cpp.py); the comment is never touched
+    assert descriptions == ["`+` -> `-`", "`1` -> `0`", "`1` -> `2`", "`<` -> `<=`",
+                            "dropped `if (i < n) out[i] = a[i] + 1;`"]
 
 
 # ---------------------------------------------------------------- graded runs

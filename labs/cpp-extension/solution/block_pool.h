@@ -106,6 +106,8 @@ class BlockPool {
   }
 
   // The first byte of block `id` (block_bytes() bytes are usable from there).
+  // Throws std::out_of_range for an id outside [0, num_blocks()): a pointer
+  // outside the pool must never be handed out.
   std::byte* data(int id) {
     // BEGIN SOLUTION
     if (id < 0 || static_cast<std::size_t>(id) >= num_blocks_) {

@@ -42,6 +42,8 @@ class BlockPool {
   }
 
   // The first byte of block `id` (block_bytes() bytes are usable from there).
+  // Throws std::out_of_range for an id outside [0, num_blocks()): a pointer
+  // outside the pool must never be handed out.
   std::byte* data(int id) {
     (void)id;
     return nullptr;  // TODO: README.md, Part 1

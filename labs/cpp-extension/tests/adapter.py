@@ -51,6 +51,22 @@ def rms_norm_error(so_path: str, x, weight, eps: float):
 
 
 @kit.learner_side
+def meta_call(so_path: str, x_shape, weight_shape, dtype, eps: float):
+    """The op on Meta tensors (what torch.compile traces): ("ok", shape, dtype,
+    device) of the result, or ("error", exception class name, message)."""
+    import torch
+
+    ops = _ops(so_path)
+    x = torch.empty(x_shape, dtype=dtype, device="meta")
+    w = torch.empty(weight_shape, dtype=dtype, device="meta")
+    try:
+        out = ops.rms_norm(x, w, eps)
+    except Exception as exc:  # noqa: BLE001 - the test judges the class and message
+        return "error", type(exc).__name__, str(exc).split("\nException raised from")[0]
+    return "ok", tuple(out.shape), out.dtype, str(out.device)
+
+
+@kit.learner_side
 def op_facts(so_path: str) -> dict:
     """The registered schema and which dispatch keys have a kernel."""
     import torch

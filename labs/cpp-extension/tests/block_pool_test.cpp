@@ -84,6 +84,16 @@ static void case_bad_free_throws() {
   }
 }
 
+static void case_data_checks_range() {
+  BlockPool p(3, 8);
+  CHECK(p.data(2) - p.data(0) == 16, "data(2) - data(0) = %td bytes, expected 2 * block_bytes = 16", p.data(2) - p.data(0));
+  for (int bad : {-1, 3, 1000}) {
+    bool range = false;
+    try { (void)p.data(bad); } catch (const std::out_of_range&) { range = true; } catch (...) {}
+    CHECK(range, "data(%d) on a 3-block pool did not throw std::out_of_range (a pointer outside the pool)", bad);
+  }
+}
+
 static void case_move_construct() {
   BlockPool src(4, 32);
   int a = src.allocate(), b = src.allocate();
@@ -153,6 +163,7 @@ int main(int argc, char** argv) {
   const std::pair<const char*, void (*)()> cases[] = {
       {"allocate_order", case_allocate_order},   {"free_reuse_lifo", case_free_reuse_lifo},
       {"blocks_are_disjoint", case_blocks_are_disjoint}, {"bad_free_throws", case_bad_free_throws},
+      {"data_checks_range", case_data_checks_range},
       {"move_construct", case_move_construct},   {"move_assign", case_move_assign},
       {"self_move_assign", case_self_move_assign}, {"copy_is_deleted", case_copy_is_deleted},
       {"many_pools", case_many_pools},

@@ -13,8 +13,8 @@ import build
 from roadmap_cli.grading_kit import cpp_build
 
 SECTION = "Part 1: RAII and ownership"
-CASES = ["allocate_order", "free_reuse_lifo", "blocks_are_disjoint", "bad_free_throws", "move_construct",
-         "move_assign", "self_move_assign", "copy_is_deleted", "many_pools"]
+CASES = ["allocate_order", "free_reuse_lifo", "blocks_are_disjoint", "bad_free_throws", "data_checks_range",
+         "move_construct", "move_assign", "self_move_assign", "copy_is_deleted", "many_pools"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -41,6 +41,7 @@ BAD_INPUTS = [
     ("weight longer than a row", torch.randn(4, 8), torch.randn(9), 1e-6, "weight"),
     ("weight shorter than a row (an out-of-bounds read without a check)", torch.randn(3, 200_000), torch.randn(2), 1e-6, "weight"),
     ("2-D weight", torch.randn(4, 8), torch.randn(1, 8), 1e-6, "weight"),
+    ("weight longer than a 1-D x", torch.randn(8), torch.randn(9), 1e-6, "weight"),
     ("0-d x", torch.tensor(1.0), torch.randn(1), 1e-6, "x"),
     ("x float32, weight float64", torch.randn(4, 8), torch.randn(8, dtype=torch.float64), 1e-6, "dtype"),
     ("x bfloat16, weight float32", torch.randn(4, 8).bfloat16(), torch.randn(8), 1e-6, "dtype"),
@@ -69,10 +70,31 @@ def test_bad_input_raises_runtime_error(case):
 
 
 def test_valid_edge_inputs_are_accepted():
-    """Empty batches and one-element rows are legal: no check may refuse them."""
+    """Empty batches, one-element rows, 1-D x and eps = 0 are legal: no check may refuse them."""
     so = build.extension()
-    for x, w in ((torch.randn(0, 8), torch.randn(8)), (torch.randn(3, 1), torch.randn(1)), (torch.randn(8), torch.randn(8))):
-        got = adapter.rms_norm_error(so, x, w, 1e-6)
+    for x, w, eps in ((torch.randn(0, 8), torch.randn(8), 1e-6), (torch.randn(3, 1), torch.randn(1), 1e-6),
+                      (torch.randn(8), torch.randn(8), 1e-6), (torch.randn(3, 8), torch.randn(8), 0.0)):
+        got = adapter.rms_norm_error(so, x, w, eps)
         if got is not None:
-            pytest.fail(f"rms_norm(x of shape {tuple(x.shape)}, weight {tuple(w.shape)}) raised {got[0]}: {got[1][:160]!r}; "
-                        f"it is a valid input (README.md, section \"{SECTION}\")", pytrace=False)
+            pytest.fail(f"rms_norm(x of shape {tuple(x.shape)}, weight {tuple(w.shape)}, eps={eps}) raised {got[0]}: "
+                        f"{got[1][:160]!r}; it is a valid input (README.md, section \"{SECTION}\")", pytrace=False)
+
+
+# (what, x shape, weight shape): the Meta kernel must refuse what the CPU kernel refuses,
+# or torch.compile traces a program that only fails when it runs.
+BAD_META = [("weight longer than a row", (4, 8), (9,)), ("weight shorter than a row", (2, 3, 16), (15,)),
+            ("2-D weight", (4, 8), (1, 8))]
+
+
+def test_meta_kernel():
+    so = build.extension()
+    got = adapter.meta_call(so, (5, 3, 16), (16,), torch.bfloat16, 1e-6)
+    if got != ("ok", (5, 3, 16), torch.bfloat16, "meta"):
+        pytest.fail(f"rms_norm on Meta tensors x (5, 3, 16), weight (16,) bfloat16 gave {got!r}, expected a Meta "
+                    f"tensor of shape (5, 3, 16) and dtype bfloat16 (README.md, section \"{SECTION}\")", pytrace=False)
+    for what, x_shape, w_shape in BAD_META:
+        got = adapter.meta_call(so, x_shape, w_shape, torch.float32, 1e-6)
+        if got[0] != "error" or got[1] != "RuntimeError" or "weight" not in got[2]:
+            pytest.fail(f"rms_norm on Meta tensors with {what} (x {x_shape}, weight {w_shape}) gave {got!r}, expected "
+                        f"a RuntimeError that mentions 'weight', as the CPU kernel raises (README.md, section "
+                        f"\"{SECTION}\")", pytrace=False)

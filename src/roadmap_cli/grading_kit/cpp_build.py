@@ -16,11 +16,17 @@ version) in a per-user temp folder (never inside the installed project), so a
 second grade of the same code compiles nothing. A failed build is cached too:
 a broken file costs one compiler run per grade, and its message is shown once,
 as the compiler's first `file:line:col: error:` with the lines under it.
+
+When `$ROADMAP_CPP_BUILD_LOG` names a file, every failed build appends one
+JSON line to it ({"kind", "inputs", "first_error"}): `roadmap dev mutate`
+reads it to tell a mutant that does not compile (invalid, not a bug a grader
+can miss) from one the tests killed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -98,6 +104,7 @@ def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suf
         return BuildResult(out, cached=True)
     if failed.exists():
         log = failed.read_text()
+        _log_failure(kind, inputs, first_compiler_error(log, workspace))
         raise CppBuildError(first_compiler_error(log, workspace), log)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".{os.getpid()}{suffix}"
@@ -109,9 +116,37 @@ def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suf
     if proc.returncode != 0:
         log = proc.stderr + proc.stdout
         failed.write_text(log)
+        _log_failure(kind, inputs, first_compiler_error(log, workspace))
         raise CppBuildError(first_compiler_error(log, workspace), log)
     os.replace(tmp, out)  # atomic: a concurrent grade sees a whole file or none
     return BuildResult(out, cached=False)
+
+
+def _log_failure(kind: str, inputs: Sequence[Path], first_error: str) -> None:
+    path = os.environ.get("ROADMAP_CPP_BUILD_LOG")
+    if not path:
+        return
+    line = json.dumps({"kind": kind, "inputs": [p.name for p in inputs], "first_error": first_error})
+    try:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
+    except OSError:
+        pass  # only a dev mutate statistic: never fail a grade over it
+
+
+def read_build_failures(path: Path) -> list[dict]:
+    """The failed builds logged to `path` (see the module docstring)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 def torch_extension(sources: Sequence[Path], workspace: Optional[Path] = None, timeout_s: float = 600) -> BuildResult:

@@ -17,8 +17,9 @@ node's exact position (so comments and layout around it stay as they are):
              float64 -> float32, int32 <-> int64
 
 Python only through `ast`; `@triton.jit` functions are Python, so they are
-mutated the same way. CUDA files get a few token-level operators (compare,
-+/-, integer +1) on region lines outside `//` comments.
+mutated the same way. C, C++ and CUDA sources (.c .cc .cpp .h .hpp .cu .cuh)
+get the same operators, token by token (mutants_cpp.py): compare, arith,
+bool-op, unary, const, args and drop.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Optional
 
+from roadmap_cli.labs import mutants_cpp
 from roadmap_cli.labs.starter_build import comment_prefix, parse_regions
 
 COMPARE_SWAPS = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
@@ -49,7 +51,7 @@ class Mutant:
     file: str  # workspace path of the mutated source file
     line: int  # 1-based line in the reference file (with markers)
     function: str  # enclosing function, e.g. "BlockManager.allocate" ("" at module level)
-    operator: str  # one of OPERATORS (or "cuda-*")
+    operator: str  # one of OPERATORS
     description: str  # e.g. "`<` -> `<=`"
     text: str  # the whole mutated reference file (markers included)
 
@@ -223,52 +225,27 @@ def _function_at(spans: list[tuple[int, int, str]], line: int) -> str:
     return best
 
 
-CUDA_TOKENS = [(r"<=", "<"), (r"(?<![<>=!])<(?![<=])", "<="), (r">=", ">"), (r"(?<![<>=-])>(?![>=])", ">="),
-               (r"(?<![+=])\+(?![+=])", "-"), (r"(?<![-=>])-(?![-=>])", "+")]
-
-
-def _cuda_mutants(text: str, path: str) -> Iterator[Mutant]:
-    lines = text.splitlines(keepends=True)
-    for region in parse_regions(text, path):
-        for index in region.solution_lines:
-            line = lines[index]
-            code = line.split("//", 1)[0]
-            if code.strip().startswith(("#", "*", "/*")):
-                continue  # preprocessor lines and block comments
-            for pattern, new in CUDA_TOKENS:
-                for match in re.finditer(pattern, code):
-                    mutated = line[:match.start()] + new + line[match.end():]
-                    yield _cuda_mutant(lines, index, mutated, path, f"`{match.group()}` -> `{new}`", "cuda-op")
-            for match in re.finditer(r"(?<![\w.])\d+(?![\w.])", code):
-                mutated = line[:match.start()] + str(int(match.group()) + 1) + line[match.end():]
-                yield _cuda_mutant(lines, index, mutated, path, f"`{match.group()}` -> `{int(match.group()) + 1}`",
-                                   "cuda-const")
-
-
-def _cuda_mutant(lines: list[str], index: int, mutated: str, path: str, description: str, operator: str) -> Mutant:
-    text = "".join(lines[:index]) + mutated + "".join(lines[index + 1:])
-    return Mutant(path, index + 1, "", operator, description, text)
-
-
 def generate(text: str, path: str, operators: Optional[set[str]] = None) -> list[Mutant]:
     """Every mutant of one reference file, in a deterministic order (position, operator)."""
     prefix = comment_prefix(path)
     if prefix is None:
         return []
-    if prefix == "//":
-        return list(_cuda_mutants(text, path))
-    tree = ast.parse(text)
-    collector = _Collector(text, path)
-    _python_edits(collector, tree)
-    spans = _enclosing_functions(tree)
+    if prefix == "//":  # C, C++, CUDA: token-level operators of the same names (mutants_cpp)
+        edits = mutants_cpp.edits(text, path)
+    else:
+        tree = ast.parse(text)
+        collector = _Collector(text, path)
+        _python_edits(collector, tree)
+        spans = _enclosing_functions(tree)
+        edits = [(*e, _function_at(spans, e[5])) for e in collector.edits]
     seen: set[str] = set()
     out = []
-    for start, end, new, operator, description, line in sorted(collector.edits, key=lambda e: (e[0], e[1], e[3], e[2])):
+    for start, end, new, operator, description, line, function in sorted(edits, key=lambda e: (e[0], e[1], e[3], e[2])):
         if operators and operator not in operators:
             continue
         mutated = text[:start] + new + text[end:]
         if mutated in seen:
             continue
         seen.add(mutated)
-        out.append(Mutant(path, line, _function_at(spans, line), operator, description, mutated))
+        out.append(Mutant(path, line, function, operator, description, mutated))
     return out

@@ -11,7 +11,9 @@ time. Each mutant is
                       output digest as the reference (sandbox contract, item 6)
                       under the same secret seed, and again under a second seed;
   explained           survived, and lab.yaml `known_survivors` says why;
-  invalid             the mutated file does not compile (excluded);
+  invalid             the mutated file does not compile: a Python syntax
+                      error, or a C/C++ build that failed during the grade
+                      (grading_kit.cpp_build's build log) (excluded);
   not-gradable-here   it only touches code graded on a CUDA GPU (excluded);
   error               the grader itself broke (excluded, listed).
 
@@ -36,6 +38,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
+from roadmap_cli.grading_kit.cpp_build import read_build_failures
+from roadmap_cli.labs import mutants_cpp
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.mutant_rows import MutantResult, all_mutants, explain, solution_sha256
@@ -48,6 +52,9 @@ TARGET = 0.95
 CACHE_VERSION = 2
 CACHED_FIELDS = ("status", "parts_failed", "graded_parts", "message", "seconds")
 EXCLUDED = ("invalid", "not-gradable-here", "error")
+# A C/C++ mutant compiles its sources again inside its grade (each mutant has a
+# new build hash): its time limit is the reference's plus this much.
+BUILD_ALLOWANCE_S = 300.0
 
 
 @dataclass
@@ -79,20 +86,28 @@ class _Grader:
     def __init__(self, spec: LabSpec, device: DeviceInfo, parts: list[str], seeds: tuple[int, int],
                  timeout: Optional[float]) -> None:
         self.spec, self.device, self.parts, self.seeds, self.timeout = spec, device, parts, seeds, timeout
+        self.user_timeout = timeout is not None
         self.reference: dict[int, list] = {}
         self.unstable: set[tuple] = set()  # (test, call, n) whose digest varies between reference runs
         self.lock = threading.Lock()
 
-    def grade(self, overrides: Optional[dict[str, str]], seed: int,
-              parts: Optional[list[str]] = None) -> tuple[GradeRun, list]:
+    def grade(self, overrides: Optional[dict[str, str]], seed: int, parts: Optional[list[str]] = None,
+              build_failures: Optional[list] = None) -> tuple[GradeRun, list]:
+        """One grade; the C/C++ builds that failed in it are appended to `build_failures`."""
+        timeout = self.timeout
+        if overrides and not self.user_timeout and timeout and any(mutants_cpp.is_cpp(f) for f in overrides):
+            timeout += BUILD_ALLOWANCE_S
         with tempfile.TemporaryDirectory(prefix=f"roadmap-mutate-{self.spec.id}-") as tmp:
             path = Path(tmp) / "ws"
             path.mkdir()
             ws.write_solution(self.spec, path, overrides)
-            digests = Path(tmp) / "digests.jsonl"
-            run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=self.timeout, device=self.device,
+            digests, builds = Path(tmp) / "digests.jsonl", Path(tmp) / "builds.jsonl"
+            run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=timeout, device=self.device,
                                   stop_part_on_fail=True, secret_seed=seed,
-                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
+                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests),
+                                             "ROADMAP_CPP_BUILD_LOG": str(builds)})
+            if build_failures is not None:
+                build_failures.extend(read_build_failures(builds))
             return run, _read_digests(digests)
 
     def reference_digests(self, seed: int) -> list:
@@ -139,8 +154,12 @@ def _same_outputs(run: GradeRun, digests: list, reference: list, unstable: set) 
 def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[str]) -> None:
     t0 = time.monotonic()
     row.graded_parts = parts
-    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0], parts)
-    if run.outcome == "error":
+    failed_builds: list = []
+    run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0], parts, failed_builds)
+    if failed_builds:  # not a bug the tests could catch: the learner would see a compile error
+        row.status = "invalid"
+        row.message = "does not compile: " + failed_builds[0].get("first_error", "").splitlines()[0][:300]
+    elif run.outcome == "error":
         row.status, row.message = "error", _first_failure(run, parts)
     elif run.outcome == "passed":
         row.status = "survived"
@@ -204,7 +223,7 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
     notes: list[str] = []
     candidates = all_mutants(spec)
     generated = len(candidates)
-    gpu_only = [(m, r) for m, r in candidates if m.operator.startswith("cuda") and not device.cuda]
+    gpu_only = [(m, r) for m, r in candidates if mutants_cpp.gpu_only(m.file) and not device.cuda]
     for _, row in gpu_only:
         row.status, row.message = "not-gradable-here", "CUDA source: graded only on a CUDA GPU"
     if gpu_only:
@@ -263,6 +282,7 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
         reference = grader.reference_digests(seeds[0])  # also proves the reference passes
         digests_on = bool(reference)
         grader.timeout = timeout or min(spec.time_limit_s, max(20.0, 4 * grader.reference_seconds))
+        grader.user_timeout = timeout is not None
         if coverage is None:
             coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
             _save_cache(cache_file, cache)

@@ -17,6 +17,11 @@ by the parts that run a function of its file that names it (the launcher),
 transitively through helper kernels. Module-level code, and functions no
 probe saw (a part whose instrumented grade failed, a process that could not
 write the file), fall back to every part: never fewer parts than needed.
+
+C/C++ sources are compiled, not imported: no probe can go inside them. A
+C/C++ file is run by the parts that FAIL when it cannot compile: the
+reference is graded once more per such file with a missing `#include` put
+in front of it (the compiler stops at once; every other build is cached).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from roadmap_cli.labs import mutants_cpp
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.runner import grade_workspace
 from roadmap_cli.labs.starter_build import solution_text
@@ -108,6 +114,7 @@ class Coverage:
         self.parts = parts
         self.hits: dict[tuple[str, str], set[str]] = {}
         self.kernels: dict[str, dict[str, set[str]]] = {}
+        self.files: dict[str, set[str]] = {}  # C/C++ file -> the parts that fail when it does not compile
         self.blind: set[str] = set()  # parts whose probed grade did not pass: they may run anything
         self.measured = False
         # Output digests of the probed runs (same secret seed as the reference
@@ -117,6 +124,8 @@ class Coverage:
         self.unstable: set[tuple] = set()
 
     def parts_for(self, file: str, function: str) -> list[str]:
+        if self.measured and file in self.files:
+            return [p for p in self.parts if p in self.files[file] | self.blind] or list(self.parts)
         if not self.measured or not function:
             return list(self.parts)
         found = set(self.blind)
@@ -137,7 +146,8 @@ class Coverage:
     def to_json(self) -> dict:
         return {"parts": self.parts, "blind": sorted(self.blind), "unstable": sorted(map(list, self.unstable)),
                 "hits": [[f, fn, sorted(ps)] for (f, fn), ps in sorted(self.hits.items())],
-                "kernels": {f: {k: sorted(v) for k, v in ks.items()} for f, ks in self.kernels.items()}}
+                "kernels": {f: {k: sorted(v) for k, v in ks.items()} for f, ks in self.kernels.items()},
+                "files": {f: sorted(ps) for f, ps in self.files.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> "Coverage":
@@ -146,6 +156,7 @@ class Coverage:
         cov.unstable = {tuple(k) for k in data.get("unstable", [])}
         cov.hits = {(f, fn): set(ps) for f, fn, ps in data["hits"]}
         cov.kernels = {f: {k: set(v) for k, v in ks.items()} for f, ks in data["kernels"].items()}
+        cov.files = {f: set(ps) for f, ps in data.get("files", {}).items()}
         cov.measured = True
         return cov
 
@@ -187,6 +198,24 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
                 found.add((file, function))
             return part, found
 
+    def unbuildable(rel: str) -> tuple[str, Optional[set[str]]]:
+        """The parts that fail when `rel` does not compile."""
+        with tempfile.TemporaryDirectory(prefix=f"roadmap-coverage-{spec.id}-") as tmp:
+            path = Path(tmp) / "ws"
+            path.mkdir()
+            broken = "#include \"roadmap_coverage_probe_missing.h\"\n" + cpp_sources[rel]
+            ws.write_solution(spec, path, {rel: broken})
+            run = grade_workspace(spec, path, parts=parts, timeout=timeout, device=device, secret_seed=seed)
+            if run.outcome == "error":
+                return rel, None
+            return rel, {p for p in parts if run.part(p).status != "passed"}
+
+    cpp_sources = {rel: src.read_text(encoding="utf-8") for rel, src in spec.solution_sources().items()
+                   if mutants_cpp.is_cpp(rel) and (device.cuda or not mutants_cpp.gpu_only(rel))}
+    if len(parts) > 1:
+        for rel, failing in run_parallel(unbuildable, sorted(cpp_sources)):
+            if failing:  # None (the grader broke) or no part failed: every part, to be safe
+                cov.files[rel] = failing
     for part, found in run_parallel(one, parts):
         if found is None:
             cov.blind.add(part)
