@@ -4,7 +4,8 @@ int8 per-channel (absmax, symmetric): one fp32 scale per OUTPUT row,
     scale[o] = max_i |W[o, i]| / 127,  q = round(W / scale) in [-127, 127] (int8).
 int4 group-wise (asymmetric, as GPTQ/AWQ checkpoints store it): every run of
 `group_size` consecutive input columns of a row is one group g with
-    scale = (max - min) / 15,  zero = round(-min / scale) clamped to [0, 15],
+    lo = min(min(g), 0), hi = max(max(g), 0)   (the range always holds 0, as in GPTQ)
+    scale = (hi - lo) / 15,  zero = round(-lo / scale)  (in [0, 15]),
     q = clamp(round(W / scale) + zero, 0, 15),  W ~= (q - zero) * scale,
 and two 4-bit values per byte: column 2j in the LOW nibble, 2j+1 in the high one.
 Scales are fp32 (real checkpoints use fp16: README "Memory").
@@ -57,9 +58,12 @@ def quantize_int4(w: torch.Tensor, group_size: int = 128) -> tuple[torch.Tensor,
     if in_f % group_size or group_size % 2:
         raise ValueError(f"in_features {in_f} must be a multiple of the (even) group size {group_size}")
     groups = w.reshape(out_f, in_f // group_size, group_size)
-    lo, hi = groups.amin(dim=-1), groups.amax(dim=-1)
+    # The range always includes 0 (as GPTQ does): zero = round(-lo / scale) lands in [0, 15]
+    # and every weight is within scale / 2 of the grid, even in an all-positive group.
+    lo = groups.amin(dim=-1).clamp(max=0.0)
+    hi = groups.amax(dim=-1).clamp(min=0.0)
     scales = ((hi - lo) / 15.0).clamp(min=MIN_SCALE)
-    zeros = torch.round(-lo / scales).clamp(0, 15)
+    zeros = torch.round(-lo / scales)
     q = (torch.round(groups / scales[..., None]) + zeros[..., None]).clamp(0, 15)
     q = q.reshape(out_f, in_f).to(torch.uint8)
     packed = q[:, 0::2] | (q[:, 1::2] << 4)

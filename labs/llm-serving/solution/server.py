@@ -230,9 +230,10 @@ class EngineLoop:
         return req
 
     def cancel(self, req: GenRequest) -> None:
-        """The client went away: forget the request and free its KV blocks.
-        A no-op for a request that already finished."""
-        # BEGIN SOLUTION
+        """The client went away: forget the request; `run` frees its KV blocks
+        between steps (never while a step is in flight). A no-op for a request
+        that already finished. (Given: the part you write is in `run` and in
+        the streaming response's `finally`.)"""
         if req.finish_reason is not None:
             return
         req.finish_reason = "abort"
@@ -240,11 +241,13 @@ class EngineLoop:
         if req in self.waiting:
             self.waiting.remove(req)
         elif req.id in self.running:
-            self.to_abort.add(req.id)        # the loop aborts it between steps
+            self.to_abort.add(req.id)
             self.wakeup.set()
-        # STARTER
-        # raise NotImplementedError("EngineLoop.cancel: see README.md, section \"Disconnects\"")
-        # END SOLUTION
+
+    async def idle(self) -> None:
+        """Sleep until submit() or cancel() has something for the loop."""
+        self.wakeup.clear()
+        await self.wakeup.wait()
 
     def admit(self) -> None:
         """Move waiting requests (FIFO) into the running batch while a batch
@@ -304,14 +307,13 @@ class EngineLoop:
         """The loop: abort, admit, step, deliver; sleep when nothing runs."""
         while True:
             # BEGIN SOLUTION
-            for seq_id in self.to_abort:
+            while self.to_abort:             # disconnected during the last step
+                seq_id = self.to_abort.pop()
                 self.running.pop(seq_id, None)
                 self.engine.abort(seq_id)
-            self.to_abort.clear()
             self.admit()
             if not self.running:
-                self.wakeup.clear()
-                await self.wakeup.wait()
+                await self.idle()
                 continue
             tokens = await asyncio.to_thread(self.engine.step, list(self.running))
             now = time.perf_counter()
@@ -438,14 +440,11 @@ def create_app(config: eng.EngineConfig, max_batch: int, model_name: str = eng.M
                     loop.cancel(req)     # a no-op once finished; frees the blocks after a disconnect
             return _ClosingStream(events(), media_type="text/event-stream")
         parts = []
-        try:
-            while True:
-                kind, value = await req.queue.get()
-                if kind == "done":
-                    break
-                parts.append(value)
-        finally:
-            loop.cancel(req)
+        while True:
+            kind, value = await req.queue.get()
+            if kind == "done":
+                break
+            parts.append(value)
         return JSONResponse(full_body(req, chat, model_name, "".join(parts), value))
         # STARTER
         # raise NotImplementedError("serve: see README.md, section \"Part 1\"")

@@ -65,10 +65,34 @@ def run_load(base_url: str, requests: list[tuple[str, int]], arrivals: list[floa
     return asyncio.run(run_load_async(base_url, requests, arrivals, concurrency, model, temperature))
 
 
+def svg_line_plot(series: dict[str, list[tuple[float, float]]], title: str) -> str:
+    """Given: an SVG document with one <polyline id=NAME> per series of (x, y)
+    points (x and y scaled into a 480 x 320 canvas)."""
+    width, height, pad = 480, 320, 40
+    xs = [x for pts in series.values() for x, _ in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    y_hi = max(y for pts in series.values() for _, y in pts) or 1.0
+
+    def point(x, y):
+        px = pad + (width - 2 * pad) * ((x - x_lo) / (x_hi - x_lo) if x_hi > x_lo else 0.5)
+        py = height - pad - (height - 2 * pad) * y / y_hi
+        return f"{px:.1f},{py:.1f}"
+
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+             f'<text x="{pad}" y="20">{title}</text>']
+    for i, (name, pts) in enumerate(series.items()):
+        lines.append(f'<polyline id="{name}" fill="none" stroke="{colours[i % len(colours)]}" '
+                     f'points="{" ".join(point(x, y) for x, y in pts)}"/>')
+    lines.append("</svg>")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(results: list[dict], json_path: str, svg_path: str) -> None:
     """results[i] = {"load": x (rate or concurrency), "summary": summarize(...)}.
-    Writes the JSON as given, and an SVG line plot of p50 and p99 end-to-end
-    latency (y) against load (x): one <polyline> per series, one point per result."""
+    Writes the JSON as given, and (with svg_line_plot) an SVG plot of the p50
+    and p99 end-to-end latency (y) against load (x): series "p50" and "p99",
+    one point per result, in the order given."""
     raise NotImplementedError("write_report: see README.md, section \"Report\"")
 
 

@@ -4,7 +4,8 @@ int8 per-channel (absmax, symmetric): one fp32 scale per OUTPUT row,
     scale[o] = max_i |W[o, i]| / 127,  q = round(W / scale) in [-127, 127] (int8).
 int4 group-wise (asymmetric, as GPTQ/AWQ checkpoints store it): every run of
 `group_size` consecutive input columns of a row is one group g with
-    scale = (max - min) / 15,  zero = round(-min / scale) clamped to [0, 15],
+    lo = min(min(g), 0), hi = max(max(g), 0)   (the range always holds 0, as in GPTQ)
+    scale = (hi - lo) / 15,  zero = round(-lo / scale)  (in [0, 15]),
     q = clamp(round(W / scale) + zero, 0, 15),  W ~= (q - zero) * scale,
 and two 4-bit values per byte: column 2j in the LOW nibble, 2j+1 in the high one.
 Scales are fp32 (real checkpoints use fp16: README "Memory").

@@ -152,9 +152,24 @@ class EngineLoop:
         return req
 
     def cancel(self, req: GenRequest) -> None:
-        """The client went away: forget the request and free its KV blocks.
-        A no-op for a request that already finished."""
-        raise NotImplementedError("EngineLoop.cancel: see README.md, section \"Disconnects\"")
+        """The client went away: forget the request; `run` frees its KV blocks
+        between steps (never while a step is in flight). A no-op for a request
+        that already finished. (Given: the part you write is in `run` and in
+        the streaming response's `finally`.)"""
+        if req.finish_reason is not None:
+            return
+        req.finish_reason = "abort"
+        self.aborted += 1
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif req.id in self.running:
+            self.to_abort.add(req.id)
+            self.wakeup.set()
+
+    async def idle(self) -> None:
+        """Sleep until submit() or cancel() has something for the loop."""
+        self.wakeup.clear()
+        await self.wakeup.wait()
 
     def admit(self) -> None:
         """Move waiting requests (FIFO) into the running batch while a batch

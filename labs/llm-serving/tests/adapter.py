@@ -50,6 +50,11 @@ def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: 
     return int(proc.pid)
 
 
+@learner_side(timeout_s=30)
+def stop_holdback(text: str, stops: list[str]) -> int:
+    return int(_module("server").stop_holdback(text, list(stops)))
+
+
 # ---------------------------------------------------------------- part 2: the load generator
 
 

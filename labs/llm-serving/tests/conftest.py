@@ -51,14 +51,14 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def running_server(max_batch: int, step_overhead_s: float, num_blocks: int = 128):
+def running_server(max_batch: int, step_overhead_s: float, num_blocks: int = 128, block_size: int = 16):
     """Start the learner's server on a free loopback port; yield its base URL;
     ALWAYS kill its process group afterwards, pass or fail."""
     import adapter
     import httpx
 
     port = free_port()
-    pid = adapter.start_server(port, max_batch, step_overhead_s, num_blocks)
+    pid = adapter.start_server(port, max_batch, step_overhead_s, num_blocks, block_size)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S

@@ -8,7 +8,7 @@ import re
 import httpx
 
 MODEL = "tiny-char-lm"
-TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+TIMEOUT = httpx.Timeout(30.0, connect=10.0)   # a right server answers in seconds; a hung one fails fast
 
 
 def post(url: str, path: str, body, raw: bytes | None = None) -> httpx.Response:

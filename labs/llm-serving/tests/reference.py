@@ -58,6 +58,39 @@ def close(a, b, rel: float = 1e-9) -> bool:
     return a == b
 
 
+def svg_line_plot(series: dict[str, list[tuple[float, float]]], title: str) -> str:
+    """The given plot helper of loadgen.py (a copy): an SVG document with one <polyline id=NAME> per series of (x, y)
+    points (x and y scaled into a 480 x 320 canvas)."""
+    width, height, pad = 480, 320, 40
+    xs = [x for pts in series.values() for x, _ in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    y_hi = max(y for pts in series.values() for _, y in pts) or 1.0
+
+    def point(x, y):
+        px = pad + (width - 2 * pad) * ((x - x_lo) / (x_hi - x_lo) if x_hi > x_lo else 0.5)
+        py = height - pad - (height - 2 * pad) * y / y_hi
+        return f"{px:.1f},{py:.1f}"
+
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+             f'<text x="{pad}" y="20">{title}</text>']
+    for i, (name, pts) in enumerate(series.items()):
+        lines.append(f'<polyline id="{name}" fill="none" stroke="{colours[i % len(colours)]}" '
+                     f'points="{" ".join(point(x, y) for x, y in pts)}"/>')
+    lines.append("</svg>")
+    return "\n".join(lines) + "\n"
+
+
+def stop_holdback(text: str, stops) -> int:
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:k]):
+                best = max(best, k)
+                break
+    return best
+
+
 # ---------------------------------------------------------------- part 4: quantization
 
 MIN_SCALE = 1e-8
@@ -72,9 +105,12 @@ def quantize_int8(w: torch.Tensor):
 def quantize_int4(w: torch.Tensor, group_size: int):
     out_f, in_f = w.shape
     groups = w.reshape(out_f, in_f // group_size, group_size)
-    lo, hi = groups.amin(dim=-1), groups.amax(dim=-1)
+    # The range always includes 0 (as GPTQ does): zero = round(-lo / scale) lands in [0, 15]
+    # and every weight is within scale / 2 of the grid, even in an all-positive group.
+    lo = groups.amin(dim=-1).clamp(max=0.0)
+    hi = groups.amax(dim=-1).clamp(min=0.0)
     scales = ((hi - lo) / 15.0).clamp(min=MIN_SCALE)
-    zeros = torch.round(-lo / scales).clamp(0, 15)
+    zeros = torch.round(-lo / scales)
     q = (torch.round(groups / scales[..., None]) + zeros[..., None]).clamp(0, 15)
     return q.reshape(out_f, in_f).to(torch.uint8), scales, zeros.to(torch.uint8)
 

@@ -62,7 +62,7 @@ def _same(got, want) -> bool:
 
 def test_capacity_formulas():
     rng = random.Random(kit.seeded("capacity"))
-    cases = [dict(c) for c in FIXED] + [_random_case(rng) for _ in range(60)]
+    cases = [dict(c) for c in FIXED] + [_random_case(rng) for _ in range(300)]
     for case in cases:
         case["capacity"] = rng.randrange(0, 10 ** 6)
         case["seq_len"] = rng.randrange(1, 9000)

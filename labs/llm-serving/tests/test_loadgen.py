@@ -85,7 +85,7 @@ def test_summarize_matches_recomputation():
 
 # ---------------------------------------------------------------- a stub server with known timings
 
-FIRST_TOKEN_DELAY_S = 0.4
+FIRST_TOKEN_DELAY_S = 0.6
 TOKEN_GAP_S = 0.02
 
 
@@ -154,7 +154,7 @@ def test_timings_against_a_stub_server(concurrency):
     rng = _rng(f"stub-{concurrency}")
     n = 4
     requests = [(f"p{i} " + "a" * rng.randint(1, 9), rng.randint(2, 6)) for i in range(n)]
-    arrivals = sorted(round(rng.uniform(0.0, 0.15), 3) for _ in range(n))
+    arrivals = sorted(round(rng.uniform(0.0, 0.05), 3) for _ in range(n))
     temperature = rng.choice([0.0, 0.5])
     with _Stub() as stub:
         records = adapter.run_load(stub.url, requests, arrivals, concurrency, "stub-model", temperature)
@@ -173,9 +173,11 @@ def test_timings_against_a_stub_server(concurrency):
             f"request {r['index']}: TTFT {ttft * 1000:.1f} ms, but the stub sent its first token "
             f"{FIRST_TOKEN_DELAY_S * 1000:.0f} ms after an empty first chunk: TTFT ends at the first chunk that "
             "carries text, not at the first byte (README.md, section \"Measuring TTFT\")")
-        assert r["end"] - r["first_token"] >= 0.8 * TOKEN_GAP_S * (max_tokens - 1), (
-            f"request {r['index']}: end - first_token is shorter than the stub's token gaps: `end` is when the "
-            "stream finished")
+        # (end - first_token has no lower bound: a busy client may read several chunks at once.)
+        floor = FIRST_TOKEN_DELAY_S + TOKEN_GAP_S * (max_tokens - 1)
+        assert r["end"] - r["start"] >= 0.95 * floor, (
+            f"request {r['index']}: end - start = {r['end'] - r['start']:.3f} s, but the stub needed at least "
+            f"{floor:.3f} s to send the whole stream: `end` is when the stream finished")
         assert r["start"] >= at - 0.005, (f"request {r['index']} was sent at {r['start']:.3f} s, before its arrival "
                                           f"time {at:.3f} s (README.md, section \"Part 2\")")
     if concurrency == 1:
@@ -193,11 +195,13 @@ def test_continuous_batching_beats_sequential():
     """The learner's loadgen against the learner's server: all requests at
     once, concurrency 1 (one request at a time) vs unlimited, same run."""
     rng = _rng("throughput")
-    n, max_tokens = 12, 16
+    # A step costs 40 ms + a few ms per sequence: one at a time pays the 40 ms for every token,
+    # all at once shares it (8 sequences: >= 2x even if the per-sequence compute were 25 ms).
+    n, max_tokens = 8, 16
     requests = [("q" + "".join(rng.choice("abcdef ") for _ in range(rng.randint(2, 12))), max_tokens)
                 for _ in range(n)]
     arrivals = [0.0] * n
-    with running_server(16, 0.02) as url:
+    with running_server(16, 0.04) as url:
         sequential = adapter.run_load(url, requests, arrivals, 1)
         continuous = adapter.run_load(url, requests, arrivals, None)
     for name, records in (("sequential", sequential), ("continuous", continuous)):
@@ -225,7 +229,10 @@ def test_continuous_batching_beats_sequential():
     assert ref.close(written, results), "write_report: the JSON file must hold the results list as given"
     root = ET.parse(svg_path).getroot()
     assert root.tag.endswith("svg"), f"write_report: {svg_path} is not an SVG document (root <{root.tag}>)"
-    lines = [el for el in root.iter() if el.tag.endswith("polyline")]
-    assert len(lines) == 2 and all(len(el.get("points", "").split()) == len(results) for el in lines), (
-        "write_report: the plot needs one <polyline> per series (p50, p99) with one point per result "
-        "(README.md, section \"Report\")")
+    lines = {el.get("id"): el.get("points") for el in root.iter() if el.tag.endswith("polyline")}
+    want_root = ET.fromstring(ref.svg_line_plot(
+        {name: [(r["load"], r["summary"]["e2e"][name]) for r in results] for name in ("p50", "p99")}, "x"))
+    want = {el.get("id"): el.get("points") for el in want_root.iter() if el.tag.endswith("polyline")}
+    assert lines == want, (f"write_report: the plot's polylines are {lines}, expected {want}: series \"p50\" and "
+                           "\"p99\" of the e2e latency against load, drawn with svg_line_plot "
+                           "(README.md, section \"Report\")")

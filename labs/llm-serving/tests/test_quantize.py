@@ -17,6 +17,11 @@ def _weight(name: str, out_f: int, in_f: int) -> torch.Tensor:
     w[0] = 0.0                                    # an all-zero row: scale floor, no NaN
     w[1, 3] = 40.0                                # an outlier: only ITS row's scale grows
     w[2] *= 1e-3                                  # a tiny row: per-tensor scales would flatten it
+    w[3] = -w[3].abs() - 0.1                      # all negative: the absmax is a negative value
+    w[4] = w[4].abs() + 0.1                       # all positive: the int4 range still starts at 0
+    # A group from -3.5 to 11.5: scale 1, zero round(3.5) = 4 (half to even), and round(11.5) + 4 = 16
+    # must clamp to 15.
+    w[5, :32] = torch.linspace(-3.5, 11.5, 32)
     return w
 
 
@@ -44,7 +49,7 @@ def test_int8_per_channel(shape):
     kit.assert_close(y, want_y, atol=1e-4, rtol=1e-4, what="int8_linear(x, q, scale) vs x @ dequant(q).T")
 
 
-@pytest.mark.parametrize("shape,group_size", [((6, 256), 128), ((10, 128), 32), ((4, 384), 128)])
+@pytest.mark.parametrize("shape,group_size", [((6, 256), 128), ((10, 128), 32), ((8, 384), 128), ((6, 64), 32)])
 def test_int4_groupwise(shape, group_size):
     w = _weight(f"int4-{shape}", *shape)
     packed, scales, zeros = adapter.quantize_call("quantize_int4", w, group_size)
@@ -60,8 +65,8 @@ def test_int4_groupwise(shape, group_size):
         f"zeros: expected uint8 ({out_f}, {groups}); got {zeros.dtype} {tuple(zeros.shape)}")
     want_q, want_s, want_z = ref.quantize_int4(w, group_size)
     assert torch.allclose(scales, want_s, rtol=1e-6, atol=0), (
-        "scales: expected (max - min) / 15 per group (README.md, section \"int4 groups\")")
-    assert torch.equal(zeros, want_z), "zeros: expected round(-min / scale) clamped to [0, 15] per group"
+        "scales: expected (max(max, 0) - min(min, 0)) / 15 per group (README.md, section \"int4 groups\")")
+    assert torch.equal(zeros, want_z), "zeros: expected round(-min(min, 0) / scale) per group"
     q = ref.unpack_int4(packed)
     assert int((q.to(torch.int32) - want_q.to(torch.int32)).abs().max()) <= 1, (
         "the packed values, read as low nibble = even column and high nibble = odd column, are not "
@@ -86,6 +91,7 @@ def test_memory_bytes():
             assert got == want, (f"quantized_bytes({out_f}, {in_f}, {scheme!r}, group_size={g}): expected {want}, "
                                  f"got {got} (README.md, section \"Memory\")")
     w = _weight("mem", 16, 256)
+    assert int(ref.unpack_int4(adapter.quantize_call("quantize_int4", w, 32)[0]).max()) <= 15
     stored = sum(t.numel() * t.element_size() for t in adapter.quantize_call("quantize_int4", w, 64))
     assert stored == ref.quantized_bytes(16, 256, "int4", 64), (
         f"the tensors quantize_int4 returns take {stored} bytes; the handout's layout takes "

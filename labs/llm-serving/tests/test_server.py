@@ -11,18 +11,21 @@ import time
 import httpx
 import pytest
 
+import adapter
 import grader_engine as ge
+import reference as ref
 from conftest import running_server
-from http_helpers import MODEL, TIMEOUT, answer_text, buckets, chunk_text, metrics, parse_sse, post, stream
+from http_helpers import MODEL, TIMEOUT, answer_text, buckets, chunk_text, metrics, parse_metrics, post, stream
 from roadmap_cli import grading_kit as kit
 
-STEP_OVERHEAD_S = 0.02
+STEP_OVERHEAD_S = 0.015
 MAX_BATCH = 8
+NUM_BLOCKS, BLOCK_SIZE = 48, 8     # 384 tokens of KV: three 106-token requests fit, a fourth does not
 
 
 @pytest.fixture(scope="module")
 def url():
-    with running_server(MAX_BATCH, STEP_OVERHEAD_S) as base:
+    with running_server(MAX_BATCH, STEP_OVERHEAD_S, NUM_BLOCKS, BLOCK_SIZE) as base:
         yield base
 
 
@@ -68,6 +71,8 @@ def test_greedy_matches_offline_generation(url, chat):
                 f"usage: expected prompt_tokens={len(rendered)}, completion_tokens={n}, total_tokens="
                 f"{len(rendered) + n}; got {usage} (README.md, section \"Streaming\")")
         assert body.get("object") == ("chat.completion" if chat else "text_completion") and body.get("model") == MODEL
+        assert body["choices"][0].get("index") == 0 and isinstance(body.get("id"), str), (
+            "choices[0].index must be 0 and id a string (README.md, section \"Streaming\")")
 
 
 @pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
@@ -83,6 +88,7 @@ def test_stream_chunks_concatenate_to_the_answer(url, chat):
     assert all(isinstance(e, dict) for e in chunks), "every event before [DONE] must be a JSON object"
     kind = "chat.completion.chunk" if chat else "text_completion"
     assert all(e.get("object") == kind for e in chunks), f"every chunk's object must be {kind!r}"
+    assert all(e["choices"][0].get("index") == 0 for e in chunks), "every chunk's choices[0].index must be 0"
     if chat:
         assert chunks[0]["choices"][0].get("delta", {}).get("role") == "assistant", (
             "the first chat chunk carries delta.role = 'assistant' (README.md, section \"Streaming\")")
@@ -97,9 +103,10 @@ def test_stream_chunks_concatenate_to_the_answer(url, chat):
     assert sum(1 for e in chunks if chunk_text(e, chat)) >= 2, "the text must arrive in several chunks, as it is made"
 
 
-def _stop_case(rng, want: str, length: int):
-    """A stop string taken from inside the reference output, starting at k >= 1."""
-    k = rng.randint(1, max(1, len(want) - length - 1))
+def _stop_case(rng, want: str, length: int, at_start: bool = False):
+    """A stop string taken from inside the reference output, starting at k >= 1
+    (at k = 0 with at_start: the answer is empty)."""
+    k = 0 if at_start else rng.randint(1, max(1, len(want) - length - 1))
     stop = want[k:k + length]
     return stop, want[:want.find(stop)]
 
@@ -108,11 +115,11 @@ def _stop_case(rng, want: str, length: int):
 def test_stop_strings(url, chat):
     rng = _rng(f"stop-{chat}")
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    for _ in range(2):
+    for length, at_start in ((2, False), (3, False), (2, True)):
         prompt, n = _prompt(rng), 40
         rendered = ge.render_chat([{"role": "user", "content": prompt}]) if chat else prompt
         want_full = _reference(rendered, n)
-        stop, want = _stop_case(rng, want_full, rng.choice([2, 3]))
+        stop, want = _stop_case(rng, want_full, length, at_start)
         never = "\n\n\n"          # not in the output: a list with it must behave like [stop]
         for stop_arg in (stop, [never, stop]):
             body = {"model": MODEL, "max_tokens": n, "temperature": 0, "stop": stop_arg}
@@ -156,38 +163,79 @@ async def _stream_until_done(client, url, body, events: list, tag: str):
     events.append((tag, "done", time.perf_counter()))
 
 
+def _blocks(prompt: str, max_tokens: int) -> int:
+    return -(-(len(prompt) + max_tokens) // BLOCK_SIZE)
+
+
 def test_new_request_joins_running_batch(url):
     """Continuous batching: a short request that arrives while 3 long ones
-    decode must finish before any of them."""
+    decode must finish before any of them; a 4th long one that does not fit in
+    the free KV blocks waits (FIFO) and runs once blocks come back."""
+    long_tokens = 100
+    longs = [f"long {i}" for i in range(4)]
+    need = [_blocks(p, long_tokens) for p in longs]
+    assert sum(need[:3]) + _blocks("short", 3) <= NUM_BLOCKS < sum(need), "grader: block budget"
+
+    async def wait_for(predicate, what: str, timeout: float = 60.0):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.01)
+
     async def scenario():
         events: list = []
+        snapshots = {}
         async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-            longs = [asyncio.create_task(_stream_until_done(
-                client, url, {"model": MODEL, "prompt": f"long {i}", "max_tokens": 150, "temperature": 0}, events,
-                f"long{i}")) for i in range(3)]
-            deadline = time.monotonic() + 60
-            while sum(1 for e in events if e[1] == "chunk" and e[0].startswith("long")) < 6:
-                if time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.01)
-            during = (await client.get(url + "/metrics")).text
+            body = {"model": MODEL, "max_tokens": long_tokens, "temperature": 0}
+            tasks = [asyncio.create_task(_stream_until_done(client, url, {**body, "prompt": p}, events, f"long{i}"))
+                     for i, p in enumerate(longs[:3])]
+
+            def chunks(tag):
+                return sum(1 for e in events if e[0] == tag and e[1] == "chunk")
+
+            await wait_for(lambda: all(chunks(f"long{i}") >= 2 for i in range(3)), "the three long requests to stream")
+            snapshots["three"] = (await client.get(url + "/metrics")).text
             await _stream_until_done(client, url, {"model": MODEL, "prompt": "short", "max_tokens": 3,
                                                    "temperature": 0}, events, "short")
-            await asyncio.gather(*longs)
-        return events, during
+            tasks.append(asyncio.create_task(_stream_until_done(client, url, {**body, "prompt": longs[3]}, events,
+                                                                "long3")))
+            metrics_now = {}
 
-    events, during = asyncio.run(scenario())
+            async def poll():
+                metrics_now.update(parse_metrics((await client.get(url + "/metrics")).text))
+                return metrics_now
+
+            deadline = time.monotonic() + 60
+            while (await poll()).get("serving_num_requests_waiting") != 1 and time.monotonic() < deadline \
+                    and not any(e[0] == "long3" for e in events):
+                await asyncio.sleep(0.01)
+            snapshots["waiting"] = dict(metrics_now)
+            await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        return events, snapshots
+
+    events, snapshots = asyncio.run(scenario())
     order = [tag for tag, kind, _ in events if kind == "done"]
     assert order[0] == "short", (
-        f"requests finished in the order {order}: the 3-token request sent while three 150-token requests were "
-        "decoding should finish first. It waited for the running batch to end: admit waiting requests into free "
-        "batch slots before EVERY step (README.md, section \"Continuous batching\")")
-    from http_helpers import parse_metrics
-    m = parse_metrics(during)
-    assert m.get("serving_num_requests_running") == 3, (
-        f"serving_num_requests_running while three requests streamed: expected 3, got "
-        f"{m.get('serving_num_requests_running')} (README.md, section \"Metrics\")")
-    assert m.get("serving_kv_cache_usage_ratio", 0) > 0, "serving_kv_cache_usage_ratio must be > 0 while requests run"
+        f"requests finished in the order {order}: the 3-token request sent while three {long_tokens}-token requests "
+        "were decoding should finish first. It waited for the running batch to end: admit waiting requests into "
+        "free batch slots before EVERY step (README.md, section \"Continuous batching\")")
+    m = parse_metrics(snapshots["three"])
+    assert m.get("serving_num_requests_running") == 3 and m.get("serving_num_requests_waiting") == 0, (
+        f"while three requests streamed: serving_num_requests_running = {m.get('serving_num_requests_running')}, "
+        f"serving_num_requests_waiting = {m.get('serving_num_requests_waiting')}; expected 3 and 0 "
+        "(README.md, section \"Metrics\")")
+    want_usage = sum(need[:3]) / NUM_BLOCKS
+    assert abs(m.get("serving_kv_cache_usage_ratio", -1) - want_usage) < 1e-9, (
+        f"serving_kv_cache_usage_ratio with three {len(longs[0]) + long_tokens}-token requests in {BLOCK_SIZE}-token "
+        f"blocks of {NUM_BLOCKS}: expected {want_usage} (engine.kv_usage()), got "
+        f"{m.get('serving_kv_cache_usage_ratio')}")
+    w = snapshots["waiting"]
+    assert w.get("serving_num_requests_waiting") == 1 and w.get("serving_num_requests_running") == 3, (
+        f"a 4th long request needs {need[3]} blocks while only {NUM_BLOCKS - sum(need[:3])} are free: it must wait "
+        f"(running 3, waiting 1); /metrics said running {w.get('serving_num_requests_running')}, waiting "
+        f"{w.get('serving_num_requests_waiting')} (README.md, section \"Continuous batching\")")
+    assert order[-1] == "long3", f"the request that waited for blocks should finish last; order {order}"
 
 
 def test_disconnect_frees_kv_blocks(url):
@@ -276,16 +324,44 @@ def test_limits_at_the_edge_are_accepted(url):
     # prompt + max_tokens == max_seq_len exactly fits; temperature 2 and 0 are in range.
     body = _complete(url, "a" * 250, 6, temperature=2.0, seed=5)
     assert body["choices"][0]["finish_reason"] == "length" and len(body["choices"][0]["text"]) == 6
-    body = _complete(url, "b", 1, temperature=0, stop="zz")
+    body = _complete(url, "b", 1, temperature=0, stop=["zz", "yy", "xx", "ww"])   # 4 stop strings: the maximum
     assert body["choices"][0]["text"] == _reference("b", 1)
+
+
+def test_defaults(url):
+    """Without max_tokens and temperature: 16 tokens sampled at temperature 1.0 (OpenAI's defaults)."""
+    seed = _rng("defaults").randrange(1 << 30)
+    resp = post(url, "/v1/completions", {"model": MODEL, "prompt": "defaults", "seed": seed})
+    assert resp.status_code == 200, resp.text[:200]
+    got, want = resp.json()["choices"][0]["text"], _reference("defaults", 16, 1.0, seed)
+    assert got == want, (f"defaults (max_tokens 16, temperature 1.0, seed {seed}): expected {want!r}, got {got!r} "
+                         "(README.md, section \"Streaming\")")
+    assert "data:" not in resp.text, "without \"stream\" the answer is one JSON object, not events"
+
+
+def test_stop_holdback():
+    rng = _rng("holdback")
+    cases = [("xaba", ["abab"]), ("xab", ["abc", "b"]), ("", ["ab"]), ("a", ["ab"]), ("ab", ["ab"]),
+             ("zzab", ["abx", "bxy"]), ("aaa", ["aaaa"]), ("q", [])]
+    cases += [("".join(rng.choice("ab") for _ in range(rng.randint(0, 6))),
+               ["".join(rng.choice("ab") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))])
+              for _ in range(40)]
+    for text, stops in cases:
+        want = ref.stop_holdback(text, stops)
+        got = adapter.stop_holdback(text, stops)
+        assert got == want, (f"stop_holdback({text!r}, {stops}): expected {want} (the longest k with text[-k:] a "
+                             f"proper prefix of a stop string), got {got} (README.md, section \"Stop strings\")")
 
 
 def test_metrics_histograms(url):
     rng = _rng("metrics")
     n, k = rng.randint(3, 8), 3
     before = metrics(url)
+    client_s = 0.0
     for i in range(k):
+        t0 = time.perf_counter()
         _complete(url, f"m{i}", n, temperature=0)
+        client_s += time.perf_counter() - t0
     after = metrics(url)
 
     def delta(name):
@@ -300,7 +376,13 @@ def test_metrics_histograms(url):
         f"{k * (n - 1)} (one TPOT per token after the first)")
     assert delta("serving_generation_tokens_total") == k * n, "serving_generation_tokens_total must count every token"
     assert delta("serving_requests_finished_total") == k, "serving_requests_finished_total must count finished requests"
-    assert delta("serving_time_to_first_token_seconds_sum") > 0
+    ttft_sum = delta("serving_time_to_first_token_seconds_sum")
+    assert 0 < ttft_sum <= client_s, (
+        f"serving_time_to_first_token_seconds_sum rose by {ttft_sum:.4f} s over {k} requests that took {client_s:.4f} s "
+        "in all, as the client measured: observe first-token time - arrival time (README.md, section \"Metrics\")")
+    assert delta("serving_time_per_output_token_seconds_sum") <= client_s, (
+        "serving_time_per_output_token_seconds_sum grew by more than the requests took: observe the time since "
+        "the previous token")
     tpot_sum = delta("serving_time_per_output_token_seconds_sum")
     # Every gap between tokens includes at least one engine step (its fixed overhead).
     assert tpot_sum >= 0.9 * STEP_OVERHEAD_S * k * (n - 1), (
@@ -314,8 +396,8 @@ def test_metrics_histograms(url):
         assert counts[-1] == after[f"{name}_count"], f"{name}: the +Inf bucket must equal _count"
     tb = dict(buckets(after, "serving_time_per_output_token_seconds"))
     tb0 = dict(buckets(before, "serving_time_per_output_token_seconds"))
-    assert tb.get(0.01, 0) - tb0.get(0.01, 0) == 0, (
-        "a TPOT of 10 ms or less is impossible with the engine's 20 ms steps, yet the le=\"0.01\" bucket grew: "
+    assert tb.get(0.01, 0) - tb0.get(0.01, 0) == 0 and tb.get(0.005, 0) - tb0.get(0.005, 0) == 0, (
+        "a TPOT of 10 ms or less is impossible with the engine's 15 ms steps, yet the le=\"0.01\" bucket grew: "
         "a value belongs to every bucket whose bound it is <= (README.md, section \"Metrics\")")
     assert after.get("serving_num_requests_running") == 0 and after.get("serving_num_requests_waiting") == 0
     assert after.get("serving_kv_cache_usage_ratio") == 0

@@ -41,6 +41,16 @@ def test_shards_are_megatron_slices(world_size, rank):
             f"got shape {tuple(got[name].shape)} with other values (README.md, section \"Part 3\")")
 
 
+def test_shard_refuses_indivisible_world_size():
+    # n_heads 4 with world_size 3 (d_ff 192 IS divisible by 3): heads cannot be split.
+    cfg = CONFIGS["small"]
+    with pytest.raises(ValueError):
+        adapter.shard_weights(_weights("indivisible", cfg), cfg, 0, 3)
+    cfg = dict(CONFIGS["small"], d_ff=190)   # heads divide by 2, d_ff 190 does not divide by 4
+    with pytest.raises(ValueError):
+        adapter.shard_weights(_weights("indivisible-ff", cfg), cfg, 0, 4)
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_two_process_forward_equals_single_process(config):
     cfg = CONFIGS[config]
