@@ -41,9 +41,12 @@ def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: 
     business (it polls /health)."""
     import subprocess
 
-    cmd = [sys.executable, "-B", "server.py", "--host", "127.0.0.1", "--port", str(port),
-           "--max-batch", str(max_batch), "--step-overhead", repr(float(step_overhead_s)),
-           "--num-blocks", str(num_blocks), "--block-size", str(block_size)]
+    from roadmap_cli.grading_kit.learner_spawn import learner_python
+
+    # Under the learner process's audit hook too (learner_spawn.py): the server runs learner code.
+    cmd = learner_python(str(kit.workspace() / "server.py"), "--host", "127.0.0.1", "--port", str(port),
+                         "--max-batch", str(max_batch), "--step-overhead", repr(float(step_overhead_s)),
+                         "--num-blocks", str(num_blocks), "--block-size", str(block_size))
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, cwd=str(kit.workspace()), env=env, stdin=subprocess.DEVNULL,
                             start_new_session=True)

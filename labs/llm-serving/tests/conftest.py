@@ -4,6 +4,7 @@ offline generation and forward pass are the references); reference.py holds
 the grader's statistics, quantization and capacity formulas; http_helpers.py
 the HTTP client side (OpenAI requests, SSE parsing, /metrics parsing)."""
 
+import atexit
 import contextlib
 import os
 import signal
@@ -50,6 +51,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+_started: set[int] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Run by hand (no engine, no supervisor), a grader process that is
+    interrupted never reaches the fixture's `finally`: kill its servers here."""
+    for pid in list(_started):
+        kill_group(pid)
+
+
 @contextlib.contextmanager
 def running_server(max_batch: int, step_overhead_s: float, num_blocks: int = 128, block_size: int = 16):
     """Start the learner's server on a free loopback port; yield its base URL;
@@ -59,6 +71,7 @@ def running_server(max_batch: int, step_overhead_s: float, num_blocks: int = 128
 
     port = free_port()
     pid = adapter.start_server(port, max_batch, step_overhead_s, num_blocks, block_size)
+    _started.add(pid)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -78,3 +91,4 @@ def running_server(max_batch: int, step_overhead_s: float, num_blocks: int = 128
         yield url
     finally:
         kill_group(pid)
+        _started.discard(pid)

@@ -86,13 +86,15 @@ def test_summarize_matches_recomputation():
 # ---------------------------------------------------------------- a stub server with known timings
 
 FIRST_TOKEN_DELAY_S = 0.6
+SECOND_TOKEN_DELAY_S = 0.5
 TOKEN_GAP_S = 0.02
 
 
 class _Stub:
     """An OpenAI-ish streaming endpoint in the grader process: it sends an
     empty chunk at once (headers and a first body byte), the first token after
-    FIRST_TOKEN_DELAY_S, then one token per TOKEN_GAP_S. It records the
+    FIRST_TOKEN_DELAY_S, the second SECOND_TOKEN_DELAY_S later, then one token
+    per TOKEN_GAP_S. It records the
     bodies it got and the largest number of requests in flight."""
 
     def __init__(self):
@@ -127,7 +129,7 @@ class _Stub:
                     time.sleep(FIRST_TOKEN_DELAY_S)
                     for i in range(body["max_tokens"]):
                         if i:
-                            time.sleep(TOKEN_GAP_S)
+                            time.sleep(SECOND_TOKEN_DELAY_S if i == 1 else TOKEN_GAP_S)
                         event("x", "length" if i == body["max_tokens"] - 1 else None)
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
@@ -154,7 +156,7 @@ def test_timings_against_a_stub_server(concurrency):
     rng = _rng(f"stub-{concurrency}")
     n = 4
     requests = [(f"p{i} " + "a" * rng.randint(1, 9), rng.randint(2, 6)) for i in range(n)]
-    arrivals = sorted(round(rng.uniform(0.0, 0.05), 3) for _ in range(n))
+    arrivals = sorted(round(rng.uniform(0.1, 0.3), 3) for _ in range(n))
     temperature = rng.choice([0.0, 0.5])
     with _Stub() as stub:
         records = adapter.run_load(stub.url, requests, arrivals, concurrency, "stub-model", temperature)
@@ -173,8 +175,13 @@ def test_timings_against_a_stub_server(concurrency):
             f"request {r['index']}: TTFT {ttft * 1000:.1f} ms, but the stub sent its first token "
             f"{FIRST_TOKEN_DELAY_S * 1000:.0f} ms after an empty first chunk: TTFT ends at the first chunk that "
             "carries text, not at the first byte (README.md, section \"Measuring TTFT\")")
-        # (end - first_token has no lower bound: a busy client may read several chunks at once.)
-        floor = FIRST_TOKEN_DELAY_S + TOKEN_GAP_S * (max_tokens - 1)
+        # (end - first_token has no tight lower bound: a busy client may read several chunks at once;
+        # but the second token comes SECOND_TOKEN_DELAY_S after the first.)
+        assert r["end"] - r["first_token"] >= 0.5 * SECOND_TOKEN_DELAY_S, (
+            f"request {r['index']}: first_token is {r['end'] - r['first_token']:.3f} s before the end, but the stub "
+            f"paused {SECOND_TOKEN_DELAY_S} s after the first token: `first_token` is when the first chunk carrying "
+            "text arrived (README.md, section \"Measuring TTFT\")")
+        floor = FIRST_TOKEN_DELAY_S + SECOND_TOKEN_DELAY_S + TOKEN_GAP_S * (max_tokens - 2)
         assert r["end"] - r["start"] >= 0.95 * floor, (
             f"request {r['index']}: end - start = {r['end'] - r['start']:.3f} s, but the stub needed at least "
             f"{floor:.3f} s to send the whole stream: `end` is when the stream finished")

@@ -83,6 +83,15 @@ def test_int4_groupwise(shape, group_size):
     kit.assert_close(y, x @ grader_deq.T, atol=1e-4, rtol=1e-4, what="int4_linear vs x @ dequant(W).T")
 
 
+def test_bad_arguments_are_refused():
+    w = _weight("bad-args", 6, 96)
+    for group_size in (64, 3):      # 96 is not a multiple of 64; 3 divides 96 but is odd (no whole bytes)
+        with pytest.raises(ValueError):
+            adapter.quantize_call("quantize_int4", w, group_size)
+    with pytest.raises(ValueError):
+        adapter.quantize_call("quantized_bytes", 8, 128, "fp8", 128)
+
+
 def test_memory_bytes():
     for out_f, in_f, g in ((4096, 4096, 128), (11008, 4096, 128), (96, 256, 64), (8, 128, 32)):
         for scheme in ("fp32", "int8", "int4"):

@@ -238,6 +238,36 @@ def test_new_request_joins_running_batch(url):
     assert order[-1] == "long3", f"the request that waited for blocks should finish last; order {order}"
 
 
+def test_batch_limit(url):
+    """Ten requests at once on a server with max_batch 8 (and KV blocks for nine):
+    never more than 8 run; the others wait."""
+    n, prompt, max_tokens = MAX_BATCH + 2, "ab", 38      # 40 tokens = 5 blocks each: 9 x 5 <= 48
+    assert (MAX_BATCH + 1) * _blocks(prompt, max_tokens) <= NUM_BLOCKS, "grader: the KV must not be the limit"
+
+    async def scenario():
+        seen = []
+        async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+            body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+            tasks = [asyncio.create_task(client.post(url + "/v1/completions", json=body)) for _ in range(n)]
+            while not all(t.done() for t in tasks):
+                m = parse_metrics((await client.get(url + "/metrics")).text)
+                seen.append((m.get("serving_num_requests_running"), m.get("serving_num_requests_waiting")))
+                await asyncio.sleep(0.01)
+            answers = [t.result() for t in tasks]
+        return seen, answers
+
+    seen, answers = asyncio.run(scenario())
+    want = _reference(prompt, max_tokens)
+    assert all(a.status_code == 200 and a.json()["choices"][0]["text"] == want for a in answers), (
+        "ten identical greedy requests must all get the engine's answer")
+    most = max(r for r, _ in seen)
+    assert most <= MAX_BATCH, (f"serving_num_requests_running reached {most} with --max-batch {MAX_BATCH}: admit "
+                               "only while len(running) < max_batch (README.md, section \"Continuous batching\")")
+    assert any(r == MAX_BATCH and w >= 1 for r, w in seen), (
+        f"with {n} requests at once, /metrics never showed {MAX_BATCH} running and some waiting: {sorted(set(seen))} "
+        "(README.md, section \"Metrics\")")
+
+
 def test_disconnect_frees_kv_blocks(url):
     before = metrics(url)
     max_tokens = 200
