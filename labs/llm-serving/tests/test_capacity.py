@@ -60,9 +60,24 @@ def _same(got, want) -> bool:
     return type(got) is type(want) and got == want
 
 
+def _one_sequence_case(rng: random.Random) -> dict:
+    """A GPU with KV room for exactly one prompt + output sequence (1.5 of them), tp = 1."""
+    case = _random_case(rng)
+    case.update(tp=1, max_tp=1, target=10.0)
+    case["traffic"]["rate"] = 0.01
+    m = rc.ModelSpec(**case["model"])
+    seq = case["traffic"]["prompt_tokens"] + case["traffic"]["output_tokens"]
+    bs = case["block_size"]
+    kv_bytes = rc.kv_bytes_per_token(m, 1) * math.ceil(seq / bs) * bs * 3 // 2
+    need = m.n_params * m.weight_bytes + case["gpu"]["activation_bytes"] + kv_bytes
+    case["gpu"]["memory_bytes"] = math.ceil(need / case["gpu"]["mem_util"])
+    return case
+
+
 def test_capacity_formulas():
     rng = random.Random(kit.seeded("capacity"))
     cases = [dict(c) for c in FIXED] + [_random_case(rng) for _ in range(300)]
+    cases += [_one_sequence_case(rng) for _ in range(3)]
     for case in cases:
         case["capacity"] = rng.randrange(0, 10 ** 6)
         case["seq_len"] = rng.randrange(1, 9000)
@@ -81,4 +96,5 @@ def test_capacity_formulas():
                 f"rate_per_replica={case['rate_per_replica']}\n(README.md, section \"Part 5\")")
     # The cases must reach every branch of plan(): some plans exist, some do not, several tp values win.
     plans = [_expected(c)["plan"] for c in cases]
+    assert all(p is not None and p["max_seqs"] == 1 for p in plans[-3:]), "grader: one-sequence cases"
     assert any(p is None for p in plans) and len({p["tp"] for p in plans if p}) >= 2, "grader: weak case mix"

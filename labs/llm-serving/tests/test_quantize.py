@@ -43,7 +43,7 @@ def test_int8_per_channel(shape):
     bound = want_scale[:, None] / 2 * (1 + 1e-5) + 1e-12
     assert bool(((deq - w).abs() <= bound).all()), (
         "dequantize_int8(q, scale) must be within scale/2 of w in every row (README.md, section \"int8 per channel\")")
-    x = torch.randn(5, shape[1], generator=torch.Generator().manual_seed(1))
+    x = torch.randn(2, 3, shape[1], generator=torch.Generator().manual_seed(1))   # (batch, T, in)
     y = adapter.quantize_call("int8_linear", x, q, scale)
     want_y = x @ (want_q.to(torch.float32) * want_scale[:, None]).T
     kit.assert_close(y, want_y, atol=1e-4, rtol=1e-4, what="int8_linear(x, q, scale) vs x @ dequant(q).T")
@@ -78,7 +78,7 @@ def test_int4_groupwise(shape, group_size):
     assert bool(((deq - w).abs() <= bound).all()), "every dequantized weight must be within scale/2 of w"
     unpacked = adapter.quantize_call("unpack_int4", packed)
     assert torch.equal(unpacked, q), "unpack_int4 must invert the packing (low nibble first)"
-    x = torch.randn(3, in_f, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(2, 3, in_f, generator=torch.Generator().manual_seed(2))       # (batch, T, in)
     y = adapter.quantize_call("int4_linear", x, packed, scales, zeros, group_size)
     kit.assert_close(y, x @ grader_deq.T, atol=1e-4, rtol=1e-4, what="int4_linear vs x @ dequant(W).T")
 
