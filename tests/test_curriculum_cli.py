@@ -82,7 +82,7 @@ def test_curriculum_show_json(run_cli):
     assert result.exit_code == 0, result
     data = result.json()["data"]
     assert len(data["stages"]) == 10
-    assert data["checkpoints"] == {"total": 46, "explain": 16, "build": 30}
+    assert data["checkpoints"] == {"total": 46, "explain": 12, "build": 34}
     assert len(data["milestones"]) == 3 and len(data["levels"]) == 5
     assert [len(p["phases"]) for p in data["plans"]] == [6, 4]
     assert {"period": "week", "kind": "paper", "count": 5, "text": "Read 5 papers"} in data["cadence"]["targets"]

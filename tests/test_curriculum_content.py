@@ -70,6 +70,11 @@ BUILD_PROOFS = {
     "s8-analyze-kernel-bottlenecks": {("gpu-architecture", "roofline")},
     "s9-explain-flashattention-core-idea": {("flash-attention", "tiled-torch")},
     "s9-explain-io-bottleneck": {("flash-attention", "io-analysis")},
+    "s10-design-inference-service": {("llm-serving", "server"), ("llm-serving", "load-test")},
+    "s10-analyze-production-performance": {("llm-serving", "load-test")},
+    "s10-design-multi-gpu-inference": {("llm-serving", "tensor-parallel"), ("llm-serving", "capacity")},
+    "s10-design-production-llm-platform": {("llm-serving", p) for p in
+                                           ("server", "load-test", "tensor-parallel", "quantization", "capacity")},
 }
 # Papers the seeds name (or that the brief requires), with their arXiv ids.
 REQUIRED_ARXIV = {

@@ -1,5 +1,5 @@
 """Checkpoints that became lab-proved (build) when the autograd (stage 3),
-modern-llm (stage 4) and gpu-architecture (stage 8) labs arrived keep a
+modern-llm (stage 4), gpu-architecture (stage 8) and llm-serving (stage 10) labs arrived keep a
 learner's earlier self-assessment, and the open ones point at their lab."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ CONVERTED = {
     4: ("modern-llm", ["s4-explain-rope", "s4-explain-kv-cache", "s4-explain-gqa", "s4-explain-moe",
                        "s4-explain-speculative-decoding"]),
     8: ("gpu-architecture", list(S8)),
+    10: ("llm-serving", ["s10-design-inference-service", "s10-analyze-production-performance",
+                         "s10-design-multi-gpu-inference", "s10-design-production-llm-platform"]),
 }
 
 

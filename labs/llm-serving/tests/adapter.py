@@ -1,0 +1,253 @@
+"""The only door from the grader to the learner's code (workspace modules
+server, loadgen, tensor_parallel, quantize, capacity).
+
+Every `@learner_side` function runs in the learner process under the engine's
+sandbox (in-process when the tests run by hand) and returns plain data; the
+tests decide pass or fail in the grader process.
+
+The learner's SERVER is a third process: `start_server` spawns it from the
+learner process (so it inherits the sandbox's limits and scrubbed
+environment) in a new session, and returns its pid; the grader process only
+talks HTTP to it on 127.0.0.1 and kills its process group when the part ends
+(`conftest.server_process`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from roadmap_cli import grading_kit as kit
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.append(_HERE)
+
+learner_side = kit.learner_side
+
+
+def _module(name: str):
+    return kit.learner_module(name)
+
+
+# ---------------------------------------------------------------- part 1: the server
+
+
+@learner_side(timeout_s=60)
+def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: int = 128,
+                 block_size: int = 16) -> int:
+    """Spawn `python server.py` from the workspace in its own session (its
+    process group id is its pid). Returns the pid; readiness is the grader's
+    business (it polls /health)."""
+    import subprocess
+
+    from roadmap_cli.grading_kit.learner_spawn import learner_python
+
+    # Under the learner process's audit hook too (learner_spawn.py): the server runs learner code.
+    cmd = learner_python(str(kit.workspace() / "server.py"), "--host", "127.0.0.1", "--port", str(port),
+                         "--max-batch", str(max_batch), "--step-overhead", repr(float(step_overhead_s)),
+                         "--num-blocks", str(num_blocks), "--block-size", str(block_size))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, cwd=str(kit.workspace()), env=env, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    return int(proc.pid)
+
+
+@learner_side(timeout_s=30)
+def stop_holdback(text: str, stops: list[str]) -> int:
+    return int(_module("server").stop_holdback(text, list(stops)))
+
+
+# ---------------------------------------------------------------- part 2: the load generator
+
+
+@learner_side(timeout_s=30)
+def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
+    return [float(t) for t in _module("loadgen").poisson_arrivals(rate, n, seed)]
+
+
+@learner_side(timeout_s=30)
+def percentile(values: list[float], q: float) -> float:
+    return float(_module("loadgen").percentile(list(values), q))
+
+
+@learner_side(timeout_s=30)
+def summarize(records: list[dict]) -> dict:
+    return _plain(_module("loadgen").summarize([dict(r) for r in records]))
+
+
+@learner_side(timeout_s=150)
+def run_load(base_url: str, requests: list, arrivals: list, concurrency=None, model: str = "tiny-char-lm",
+             temperature: float = 0.0) -> list[dict]:
+    records = _module("loadgen").run_load(base_url, [tuple(r) for r in requests], list(arrivals),
+                                          concurrency=concurrency, model=model, temperature=temperature)
+    return [_plain(r) for r in records]
+
+
+@learner_side(timeout_s=30)
+def write_report(results: list[dict], json_path: str, svg_path: str) -> None:
+    _module("loadgen").write_report(results, json_path, svg_path)
+
+
+def _plain(value):
+    """Learner data as builtins (a numpy float or a dict subclass become plain)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# ---------------------------------------------------------------- part 3: tensor parallelism
+
+
+@learner_side(timeout_s=60)
+def shard_weights(weights: dict, cfg: dict, rank: int, world_size: int) -> dict:
+    tp, eng = _module("tensor_parallel"), _module("engine")
+    shard = tp.shard_weights(dict(weights), eng.ModelConfig(**cfg), rank, world_size)
+    return {str(k): v.detach().clone() for k, v in shard.items()}
+
+
+@learner_side(timeout_s=30)
+def allreduce_bytes_per_token(cfg: dict, dtype_bytes: int) -> int:
+    return int(_module("tensor_parallel").allreduce_bytes_per_token(_module("engine").ModelConfig(**cfg),
+                                                                    dtype_bytes))
+
+
+def _tp_worker(rank: int, world_size: int, port: int, weights: dict, cfg: dict, ids, queue) -> None:
+    """One rank: gloo over loopback, all_reduce counted, the learner's shard + forward."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+        calls = []
+        real = dist.all_reduce
+
+        def counting_all_reduce(tensor, *args, **kwargs):
+            calls.append(int(tensor.numel() * tensor.element_size()))
+            return real(tensor, *args, **kwargs)
+
+        dist.all_reduce = counting_all_reduce
+        tp, eng = _module("tensor_parallel"), _module("engine")
+        mcfg = eng.ModelConfig(**cfg)
+        shard = tp.shard_weights(weights, mcfg, rank, world_size)
+        calls.clear()                       # count the forward only
+        with torch.no_grad():
+            logits = tp.tp_forward(shard, mcfg, torch.tensor(ids), world_size)
+        dist.all_reduce = real
+        dist.destroy_process_group()
+        # numpy, not a tensor: torch would send a shared-memory handle that dies with this process
+        queue.put((rank, {"logits": logits.detach().numpy().copy(), "allreduce_bytes": calls, "error": None}))
+    except BaseException as exc:  # noqa: BLE001 - reported as data
+        queue.put((rank, {"logits": None, "allreduce_bytes": [], "error": f"{type(exc).__name__}: {exc}"}))
+
+
+@learner_side(timeout_s=120)
+def run_tensor_parallel(weights: dict, cfg: dict, ids: list[int], world_size: int, port: int) -> dict:
+    """Run the learner's tp_forward on `world_size` forked ranks. Returns
+    {rank: {"logits", "allreduce_bytes": [bytes per call], "error"}}."""
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_tp_worker, args=(r, world_size, port, weights, cfg, ids, q), daemon=True)
+             for r in range(world_size)]
+    for p in procs:
+        p.start()
+    results = {}
+    try:
+        for _ in range(world_size):
+            rank, res = q.get(timeout=90)
+            results[int(rank)] = res
+    except queue_mod.Empty:
+        pass
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    import torch
+
+    for res in results.values():
+        if res["logits"] is not None:
+            res["logits"] = torch.from_numpy(res["logits"])
+    for r in range(world_size):
+        results.setdefault(r, {"logits": None, "allreduce_bytes": [], "error": "this rank never answered "
+                               "(a hang in an all_reduce that the other rank did not call?)"})
+    return results
+
+
+# ---------------------------------------------------------------- part 4: quantization
+
+
+@learner_side(timeout_s=60)
+def quantize_call(name: str, *args):
+    """quantize.<name>(*args), the result as a tuple of tensors / an int."""
+    out = getattr(_module("quantize"), name)(*args)
+    if isinstance(out, tuple):
+        return tuple(t.detach().clone() if hasattr(t, "detach") else t for t in out)
+    return out.detach().clone() if hasattr(out, "detach") else int(out)
+
+
+@learner_side(timeout_s=120)
+def quantize_model(weights: dict, scheme: str, group_size: int = 128) -> dict:
+    """Every linear weight quantized and dequantized by the learner's functions;
+    the other weights unchanged. The grader computes the perplexity."""
+    qz = _module("quantize")
+    out = {}
+    for name, w in weights.items():
+        if name.rsplit(".", 1)[-1] in ("wq", "wk", "wv", "wo", "w1", "w2"):
+            if scheme == "int8":
+                out[name] = qz.dequantize_int8(*qz.quantize_int8(w)).detach().clone()
+            else:
+                packed, scales, zeros = qz.quantize_int4(w, group_size)
+                out[name] = qz.dequantize_int4(packed, scales, zeros, group_size).detach().clone()
+        else:
+            out[name] = w
+    return out
+
+
+# ---------------------------------------------------------------- part 5: capacity planning
+
+
+def _specs(model: dict, gpu: dict | None = None, traffic: dict | None = None):
+    cap = _module("capacity")
+    return (cap.ModelSpec(**model), None if gpu is None else cap.GpuSpec(**gpu),
+            None if traffic is None else cap.Traffic(**traffic))
+
+
+@learner_side(timeout_s=60)
+def capacity_answers(cases: list[dict]) -> list[dict]:
+    """For each case {"model", "gpu", "traffic", "tp", "target", "block_size", "max_tp"}:
+    every capacity function's answer (or the error text), as plain data."""
+    cap = _module("capacity")
+    answers = []
+    for case in cases:
+        m, g, t = _specs(case["model"], case["gpu"], case["traffic"])
+        tp, bs = case["tp"], case["block_size"]
+        row = {}
+        for key, call in (
+                ("kv_bytes_per_token", lambda: cap.kv_bytes_per_token(m, tp)),
+                ("kv_capacity_tokens", lambda: cap.kv_capacity_tokens(m, g, tp, bs)),
+                ("max_concurrent_seqs", lambda: cap.max_concurrent_seqs(case["capacity"], case["seq_len"], bs)),
+                ("prefill_time_s", lambda: cap.prefill_time_s(m, g, t, tp)),
+                ("p99_ttft_s", lambda: cap.p99_ttft_s(case["service"], case["rate_per_replica"])),
+                ("replicas_needed", lambda: cap.replicas_needed(m, g, t, tp, case["target"], bs)),
+                ("plan", lambda: cap.plan(m, g, t, case["target"], case["max_tp"], bs))):
+            try:
+                row[key] = _plain(call())
+            except Exception as exc:  # noqa: BLE001
+                row[key] = f"error: {type(exc).__name__}: {exc}"
+        answers.append(row)
+    return answers
