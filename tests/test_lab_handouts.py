@@ -31,7 +31,15 @@ TRANSLATED = sorted(p.parent.name for p in LABS.glob("*/README.zh.md"))
 # author does not own: lab -> {check: what differs}. The xfail is strict, so
 # the day a translation is fixed its entry must be removed here. (Empty since
 # modern-llm and gpu-architecture were translated in full.)
-KNOWN_DRIFT: dict[str, dict[str, str]] = {}
+KNOWN_DRIFT: dict[str, dict[str, str]] = {
+    # llm-serving's README.zh.md (wave 2b) is a shorter summary of the English spec; a full
+    # translation is under way: remove this entry with it.
+    "llm-serving": {
+        "outline": "README.zh.md summarises README.md (fewer sections)",
+        "code": "README.zh.md leaves out code blocks of README.md",
+        "cited": "sections the starter cites are not all in the summary",
+    },
+}
 
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -128,7 +136,7 @@ def test_code_blocks_match(lab: str):
             f"{lab}: code block {index} differs (comments aside):\n" + "\n".join(en_lines))
 
 
-@pytest.mark.parametrize("lab", TRANSLATED)
+@pytest.mark.parametrize("lab", labs_for("cited"))
 def test_sections_cited_by_the_starter_exist_in_the_translation(lab: str):
     _, chinese = handouts(lab)
     headings = parse(chinese)[0]
