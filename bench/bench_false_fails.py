@@ -52,6 +52,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lab")
     parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="start at this seed index (to extend an earlier run without repeating its seeds)")
     parser.add_argument("-k", dest="keyword", default=None,
                         help="pytest -k expression: only the matching tests (e.g. the fast ones of a slow lab)")
     args = parser.parse_args()
@@ -66,7 +68,7 @@ def main() -> int:
     targets = [str(spec.tests_dir / t) for p in spec.parts if not p.needs_cuda for t in p.tests]
     total = Outcomes()
     t0 = time.perf_counter()
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         os.environ["ROADMAP_SECRET_SEED"] = str(1_000_003 * seed + 17)
         pytest.main(["-q", "-p", "no:cacheprovider", "-p", "roadmap_cli.labs.plugin", "--rootdir", str(spec.tests_dir),
                      "-c", os.devnull, "--no-header", "-o", "console_output_style=classic",
