@@ -30,16 +30,8 @@ TRANSLATED = sorted(p.parent.name for p in LABS.glob("*/README.zh.md"))
 # Drift already in main when this test arrived, in translations this test's
 # author does not own: lab -> {check: what differs}. The xfail is strict, so
 # the day a translation is fixed its entry must be removed here. (Empty since
-# modern-llm and gpu-architecture were translated in full.)
-KNOWN_DRIFT: dict[str, dict[str, str]] = {
-    # llm-serving's README.zh.md (wave 2b) is a shorter summary of the English spec; a full
-    # translation is under way: remove this entry with it.
-    "llm-serving": {
-        "outline": "README.zh.md summarises README.md (fewer sections)",
-        "code": "README.zh.md leaves out code blocks of README.md",
-        "cited": "sections the starter cites are not all in the summary",
-    },
-}
+# modern-llm, gpu-architecture and llm-serving were translated in full.)
+KNOWN_DRIFT: dict[str, dict[str, str]] = {}
 
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
