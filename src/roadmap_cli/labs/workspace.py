@@ -345,7 +345,9 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     except (OSError, subprocess.SubprocessError):  # no git executable, a hung repository
         return None, None
     if proc.returncode != 0:
-        return None, None  # not a repository, or a damaged one
+        # Not a repository, or a damaged one. A broken index still leaves HEAD
+        # readable, and the attempt should still name the commit it graded.
+        return _head_sha_only(path, env), None
     lines = proc.stdout.decode("utf-8", errors="replace").splitlines()
     sha = None
     for line in lines:
@@ -353,6 +355,17 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
             oid = line.split(" ", 2)[2].strip()
             sha = oid if oid != "(initial)" else None  # "(initial)": no commit yet
     return sha, any(line and not line.startswith("#") for line in lines)
+
+
+def _head_sha_only(path: Path, env: dict) -> Optional[str]:
+    """HEAD's sha when `git status` cannot run (a damaged index), else None."""
+    try:
+        proc = subprocess.run(["git", "--no-optional-locks", "rev-parse", "--verify", "-q", "HEAD"], cwd=path,
+                              env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = proc.stdout.decode("ascii", errors="replace").strip()
+    return sha if proc.returncode == 0 and len(sha) == 40 else None
 
 
 HANDOUT = "README.md"
