@@ -331,8 +331,7 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     than the grader's own start-up on a busy 2-core machine (issue 13).
     Dirty means what GitPython's is_dirty(untracked_files=True) meant: staged
     or unstaged changes, or an untracked file. Only `path` itself may be the
-    repository (a repository in a folder above it is not the workspace's).
-    """
+    repository (one in a folder above it is not the workspace's)."""
     path = Path(path).resolve()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # the user's GIT_DIR etc. point elsewhere
     env["GIT_CEILING_DIRECTORIES"] = str(path.parent)  # never search above the workspace
@@ -345,8 +344,7 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     except (OSError, subprocess.SubprocessError):  # no git executable, a hung repository
         return None, None
     if proc.returncode != 0:
-        # Not a repository, or a damaged one. A broken index still leaves HEAD
-        # readable, and the attempt should still name the commit it graded.
+        # Not a repository, or a damaged one (a broken index leaves HEAD readable: name the commit graded).
         return _head_sha_only(path, env), None
     lines = proc.stdout.decode("utf-8", errors="replace").splitlines()
     sha = None
