@@ -1,3 +1,3 @@
-from roadmap_cli.cli import main
+from roadmap_cli.entry import main
 
 main()

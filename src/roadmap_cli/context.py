@@ -40,6 +40,7 @@ class AppContext:
     lang_option: Optional[str] = None
     _home: Optional[Path] = None
     _store: Any = None
+    _lite: Any = None  # store/lite.py's LiteStore once `lean_store` opened one (False: it could not)
     _curriculum: Any = None
     _cache: dict = field(default_factory=dict)
 
@@ -58,10 +59,22 @@ class AppContext:
             self._store = open_store(self.home)
         return self._store
 
+    def lean_store(self) -> Any:
+        """The store for `roadmap grade`'s hot path: the full one if it is open
+        already, else store/lite.py's (the stdlib sqlite3, no SQLAlchemy) when
+        it can take the database as it is, else the full one."""
+        if self._store is not None:
+            return self._store
+        if self._lite is None:
+            from roadmap_cli.store.lite import open_lite
+
+            self._lite = open_lite(self.home) or False
+        return self._lite or self.store()
+
     def setting(self, key: str) -> Any:
         from roadmap_cli.store.settings import get_setting
 
-        return get_setting(self.store(), key)
+        return get_setting(self._store or self._lite or self.store(), key)
 
     @property
     def lang(self) -> str:

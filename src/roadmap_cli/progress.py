@@ -39,19 +39,34 @@ def completed(store) -> dict[str, str]:
 
 
 def mark_done(session, checkpoint_id: str, source: str, evidence: Optional[str] = None) -> tuple[str, bool]:
+    """`mark_done_sql` inside an ORM session's transaction."""
+    from roadmap_cli.store.sql import AlchemySql
+
+    return mark_done_sql(AlchemySql(session.connection()), session.info["store"].learner, checkpoint_id, source,
+                         evidence)
+
+
+def mark_done_sql(sql, learner: str, checkpoint_id: str, source: str,
+                  evidence: Optional[str] = None) -> tuple[str, bool]:
     """Insert the completion row unless one exists; return (completed_at, already_done).
 
-    The first completion date is kept: checking again never moves it.
+    The first completion date is kept: checking again never moves it; an
+    evidence link fills an empty one. `sql` is a store/sql.py Sql inside a write
+    transaction (plain SQL: `roadmap grade` records without SQLAlchemy, store/lite.py).
     """
-    from roadmap_cli.store.tables import CheckpointProgress
-
-    row = session.get(CheckpointProgress, (checkpoint_id, session.info["store"].learner))
-    if row is not None:
-        if evidence and not row.evidence:
-            row.evidence = evidence
-        return row.completed_at, True
+    row = sql.rows("SELECT completed_at, evidence FROM checkpoint_progress "
+                   "WHERE checkpoint_id = :cid AND learner = :learner", cid=checkpoint_id, learner=learner)
+    if row:
+        completed_at, kept = row[0]
+        if evidence and not kept:
+            sql.execute("UPDATE checkpoint_progress SET evidence = :evidence "
+                        "WHERE checkpoint_id = :cid AND learner = :learner",
+                        evidence=evidence, cid=checkpoint_id, learner=learner)
+        return completed_at, True
     now = utc_now_iso()
-    session.add(CheckpointProgress(checkpoint_id=checkpoint_id, completed_at=now, source=source, evidence=evidence))
+    sql.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                "VALUES (:cid, :now, :source, :evidence, :learner)",
+                cid=checkpoint_id, now=now, source=source, evidence=evidence, learner=learner)
     return now, False
 
 

@@ -12,6 +12,7 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import __version__, context
+from roadmap_cli.argv import command_name, hoist_root_options  # noqa: F401 - part of this module's API
 from roadmap_cli.errors import RoadmapError
 
 app = typer.Typer(
@@ -57,7 +58,6 @@ COMMAND_MODULES = {
     "stats": "stats", "report": "report",
     "cohort": "cohort",
 }
-_ROOT_OPTIONS_WITH_VALUE = {"--home", "--curriculum", "--lang"}
 _registered: set[str] = set()
 
 
@@ -75,45 +75,6 @@ def register_all() -> typer.Typer:
     for module_name in sorted(set(COMMAND_MODULES.values())):
         _register(module_name)
     return app
-
-
-def command_name(argv: list[str]) -> Optional[str]:
-    """The first argument that is not a root option (or its value)."""
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg in _ROOT_OPTIONS_WITH_VALUE:
-            skip = True
-            continue
-        if arg.startswith("-"):
-            continue
-        return arg
-    return None
-
-
-def hoist_root_options(argv: list[str]) -> list[str]:
-    """`roadmap status --lang zh` means `roadmap --lang zh status`: root options
-    given after the command move in front of it (no command has options of
-    these names, so nothing else can mean them)."""
-    name = command_name(argv)
-    if name is None:
-        return argv
-    at = next(i for i, arg in enumerate(argv) if arg == name and (i == 0 or argv[i - 1] not in _ROOT_OPTIONS_WITH_VALUE))
-    moved, kept, rest, i = [], [], argv[at + 1:], 0
-    while i < len(rest):
-        arg = rest[i]
-        if arg == "--":
-            kept += rest[i:]
-            break
-        if arg in _ROOT_OPTIONS_WITH_VALUE and i + 1 < len(rest):
-            moved += rest[i:i + 2]
-            i += 2
-            continue
-        (moved if arg.split("=", 1)[0] in _ROOT_OPTIONS_WITH_VALUE and "=" in arg else kept).append(arg)
-        i += 1
-    return argv[:at] + moved + [argv[at]] + kept  # after the ones before it: the later one wins
 
 
 def register_for(argv: list[str]) -> None:
@@ -165,7 +126,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         return
     prestarted = False
     if args[:1] == ["grade"]:
-        # The grader starts now, while typer parses and rich loads (labs/prestart.py).
+        # The grader starts now, while typer parses and rich loads (labs/prestart.py);
+        # the console script (roadmap_cli/entry.py) started it earlier still, before typer was imported.
         from roadmap_cli.labs import prestart
 
         prestarted = prestart.start(args[1:])

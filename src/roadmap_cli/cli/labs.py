@@ -234,8 +234,10 @@ def grade(
         return watch_command(lab_id, part, timeout)
     focus = Focus(keyword=keyword, tests=list(test or []), first_failure=first_failure, verbose=verbose)
     with render.GradeProgress(None if as_json else console) as progress:
-        outcome = service.grade(ctx.store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
-                                on_event=progress.on_event, focus=focus)  # ctx.lang opens the store: not before the pre-check
+        # The store is opened only once pytest runs (and without SQLAlchemy when it can: store/lite.py);
+        # ctx.lang reads a setting from it, so it is asked for after the grade.
+        outcome = service.grade(ctx.lean_store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
+                                on_event=progress.on_event, focus=focus)
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
         c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))

@@ -91,8 +91,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
             on_event({"event": "started"})  # pytest is starting: progress displays can appear now
         sha, dirty = head_info(path)
         cuda_checks = _start_cuda_checks(job)
-        store = get_store()
-        _warm_up_recording()
+        store = get_store()  # opened while pytest runs; recording needs no ORM (record_attempt)
     except BaseException:
         job.abort()
         raise
@@ -129,54 +128,54 @@ def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=
 
 def attempt_number(store, lab_id: str, attempt_id: int) -> int:
     """The attempt's number within its lab (computed on read: no schema change)."""
-    import sqlalchemy as sa
-
-    with store.connection() as conn:
-        return int(conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id "
-                                        "AND learner = :learner"),
-                                {"lab": lab_id, "id": attempt_id, "learner": store.learner}).scalar() or 0)
+    return int(store.read_sql(lambda sql: sql.scalar(
+        "SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id AND learner = :learner",
+        lab=lab_id, id=attempt_id, learner=store.learner)) or 0)
 
 
-def _warm_up_recording() -> None:
-    """Pay the ORM's one-time costs (imports, mapper configuration) while
-    pytest runs, not after it: the learner waits for what comes after."""
-    from sqlalchemy.orm import configure_mappers
-
-    import roadmap_cli.progress  # noqa: F401
-    from roadmap_cli.store import tables  # noqa: F401
-
-    configure_mappers()
+# Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
+_ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
+                    "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
+                    "workspace", "grader_sha256", "message", "imported", "learner")
+_INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
+                   f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
+_INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
+                "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
 
 
 def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
-    """Store the attempt and its per-test results; mark the checkpoints of passed parts."""
-    from roadmap_cli.progress import mark_done
-    from roadmap_cli.store.tables import GradeAttempt, GradeTestResult
+    """Store the attempt and its per-test results; mark the checkpoints of passed parts.
 
+    Plain SQL (store/sql.py) in one write transaction, on either store: the
+    full one, or store/lite.py's, which spares the grade the SQLAlchemy import."""
+    from roadmap_cli.progress import mark_done_sql
+
+    learner = store.learner
     parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
                    "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
+    row = dict(
+        lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
+        score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
+        device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
+        triton_version=run.triton_version, interpret_mode=bool(run.interpret_mode), commit_sha=commit_sha,
+        dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        imported=False, learner=learner,
+    )
 
-    def write(s):  # run again as a whole if the server reports a conflict (Store.write)
+    def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
-        attempt = GradeAttempt(
-            lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
-            score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
-            device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
-            triton_version=run.triton_version, interpret_mode=run.interpret_mode, commit_sha=commit_sha,
-            dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
-        )
-        s.add(attempt)
-        s.flush()
+        attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
         for t in run.tests:
-            s.add(GradeTestResult(attempt_id=attempt.id, nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome,
-                                  duration_s=t.duration_s, message=t.message))
+            sql.execute(_INSERT_TEST, attempt_id=attempt_id, nodeid=t.nodeid, part_id=t.part or "?",
+                        outcome=t.outcome, duration_s=t.duration_s, message=t.message, learner=learner)
         for p in run.parts:
             if p.status != "passed":
                 continue
             for checkpoint in spec.part(p.id).proves:
-                _, already = mark_done(s, checkpoint, f"lab:{spec.id}/{p.id}", f"grade attempt {attempt.id}")
+                _, already = mark_done_sql(sql, learner, checkpoint, f"lab:{spec.id}/{p.id}",
+                                           f"grade attempt {attempt_id}")
                 if not already:
                     marked.append(checkpoint)
-        return attempt.id, marked
+        return attempt_id, marked
 
-    return store.write(write)
+    return store.write_sql(write)

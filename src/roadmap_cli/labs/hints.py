@@ -30,21 +30,21 @@ NOT_COUNTED = ("interrupted", "error")
 
 def last_failure(store, lab_id: str) -> tuple[Optional[str], list[str]]:
     """(part, failing test node ids) of the most recent attempt that failed a part."""
-    import sqlalchemy as sa
-
-    with store.connection() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id, parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
-            "AND learner = :learner ORDER BY id DESC LIMIT 20"), {"lab": lab_id, "learner": store.learner}).all()
+    def read(sql):
+        rows = sql.rows("SELECT id, parts FROM grade_attempts WHERE lab_id = :lab "
+                        "AND outcome NOT IN ('interrupted', 'error') AND learner = :learner ORDER BY id DESC LIMIT 20",
+                        lab=lab_id, learner=store.learner)
         for attempt_id, parts in rows:
             failed = [p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"]
             if not failed:
                 continue
-            tests = [nodeid for nodeid, part in conn.execute(sa.text(
+            tests = [nodeid for nodeid, part in sql.rows(
                 "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
-                "('failed', 'error', 'crashed', 'timeout') ORDER BY id"), {"a": attempt_id}).all() if part == failed[0]]
+                "('failed', 'error', 'crashed', 'timeout') ORDER BY id", a=attempt_id) if part == failed[0]]
             return failed[0], tests
-    return None, []
+        return None, []
+
+    return store.read_sql(read)
 
 
 def _for(hint, part: Optional[str], tests: list[str]) -> bool:
@@ -65,12 +65,9 @@ def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str],
 
 
 def seen_indexes(store, lab_id: str) -> set[int]:
-    import sqlalchemy as sa
-
-    with store.connection() as conn:
-        return {int(i) for (i,) in conn.execute(sa.text(
-            "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner"),
-            {"lab": lab_id, "learner": store.learner}).all()}
+    return {int(i) for (i,) in store.read_sql(lambda sql: sql.rows(
+        "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner",
+        lab=lab_id, learner=store.learner))}
 
 
 def next_hint(store, lab_id: str, lang: str) -> dict:
@@ -100,14 +97,11 @@ def next_hint(store, lab_id: str, lang: str) -> dict:
 
 def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
     """After two failed grades of the same part in a row, one line offering a hint (if one is left)."""
-    import sqlalchemy as sa
-
     if not spec.hints:
         return None
-    with store.connection() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
-            "AND learner = :learner ORDER BY id DESC LIMIT 2"), {"lab": spec.id, "learner": store.learner}).all()
+    rows = store.read_sql(lambda sql: sql.rows(
+        "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
+        "AND learner = :learner ORDER BY id DESC LIMIT 2", lab=spec.id, learner=store.learner))
     if len(rows) < 2:
         return None
     failed = [{p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"} for (parts,) in rows]

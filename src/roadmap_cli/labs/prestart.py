@@ -76,6 +76,8 @@ def start(args: list[str]) -> bool:
     workspace that passes the pre-check; True when one was started. Never
     raises and never prints: whatever goes wrong, the normal path says it."""
     global _started
+    if _started is not None:
+        return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
     if options is None or os.environ.get("_ROADMAP_COMPLETE"):
         return False

@@ -84,13 +84,10 @@ def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
     Plain SQL: `roadmap status` reads this, and defining the SQLModel table
     classes would cost it more than the query (see store/settings.py).
     """
-    import sqlalchemy as sa
-
-    sql = "SELECT lab_id, path FROM lab_workspaces WHERE learner = :learner"
-    sql += " AND lab_id = :lab" if lab_id else ""
-    with store.connection() as conn:
-        rows = conn.execute(sa.text(sql + " ORDER BY created_at DESC, id DESC"),
-                            {"lab": lab_id, "learner": store.learner}).all()
+    statement = "SELECT lab_id, path FROM lab_workspaces WHERE learner = :learner"
+    statement += " AND lab_id = :lab" if lab_id else ""
+    rows = store.read_sql(lambda sql: sql.rows(statement + " ORDER BY created_at DESC, id DESC",
+                                               lab=lab_id, learner=store.learner))
     return [(lab, Path(path)) for lab, path in rows]
 
 

@@ -91,13 +91,37 @@ class Store:
         server, a deadlock or serialization failure runs it again (at most
         `attempts` times, with a growing pause). `body` must only touch the
         database: a rolled-back try leaves nothing behind, so nothing counts twice."""
+        def once():
+            with self.session() as session:
+                return body(session)
+
+        return self._retrying(once, attempts)
+
+    def write_sql(self, body, *, attempts: int = 5):
+        """`write` for plain SQL: `body(sql)` gets a store/sql.py `Sql` in one
+        write transaction (BEGIN IMMEDIATE on SQLite), retried like `write`."""
+        from roadmap_cli.store.sql import AlchemySql
+
+        def once():
+            with self.connection() as conn:
+                return body(AlchemySql(conn))
+
+        return self._retrying(once, attempts)
+
+    def read_sql(self, body):
+        """`body(sql)` in one transaction, for reads in plain SQL (store/sql.py)."""
+        from roadmap_cli.store.sql import AlchemySql
+
+        with self.connection() as conn:
+            return body(AlchemySql(conn))
+
+    def _retrying(self, once, attempts: int):
         import random
         import time
 
         for attempt in range(1, attempts + 1):
             try:
-                with self.session() as session:
-                    return body(session)
+                return once()
             except Exception as exc:  # noqa: BLE001 - only retryable server errors go round again
                 if self.path is not None or attempt == attempts or not _retryable(exc):
                     raise
@@ -243,13 +267,7 @@ def _sqlite_engine(path: Path, *, read_only: bool):
         # We issue BEGIN ourselves (below); pysqlite's implicit transactions
         # would start a deferred one instead.
         dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        if not read_only:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
+        configure_connection(dbapi_conn, read_only=read_only)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # pragma: no cover
@@ -272,6 +290,17 @@ def _sqlite_engine(path: Path, *, read_only: bool):
         checked.append(True)
 
     return engine
+
+
+def configure_connection(dbapi_conn: sqlite3.Connection, *, read_only: bool) -> None:
+    """The pragmas of every connection to a roadmap SQLite file (this engine's and store/lite.py's)."""
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if not read_only:
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
 
 
 def _refuse_if_corrupt(dbapi_conn: sqlite3.Connection, where: str) -> None:

@@ -10,25 +10,20 @@ from typing import Any
 KNOWN_SETTINGS = ("start_date", "curriculum", "lang", "weekly_hours")
 
 
-# Reads use plain SQL on purpose: they sit on `roadmap status`'s start-up
-# path, and defining the SQLModel table classes costs more than the query.
+# Reads use plain SQL on purpose (store/sql.py): they sit on `roadmap status`'s
+# start-up path, and defining the SQLModel table classes costs more than the
+# query; `roadmap grade` reads the language through store/lite.py.
 
 
 def get_setting(store, key: str, default: Any = None) -> Any:
-    import sqlalchemy as sa
-
-    with store.connection() as conn:
-        value = conn.execute(sa.text("SELECT value FROM settings WHERE key = :key AND learner = :learner"),
-                             {"key": key, "learner": store.learner}).scalar()
+    value = store.read_sql(lambda sql: sql.scalar("SELECT value FROM settings WHERE key = :key AND learner = :learner",
+                                                  key=key, learner=store.learner))
     return json.loads(value) if value is not None else default
 
 
 def all_settings(store) -> dict[str, Any]:
-    import sqlalchemy as sa
-
-    with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT key, value FROM settings WHERE learner = :learner ORDER BY key"),
-                            {"learner": store.learner}).all()
+    rows = store.read_sql(lambda sql: sql.rows("SELECT key, value FROM settings WHERE learner = :learner ORDER BY key",
+                                               learner=store.learner))
     return {key: json.loads(value) for key, value in rows}
 
 

@@ -1,0 +1,30 @@
+"""The `roadmap` console script.
+
+For `roadmap grade` the grader is started here, before the CLI module is
+imported: typer alone costs ~0.1 s of start-up, and every tenth of a second
+before pytest starts is a tenth the learner waits (issue 13; labs/prestart.py
+says what is started and how the CLI takes it over). Every other command goes
+straight to roadmap_cli.cli.main, which does the rest (including this early
+start, when it is called directly).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not os.environ.get("_ROADMAP_COMPLETE"):
+        from roadmap_cli.argv import hoist_root_options
+
+        hoisted = hoist_root_options(args)
+        if hoisted[:1] == ["grade"]:
+            from roadmap_cli.labs import prestart
+
+            prestart.start(hoisted[1:])
+    from roadmap_cli.cli import main as cli_main
+
+    cli_main(args)

@@ -1,0 +1,140 @@
+"""The lean store: the home's SQLite file through the stdlib sqlite3 module.
+
+`roadmap grade` records one attempt, a few test rows and maybe a checkpoint;
+importing SQLAlchemy to do it costs ~0.3 CPU-s (more on a loaded box), and on
+a 2-core machine the engine competes with the grader for the CPU while pytest
+runs, so that import came out of the learner's wait (issue 13: the engine's
+overhead over bare pytest <= 0.8 s). This store runs the same plain SQL
+(store/sql.py) without it.
+
+It only ever takes a database the full store would open without changing
+anything: the home's SQLite file (no DATABASE_URL), writable, vetted as
+roadmap's, at exactly the latest schema version, with a learner that needs no
+git lookup. Anything else (a migration due, a read-only home, a foreign or
+damaged file, a server) gives None, and the caller opens the full store, which
+migrates or says what is wrong in one line. The full store's rules hold here
+too, through the same functions: the file is vetted before any pragma, WAL and
+busy timeout as in store/engine.py, every transaction BEGIN IMMEDIATE, a
+quick_check before the first write, and SQLite errors become one line (StoreError).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Iterator, Optional
+
+from roadmap_cli.errors import RoadmapError, StoreError
+from roadmap_cli.store import engine as full
+from roadmap_cli.store.sql import SqliteSql
+
+# The schema this store writes: migrations.LATEST, which cannot be imported
+# here without SQLAlchemy (tests/test_store_lite.py keeps the two equal). A
+# database at any other version is left to the full store.
+SCHEMA_VERSION = 6
+
+
+class LiteStore:
+    """Duck-types the part of store/engine.py's Store that plain SQL needs:
+    `learner`, `where`, `path`, `read_sql`, `write_sql`."""
+
+    lite = True
+
+    def __init__(self, path: Path, learner: str) -> None:
+        self.path = path
+        self.learner = learner
+        self.where = str(path)
+        self._checked = False  # quick_check done (once per store, as the full store does per engine)
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = _connect(self.path)
+        except sqlite3.Error as exc:
+            raise _store_error(exc, self.where) from None
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def read_sql(self, body):
+        return self._transaction(body, write=False)
+
+    def write_sql(self, body):
+        return self._transaction(body, write=True)
+
+    def _transaction(self, body, *, write: bool):
+        with self._connection() as conn:
+            try:
+                # Read or write, BEGIN IMMEDIATE as the full store does: a read
+                # that later writes never has to upgrade its lock.
+                conn.execute("BEGIN IMMEDIATE")
+                if write and not self._checked:
+                    full._refuse_if_corrupt(conn, self.where)
+                    self._checked = True
+                result = body(SqliteSql(conn))
+                conn.execute("COMMIT")
+                return result
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _store_error(exc, self.where) from None
+                raise
+
+
+def open_lite(home: Path) -> Optional[LiteStore]:
+    """The lean store for `home`, or None when the full store must open it."""
+    from roadmap_cli.store import learners
+
+    if os.environ.get("DATABASE_URL"):
+        return None
+    path = Path(home) / full.DB_FILENAME
+    if not path.is_file() or not full._writable(Path(home), path):
+        return None
+    try:
+        conn = sqlite3.connect(full._connect_uri(path, False), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error:
+        return None
+    try:
+        full._vet_file(conn, str(path))  # before any pragma: a foreign file stays byte-identical
+        _pragmas(conn)
+        if conn.execute(f"SELECT coalesce(max(version), 0) FROM {full.LEDGER}").fetchone()[0] != SCHEMA_VERSION:
+            return None  # a migration is due (or the file is newer than us): the full store's business
+        learner = os.environ.get(learners.ENV_VAR)
+        if learner:
+            learner = learners.validate_learner(learner, source=f"${learners.ENV_VAR}")
+        else:
+            pinned = conn.execute("SELECT value FROM settings WHERE learner = '' AND key = :key",
+                                  {"key": learners.SETTING_KEY}).fetchone()
+            if pinned is None:
+                return None  # not pinned yet: the full store looks it up (git) and pins it
+            learner = learners.validate_learner(json.loads(pinned[0]), source="the saved learner setting")
+    except (sqlite3.Error, RoadmapError, ValueError):
+        return None  # the full store opens it again and gives the proper one-line error
+    finally:
+        conn.close()
+    return LiteStore(path, learner)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(full._connect_uri(path, False), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
+    try:
+        _pragmas(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _pragmas(conn: sqlite3.Connection) -> None:
+    conn.isolation_level = None  # we issue BEGIN ourselves (store/engine.py's connect hook does the same)
+    full.configure_connection(conn, read_only=False)
+
+
+def _store_error(exc: sqlite3.Error, where: str) -> Exception:
+    line = full.describe_sqlite_error(exc, where)
+    return StoreError(line) if line is not None else exc
