@@ -16,7 +16,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
@@ -42,6 +41,8 @@ class DeviceInfo:
 
 
 def _version(dist: str) -> Optional[str]:
+    from importlib import metadata  # ~30 ms: not before `roadmap grade` has started pytest
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import os
 
-from roadmap_cli.labs.spec import LabSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from roadmap_cli.labs.spec import LabSpec
 
 
-def forbidden_sources(spec: LabSpec) -> list[str]:
+def forbidden_sources(spec: "LabSpec") -> list[str]:
     """What no learner process may open: every lab's solution/ folder and
-    solution_files, and the project's kernels/ folder (kernel-lab references)."""
-    from roadmap_cli.labs.spec import all_labs, labs_root, project_root
+    solution_files, and the project's kernels/ folder (kernel-lab references).
+
+    Every lab is read as a plan (labs/plan.py: no pydantic), so listing them
+    costs a grade ~50 ms instead of validating every spec; a lab.yaml that does
+    not read still has its solution/ folder forbidden (the glob below)."""
+    from roadmap_cli.labs.plan import all_plans, labs_root, project_root
 
     paths = {str(project_root() / "kernels")}
-    try:
-        specs = all_labs()
-    except Exception:  # a broken lab.yaml elsewhere must not stop this grade
-        specs = [spec]
-    for other in specs or [spec]:
+    for other in [spec, *all_plans()]:
         paths.add(str(other.solution_dir))
         paths.update(str(p) for p in other.solution_sources().values())
     paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())

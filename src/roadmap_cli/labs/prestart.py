@@ -8,8 +8,10 @@ command the grader is started first and the parse runs while pytest starts
 
 This is only an earlier start, never a second way to grade: `grading.grade`
 still parses, resolves and pre-checks as always, and takes the started job
-only when it is the very job it would have started itself (same lab,
-workspace, parts, time limit and focus; `claim`). Anything else (an option
+only when it is the very job it would have started itself (same lab plan as
+the validated spec, workspace, parts, time limit and focus; `claim`). The job
+is started from the lab's plan (labs/plan.py: lab.yaml read without pydantic),
+so pytest starts before the spec's models are even imported. Anything else (an option
 this reader does not know, --help, --watch, a lab id that does not resolve,
 a workspace with a pre-check problem) starts nothing here, and the normal
 path reports it. A job nobody claimed is killed (`discard`) before the
@@ -84,16 +86,19 @@ def start(args: list[str]) -> bool:
     try:
         from roadmap_cli.labs import precheck
         from roadmap_cli.labs.focus import Focus
+        from roadmap_cli.labs.plan import labs_root, read_plan
         from roadmap_cli.labs.runner import GradeJob
-        from roadmap_cli.labs.service import resolve_workspace, workspaces_fast
+        from roadmap_cli.labs.service import workspace_at, workspaces_fast
         from roadmap_cli.paths import resolve_home
 
         rows = workspaces_fast(resolve_home(None))
         if rows is None:
             return False  # another database, or none yet: the store is needed first
-        cwd = Path.cwd()
-        spec, path = resolve_workspace(None, options["lab_id"], cwd, rows)
-        if not path.is_dir() or precheck.check_workspace(path) is not None:
+        lab_id, path = _which(options["lab_id"], Path.cwd(), rows, workspace_at)
+        # The lab as a plan (labs/plan.py), not the validated spec: pytest starts
+        # ~0.2 s sooner, and claim() takes the job only if the spec agrees.
+        spec = read_plan(labs_root() / lab_id) if lab_id else None
+        if spec is None or spec.id != lab_id or not path.is_dir() or precheck.check_workspace(path) is not None:
             return False
         part = options["part"]
         if part:
@@ -108,15 +113,29 @@ def start(args: list[str]) -> bool:
     return True
 
 
+def _which(lab_id: Optional[str], cwd: Path, rows, workspace_at) -> tuple[Optional[str], Path]:
+    """(lab id, workspace) as service.resolve_workspace finds them, without
+    loading the spec; (None, cwd) when that would be an error to report."""
+    here = workspace_at(None, cwd, rows)
+    if lab_id is None:
+        return (here[0], here[1]) if here is not None else (None, cwd)
+    if here is not None and here[0] == lab_id:
+        return lab_id, here[1]
+    recorded = [path for lab, path in rows if lab == lab_id]
+    return (lab_id, recorded[0]) if recorded else (None, cwd)
+
+
 def claim(job) -> object:
     """The started job if it is `job` (an unstarted runner.GradeJob built by
-    the normal path), else `job` itself, the started one being killed."""
+    the normal path from the validated spec), else `job` itself, the started
+    one being killed."""
     global _started
     started, _started = _started, None
     if started is None:
         return job
     if _same(started, job):
         started.cancel_event = job.cancel_event  # the caller's (roadmap watch's) stop button
+        started.spec = job.spec  # the validated spec from here on (results, hints, checkpoints)
         return started
     started.abort()
     return job
@@ -142,6 +161,8 @@ def discard() -> None:
 
 
 def _same(a, b) -> bool:
-    return (a.spec.id == b.spec.id and a.workspace == b.workspace and a.selected == b.selected
+    from roadmap_cli.labs.plan import fingerprint
+
+    return (fingerprint(a.spec) == fingerprint(b.spec) and a.workspace == b.workspace and a.selected == b.selected
             and a.timeout == b.timeout and a.focus == b.focus and a.stop_part_on_fail == b.stop_part_on_fail
             and a.extra_env == b.extra_env and a.device == b.device)

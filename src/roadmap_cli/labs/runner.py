@@ -29,7 +29,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.labs.boundedlog import crash_tail
@@ -37,7 +37,9 @@ from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
 from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
 from roadmap_cli.labs.results import GradeRun, assemble, mark_focused, mark_interrupted
-from roadmap_cli.labs.spec import LabSpec
+
+if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
+    from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
 

@@ -9,7 +9,6 @@ package's `_data` folder in a wheel.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Literal, Optional
@@ -19,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from pydantic import ValidationError as PydanticValidationError
 
 from roadmap_cli.errors import NotFoundError, ValidationError
+from roadmap_cli.labs.plan import SPEC_FILE, labs_root, project_root, solution_sources  # noqa: F401 - this module's API too
 
 KEBAB = r"^[a-z0-9]+(-[a-z0-9]+)*$"
-SPEC_FILE = "lab.yaml"
 
 
 class Text(BaseModel):
@@ -143,14 +142,7 @@ class LabSpec(BaseModel):
     def solution_sources(self) -> dict[str, Path]:
         """Workspace-relative path -> source file of the reference solution
         (solution/ overlaid with solution_files), starter excluded."""
-        sources: dict[str, Path] = {}
-        if self.solution_dir.is_dir():
-            for path in sorted(self.solution_dir.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    sources[path.relative_to(self.solution_dir).as_posix()] = path
-        for target, source in self.solution_files.items():
-            sources[target] = project_root() / source
-        return sources
+        return solution_sources(self.solution_dir, self.solution_files)
 
     # --- parts --------------------------------------------------------------
     def part(self, part_id: str) -> Part:
@@ -165,19 +157,6 @@ class LabSpec(BaseModel):
 
 
 # ---------------------------------------------------------------- locations
-
-
-def labs_root() -> Path:
-    override = os.environ.get("ROADMAP_LABS_DIR")
-    if override:
-        return Path(override).expanduser().resolve()
-    from roadmap_cli.paths import labs_root as shipped
-
-    return shipped()
-
-
-def project_root() -> Path:
-    return labs_root().parent
 
 
 def _mark_of(node: yaml.Node | None, loc: tuple, *, at_key: bool = False) -> Optional[yaml.Mark]:

@@ -1,0 +1,116 @@
+"""labs/plan.py: the lab as `roadmap grade` needs it to start pytest early,
+read without pydantic; never the authority (prestart.claim compares it with
+the validated spec)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roadmap_cli.labs import plan, prestart
+from roadmap_cli.labs.spec import find_lab, lab_ids
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+
+
+@pytest.mark.parametrize("lab_id", lab_ids())
+def test_every_lab_reads_as_a_plan_equal_to_its_validated_spec(lab_id):
+    spec = find_lab(lab_id)
+    read = plan.read_plan(spec.root)
+    assert read is not None and plan.fingerprint(read) == plan.fingerprint(spec)
+    assert read.solution_sources() == spec.solution_sources()
+
+
+def test_forbidden_sources_are_the_same_from_a_plan_and_from_the_spec():
+    from roadmap_cli.labs.isolation import forbidden_sources
+
+    spec = find_lab("minigpt")
+    listed = forbidden_sources(spec)
+    assert listed == forbidden_sources(plan.read_plan(spec.root))
+    every = {str(find_lab(i).solution_dir) for i in lab_ids()}
+    assert every <= set(listed)  # every lab's reference, not only this one's
+
+
+@pytest.mark.parametrize("text", [
+    "id: x\nparts: []\n",                                             # no part
+    "id: 3\nparts: [{id: a, tests: [t.py]}]\n",                       # an id that is not text
+    "id: x\nparts: [{id: a, tests: [t.py], needs_cuda: 'yes'}]\n",    # a flag that is not a bool
+    "id: x\ntime_limit_s: true\nparts: [{id: a, tests: [t.py]}]\n",   # a bool is not a time
+    "id: x\nmemory_limit_mb: 1.5\nparts: [{id: a, tests: [t.py]}]\n",
+    "id: x\nparts: [{id: a}]\n",                                      # no tests
+    "- just\n- a list\n",
+    "id: x\nparts: [{id: a, tests: [t.py]}]\nbad: [unclosed\n",       # not YAML
+    "a: &anchor 1\nb: *anchor\nid: x\nparts: [{id: a, tests: [t.py]}]\n",  # aliases: yamlsafe refuses them
+])
+def test_a_spec_that_does_not_read_cleanly_gives_no_plan(tmp_path: Path, text: str):
+    (tmp_path / "lab.yaml").write_text(text)
+    assert plan.read_plan(tmp_path) is None
+
+
+def test_the_defaults_are_the_specs():
+    fields = {f.name: f for f in dataclasses.fields(plan.LabPlan)}
+    from roadmap_cli.labs.spec import LabSpec
+
+    assert fields["time_limit_s"].default == LabSpec.model_fields["time_limit_s"].default
+    assert fields["memory_limit_mb"].default == LabSpec.model_fields["memory_limit_mb"].default
+
+
+@pytest.fixture
+def adder_workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    (ws / "adder.py").write_text((FIXTURES / "labs" / "adder" / "solution" / "adder.py").read_text())
+    (ws / "mul.py").write_text((FIXTURES / "kernels" / "mul.py").read_text())
+    monkeypatch.chdir(ws)
+    yield ws
+    prestart.discard()
+    detect_device.cache_clear()
+
+
+def test_a_plan_that_disagrees_with_the_spec_is_never_graded(adder_workspace, monkeypatch):
+    """A plan read differently from the validated spec (here: another time
+    limit) starts a job the normal path refuses: it is killed and the spec's
+    own job runs."""
+    from roadmap_cli.labs.runner import GradeJob
+
+    real = plan.read_plan
+    monkeypatch.setattr(plan, "read_plan", lambda d: dataclasses.replace(real(d), time_limit_s=7.0))
+    assert prestart.start([])
+    early = prestart._started
+    assert early.timeout == 7.0
+    job = GradeJob(find_lab("adder"), adder_workspace)
+    assert prestart.claim(job) is job and early.proc.poll() is not None
+
+
+def test_a_claimed_job_carries_the_validated_spec(adder_workspace):
+    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.labs.spec import LabSpec
+
+    assert prestart.start([])
+    assert isinstance(prestart._started.spec, plan.LabPlan)
+    spec = find_lab("adder")
+    claimed = prestart.claim(GradeJob(spec, adder_workspace))
+    assert claimed.proc is not None and claimed.spec is spec and isinstance(claimed.spec, LabSpec)
+    claimed.abort()
+
+
+def test_pytest_starts_before_pydantic_or_typer_is_imported(adder_workspace):
+    probe = ("import sys\n"
+             "from roadmap_cli.labs import prestart\n"
+             "ok = prestart.start([])\n"
+             "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
+             "prestart.discard()\n")
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=adder_workspace, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip() == "True []", proc.stdout + proc.stderr
