@@ -103,3 +103,31 @@ def pg_url(pg_cluster, monkeypatch: pytest.MonkeyPatch) -> str:
     url = pg_cluster.new_database()
     monkeypatch.setenv("DATABASE_URL", url)
     return url
+
+
+# ---------------------------------------------------------------- the engine-test labs
+
+FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"
+
+
+@pytest.fixture
+def fake_labs(monkeypatch: pytest.MonkeyPatch):
+    """The engine-test labs (tests/fixtures_labs: `adder`, ...) instead of the
+    real ones, graded as on a machine without a GPU."""
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURE_LABS / "labs"))
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    from roadmap_cli.labs.device import detect_device
+
+    detect_device.cache_clear()
+    yield FIXTURE_LABS
+    detect_device.cache_clear()
+
+
+@pytest.fixture
+def adder_workspace(fake_labs, run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A freshly started workspace of the fixture lab `adder` (its starter
+    files), made the current directory."""
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    monkeypatch.chdir(ws)
+    return ws

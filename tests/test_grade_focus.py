@@ -12,23 +12,12 @@ FIXTURES = Path(__file__).parent / "fixtures_labs"
 ADDER = FIXTURES / "labs" / "adder"
 
 
-@pytest.fixture(autouse=True)
-def fake_labs(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
-    from roadmap_cli.labs.device import detect_device
-
-    detect_device.cache_clear()
-    yield
-    detect_device.cache_clear()
+pytestmark = pytest.mark.usefixtures("fake_labs")  # tests/conftest.py
 
 
 @pytest.fixture
-def workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    ws = tmp_path / "ws"
-    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
-    monkeypatch.chdir(ws)
-    return ws
+def workspace(adder_workspace: Path) -> Path:
+    return adder_workspace
 
 
 def test_k_runs_only_matching_tests_and_never_completes_the_part(run_cli, workspace: Path) -> None:

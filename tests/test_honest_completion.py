@@ -13,15 +13,7 @@ FIXTURES = Path(__file__).parent / "fixtures_labs"
 ADDER = FIXTURES / "labs" / "adder"
 
 
-@pytest.fixture(autouse=True)
-def fake_labs(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
-    from roadmap_cli.labs.device import detect_device
-
-    detect_device.cache_clear()
-    yield
-    detect_device.cache_clear()
+pytestmark = pytest.mark.usefixtures("fake_labs")  # tests/conftest.py
 
 
 def test_passed_on_cpu_everywhere(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

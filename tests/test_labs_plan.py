@@ -61,23 +61,14 @@ def test_the_defaults_are_the_specs():
 
 
 @pytest.fixture
-def adder_workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
-    from roadmap_cli.labs.device import detect_device
-
-    detect_device.cache_clear()
-    ws = tmp_path / "ws"
-    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
-    (ws / "adder.py").write_text((FIXTURES / "labs" / "adder" / "solution" / "adder.py").read_text())
-    (ws / "mul.py").write_text((FIXTURES / "kernels" / "mul.py").read_text())
-    monkeypatch.chdir(ws)
-    yield ws
+def solved_adder(adder_workspace: Path) -> Path:  # adder_workspace: tests/conftest.py
+    (adder_workspace / "adder.py").write_text((FIXTURES / "labs" / "adder" / "solution" / "adder.py").read_text())
+    (adder_workspace / "mul.py").write_text((FIXTURES / "kernels" / "mul.py").read_text())
+    yield adder_workspace
     prestart.discard()
-    detect_device.cache_clear()
 
 
-def test_a_plan_that_disagrees_with_the_spec_is_never_graded(adder_workspace, monkeypatch):
+def test_a_plan_that_disagrees_with_the_spec_is_never_graded(solved_adder, monkeypatch):
     """A plan read differently from the validated spec (here: another time
     limit) starts a job the normal path refuses: it is killed and the spec's
     own job runs."""
@@ -88,29 +79,29 @@ def test_a_plan_that_disagrees_with_the_spec_is_never_graded(adder_workspace, mo
     assert prestart.start([])
     early = prestart._started
     assert early.timeout == 7.0
-    job = GradeJob(find_lab("adder"), adder_workspace)
+    job = GradeJob(find_lab("adder"), solved_adder)
     assert prestart.claim(job) is job and early.proc.poll() is not None
 
 
-def test_a_claimed_job_carries_the_validated_spec(adder_workspace):
+def test_a_claimed_job_carries_the_validated_spec(solved_adder):
     from roadmap_cli.labs.runner import GradeJob
     from roadmap_cli.labs.spec import LabSpec
 
     assert prestart.start([])
     assert isinstance(prestart._started.spec, plan.LabPlan)
     spec = find_lab("adder")
-    claimed = prestart.claim(GradeJob(spec, adder_workspace))
+    claimed = prestart.claim(GradeJob(spec, solved_adder))
     assert claimed.proc is not None and claimed.spec is spec and isinstance(claimed.spec, LabSpec)
     claimed.abort()
 
 
-def test_pytest_starts_before_pydantic_or_typer_is_imported(adder_workspace):
+def test_pytest_starts_before_pydantic_or_typer_is_imported(solved_adder):
     probe = ("import sys\n"
              "from roadmap_cli.labs import prestart\n"
              "ok = prestart.start([])\n"
              "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
              "prestart.discard()\n")
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=adder_workspace, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=solved_adder, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip() == "True []", proc.stdout + proc.stderr

@@ -15,25 +15,16 @@ ADDER = FIXTURES / "labs" / "adder"
 
 
 @pytest.fixture(autouse=True)
-def fake_labs(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
-    from roadmap_cli.labs.device import detect_device
-
-    detect_device.cache_clear()
+def no_job_left(fake_labs):  # fake_labs: tests/conftest.py
     yield
     prestart.discard()
-    detect_device.cache_clear()
 
 
 @pytest.fixture
-def workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    ws = tmp_path / "ws"
-    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
-    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
-    shutil.copy(FIXTURES / "kernels" / "mul.py", ws / "mul.py")
-    monkeypatch.chdir(ws)
-    return ws
+def workspace(adder_workspace: Path) -> Path:
+    shutil.copy(ADDER / "solution" / "adder.py", adder_workspace / "adder.py")
+    shutil.copy(FIXTURES / "kernels" / "mul.py", adder_workspace / "mul.py")
+    return adder_workspace
 
 
 @pytest.mark.parametrize("args, want", [

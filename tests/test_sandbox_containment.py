@@ -85,17 +85,8 @@ def learner_source(escape: str, marker: str, *, then: str = "return a + b") -> s
 
 
 @pytest.fixture
-def adder_ws(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
-    from roadmap_cli.labs.device import detect_device
-
-    detect_device.cache_clear()
-    ws = tmp_path / "ws"
-    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
-    monkeypatch.chdir(ws)
-    yield ws
-    detect_device.cache_clear()
+def adder_ws(adder_workspace: Path) -> Path:  # tests/conftest.py
+    return adder_workspace
 
 
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
