@@ -266,3 +266,43 @@ def test_known_survivors_need_an_id_or_a_match(labs: Path):
     with pytest.raises(ValidationError) as info:
         load_lab(labs / "weak")
     assert any("known_survivors.0" in d and "needs an `id` or a `match`" in d for d in info.value.details)
+
+
+def test_the_live_line_says_what_the_final_table_says(labs: Path, roadmap_home: Path):
+    """An explained survivor is "explained" as it is reported, not "survived"
+    first; an equivalent-suspect that known_survivors lists is explained too."""
+    from roadmap_cli.labs.mutate import run_mutate
+    from roadmap_cli.labs.spec import load_lab
+
+    yaml_path = labs / "weak" / "lab.yaml"
+    yaml_path.write_text(yaml_path.read_text() + '  - match: "`<` -> `<=`"\n    reason: "y == 0 gives 0 either way"\n')
+    live: dict[str, str] = {}
+    spec = load_lab(labs / "weak")
+    report = run_mutate(spec, roadmap_home, jobs=1, on_result=lambda row: live.__setitem__(row.description, row.status))
+    final = {r.description: r.status for r in report.results}
+    assert live == final
+    assert final["dropped `if y < 0:`"] == final["`<` -> `<=`"] == "explained"
+    assert next(r for r in report.results if r.description == "`<` -> `<=`").reason == "y == 0 gives 0 either way"
+    # From the cache (nothing graded now) the live line is the same.
+    again: dict[str, str] = {}
+    run_mutate(spec, roadmap_home, jobs=1, on_result=lambda row: again.__setitem__(row.description, row.status))
+    assert again == final
+
+
+def test_an_interrupted_grade_stops_the_run_and_is_never_counted(labs: Path):
+    """Ctrl-C reaches only `dev mutate` (each grade's pytest has its own
+    session); the runner records the grade as interrupted. That must stop the
+    run (-j 1 used to go on) and never count, or cache, the mutant as killed."""
+    from types import SimpleNamespace
+
+    from roadmap_cli.labs import mutate
+    from roadmap_cli.labs.mutant_rows import MutantResult
+
+    interrupted = SimpleNamespace(outcome="interrupted", tests=[], part=lambda p: SimpleNamespace(status="not-run"))
+    grader = SimpleNamespace(seeds=(1, 2), grade=lambda *a, **k: (interrupted, []))
+    mutant = SimpleNamespace(file="calc.py", text="x = 1\n")
+    row = MutantResult(id="abc", file="calc.py", line=1, function="f", operator="const", description="d", diff="",
+                       status="")
+    with pytest.raises(KeyboardInterrupt):
+        mutate._classify(grader, mutant, row, ["scale"])
+    assert row.status == ""

@@ -114,6 +114,7 @@ class _Grader:
         with self.lock:
             if seed not in self.reference:
                 run, digests = self.grade(None, seed)
+                _stop_if_interrupted(run)
                 if run.outcome != "passed":
                     raise UserError(f"the reference solution of {self.spec.id} does not pass "
                                     f"({run.outcome}: {_first_failure(run, self.parts)}); fix it before mutating")
@@ -151,11 +152,21 @@ def _same_outputs(run: GradeRun, digests: list, reference: list, unstable: set) 
     return bool(expected) and [r for r in digests if r[:3] not in unstable] == expected
 
 
+def _stop_if_interrupted(run: GradeRun) -> None:
+    """Ctrl-C reaches only this process (each grade's pytest runs in its own
+    session), and the runner records it as an "interrupted" run. That run says
+    nothing about the mutant: stop here instead of classifying (and caching)
+    it as killed. With -j 1 this is what makes Ctrl-C stop `dev mutate`."""
+    if run.outcome == "interrupted":
+        raise KeyboardInterrupt
+
+
 def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[str]) -> None:
     t0 = time.monotonic()
     row.graded_parts = parts
     failed_builds: list = []
     run, digests = grader.grade({mutant.file: mutant.text}, grader.seeds[0], parts, failed_builds)
+    _stop_if_interrupted(run)
     if failed_builds:  # not a bug the tests could catch: the learner would see a compile error
         row.status = "invalid"
         row.message = "does not compile: " + failed_builds[0].get("first_error", "").splitlines()[0][:300]
@@ -165,6 +176,7 @@ def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[st
         row.status = "survived"
         if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0]), grader.unstable):
             run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1], parts)
+            _stop_if_interrupted(run2)
             if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1]),
                                                           grader.unstable):
                 row.status = "equivalent-suspect"
@@ -275,6 +287,7 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
         on_start(len(chosen))
     for _, row in chosen:
         if row.status and on_result and (row.cached or row.status in EXCLUDED):
+            _explain(spec, row)
             on_result(row)
 
     digests_on = False
@@ -296,8 +309,9 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
             with lock:
                 cache["results"][row.id + key_suffix] = {k: getattr(row, k) for k in CACHED_FIELDS}
                 _save_cache(cache_file, cache)
+            _explain(spec, row)  # after caching: the cache keeps the grader's verdict, lab.yaml may change
             if on_result:
-                on_result(row)
+                on_result(row)  # the live line says "explained" when the final table will
             return row
 
         run_parallel(work, todo)
@@ -306,13 +320,19 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
                      "sandbox): survivors are not checked for equivalence")
     results = [row for _, row in chosen]
     for row in results:
-        if row.status == "survived":
-            reason = explain(spec, row)
-            if reason:
-                row.status, row.reason = "explained", reason
+        _explain(spec, row)
     _attribute(results, parts)
     return _report(spec, device, parts, generated, results, len(todo), digests_on, notes, grader_sha, sol_sha,
                    round(time.monotonic() - t_start, 1))
+
+
+def _explain(spec: LabSpec, row: MutantResult) -> None:
+    """A survivor, or an equivalent-suspect, that lab.yaml's known_survivors
+    explains becomes "explained" with its reason (neither counts in the score)."""
+    if row.status in ("survived", "equivalent-suspect"):
+        reason = explain(spec, row)
+        if reason:
+            row.status, row.reason = "explained", reason
 
 
 def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes, grader: _Grader) -> Coverage:
