@@ -116,6 +116,20 @@ def _config(mod, **kw):
     return mod.GPTConfig(**{k: v for k, v in kw.items() if k in names})
 
 
+@contextlib.contextmanager
+def _none_bias_hint(bias: bool, what: str):
+    """With bias=False a LayerNorm's self.bias is None: code that still adds it raises a
+    TypeError deep in the learner's forward. Say what that means, in the test's words."""
+    try:
+        yield
+    except TypeError as exc:
+        if bias or "NoneType" not in str(exc):
+            raise
+        raise AssertionError(f"{what} with bias=False raised TypeError: {exc}; expected it to run with no shift: "
+                             f"self.bias is None there, add it only when it is not None "
+                             f"(README.md, sections 3.1, 4.3)") from None
+
+
 def _load(module: torch.nn.Module, state: dict[str, torch.Tensor], built: str = "") -> torch.nn.Module:
     missing, unexpected = module.load_state_dict(state, strict=False)
     if missing or unexpected:
@@ -136,7 +150,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)
         ln = _load(LayerNorm(x.shape[-1], bias=False), {"weight": weight}, "LayerNorm(C, bias=False)")
     else:
         ln = _load(LayerNorm(x.shape[-1]), {"weight": weight, "bias": bias})
-    with written_out(), inputs_unchanged(x), torch.no_grad():
+    with _none_bias_hint(bias is not None, "LayerNorm(C)"), written_out(), inputs_unchanged(x), \
+            torch.no_grad():
         return ln.eval()(x)
 
 
@@ -165,7 +180,7 @@ def block(x: torch.Tensor, state: dict, n_head: int, dropout: float = 0.0, train
     blk.train(train_seed is not None)
     if train_seed is not None:
         torch.manual_seed(train_seed)
-    with written_out(), inputs_unchanged(x), torch.no_grad():
+    with _none_bias_hint(bias, "Block.forward"), written_out(), inputs_unchanged(x), torch.no_grad():
         return blk(x)
 
 
@@ -190,7 +205,8 @@ def forward(state: dict, cfg: dict, idx: torch.Tensor, targets: torch.Tensor | N
     if train_seed is not None:
         torch.manual_seed(train_seed)
     guard = contextlib.nullcontext() if fused else written_out()
-    with guard, inputs_unchanged(idx, what="idx"), torch.no_grad():
+    with _none_bias_hint(cfg.get("bias", True), "GPT.forward"), guard, inputs_unchanged(idx, what="idx"), \
+            torch.no_grad():
         logits, loss = model(idx, targets) if targets is not None else model(idx)
     return logits, loss
 
