@@ -14,7 +14,7 @@ all see the same machine load and none is always first; each is a fresh run of `
                  nanoGPT's shakespeare_char config), no bar;
 - ours+bar:      the same with the rich progress bar drawn (to a forced terminal on /dev/null);
 - ours-written:  GPTConfig.fused=False: the written-out LayerNorm and attention (the handout's table);
-- plain:         nanoGPT's model written here from fused ops (F.layer_norm, F.scaled_dot_product_attention,
+- plain:         nanoGPT's model.py (bench/nanogpt_model.py: F.layer_norm, F.scaled_dot_product_attention,
                  no biases, as nanoGPT's shakespeare_char config) and the same loop (warm-up + cosine,
                  clipping), on the same batches, with nanoGPT's optimizer: AdamW with the same groups, fused
                  only on CUDA (nanoGPT's configure_optimizers), so on a CPU the per-parameter for-loop AdamW;
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import statistics
 import sys
@@ -64,55 +63,15 @@ def reference_workspace(folder: Path) -> Path:
 
 
 def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int, bias: bool = False):
-    """nanoGPT's GPT (model.py) reduced to what this config uses: fused ops; no biases as in
+    """nanoGPT's GPT (bench/nanogpt_model.py, its model.py transcribed): no biases as in
     shakespeare_char's config, or with them (`bias=True`, nanoGPT's own default and GPT-2's
-    layout: the same parameters as the lab's model, so the same work per step)."""
-    import torch
-    import torch.nn as nn
-    from torch.nn import functional as F
+    layout). Built right after the same torch.manual_seed as the reference's GPT, it starts
+    from the same weights (same modules, same order of draws): the losses compare like for like."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nanogpt_model
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
-            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
-            self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
-            self.ln_2 = nn.LayerNorm(n_embd, bias=bias)
-            self.fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
-            self.proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2)
-                       for t in self.c_attn(self.ln_1(x)).split(C, dim=2))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-            return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(vocab_size, n_embd)
-            self.wpe = nn.Embedding(block_size, n_embd)
-            self.h = nn.ModuleList(Block() for _ in range(n_layer))
-            self.ln_f = nn.LayerNorm(n_embd, bias=bias)
-            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-            self.lm_head.weight = self.wte.weight
-            for name, p in self.named_parameters():
-                if p.dim() >= 2:
-                    std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
-                    nn.init.normal_(p, 0.0, std)
-
-        def forward(self, idx, targets=None):
-            T = idx.shape[1]
-            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
-            for block in self.h:
-                x = block(x)
-            logits = self.lm_head(self.ln_f(x))
-            loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-            return logits, loss
-
-    return GPT()
+    return nanogpt_model.GPT(nanogpt_model.GPTConfig(block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
+                                                     n_head=n_head, n_embd=n_embd, dropout=0.0, bias=bias))
 
 
 class StepClock:
