@@ -35,7 +35,7 @@ class GPTConfig:
     fused: bool = False
     # True: a bias in every Linear (except lm_head) and every LayerNorm, as GPT-2 has them.
     # False: none at all (nanoGPT's shakespeare_char config; train.py's default): 25 fewer
-    # tensors for 4 layers, a little faster per step and as good (README.md, section 4.3).
+    # tensors for 4 layers, and as good (README.md, section 4.3).
     bias: bool = True
 
 

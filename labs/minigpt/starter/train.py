@@ -41,7 +41,7 @@ class TrainConfig:
     dropout: float = 0.0
     fused: bool = True  # F.layer_norm + F.scaled_dot_product_attention (README.md, section 4.2); False: yours
     # No biases in the Linears and LayerNorms, as nanoGPT's shakespeare_char config (README.md,
-    # section 4.3): a little faster and as good; --bias gives GPT-2's layout.
+    # section 4.3): fewer tensors, as good; --bias gives GPT-2's layout.
     bias: bool = False
     # optimisation
     batch_size: int = 12

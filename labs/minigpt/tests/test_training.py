@@ -320,10 +320,15 @@ def test_crash_after_a_periodic_checkpoint_resumes_identically(tmp_path):
 
 def test_ctrl_c_saves_a_checkpoint_that_resumes_identically(tmp_path):
     """Ctrl-C (the stop request of _StopOnCtrlC, simulated) after 17 steps: a checkpoint at 17
-    that resumes to the uninterrupted run's losses and weights."""
+    that resumes to the uninterrupted run's losses and weights. These runs have grad_clip = 0:
+    no clipping (TrainConfig), so the optimizer must see the gradients as they are."""
     seed = int(seeded("ctrl-c-seed") % 10_000)
-    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **RESUME_CONFIG)
+    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **dict(RESUME_CONFIG, grad_clip=0.0))
     full = adapter.watch_training(dict(common, out_dir=str(tmp_path / "a"), resume=False))
+    zero = [i for i, n in enumerate(full["grad_norms"]) if n == 0.0]
+    assert not zero, (
+        f"with grad_clip = 0 (no clipping) the gradient norm the optimizer saw at step {zero[0]}: expected > 0 "
+        f"(the gradients as they are), got 0.0: clip_grad_norm_(..., 0) zeroes them; skip it ({SECTION} 5.5)")
     stopped = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=False), stop_at_step=17)
     assert stopped["steps"] == 17 and stopped["interrupted_at"] == 17, (
         f"after Ctrl-C at step 17 the run took {stopped['steps']} steps and reports interrupted_at = "
