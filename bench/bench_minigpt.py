@@ -10,15 +10,16 @@ context 64, batch 12, lr 1e-3, no dropout) on the lab's 200 KB corpus (offline).
 
 Modes, run in alternation (round 1 ours, plain, ..., round 2 in reverse order, ...) so that
 all see the same machine load and none is always first; each is a fresh run of `steps` steps from the same seed:
-- ours:          the reference train() (solution view), fused path (the default), no bar;
+- ours:          the reference train() (solution view), its defaults: fused path, bias=False (as
+                 nanoGPT's shakespeare_char config), no bar;
 - ours+bar:      the same with the rich progress bar drawn (to a forced terminal on /dev/null);
 - ours-written:  GPTConfig.fused=False: the written-out LayerNorm and attention (the handout's table);
-- plain:         nanoGPT's model written here from fused ops (F.layer_norm, F.scaled_dot_product_attention,
-                 no biases, as nanoGPT's train.py) and the same loop (warm-up + cosine, clipping), on the
-                 same batches, with nanoGPT's optimizer: AdamW with the same groups, fused only on CUDA
-                 (nanoGPT's configure_optimizers), so on a CPU the per-parameter for-loop AdamW;
-- plain-bias (optional, --modes): the plain GPT with biases in its Linears and LayerNorms (nanoGPT's
-                 default GPTConfig, GPT-2's layout): exactly the lab model's parameters, so the same work;
+- plain:         nanoGPT's model.py (bench/nanogpt_model.py: F.layer_norm, F.scaled_dot_product_attention,
+                 no biases, as nanoGPT's shakespeare_char config) and the same loop (warm-up + cosine,
+                 clipping), on the same batches, with nanoGPT's optimizer: AdamW with the same groups, fused
+                 only on CUDA (nanoGPT's configure_optimizers), so on a CPU the per-parameter for-loop AdamW;
+- ours-bias, plain-bias (optional, --modes): both with biases in every Linear and LayerNorm
+                 (TrainConfig.bias=True; nanoGPT's default GPTConfig): GPT-2's layout on both sides;
 - plain-fusedopt (optional, --modes): the same with AdamW(fused=True), as the reference uses:
                  the model-only comparison.
 
@@ -30,16 +31,15 @@ learner sees; CPU tokens/s (1 thread) is what this process did, far less disturb
 other processes of a loaded box (with --threads > 1 it undercounts the speed-up: use wall).
 
 Prints tokens/s per mode (median over rounds, with the spread), the ratios ours/plain
-(issue 13: >= 1.0) and ours/ours+bar (<= 1.02), both per round (each round's modes ran back
-to back) and as the median of those ratios, and the train and validation losses each mode
-reached.
+(issue 13: >= 1.0, both bias-free), ours-bias/plain-bias and ours/ours+bar (<= 1.02), both
+per round (each round's modes ran back to back) and as the median of those ratios, and the
+train and validation losses each mode reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import statistics
 import sys
@@ -63,55 +63,15 @@ def reference_workspace(folder: Path) -> Path:
 
 
 def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int, bias: bool = False):
-    """nanoGPT's GPT (model.py) reduced to what this config uses: fused ops; no biases as in
+    """nanoGPT's GPT (bench/nanogpt_model.py, its model.py transcribed): no biases as in
     shakespeare_char's config, or with them (`bias=True`, nanoGPT's own default and GPT-2's
-    layout: the same parameters as the lab's model, so the same work per step)."""
-    import torch
-    import torch.nn as nn
-    from torch.nn import functional as F
+    layout). Built right after the same torch.manual_seed as the reference's GPT, it starts
+    from the same weights (same modules, same order of draws): the losses compare like for like."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nanogpt_model
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
-            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
-            self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
-            self.ln_2 = nn.LayerNorm(n_embd, bias=bias)
-            self.fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
-            self.proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2)
-                       for t in self.c_attn(self.ln_1(x)).split(C, dim=2))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-            return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(vocab_size, n_embd)
-            self.wpe = nn.Embedding(block_size, n_embd)
-            self.h = nn.ModuleList(Block() for _ in range(n_layer))
-            self.ln_f = nn.LayerNorm(n_embd, bias=bias)
-            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
-            self.lm_head.weight = self.wte.weight
-            for name, p in self.named_parameters():
-                if p.dim() >= 2:
-                    std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
-                    nn.init.normal_(p, 0.0, std)
-
-        def forward(self, idx, targets=None):
-            T = idx.shape[1]
-            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
-            for block in self.h:
-                x = block(x)
-            logits = self.lm_head(self.ln_f(x))
-            loss = None if targets is None else F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-            return logits, loss
-
-    return GPT()
+    return nanogpt_model.GPT(nanogpt_model.GPTConfig(block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
+                                                     n_head=n_head, n_embd=n_embd, dropout=0.0, bias=bias))
 
 
 class StepClock:
@@ -190,11 +150,11 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
     train_data, _ = data_mod.split_train_val(data, 0.1)
     torch.set_num_threads(cfg.threads) if cfg.threads > 0 else None
 
-    def ours(fused: bool):
+    def ours(fused: bool, bias: bool = False):
         torch.manual_seed(cfg.seed)
         model = model_mod.GPT(model_mod.GPTConfig(vocab_size=tok.vocab_size, block_size=cfg.block_size,
                                                   n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
-                                                  dropout=cfg.dropout, fused=fused))
+                                                  dropout=cfg.dropout, fused=fused, bias=bias))
         return model, train_mod.configure_optimizer(model, cfg)
 
     def plain(fused_adamw: bool, bias: bool = False):
@@ -203,7 +163,7 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
         return model, nanogpt_optimizer(model, cfg, fused=fused_adamw)
 
     variants = {"ours": ours(True), "ours-written": ours(False), "plain": plain(False), "plain-fusedopt": plain(True),
-                "plain-bias": plain(False, bias=True)}
+                "ours-bias": ours(True, bias=True), "plain-bias": plain(False, bias=True)}
     state = {name: [m, o, torch.Generator().manual_seed(cfg.seed), 0] for name, (m, o) in variants.items()}
 
     def steps(name: str, n: int) -> None:
@@ -241,9 +201,10 @@ def report_interleaved(out: dict[str, list], rounds: int, chunk: int) -> None:
         wall, cpu = [w * 1e3 for w, _ in rows], [c * 1e3 for _, c in rows]
         print(f"  {name:15s} wall {statistics.median(wall):7.1f} [{min(wall):.1f}-{max(wall):.1f}]   "
               f"CPU {statistics.median(cpu):7.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
-    for a, b, label in (("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer)"),
+    for a, b, label in (("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer), no biases"),
                         ("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)"),
-                        ("ours", "plain-bias", "ours / plain fused GPT with biases (our shape)"),
+                        ("ours-bias", "plain-bias", "ours / plain, both with biases (GPT-2's layout)"),
+                        ("ours", "ours-bias", "ours without / with biases"),
                         ("ours", "ours-written", "fused / written-out")):
         for k, key in ((0, "wall"), (1, "cpu")):
             per_round = sorted(y[k] / x[k] for x, y in zip(out[a], out[b]))  # speed ratio = time b / time a
@@ -268,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every mode (nanoGPT: 2)")
     parser.add_argument("--modes", default="ours,ours+bar,ours-written,plain",
-                        help="whole runs to alternate (also: plain-fusedopt, plain-bias); empty: none")
+                        help="whole runs to alternate (also: plain-fusedopt, ours-bias, plain-bias); empty: none")
     parser.add_argument("--interleaved", type=int, default=20, metavar="ROUNDS",
                         help="step-interleaved rounds of the models alone (0: skip)")
     parser.add_argument("--chunk", type=int, default=10, help="steps per turn in the step-interleaved section")
@@ -290,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                                      lr_decay_iters=args.steps, warmup_iters=min(100, args.steps // 10),
                                      eval_interval=args.steps + 1, eval_iters=20, threads=args.threads)
         print(f"config: {base.n_layer} layers, {base.n_head} heads, {base.n_embd}-dim, context {base.block_size}, "
-              f"batch {base.batch_size}, {args.steps} steps per run, {args.rounds} rounds, torch threads "
+              f"batch {base.batch_size}, bias {base.bias} (ours-bias, plain-bias: True), {args.steps} steps per run, "
+              f"{args.rounds} rounds, torch threads "
               f"{args.threads}, corpus {Path(args.corpus).name} ({len(text):,} characters)")
         results: dict[str, list[dict]] = {m: [] for m in modes}
         warm_up = dataclasses.replace(base, max_iters=10, lr_decay_iters=10, warmup_iters=1, eval_iters=2)
@@ -303,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                                     bias=mode == "plain-bias")
                 elif mode == "ours-written":
                     out = run_ours(train_mod, dataclasses.replace(cfg, fused=False), bar=False)
+                elif mode == "ours-bias":
+                    out = run_ours(train_mod, dataclasses.replace(cfg, bias=True), bar=False)
                 else:
                     out = run_ours(train_mod, cfg, bar=mode == "ours+bar")
                 if r < 0:
@@ -342,9 +306,10 @@ def report(results: dict[str, list[dict]], modes: list[str], rounds: int) -> Non
                   f"[{', '.join(f'{r:.3f}' for r in per_round)}]; ratio of medians {med(a, key) / med(b, key):.3f}"
                   f"  ({target})")
 
-    ratio("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer)", "target >= 1.0")
+    ratio("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer), no biases", "target >= 1.0")
     ratio("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)", "model-only")
-    ratio("ours", "plain-bias", "ours / plain fused GPT with biases (nanoGPT's default, our shape)", "same shape")
+    ratio("ours-bias", "plain-bias", "ours / plain, both with biases (GPT-2's layout)", "same shape")
+    ratio("ours", "ours-bias", "ours without / with biases", "the bias flag")
     ratio("ours", "ours+bar", "no bar / with bar", "target <= 1.02")
     ratio("ours", "ours-written", "fused / written-out", "the handout's table")
 

@@ -21,7 +21,8 @@ from tokenizer import CharTokenizer
 def load_model(ckpt_path: str | Path, device: str = "cpu") -> tuple[GPT, CharTokenizer]:
     """Rebuild the model and its character vocabulary from a checkpoint written by train.py."""
     ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-    model = GPT(GPTConfig(**ckpt["model_config"]))
+    # Checkpoints written before GPTConfig had `bias` were all trained with biases (GPT-2's layout).
+    model = GPT(GPTConfig(**{"bias": True, **ckpt["model_config"]}))
     model.load_state_dict(ckpt["model"])
     model.to(device).eval()
     tokenizer = CharTokenizer("".join(ckpt["chars"]))

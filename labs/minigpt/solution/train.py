@@ -40,6 +40,9 @@ class TrainConfig:
     block_size: int = 64
     dropout: float = 0.0
     fused: bool = True  # F.layer_norm + F.scaled_dot_product_attention (README.md, section 4.2); False: yours
+    # No biases in the Linears and LayerNorms, as nanoGPT's shakespeare_char config (README.md,
+    # section 4.3): fewer tensors, as good; --bias gives GPT-2's layout.
+    bias: bool = False
     # optimisation
     batch_size: int = 12
     max_iters: int = 2000
@@ -153,7 +156,7 @@ def save_checkpoint(path: Path, result: TrainResult, iter_num: int, batch_gen: t
         "model": result.model.state_dict(),
         "optimizer": result.optimizer.state_dict(),
         "iter_num": iter_num,  # the next iteration to run
-        "model_config": asdict(result.model.config),
+        "model_config": asdict(result.model.config),  # every field, bias too: sample.py rebuilds the model from it
         "train_config": asdict(cfg),
         "chars": result.tokenizer.chars,  # the char vocabulary, so sample.py can decode
         "batch_rng": batch_gen.get_state(),
@@ -166,7 +169,8 @@ def save_checkpoint(path: Path, result: TrainResult, iter_num: int, batch_gen: t
     # STARTER
     # # TODO (README.md, section 5.4): torch.save a dict with at least
     # #   "model" (state_dict), "optimizer" (state_dict), "iter_num" (the NEXT iteration to run),
-    # #   "model_config" (asdict of the GPTConfig), "train_config", "chars" (tokenizer.chars),
+    # #   "model_config" (asdict(result.model.config): ALL its fields, bias included, or sample.py
+    # #   rebuilds the wrong model), "train_config", "chars" (tokenizer.chars),
     # #   "batch_rng" (batch_gen.get_state()), "history", "val_history".
     # # Write to a temporary file and rename it, so a crash never leaves half a checkpoint.
     # raise NotImplementedError("save_checkpoint: see README.md, section 5.4")
@@ -195,7 +199,8 @@ def train(cfg: TrainConfig) -> TrainResult:
 
     torch.manual_seed(cfg.seed)  # the model's initial weights
     model_cfg = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
-                          n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, fused=cfg.fused)
+                          n_head=cfg.n_head, n_embd=cfg.n_embd, dropout=cfg.dropout, fused=cfg.fused,
+                          bias=cfg.bias)
     model = GPT(model_cfg).to(cfg.device)
     optimizer = configure_optimizer(model, cfg)
     batch_gen = torch.Generator().manual_seed(cfg.seed)  # the training batches

@@ -3,6 +3,7 @@
 
     python bench.py                   # nanoGPT's CPU shape: 4 layers, 4 heads, 128-dim, context 64, batch 12
     python bench.py --steps 50 --threads 2
+    python bench.py --bias            # GPT-2's layout, biases everywhere (train.py's default has none)
 
 It times training steps of YOUR GPT twice: with GPTConfig(fused=False) (your LayerNorm
 and attention) and fused=True (F.layer_norm and F.scaled_dot_product_attention), in
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-embd", type=int, default=128)
     parser.add_argument("--block-size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=12)
+    parser.add_argument("--bias", action=argparse.BooleanOptionalAction, default=False,
+                        help="biases in the Linears and LayerNorms (default: none, as train.py; section 4.3)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     tokens = args.batch_size * args.block_size
@@ -48,11 +51,12 @@ def main(argv: list[str] | None = None) -> None:
     rates: dict[bool, list[float]] = {False: [], True: []}
     for fused in (False, True):  # one untimed warm-up step each
         steps_per_second(GPT(GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, block_size=args.block_size,
-                                       fused=fused)), x, y, 1)
+                                       fused=fused, bias=args.bias)), x, y, 1)
     for r in range(args.rounds):
         for fused in (False, True):
             torch.manual_seed(0)
-            model = GPT(GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, block_size=args.block_size, fused=fused))
+            model = GPT(GPTConfig(n_layer=args.n_layer, n_embd=args.n_embd, block_size=args.block_size, fused=fused,
+                                  bias=args.bias))
             rates[fused].append(steps_per_second(model, x, y, args.steps) * tokens)
             print(f"round {r + 1}: {'fused      ' if fused else 'written-out'} {rates[fused][-1]:9,.0f} tokens/s")
     written, fused = statistics.median(rates[False]), statistics.median(rates[True])

@@ -33,15 +33,21 @@ class GPTConfig:
     # True: the same math through torch's fused kernels (section 4.2); train.py turns it on,
     # because it trains ~1.3x faster on a CPU.
     fused: bool = False
+    # True: a bias in every Linear (except lm_head) and every LayerNorm, as GPT-2 has them.
+    # False: none at all (nanoGPT's shakespeare_char config; train.py's default): 25 fewer
+    # tensors for 4 layers, and as good (README.md, section 4.3).
+    bias: bool = True
 
 
 class LayerNorm(nn.Module):
-    """y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dimension."""
+    """y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dimension
+    (without the "+ bias" when bias=False: then self.bias is None)."""
 
-    def __init__(self, ndim: int, eps: float = 1e-5, fused: bool = False):
+    def __init__(self, ndim: int, eps: float = 1e-5, fused: bool = False, bias: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(ndim))  # (C,) the learned scale, starts at 1
-        self.bias = nn.Parameter(torch.zeros(ndim))  # (C,) the learned shift, starts at 0
+        # (C,) the learned shift, starts at 0; None (no parameter at all) when bias=False.
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
         self.eps = eps
         self.fused = fused
 
@@ -49,12 +55,14 @@ class LayerNorm(nn.Module):
         if self.fused:
             # The fast path (README.md, section 4.2): the same formula in one kernel that reads x
             # once, instead of ~8 separate ops that each read and write a (..., C) tensor.
+            # (It takes bias=None as "no shift".)
             return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
         # TODO (README.md, section 3.1): normalise each row of x over its last dimension C:
         #   mean = x.mean(-1, keepdim=True)                       # (..., 1)
         #   var  = the BIASED variance (divide by C)              # (..., 1)
         #   x_hat = (x - mean) / sqrt(var + self.eps)             # (..., C)
-        # then scale by self.weight and shift by self.bias. (F.layer_norm would do it all; write it out.)
+        # then scale by self.weight and shift by self.bias, unless self.bias is None (a LayerNorm
+        # built with bias=False has no shift at all). (F.layer_norm would do it all; write it out.)
         raise NotImplementedError("LayerNorm.forward: see README.md, section 3.1")
 
 
@@ -67,9 +75,10 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.n_embd = config.n_embd
         # One linear layer makes q, k and v for all heads at once: C -> 3C.
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        # (bias=config.bias: with bias=False, nn.Linear has no bias and module.bias is None.)
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         # The output projection mixes the heads back together: C -> C.
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         self.fused = config.fused
@@ -107,9 +116,9 @@ class MLP(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.gelu = nn.GELU()  # the exact (erf) GELU, not the tanh approximation
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -122,9 +131,9 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, fused=config.fused)
+        self.ln_1 = LayerNorm(config.n_embd, fused=config.fused, bias=config.bias)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, fused=config.fused)
+        self.ln_2 = LayerNorm(config.n_embd, fused=config.fused, bias=config.bias)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -143,7 +152,7 @@ class GPT(nn.Module):
                 wpe=nn.Embedding(config.block_size, config.n_embd),  # position -> vector
                 drop=nn.Dropout(config.dropout),
                 h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-                ln_f=LayerNorm(config.n_embd, fused=config.fused),
+                ln_f=LayerNorm(config.n_embd, fused=config.fused, bias=config.bias),
             )
         )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

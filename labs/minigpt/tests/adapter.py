@@ -106,27 +106,53 @@ def get_batch(data: torch.Tensor, block_size: int, batch_size: int, generator_st
 # ----------------------------------------------------------------------------- model
 
 def _config(mod, **kw):
-    """The learner's GPTConfig; `fused` only when the learner's config has that field."""
+    """The learner's GPTConfig; `fused` and `bias` only when the learner's config has them
+    (and only if asked for something other than the starter's defaults)."""
     names = {f.name for f in dataclasses.fields(mod.GPTConfig)}
     if kw.get("fused") and "fused" not in names:
         raise AssertionError("GPTConfig has no `fused` field: keep the starter's GPTConfig (README.md, section 4.2)")
+    if kw.get("bias", True) is False and "bias" not in names:
+        raise AssertionError("GPTConfig has no `bias` field: keep the starter's GPTConfig (README.md, section 4.3)")
     return mod.GPTConfig(**{k: v for k, v in kw.items() if k in names})
 
 
-def _load(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+@contextlib.contextmanager
+def _none_bias_hint(bias: bool, what: str):
+    """With bias=False a LayerNorm's self.bias is None: code that still adds it raises a
+    TypeError deep in the learner's forward. Say what that means, in the test's words."""
+    try:
+        yield
+    except TypeError as exc:
+        if bias or "NoneType" not in str(exc):
+            raise
+        raise AssertionError(f"{what} with bias=False raised TypeError: {exc}; expected it to run with no shift: "
+                             f"self.bias is None there, add it only when it is not None "
+                             f"(README.md, sections 3.1, 4.3)") from None
+
+
+def _load(module: torch.nn.Module, state: dict[str, torch.Tensor], built: str = "") -> torch.nn.Module:
     missing, unexpected = module.load_state_dict(state, strict=False)
     if missing or unexpected:
+        hint = ""
+        if any(n.endswith("bias") for n in [*missing, *unexpected]):
+            hint = " (bias=True: every Linear but lm_head and every LayerNorm has a bias; bias=False: none has; README.md, section 4.3)"
         raise AssertionError(
-            f"parameter names differ from README.md 'Parameter names': missing {sorted(missing)}, "
-            f"unexpected {sorted(unexpected)}")
+            f"parameter names of {built or type(module).__name__} differ from README.md 'Parameter names': "
+            f"missing {sorted(missing)}, unexpected {sorted(unexpected)}{hint}")
     return module
 
 
 @learner_side
-def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    ln = _load(learner_module("model").LayerNorm(x.shape[-1]), {"weight": weight, "bias": bias}).eval()
-    with written_out(), inputs_unchanged(x), torch.no_grad():
-        return ln(x)
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The learner's written-out LayerNorm; bias None: LayerNorm(C, bias=False), weight only."""
+    LayerNorm = learner_module("model").LayerNorm
+    if bias is None:
+        ln = _load(LayerNorm(x.shape[-1], bias=False), {"weight": weight}, "LayerNorm(C, bias=False)")
+    else:
+        ln = _load(LayerNorm(x.shape[-1]), {"weight": weight, "bias": bias})
+    with _none_bias_hint(bias is not None, "LayerNorm(C)"), written_out(), inputs_unchanged(x), \
+            torch.no_grad():
+        return ln.eval()(x)
 
 
 @learner_side
@@ -145,15 +171,16 @@ def attention(x: torch.Tensor, state: dict, n_head: int, block_size: int | None 
 
 
 @learner_side
-def block(x: torch.Tensor, state: dict, n_head: int, dropout: float = 0.0, train_seed: int | None = None):
+def block(x: torch.Tensor, state: dict, n_head: int, dropout: float = 0.0, train_seed: int | None = None,
+          bias: bool = True):
     mod = learner_module("model")
     B, T, C = x.shape
-    blk = _load(mod.Block(_config(mod, n_embd=C, n_head=n_head, block_size=max(T, 1), dropout=dropout, fused=False)),
-                state)
+    blk = _load(mod.Block(_config(mod, n_embd=C, n_head=n_head, block_size=max(T, 1), dropout=dropout, fused=False,
+                                  bias=bias)), state, f"Block(bias={bias})")
     blk.train(train_seed is not None)
     if train_seed is not None:
         torch.manual_seed(train_seed)
-    with written_out(), inputs_unchanged(x), torch.no_grad():
+    with _none_bias_hint(bias, "Block.forward"), written_out(), inputs_unchanged(x), torch.no_grad():
         return blk(x)
 
 
@@ -163,6 +190,7 @@ def parameter_facts(**cfg) -> dict:
     model = learner_module("model").GPT(_config(learner_module("model"), **cfg))
     return {"names": sorted(model.state_dict().keys()),
             "count": sum(p.numel() for p in model.parameters()),
+            "tensors": len(list(model.parameters())),
             "tied": model.lm_head.weight is model.transformer.wte.weight}
 
 
@@ -172,12 +200,13 @@ def forward(state: dict, cfg: dict, idx: torch.Tensor, targets: torch.Tensor | N
     """(logits, loss) of the learner's GPT with the given weights; loss None without targets.
     Train mode (dropout on) after torch.manual_seed(train_seed) when train_seed is given."""
     mod = learner_module("model")
-    model = _load(mod.GPT(_config(mod, fused=fused, **cfg)), state)
+    model = _load(mod.GPT(_config(mod, fused=fused, **cfg)), state, f"GPT(bias={cfg.get('bias', True)})")
     model.train(train_seed is not None)
     if train_seed is not None:
         torch.manual_seed(train_seed)
     guard = contextlib.nullcontext() if fused else written_out()
-    with guard, inputs_unchanged(idx, what="idx"), torch.no_grad():
+    with _none_bias_hint(cfg.get("bias", True), "GPT.forward"), guard, inputs_unchanged(idx, what="idx"), \
+            torch.no_grad():
         logits, loss = model(idx, targets) if targets is not None else model(idx)
     return logits, loss
 

@@ -34,6 +34,7 @@ class GPTConfig:
     n_embd: int = 128
     dropout: float = 0.0
     fused: bool = False
+    bias: bool = True  # False: no bias in any Linear or LayerNorm (nanoGPT's shakespeare_char)
 
 
 class GPT(nn.Module):
@@ -43,19 +44,19 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         nn.Module.__init__(self)  # explicit: a subclass mixing in the learner's GPT must not run its __init__
         self.config = config
-        c = config.n_embd
+        c, bias = config.n_embd, config.bias
         blocks = []
         for _ in range(config.n_layer):
             blk = nn.Module()
-            blk.ln_1, blk.ln_2 = _LayerNorm(c), _LayerNorm(c)
+            blk.ln_1, blk.ln_2 = _LayerNorm(c, bias), _LayerNorm(c, bias)
             blk.attn = nn.Module()
-            blk.attn.c_attn, blk.attn.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
+            blk.attn.c_attn, blk.attn.c_proj = nn.Linear(c, 3 * c, bias=bias), nn.Linear(c, c, bias=bias)
             blk.mlp = nn.Module()
-            blk.mlp.c_fc, blk.mlp.c_proj = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+            blk.mlp.c_fc, blk.mlp.c_proj = nn.Linear(c, 4 * c, bias=bias), nn.Linear(4 * c, c, bias=bias)
             blocks.append(blk)
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, c), wpe=nn.Embedding(config.block_size, c),
-            h=nn.ModuleList(blocks), ln_f=_LayerNorm(c)))
+            h=nn.ModuleList(blocks), ln_f=_LayerNorm(c, bias)))
         self.lm_head = nn.Linear(c, config.vocab_size, bias=False)
         self.lm_head.weight = self.transformer.wte.weight  # tied
         for name, p in self.named_parameters():
@@ -104,10 +105,10 @@ class GPT(nn.Module):
 
 
 class _LayerNorm(nn.Module):
-    def __init__(self, ndim: int):
+    def __init__(self, ndim: int, bias: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None  # F.layer_norm takes None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, LN_EPS)

@@ -68,7 +68,7 @@ def adamw_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 def make_model(vocab_size: int, cfg: dict, state: dict | None = None) -> ref_model.GPT:
     model = ref_model.GPT(ref_model.GPTConfig(
         vocab_size=vocab_size, block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["n_head"],
-        n_embd=cfg["n_embd"], dropout=cfg.get("dropout", 0.0)))
+        n_embd=cfg["n_embd"], dropout=cfg.get("dropout", 0.0), bias=cfg.get("bias", True)))
     if state is not None:
         model.load_state_dict(state)
     return model

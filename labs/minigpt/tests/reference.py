@@ -113,24 +113,34 @@ def bpe_encode(text: str, merges: list[tuple[int, int]], specials: dict[str, int
 
 # ----------------------------------------------------------------------------- model weights
 
-def expected_keys(n_layer: int) -> set[str]:
-    keys = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight",
-            "transformer.ln_f.bias", "lm_head.weight"}
+def expected_keys(n_layer: int, bias: bool = True) -> set[str]:
+    keys = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "lm_head.weight"}
+    if bias:
+        keys.add("transformer.ln_f.bias")
     for i in range(n_layer):
-        keys |= {f"transformer.h.{i}.{k}" for k in block_keys()}
+        keys |= {f"transformer.h.{i}.{k}" for k in block_keys(bias)}
     return keys
 
 
-def block_keys() -> list[str]:
-    return ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+def block_keys(bias: bool = True) -> list[str]:
+    keys = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
             "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
             "mlp.c_proj.weight", "mlp.c_proj.bias"]
+    return keys if bias else [k for k in keys if not k.endswith(".bias")]
 
 
-def param_count(vocab_size: int, block_size: int, n_layer: int, n_embd: int) -> int:
-    """Tied embeddings: V*C + T*C + L*(12C^2 + 13C) + 2C."""
+def param_count(vocab_size: int, block_size: int, n_layer: int, n_embd: int, bias: bool = True) -> int:
+    """Tied embeddings: V*C + T*C + L*(12C^2 + 13C) + 2C with biases (attention 4C^2 + 4C, MLP
+    8C^2 + 5C, LayerNorms 4C), V*C + T*C + L*(12C^2 + 2C) + C without (the LayerNorms' gains only)."""
     c = n_embd
-    return vocab_size * c + block_size * c + n_layer * (12 * c * c + 13 * c) + 2 * c
+    if bias:
+        return vocab_size * c + block_size * c + n_layer * (12 * c * c + 13 * c) + 2 * c
+    return vocab_size * c + block_size * c + n_layer * (12 * c * c + 2 * c) + c
+
+
+def without_biases(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The same weights with every bias left out: a GPTConfig(bias=False) state dict."""
+    return {k: v for k, v in state.items() if not k.endswith(".bias")}
 
 
 def random_attention_weights(n_embd: int, gen: torch.Generator, scale: float = 1.0) -> dict[str, torch.Tensor]:
@@ -186,19 +196,20 @@ def layer_norm(x, weight, bias):
 
 def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch.Tensor:
     B, T, C = x.shape
-    qkv = F.linear(x, sd[prefix + "c_attn.weight"], sd[prefix + "c_attn.bias"])
+    qkv = F.linear(x, sd[prefix + "c_attn.weight"], sd.get(prefix + "c_attn.bias"))
     q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in qkv.split(C, dim=2))
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     y = y.transpose(1, 2).reshape(B, T, C)
-    return F.linear(y, sd[prefix + "c_proj.weight"], sd[prefix + "c_proj.bias"])
+    return F.linear(y, sd[prefix + "c_proj.weight"], sd.get(prefix + "c_proj.bias"))
 
 
 def block(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch.Tensor:
     p = prefix
-    x = x + attention(layer_norm(x, sd[p + "ln_1.weight"], sd[p + "ln_1.bias"]), sd, n_head, p + "attn.")
-    h = layer_norm(x, sd[p + "ln_2.weight"], sd[p + "ln_2.bias"])
-    h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.c_fc.weight"], sd[p + "mlp.c_fc.bias"])),
-                 sd[p + "mlp.c_proj.weight"], sd[p + "mlp.c_proj.bias"])
+    # sd.get: a bias-free state dict (GPTConfig(bias=False)) has no ".bias" keys; None = no bias.
+    x = x + attention(layer_norm(x, sd[p + "ln_1.weight"], sd.get(p + "ln_1.bias")), sd, n_head, p + "attn.")
+    h = layer_norm(x, sd[p + "ln_2.weight"], sd.get(p + "ln_2.bias"))
+    h = F.linear(F.gelu(F.linear(h, sd[p + "mlp.c_fc.weight"], sd.get(p + "mlp.c_fc.bias"))),
+                 sd[p + "mlp.c_proj.weight"], sd.get(p + "mlp.c_proj.bias"))
     return x + h
 
 
@@ -207,7 +218,7 @@ def gpt(idx: torch.Tensor, sd: dict, n_layer: int, n_head: int, targets: torch.T
     x = F.embedding(idx, sd["transformer.wte.weight"]) + sd["transformer.wpe.weight"][:T]
     for i in range(n_layer):
         x = block(x, sd, n_head, f"transformer.h.{i}.")
-    x = layer_norm(x, sd["transformer.ln_f.weight"], sd["transformer.ln_f.bias"])
+    x = layer_norm(x, sd["transformer.ln_f.weight"], sd.get("transformer.ln_f.bias"))
     logits = F.linear(x, sd["lm_head.weight"])
     loss = None
     if targets is not None:

@@ -161,7 +161,8 @@ def test_trained_model_writes_corpus_words(readable_weights, corpus_text, perf):
     state, source = readable_weights
     vocab = reference.char_vocab(corpus_text)
     cfg = dict(vocab_size=len(vocab), block_size=TRAIN_CONFIG["block_size"], n_layer=TRAIN_CONFIG["n_layer"],
-               n_head=TRAIN_CONFIG["n_head"], n_embd=TRAIN_CONFIG["n_embd"])
+               n_head=TRAIN_CONFIG["n_head"], n_embd=TRAIN_CONFIG["n_embd"],
+               bias=any(n.endswith(".bias") for n in state))  # (TRAIN_CONFIG's, unless train() ignored it)
     prompt = torch.full((8, 1), vocab.index("\n"))
     out = adapter.generate(state, cfg, prompt, 150, _seed("generation-readable"), temperature=0.6, top_k=10)
     text = "\n".join("".join(vocab[i] for i in row) for row in out.tolist())

@@ -175,7 +175,9 @@ def replay_differences(run) -> dict[str, tuple[str, float]]:
     """The grader's own steps on the learner's batches: the first steps as a chain from the
     learner's start, then single steps from the learner's parameters and Adam moments.
     Returns {label: (worst tensor, relative difference)}."""
-    c = run["config"]
+    # The replay builds the grader's model with the bias the learner's loop built its own with
+    # (test_the_model_follows_train_config_bias checks that one on its own).
+    c = dict(run["config"], bias=run["model_bias"])
     out = {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the learner's run used one thread too: same arithmetic
@@ -208,6 +210,31 @@ def test_steps_equal_the_graders_step_on_the_same_batches(run):
             pytest.fail(f"{label}, the parameters differ from the grader's step on the same batch by {diff:.1%} of "
                         f"the update (tolerance {tol:.0e}; most in {worst}): check the order zero_grad -> backward -> clip -> step, "
                         f"one optimizer for the whole run, and the weight-decay groups ({SECTION} 5.2, 5.5)")
+
+
+def test_the_model_follows_train_config_bias(run):
+    c = run["config"]
+    assert run["model_bias"] == c["bias"], (
+        f"GPTConfig.bias of the model train() built: expected TrainConfig.bias = {c['bias']}, got "
+        f"{run['model_bias']}: pass bias=cfg.bias to GPTConfig ({SECTION} 4.3, 5)")
+
+
+def test_the_checkpoint_rebuilds_the_same_model(run, trained_out_dir):
+    """sample.py rebuilds GPT(GPTConfig(**ckpt["model_config"])) and loads the weights: the
+    checkpoint must keep every GPTConfig field, bias included (a missing "bias" reads as True)."""
+    c = run["config"]
+    ckpt = adapter.read_checkpoint(str(trained_out_dir / "ckpt.pt"))
+    assert ckpt is not None, f"train() must write ckpt.pt into out_dir ({SECTION} 5.4)"
+    config = ckpt.get("model_config")
+    assert isinstance(config, dict), (
+        f"ckpt['model_config']: expected a dict (asdict of the GPTConfig), got {type(config).__name__} ({SECTION} 5.4)")
+    got = config.get("bias", "(no 'bias' key: read as True)")
+    assert config.get("bias", True) == c["bias"], (
+        f"ckpt['model_config']['bias']: expected {c['bias']} (the trained model's GPTConfig.bias), got {got}: "
+        f"save asdict(result.model.config), every field ({SECTION} 4.3, 5.4)")
+    assert ckpt["rebuild_error"] is None, (
+        f"GPT(GPTConfig(**ckpt['model_config'])).load_state_dict(ckpt['model']), as sample.py does: expected to "
+        f"work, got {ckpt['rebuild_error']} ({SECTION} 5.4)")
 
 
 def test_history_validation_and_final_checkpoint(run, trained_out_dir):
@@ -245,8 +272,9 @@ def test_history_validation_and_final_checkpoint(run, trained_out_dir):
             f"checkpoint weight {name} differs from the trained model ({SECTION} 5.4)")
 
 
+# bias=True here (the watched run above has bias=False): resuming works with both layouts.
 RESUME_CONFIG = dict(
-    n_layer=1, n_head=2, n_embd=32, block_size=16, dropout=0.0, batch_size=8,
+    n_layer=1, n_head=2, n_embd=32, block_size=16, dropout=0.0, bias=True, batch_size=8,
     learning_rate=5e-3, min_lr=5e-4, warmup_iters=4, lr_decay_iters=20, weight_decay=0.2,
     beta1=0.85, beta2=0.98, grad_clip=0.25, eval_interval=6, eval_iters=2, progress=False, device="cpu", threads=1,
 )
@@ -292,10 +320,15 @@ def test_crash_after_a_periodic_checkpoint_resumes_identically(tmp_path):
 
 def test_ctrl_c_saves_a_checkpoint_that_resumes_identically(tmp_path):
     """Ctrl-C (the stop request of _StopOnCtrlC, simulated) after 17 steps: a checkpoint at 17
-    that resumes to the uninterrupted run's losses and weights."""
+    that resumes to the uninterrupted run's losses and weights. These runs have grad_clip = 0:
+    no clipping (TrainConfig), so the optimizer must see the gradients as they are."""
     seed = int(seeded("ctrl-c-seed") % 10_000)
-    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **RESUME_CONFIG)
+    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **dict(RESUME_CONFIG, grad_clip=0.0))
     full = adapter.watch_training(dict(common, out_dir=str(tmp_path / "a"), resume=False))
+    zero = [i for i, n in enumerate(full["grad_norms"]) if n == 0.0]
+    assert not zero, (
+        f"with grad_clip = 0 (no clipping) the gradient norm the optimizer saw at step {zero[0]}: expected > 0 "
+        f"(the gradients as they are), got 0.0: clip_grad_norm_(..., 0) zeroes them; skip it ({SECTION} 5.5)")
     stopped = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=False), stop_at_step=17)
     assert stopped["steps"] == 17 and stopped["interrupted_at"] == 17, (
         f"after Ctrl-C at step 17 the run took {stopped['steps']} steps and reports interrupted_at = "

@@ -226,6 +226,8 @@ class TrainWatch:
             "progress_advances": self.advances, "progress_evaluations": self.evaluating,
             "final": None if self.model is None else _state(self.model),
             "vocab_size": None if self.model is None else self.model.config.vocab_size,
+            # the GPTConfig(bias=...) the learner's train() built its model with
+            "model_bias": None if self.model is None else bool(self.model.config.bias),
         }
 
 
@@ -257,4 +259,22 @@ def read_checkpoint(path) -> dict | None:
     for key in ("history", "val_history", "chars"):
         out[key] = _plain(list(ckpt[key])) if key in ckpt else None
     out["has_batch_rng"] = "batch_rng" in ckpt
+    config = ckpt.get("model_config")
+    out["model_config"] = _plain(dict(config)) if isinstance(config, dict) else _plain(config)
+    out["rebuild_error"] = _rebuild_error(config, out.get("model"))
     return out
+
+
+def _rebuild_error(config, state) -> str | None:
+    """What sample.py's load_model does, on the grader's model: GPT(GPTConfig(**model_config))
+    (no "bias" key: True, as in checkpoints from before the flag) and load_state_dict(strict).
+    None when it works, else why not."""
+    if not isinstance(config, dict) or state is None:
+        return "the checkpoint has no model_config dict or no model state dict"
+    fields = ref_model.GPTConfig.__dataclass_fields__
+    try:
+        model = ref_model.GPT(ref_model.GPTConfig(**{"bias": True, **{k: v for k, v in config.items() if k in fields}}))
+        model.load_state_dict(state)
+    except Exception as exc:  # a missing key, a wrong shape: said in the test's message
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    return None
