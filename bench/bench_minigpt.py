@@ -14,7 +14,7 @@ all see the same machine load and none is always first; each is a fresh run of `
                  nanoGPT's shakespeare_char config), no bar;
 - ours+bar:      the same with the rich progress bar drawn (to a forced terminal on /dev/null);
 - ours-written:  GPTConfig.fused=False: the written-out LayerNorm and attention (the handout's table);
-- plain:         nanoGPT's model.py (bench/nanogpt_model.py: F.layer_norm, F.scaled_dot_product_attention,
+- plain:         nanoGPT's model as bench/baseline_gpt.py writes it (F.layer_norm, F.scaled_dot_product_attention,
                  no biases, as nanoGPT's shakespeare_char config) and the same loop (warm-up + cosine,
                  clipping), on the same batches, with nanoGPT's optimizer: AdamW with the same groups, fused
                  only on CUDA (nanoGPT's configure_optimizers), so on a CPU the per-parameter for-loop AdamW;
@@ -63,15 +63,16 @@ def reference_workspace(folder: Path) -> Path:
 
 
 def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int, bias: bool = False):
-    """nanoGPT's GPT (bench/nanogpt_model.py, its model.py transcribed): no biases as in
-    shakespeare_char's config, or with them (`bias=True`, nanoGPT's own default and GPT-2's
-    layout). Built right after the same torch.manual_seed as the reference's GPT, it starts
-    from the same weights (same modules, same order of draws): the losses compare like for like."""
+    """nanoGPT's model, as bench/baseline_gpt.py writes it: no biases as in shakespeare_char's
+    config, or with them (`bias=True`, nanoGPT's own default and GPT-2's layout). Built right
+    after the same torch.manual_seed as the reference's GPT, it starts from the same weights
+    (same modules, same order of draws): the losses compare like for like."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import nanogpt_model
+    import baseline_gpt
 
-    return nanogpt_model.GPT(nanogpt_model.GPTConfig(block_size=block_size, vocab_size=vocab_size, n_layer=n_layer,
-                                                     n_head=n_head, n_embd=n_embd, dropout=0.0, bias=bias))
+    return baseline_gpt.BaselineGPT(baseline_gpt.BaselineConfig(
+        vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+        dropout=0.0, bias=bias))
 
 
 class StepClock:
