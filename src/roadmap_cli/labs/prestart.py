@@ -88,16 +88,16 @@ def start(args: list[str]) -> bool:
         from roadmap_cli.labs.focus import Focus
         from roadmap_cli.labs.plan import labs_root, read_plan
         from roadmap_cli.labs.runner import GradeJob
-        from roadmap_cli.labs.service import workspace_at, workspaces_fast
+        from roadmap_cli.labs.service import locate_workspace, workspaces_fast
         from roadmap_cli.paths import resolve_home
 
         rows = workspaces_fast(resolve_home(None))
         if rows is None:
             return False  # another database, or none yet: the store is needed first
-        lab_id, path = _which(options["lab_id"], Path.cwd(), rows, workspace_at)
+        lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
         # The lab as a plan (labs/plan.py), not the validated spec: pytest starts
         # ~0.2 s sooner, and claim() takes the job only if the spec agrees.
-        spec = read_plan(labs_root() / lab_id) if lab_id else None
+        spec = read_plan(labs_root() / lab_id)
         if spec is None or spec.id != lab_id or not path.is_dir() or precheck.check_workspace(path) is not None:
             return False
         part = options["part"]
@@ -111,18 +111,6 @@ def start(args: list[str]) -> bool:
         return False
     _started = job
     return True
-
-
-def _which(lab_id: Optional[str], cwd: Path, rows, workspace_at) -> tuple[Optional[str], Path]:
-    """(lab id, workspace) as service.resolve_workspace finds them, without
-    loading the spec; (None, cwd) when that would be an error to report."""
-    here = workspace_at(None, cwd, rows)
-    if lab_id is None:
-        return (here[0], here[1]) if here is not None else (None, cwd)
-    if here is not None and here[0] == lab_id:
-        return lab_id, here[1]
-    recorded = [path for lab, path in rows if lab == lab_id]
-    return (lab_id, recorded[0]) if recorded else (None, cwd)
 
 
 def claim(job) -> object:

@@ -146,19 +146,27 @@ def workspace_at(store, cwd: Path, rows: Optional[list[tuple[str, Path]]] = None
 def resolve_workspace(store, lab_id: Optional[str], cwd: Path,
                       rows: Optional[list[tuple[str, Path]]] = None) -> tuple[LabSpec, Path]:
     """The lab and workspace a command is about: from the id, or from the current directory."""
+    spec = find_lab(lab_id) if lab_id is not None else None  # an unknown id: a did-you-mean, before the lookup
+    found, path = locate_workspace(store, spec.id if spec else None, cwd, rows)
+    return spec or find_lab(found), path
+
+
+def locate_workspace(store, lab_id: Optional[str], cwd: Path,
+                     rows: Optional[list[tuple[str, Path]]] = None) -> tuple[str, Path]:
+    """(lab id, workspace) as resolve_workspace finds them, without loading the
+    lab's spec (labs/prestart.py starts a grade from this); UserError when there is none."""
     rows = rows if rows is not None else workspaces(store)
     here = workspace_at(store, cwd, rows)
     if lab_id is None:
         if here is None:
             raise UserError("not inside a lab workspace: give the lab id (see `roadmap lab list`)")
-        return find_lab(here[0]), here[1]
-    spec = find_lab(lab_id)
-    if here is not None and here[0] == spec.id:
-        return spec, here[1]
-    recorded = [path for lab, path in rows if lab == spec.id]
+        return here
+    if here is not None and here[0] == lab_id:
+        return here
+    recorded = [path for lab, path in rows if lab == lab_id]
     if not recorded:
-        raise UserError(f"no workspace for {spec.id} yet: run `roadmap lab start {spec.id}`")
-    return spec, recorded[0]
+        raise UserError(f"no workspace for {lab_id} yet: run `roadmap lab start {lab_id}`")
+    return lab_id, recorded[0]
 
 
 def lab_here(store, lab_id: Optional[str], cwd: Path) -> str:
