@@ -96,12 +96,10 @@ def open_lite(home: Path) -> Optional[LiteStore]:
     if not path.is_file() or not full._writable(Path(home), path):
         return None
     try:
-        conn = sqlite3.connect(full._connect_uri(path, False), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
-    except sqlite3.Error:
-        return None
+        conn = _connect(path, vet=True)
+    except (sqlite3.Error, RoadmapError):
+        return None  # the full store opens it again and gives the proper one-line error
     try:
-        full._vet_file(conn, str(path))  # before any pragma: a foreign file stays byte-identical
-        _pragmas(conn)
         if conn.execute(f"SELECT coalesce(max(version), 0) FROM {full.LEDGER}").fetchone()[0] != SCHEMA_VERSION:
             return None  # a migration is due (or the file is newer than us): the full store's business
         learner = os.environ.get(learners.ENV_VAR)
@@ -120,19 +118,17 @@ def open_lite(home: Path) -> Optional[LiteStore]:
     return LiteStore(path, learner)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, *, vet: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(full._connect_uri(path, False), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
     try:
-        _pragmas(conn)
+        if vet:
+            full._vet_file(conn, str(path))  # before any pragma: a foreign file stays byte-identical
+        conn.isolation_level = None  # we issue BEGIN ourselves (store/engine.py's connect hook does the same)
+        full.configure_connection(conn, read_only=False)
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _pragmas(conn: sqlite3.Connection) -> None:
-    conn.isolation_level = None  # we issue BEGIN ourselves (store/engine.py's connect hook does the same)
-    full.configure_connection(conn, read_only=False)
 
 
 def _store_error(exc: sqlite3.Error, where: str) -> Exception:
