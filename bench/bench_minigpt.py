@@ -109,6 +109,23 @@ def nanogpt_optimizer(model, cfg, fused: bool):
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)
 
 
+def train_step(train_mod, data_mod, cfg, model, optimizer, train_data, gen, it: int) -> None:
+    """One step of the reference loop's body, for the models the bench drives itself:
+    lr, batch, forward, zero_grad, backward, clip, step, and loss.item() (as the
+    reference's history does: one sync per step)."""
+    import torch
+
+    for group in optimizer.param_groups:
+        group["lr"] = train_mod.get_lr(it, cfg)
+    x, y = data_mod.get_batch(train_data, cfg.block_size, cfg.batch_size, generator=gen)
+    _, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    optimizer.step()
+    loss.item()
+
+
 def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False, bias: bool = False) -> dict:
     """The same loop as the reference's, written plainly around plain_gpt (no bar, no checkpoints)."""
     import torch
@@ -123,15 +140,7 @@ def run_plain(train_mod, data_mod, cfg, text: str, fused_adamw: bool = False, bi
     gen = torch.Generator().manual_seed(cfg.seed)
     clock = StepClock().__enter__()
     for it in range(cfg.max_iters):
-        for group in optimizer.param_groups:
-            group["lr"] = train_mod.get_lr(it, cfg)
-        x, y = data_mod.get_batch(train_data, cfg.block_size, cfg.batch_size, generator=gen)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        loss.item()  # as the reference's history does: one sync per step
+        train_step(train_mod, data_mod, cfg, model, optimizer, train_data, gen, it)
     clock.__exit__()
     wall, cpu = clock.tokens_per_s(cfg.batch_size * cfg.block_size)
     losses = train_mod.estimate_loss(model, {"train": train_data, "val": val_data}, cfg)
@@ -170,16 +179,7 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
     def steps(name: str, n: int) -> None:
         model, optimizer, gen, it = state[name]
         for _ in range(n):
-            lr = train_mod.get_lr(it, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y = data_mod.get_batch(train_data, cfg.block_size, cfg.batch_size, generator=gen)
-            _, loss = model(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            loss.item()
+            train_step(train_mod, data_mod, cfg, model, optimizer, train_data, gen, it)
             it += 1
         state[name][3] = it
 
