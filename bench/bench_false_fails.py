@@ -70,7 +70,7 @@ def main() -> int:
     t0 = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         os.environ["ROADMAP_SECRET_SEED"] = str(1_000_003 * seed + 17)
-        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "roadmap_cli.labs.plugin", "--rootdir", str(spec.tests_dir),
+        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "roadmap_cli.grading.plugin", "--rootdir", str(spec.tests_dir),
                      "-c", os.devnull, "--no-header", "-o", "console_output_style=classic",
                      *(["-k", args.keyword] if args.keyword else []), *targets],
                     plugins=[total])

@@ -65,7 +65,7 @@ def main() -> None:
         os.environ["ROADMAP_LABS_DIR"] = str(FAKE_LABS)
     from roadmap_cli.labs import workspace as ws
     from roadmap_cli.labs.device import detect_device
-    from roadmap_cli.labs.runner import gradable_parts
+    from roadmap_cli.grading.runner import gradable_parts
     from roadmap_cli.labs.spec import find_lab
 
     spec = find_lab(args.lab)
@@ -98,7 +98,7 @@ def main() -> None:
             # A real lab: the same (current) lab folder for both engines.
             before_env["ROADMAP_LABS_DIR"] = (str(old_src / "tests" / "fixtures_labs" / "labs") if args.lab == "adder"
                                               else str(spec.root.parent))
-        bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider", "--rootdir", str(spec.tests_dir), *targets]
+        bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider", "--rootdir", str(spec.tests_dir), *targets]
 
         engine, bare, engine_cpu, bare_cpu, before, before_cpu = [], [], [], [], [], []
         for i in range(args.repeats):

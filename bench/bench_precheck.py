@@ -60,7 +60,7 @@ def _timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, str]:
 
 
 def precheck_in_process() -> None:
-    from roadmap_cli.labs.precheck import check_workspace, learner_files
+    from roadmap_cli.grading.precheck import check_workspace, learner_files
 
     print("pre-check alone (in-process), each shipped lab's starter with a syntax error in its last file:")
     for lab in sorted(p for p in (ROOT / "labs").iterdir() if (p / "starter").is_dir()):
@@ -92,7 +92,7 @@ def precheck_end_to_end(runs: int) -> None:
         (ws / "adder.py").write_text(BROKEN)
         # Baseline: what used to report it, the grader's pytest run (no pre-check in runner.grade_workspace).
         old = [*ROADMAP[:2], "from pathlib import Path; from roadmap_cli.labs.spec import find_lab; "
-               "from roadmap_cli.labs.runner import grade_workspace; "
+               "from roadmap_cli.grading.runner import grade_workspace; "
                f"print(grade_workspace(find_lab('adder'), Path({str(ws)!r})).outcome)"]
         new_t, new_total, old_t, bare_t = [], [], [], []
         for _ in range(runs):

@@ -59,7 +59,7 @@ def mixed(n: int, writer: int) -> None:
     from datetime import date
 
     from roadmap_cli import context
-    from roadmap_cli.labs.grading import record_attempt
+    from roadmap_cli.grading.grade import record_attempt
     from roadmap_cli.labs.spec import find_lab
     from roadmap_cli.progress import check
     from roadmap_cli.research.entries import EntryInput, log_entry

@@ -11,7 +11,7 @@ import pytest
 
 from roadmap_cli.errors import ValidationError
 from roadmap_cli.labs.starter_build import has_markers, parse_regions, solution_text, starter_text
-from roadmap_cli.labs.starter_mark import mark
+from roadmap_cli.authoring.starter_mark import mark
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures_labs"
@@ -153,7 +153,7 @@ def test_the_solution_written_to_a_workspace_has_no_markers(labs_copy: Path, tmp
 
 
 def test_dev_check_flags_a_stale_starter(labs_copy: Path):
-    from roadmap_cli.labs.devcheck import static_problems
+    from roadmap_cli.authoring.devcheck import static_problems
     from roadmap_cli.labs.spec import find_lab
 
     (labs_copy / "adder" / "starter" / "adder.py").write_text("def add(a, b):\n    pass\n")

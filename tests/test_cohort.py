@@ -21,7 +21,7 @@ def backend(request) -> str:
 def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed") -> None:
     """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would."""
     from roadmap_cli import context
-    from roadmap_cli.labs.grading import record_attempt
+    from roadmap_cli.grading.grade import record_attempt
     from roadmap_cli.labs.spec import find_lab
 
     context.reset()
@@ -77,7 +77,7 @@ def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monk
     minigpt = find_lab("minigpt")
     for part in minigpt.parts:  # every part passed (over several attempts): the lab counts as passed
         from roadmap_cli import context
-        from roadmap_cli.labs.grading import record_attempt
+        from roadmap_cli.grading.grade import record_attempt
 
         run = fake_run(minigpt, 1, 1)
         run.parts[0].id = part.id

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.labs.mutants import generate
+from roadmap_cli.authoring.mutants import generate
 from roadmap_cli.labs.starter_build import solution_text
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
@@ -197,7 +197,7 @@ def test_part_grades_only_the_mutants_in_code_it_runs(labs: Path, run_cli):
 
 
 def test_coverage_probes_and_kernel_callers(tmp_path: Path):
-    from roadmap_cli.labs.mutate_coverage import Coverage, _kernel_callers, instrument
+    from roadmap_cli.authoring.mutate_coverage import Coverage, _kernel_callers, instrument
 
     text = ('import triton\n\n\n@triton.jit\ndef _inner(x):\n    return x\n\n\n@triton.jit\ndef kernel(p):\n'
             '    _inner(p)\n\n\ndef launch(x):\n    """Doc."""\n    kernel[(1,)](x)\n\n\ndef other():\n    return 1\n')
@@ -271,7 +271,7 @@ def test_known_survivors_need_an_id_or_a_match(labs: Path):
 def test_the_live_line_says_what_the_final_table_says(labs: Path, roadmap_home: Path):
     """An explained survivor is "explained" as it is reported, not "survived"
     first; an equivalent-suspect that known_survivors lists is explained too."""
-    from roadmap_cli.labs.mutate import run_mutate
+    from roadmap_cli.authoring.mutate import run_mutate
     from roadmap_cli.labs.spec import load_lab
 
     yaml_path = labs / "weak" / "lab.yaml"
@@ -295,8 +295,8 @@ def test_an_interrupted_grade_stops_the_run_and_is_never_counted(labs: Path):
     run (-j 1 used to go on) and never count, or cache, the mutant as killed."""
     from types import SimpleNamespace
 
-    from roadmap_cli.labs import mutate
-    from roadmap_cli.labs.mutant_rows import MutantResult
+    from roadmap_cli.authoring import mutate
+    from roadmap_cli.authoring.mutant_rows import MutantResult
 
     interrupted = SimpleNamespace(outcome="interrupted", tests=[], part=lambda p: SimpleNamespace(status="not-run"))
     grader = SimpleNamespace(seeds=(1, 2), grade=lambda *a, **k: (interrupted, []))

@@ -187,7 +187,7 @@ def test_forged_lines_written_straight_to_the_channel_are_caught() -> None:
     # The channel itself: lines without the key's MAC, or replayed, are refused and counted.
     import os
 
-    from roadmap_cli.labs import channel
+    from roadmap_cli.grading import channel
 
     key = channel.new_key()
     r, w = os.pipe()

@@ -72,14 +72,14 @@ def test_interrupted_run_is_recorded_as_interrupted(tmp_path: Path, run_cli, mon
     import threading
 
     from roadmap_cli import context
-    from roadmap_cli.labs import service
+    from roadmap_cli.grading.grade import grade
 
     ws = _start(run_cli, tmp_path, "adder")
     (ws / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n")
     cancel = threading.Event()
     threading.Timer(3.0, cancel.set).start()
     ctx = context.current()
-    outcome = service.grade(ctx.store, ctx.home, "adder", ws, part="mul", cancel=cancel)
+    outcome = grade(ctx.store, ctx.home, "adder", ws, part="mul", cancel=cancel)
     assert outcome.run.outcome == "interrupted" and outcome.run.exit_code == 130 and outcome.run.score == 0
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
     assert history[0]["outcome"] == "interrupted" and history[0]["counted"] is False

@@ -54,7 +54,7 @@ def test_on_a_cuda_machine_every_part_runs_without_the_interpreter(fake_gpu, mon
     monkeypatch.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # must not leak into a CUDA grade
     from roadmap_cli.labs import workspace as ws
-    from roadmap_cli.labs.runner import grade_workspace
+    from roadmap_cli.grading.runner import grade_workspace
     from roadmap_cli.labs.spec import find_lab
 
     spec = find_lab("adder")

@@ -169,11 +169,11 @@ def test_tests_and_config_in_the_workspace_have_no_effect(run_cli, workspace: Pa
     shutil.copy(FIXTURES / "variants" / "cheat_test_add.py", workspace / "tests" / "test_add.py")
     shutil.copy(FIXTURES / "variants" / "cheat_test_add.py", workspace / "test_add.py")
     (workspace / "conftest.py").write_text("import pytest\n\n@pytest.fixture(autouse=True)\ndef _x():\n    raise SystemExit(0)\n")
-    (workspace / "pytest.ini").write_text("[pytest]\naddopts = -p no:roadmap_cli.labs.plugin --co\n")
+    (workspace / "pytest.ini").write_text("[pytest]\naddopts = -p no:roadmap_cli.grading.plugin --co\n")
     result, data = grade_json(run_cli, "--part", "add")
     assert result.exit_code == 1, result
     assert {p["id"]: p["status"] for p in data["parts"]}["add"] == "failed"
-    from roadmap_cli.labs.runner import tests_sha256
+    from roadmap_cli.grading.runner import tests_sha256
 
     assert data["grader_sha256"] == tests_sha256(ADDER / "tests")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.labs import plan, prestart
+from roadmap_cli.labs import plan
+from roadmap_cli.grading import prestart
 from roadmap_cli.labs.spec import find_lab, lab_ids
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
@@ -27,7 +28,7 @@ def test_every_lab_reads_as_a_plan_equal_to_its_validated_spec(lab_id):
 
 
 def test_forbidden_sources_are_the_same_from_a_plan_and_from_the_spec():
-    from roadmap_cli.labs.isolation import forbidden_sources
+    from roadmap_cli.grading.isolation import forbidden_sources
 
     spec = find_lab("minigpt")
     listed = forbidden_sources(spec)
@@ -72,7 +73,7 @@ def test_a_plan_that_disagrees_with_the_spec_is_never_graded(solved_adder, monke
     """A plan read differently from the validated spec (here: another time
     limit) starts a job the normal path refuses: it is killed and the spec's
     own job runs."""
-    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.grading.runner import GradeJob
 
     real = plan.read_plan
     monkeypatch.setattr(plan, "read_plan", lambda d: dataclasses.replace(real(d), time_limit_s=7.0))
@@ -84,7 +85,7 @@ def test_a_plan_that_disagrees_with_the_spec_is_never_graded(solved_adder, monke
 
 
 def test_a_claimed_job_carries_the_validated_spec(solved_adder):
-    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.spec import LabSpec
 
     assert prestart.start([])
@@ -97,7 +98,7 @@ def test_a_claimed_job_carries_the_validated_spec(solved_adder):
 
 def test_pytest_starts_before_pydantic_or_typer_is_imported(solved_adder):
     probe = ("import sys\n"
-             "from roadmap_cli.labs import prestart\n"
+             "from roadmap_cli.grading import prestart\n"
              "ok = prestart.start([])\n"
              "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
              "prestart.discard()\n")

@@ -1,4 +1,4 @@
-"""labs/prestart.py: `roadmap grade` starts its grader before the command line
+"""grading/prestart.py: `roadmap grade` starts its grader before the command line
 is parsed, and only the very job the normal path would start is ever used."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.labs import prestart
+from roadmap_cli.grading import prestart
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 ADDER = FIXTURES / "labs" / "adder"
@@ -48,7 +48,7 @@ def test_anything_else_is_left_to_typer(args):
 
 
 def test_grade_uses_the_job_started_before_parsing(run_cli, workspace, monkeypatch):
-    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.grading.runner import GradeJob
 
     started, offered, claimed = [], [], []
     real_start, real_claim = GradeJob.start, prestart.claim
@@ -68,7 +68,7 @@ def test_grade_uses_the_job_started_before_parsing(run_cli, workspace, monkeypat
 
 
 def test_a_different_job_kills_the_started_one(workspace):
-    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.spec import find_lab
 
     assert prestart.start(["--part", "add"])

@@ -112,7 +112,7 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
     )
     import os
 
-    from roadmap_cli.labs import channel
+    from roadmap_cli.grading import channel
 
     # The engine's handshake: a config pipe (key, results descriptor) and an authenticated results pipe.
     key = channel.new_key()
@@ -122,7 +122,7 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
                                    "stop_part_on_fail": False, "sandbox": None}).encode())
     os.close(config_w)
     env = dict(os.environ, ROADMAP_GRADE_FD=str(config_r), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
                     "-q", "--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_p.py")],
                    cwd=tmp_path, env=env, capture_output=True, timeout=60, pass_fds=(config_r, results_w))
     os.close(config_r)
@@ -146,7 +146,7 @@ def test_a_broken_grader_is_a_grader_error_not_a_learner_failure(labs_copy: Path
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from roadmap_cli.labs import workspace as ws
     from roadmap_cli.labs.device import detect_device
-    from roadmap_cli.labs.runner import grade_workspace
+    from roadmap_cli.grading.runner import grade_workspace
     from roadmap_cli.labs.spec import find_lab
 
     monkeypatch.setenv("ROADMAP_DEVICE", "cpu")

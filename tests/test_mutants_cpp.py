@@ -1,4 +1,4 @@
-"""C/C++/CUDA mutants for `roadmap dev mutate` (labs/mutants_cpp.py): each
+"""C/C++/CUDA mutants for `roadmap dev mutate` (authoring/mutants_cpp.py): each
 token-level operator, what is never mutated (comments, strings, preprocessor
 lines, template brackets, declarators, declarations), region limits and
 function names; the build log that classifies a mutant that does not
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from roadmap_cli.grading_kit import cpp_build
-from roadmap_cli.labs import mutants_cpp
-from roadmap_cli.labs.cpp_tokens import tokenize
-from roadmap_cli.labs.mutants import generate
-from roadmap_cli.labs.mutate_coverage import Coverage
+from roadmap_cli.authoring import mutants_cpp
+from roadmap_cli.authoring.cpp_tokens import tokenize
+from roadmap_cli.authoring.mutants import generate
+from roadmap_cli.authoring.mutate_coverage import Coverage
 from roadmap_cli.labs.starter_build import solution_text
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.labs.precheck import check_workspace, compile_cuda
+from roadmap_cli.grading.precheck import check_workspace, compile_cuda
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 

@@ -198,7 +198,7 @@ def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(run
     monkeypatch.chdir(ws)
     result = run_cli("grade", "--part", "add", "--json")
     assert result.exit_code == 1, result
-    # Found by the pre-check (labs/precheck.py) before pytest starts: no test ran.
+    # Found by the pre-check (grading/precheck.py) before pytest starts: no test ran.
     data = result.json()["data"]
     failed = next(p for p in data["parts"] if p["status"] == "failed")
     assert data["tests"] == [] and data["precheck"]["file"] == "adder.py"

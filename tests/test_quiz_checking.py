@@ -8,7 +8,7 @@ import pytest
 from roadmap_cli.curriculum import load_curriculum
 from roadmap_cli.paths import default_curriculum_path
 from roadmap_cli.quiz.checking import AGAIN, EASY, GOOD, HARD, LETTERS, AnswerProblem, check, shown_order
-from roadmap_cli.quiz.units import UnitProblem, convert, split_answer
+from roadmap_cli.curriculum.units import UnitProblem, convert, split_answer
 
 
 @pytest.fixture(scope="module")

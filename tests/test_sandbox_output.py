@@ -17,7 +17,7 @@ FLOOD_MB = 200
 
 
 def test_bounded_tail_keeps_only_the_end() -> None:
-    from roadmap_cli.labs.boundedlog import BoundedTail
+    from roadmap_cli.grading_kit.boundedlog import BoundedTail
 
     tail = BoundedTail(cap=64 * 1024)
     line = b"x" * 1023 + b"\n"

@@ -65,7 +65,7 @@ def test_the_schema_version_is_the_migrations_latest():
 
 
 def test_lite_and_full_store_write_identical_rows(tmp_path: Path, monkeypatch):
-    from roadmap_cli.labs.grading import attempt_number, record_attempt
+    from roadmap_cli.grading.grade import attempt_number, record_attempt
     from roadmap_cli.labs.spec import find_lab
 
     monkeypatch.delenv("DATABASE_URL", raising=False)
@@ -93,7 +93,7 @@ def test_lite_and_full_store_write_identical_rows(tmp_path: Path, monkeypatch):
 def test_rows_written_by_the_lite_store_read_back_through_the_orm(tmp_path: Path, monkeypatch):
     from sqlmodel import select
 
-    from roadmap_cli.labs.grading import record_attempt
+    from roadmap_cli.grading.grade import record_attempt
     from roadmap_cli.labs.spec import find_lab
     from roadmap_cli.store.tables import CheckpointProgress, GradeAttempt, GradeTestResult
 

@@ -232,7 +232,7 @@ def test_sixteen_processes_four_learners_write_at_once(pg_url, tmp_path: Path, m
     once: all land, once each; no conflict reaches anyone."""
     import multiprocessing
 
-    import roadmap_cli.labs.grading  # noqa: F401 - imported once, before the fork: the writers start at once
+    import roadmap_cli.grading.grade  # noqa: F401 - imported once, before the fork: the writers start at once
     import roadmap_cli.research.entries  # noqa: F401
     import roadmap_cli.research.papers  # noqa: F401
     from roadmap_cli import context

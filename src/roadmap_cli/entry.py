@@ -2,7 +2,7 @@
 
 For `roadmap grade` the grader is started here, before the CLI module is
 imported: typer alone costs ~0.1 s of start-up, and every tenth of a second
-before pytest starts is a tenth the learner waits (issue 13; labs/prestart.py
+before pytest starts is a tenth the learner waits (issue 13; grading/prestart.py
 says what is started and how the CLI takes it over). Every other command goes
 straight to roadmap_cli.cli.main, which does the rest (including this early
 start, when it is called directly).
@@ -22,7 +22,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         hoisted = hoist_root_options(args)
         if hoisted[:1] == ["grade"]:
-            from roadmap_cli.labs import prestart
+            from roadmap_cli.grading import prestart
 
             prestart.start(hoisted[1:])
     from roadmap_cli.cli import main as cli_main

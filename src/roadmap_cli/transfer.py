@@ -85,7 +85,7 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                 lab_ids: Optional[set] = None, stages=None, validated: bool = False) -> dict[str, int]:
     """Restore an export into `store`; returns rows inserted per table.
 
-    Every row is validated first (store/rowcheck.py: the commands' own rules);
+    Every row is validated first (rowcheck.py: the commands' own rules);
     the first problem refuses the whole file with its JSON path. Then, in one
     write transaction (BEGIN IMMEDIATE: the write lock is held throughout),
     the current data is saved to a new backup file, replaced, and committed.
@@ -187,14 +187,14 @@ def _advance_sequences(conn) -> None:
 
 def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) -> None:
     """Everything about an export that needs no database: its envelope and
-    every row (store/rowcheck.py). Called before the store is even opened,
+    every row (rowcheck.py). Called before the store is even opened,
     so a wrong file is refused without touching the data home."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT or not isinstance(data.get("tables"), dict):
         raise UserError("not a roadmap export (expected the JSON written by `roadmap export`)")
     if data.get("version") != EXPORT_VERSION:
         raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
     from roadmap_cli.store.migrations import LATEST
-    from roadmap_cli.store.rowcheck import validate_export
+    from roadmap_cli.rowcheck import validate_export
 
     schema_version = data.get("schema_version", 0)
     if not isinstance(schema_version, int) or isinstance(schema_version, bool):

@@ -126,9 +126,9 @@ def main(argv: Optional[list[str]] = None) -> None:
         return
     prestarted = False
     if args[:1] == ["grade"]:
-        # The grader starts now, while typer parses and rich loads (labs/prestart.py);
+        # The grader starts now, while typer parses and rich loads (grading/prestart.py);
         # the console script (roadmap_cli/entry.py) started it earlier still, before typer was imported.
-        from roadmap_cli.labs import prestart
+        from roadmap_cli.grading import prestart
 
         prestarted = prestart.start(args[1:])
     try:
@@ -170,9 +170,9 @@ def _run(args: list[str]) -> None:
         # A malformed row already in the database (hand-edited, old version)
         # crashes whichever reader meets it: name the row instead of a
         # traceback. Anything else is a bug and keeps its traceback.
-        from roadmap_cli.store.rowcheck import explain_crash
+        from roadmap_cli.rowcheck import explain_crash
 
-        explained = explain_crash(exc)
+        explained = explain_crash(exc, getattr(context.current(), "_store", None))
         if explained is None:
             raise
         error_line(explained.message)

@@ -32,7 +32,7 @@ def db_status(as_json: JsonOpt = False) -> None:
     ctx = context.current()
     home = resolve_home(ctx.home_option)
     # Open without migrating first, so pending migrations can be shown; then migrate.
-    store = open_store(home, migrate=False, check_rows=False)
+    store = open_store(home, migrate=False)
     pending = migrations.pending(store)
     applied = migrations.migrate(store)
     with store.connection() as conn:
@@ -79,7 +79,7 @@ def db_copy(
 
     from roadmap_cli.output import err_console
     from roadmap_cli.store import open_store
-    from roadmap_cli.store.copy import copy_database
+    from roadmap_cli.dbcopy import copy_database
 
     ctx = context.current()
     source = open_store(ctx.home)
@@ -110,7 +110,7 @@ def export(
     from roadmap_cli.transfer import write_export
 
     # Without the malformed-row check: export is how such a row gets repaired.
-    store = open_store(context.current().home, check_rows=False)
+    store = open_store(context.current().home)
     if output is None:
         write_export(store, sys.stdout)
         sys.stdout.flush()

@@ -221,8 +221,8 @@ def grade(
 ) -> None:
     """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.labs import service
-    from roadmap_cli.labs.focus import Focus
+    from roadmap_cli.grading.focus import Focus
+    from roadmap_cli.grading.grade import grade
     from roadmap_cli.output import console, emit
 
     ctx = _ctx()
@@ -236,8 +236,8 @@ def grade(
     with render.GradeProgress(None if as_json else console) as progress:
         # The store is opened only once pytest runs (and without SQLAlchemy when it can: store/lite.py);
         # ctx.lang reads a setting from it, so it is asked for after the grade.
-        outcome = service.grade(ctx.lean_store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
-                                on_event=progress.on_event, focus=focus)
+        outcome = grade(ctx.lean_store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
+                        on_event=progress.on_event, focus=focus)
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
         c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))
@@ -251,7 +251,7 @@ def watch_command(
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit of each grade in seconds.")] = None,
 ) -> None:
     """Re-grade on every save, the part you are on first; keys: h hint, r re-run, a all parts, q quit."""
-    from roadmap_cli.labs.watch import Watcher
+    from roadmap_cli.grading.watch import Watcher
 
     ctx = _ctx()
     raise typer.Exit(Watcher(ctx, lab_id, _cwd(), part=part, timeout=timeout).run())
@@ -293,7 +293,7 @@ def lab_diff(
 def doctor(as_json: JsonOpt = False) -> None:
     """Check python, torch, triton, CUDA, the GPU, nvcc and git; say which lab parts can be graded here."""
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.labs.doctor import run_doctor
+    from roadmap_cli.grading.doctor import run_doctor
     from roadmap_cli.output import emit
 
     report = run_doctor()
@@ -311,7 +311,7 @@ def dev_check(
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.labs.devcheck import run_dev_check
+    from roadmap_cli.authoring.devcheck import run_dev_check
     from roadmap_cli.labs.spec import find_lab, load_all
 
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
@@ -371,7 +371,7 @@ def dev_mutate(
 ) -> None:
     """Grade mechanical mutants of the reference solution: kill rate per part; exit 1 below 95%."""
     from roadmap_cli.cli import mutate_render as render
-    from roadmap_cli.labs.mutate import report_dict, run_mutate
+    from roadmap_cli.authoring.mutate import report_dict, run_mutate
     from roadmap_cli.labs.spec import find_lab
     from roadmap_cli.output import emit
 

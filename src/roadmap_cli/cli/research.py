@@ -1,5 +1,5 @@
-"""Research log commands: `paper ...` (and the helpers `log ...` and
-`cadence` share; those two live in research_log).
+"""Research log commands: `paper ...`; `log ...` and `cadence` live in
+research_log.py, the option types and helpers both use in research_options.py.
 
 Thin: parse the options, call one function of `roadmap_cli.research`, render.
 Services (and sqlmodel) are imported inside the commands.
@@ -13,81 +13,18 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import context
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
-DateOpt = Annotated[Optional[str], typer.Option("--date", help="Your local date, YYYY-MM-DD / today / yesterday (default: today; no future dates).")]
-StageOpt = Annotated[Optional[int], typer.Option("--stage", help="Curriculum stage number this belongs to.")]
-YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-NewDateOpt = Annotated[Optional[str], typer.Option("--date", help="New date: YYYY-MM-DD, today or yesterday (no future dates).")]
+from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_stage,
+                                              parse_date, emit_result, known_stages, today_local)
 
 paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    # `log` and `cadence` live in research_log (imported here, not at the top:
-    # that module uses the helpers below).
     from roadmap_cli.cli.research_log import cadence, log_app
 
     app.add_typer(paper_app)
     app.add_typer(log_app)
     app.command("cadence")(cadence)
-
-
-def _today():
-    from roadmap_cli.research.periods import local_today
-
-    return local_today()
-
-
-def _date(text: Optional[str], what: str = "date", *, allow_future: bool = False):
-    from roadmap_cli.research.periods import parse_local_date
-
-    return parse_local_date(text, today=_today(), what=what, allow_future=allow_future) if text else None
-
-
-def _check_stage(stage: Optional[int]) -> None:
-    """Refuse a stage the curriculum does not have (skipped if it cannot load)."""
-    if stage is None:
-        return
-    from roadmap_cli.errors import NotFoundError, RoadmapError
-
-    try:
-        numbers = [s.number for s in context.current().curriculum().stages]
-    except (RoadmapError, ImportError):
-        return
-    if stage not in numbers:
-        raise NotFoundError("stage", str(stage), [str(n) for n in numbers])
-
-
-def _known_stages() -> Optional[set]:
-    """The curriculum's stage numbers (None when it cannot load: nothing to check against)."""
-    from roadmap_cli.errors import RoadmapError
-
-    try:
-        return {s.number for s in context.current().curriculum().stages}
-    except (RoadmapError, ImportError):
-        return None
-
-
-def _check_lab(lab: Optional[str]) -> None:
-    """Refuse a lab id that no shipped lab has (a typo would never match later)."""
-    if lab is None:
-        return
-    from roadmap_cli.errors import NotFoundError, RoadmapError
-    from roadmap_cli.paths import labs_root
-
-    try:
-        known = sorted(p.parent.name for p in labs_root().glob("*/lab.yaml"))
-    except RoadmapError:
-        return
-    if known and lab not in known:
-        raise NotFoundError("lab", lab, known, hint=f"labs: {', '.join(known)}")
-
-
-def _emit(command: str, data, as_json: bool, render) -> None:
-    from roadmap_cli.output import emit
-
-    emit(command, data, as_json=as_json, render=lambda console: render(data, console))
 
 
 # --- paper -------------------------------------------------------------------
@@ -112,11 +49,11 @@ def paper_log(
     from roadmap_cli.research.papers import PaperInput, log_paper
     from roadmap_cli.research.render import paper_detail
 
-    _check_stage(stage)
+    check_stage(stage)
     inp = PaperInput(title=title, authors=authors, year=year, arxiv=arxiv, doi=doi, url=url, tags=[tags] if tags else [],
-                     stage=stage, status=status, rating=rating, note=note, read_on=_date(date))
-    paper = log_paper(context.current().store(), inp, today=_today(), force=force)
-    _emit("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
+                     stage=stage, status=status, rating=rating, note=note, read_on=parse_date(date))
+    paper = log_paper(context.current().store(), inp, today=today_local(), force=force)
+    emit_result("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
 
 
 paper_app.command("log")(paper_log)
@@ -139,13 +76,13 @@ def paper_list(
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
     from roadmap_cli.research.render import paper_table
 
-    _check_stage(stage)
-    flt = PaperFilter(status=status, tag=tag, stage=stage, since=_date(since, "since date", allow_future=True), text=search)
+    check_stage(stage)
+    flt = PaperFilter(status=status, tag=tag, stage=stage, since=parse_date(since, "since date", allow_future=True), text=search)
     page = None if show_all else max(limit, 0)
     if as_json or pretty:
         _stream_paper_list(flt, page, pretty=pretty)
         return
-    _emit("paper list", list_papers(context.current().store(), flt, limit=page), False, paper_table)
+    emit_result("paper list", list_papers(context.current().store(), flt, limit=page), False, paper_table)
 
 
 def _stream_paper_list(flt, limit: Optional[int], *, pretty: bool) -> None:
@@ -177,7 +114,7 @@ def paper_show(
     from roadmap_cli.research.papers import get_paper, parse_paper_id
     from roadmap_cli.research.render import paper_detail
 
-    _emit("paper show", get_paper(context.current().store(), parse_paper_id(paper_id)), as_json, paper_detail)
+    emit_result("paper show", get_paper(context.current().store(), parse_paper_id(paper_id)), as_json, paper_detail)
 
 
 @paper_app.command("read")
@@ -189,9 +126,9 @@ def paper_read(
     """Mark a paper read (today or --date); it counts for that week's papers."""
     from roadmap_cli.research.papers import mark_read, parse_paper_id
 
-    today = _today()
-    paper = mark_read(context.current().store(), parse_paper_id(paper_id), on=_date(date) or today, today=today)
-    _emit("paper read", paper, as_json, lambda p, c: c.print(f"#{p['id']} {p['title']}: {p['status']} on {p['read_on']}"))
+    today = today_local()
+    paper = mark_read(context.current().store(), parse_paper_id(paper_id), on=parse_date(date) or today, today=today)
+    emit_result("paper read", paper, as_json, lambda p, c: c.print(f"#{p['id']} {p['title']}: {p['status']} on {p['read_on']}"))
 
 
 @paper_app.command("note")
@@ -237,12 +174,12 @@ def paper_edit(
     from roadmap_cli.research.papers import edit_paper, parse_paper_id
     from roadmap_cli.research.render import paper_detail
 
-    _check_stage(stage)
+    check_stage(stage)
     given = {"title": title, "arxiv": arxiv, "doi": doi, "url": url, "authors": authors, "year": year,
-             "tags": tags, "stage": stage, "status": status, "rating": rating, "read_on": _date(date)}
+             "tags": tags, "stage": stage, "status": status, "rating": rating, "read_on": parse_date(date)}
     changes = {k: v for k, v in given.items() if v is not None}
-    paper = edit_paper(context.current().store(), parse_paper_id(paper_id), changes, today=_today(), force=force)
-    _emit("paper edit", paper, as_json, paper_detail)
+    paper = edit_paper(context.current().store(), parse_paper_id(paper_id), changes, today=today_local(), force=force)
+    emit_result("paper edit", paper, as_json, paper_detail)
 
 
 @paper_app.command("delete")
@@ -279,10 +216,10 @@ def paper_import(
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    result = import_bibtex(context.current().store(), text, source=str(file), today=_today(),
+    result = import_bibtex(context.current().store(), text, source=str(file), today=today_local(),
                            default_status=status, tags=[tags] if tags else None, force=force,
-                           stages=_known_stages())
-    _emit("paper import", result, as_json, import_report)
+                           stages=known_stages())
+    emit_result("paper import", result, as_json, import_report)
 
 
 @paper_app.command("export")
@@ -324,7 +261,7 @@ def paper_suggest(
 
     ctx = context.current()
     curriculum = ctx.curriculum()
-    _check_stage(stage)
+    check_stage(stage)
     current = stage if stage is not None else current_stage_number(ctx.store(), curriculum)
     result = suggest(ctx.store(), curriculum.reading_list, current, limit=max(limit, 0), kind=kind)
-    _emit("paper suggest", result, as_json, suggestions)
+    emit_result("paper suggest", result, as_json, suggestions)

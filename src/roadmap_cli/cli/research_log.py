@@ -1,7 +1,7 @@
 """Research log commands: `log KIND|hours|list|edit|delete` and `cadence`.
 
-Thin, like `paper ...` in research.py, whose option types and helpers
-(dates, stage and lab checks, --json) these share.
+Thin, like `paper ...` in research.py; the option types and helpers (dates,
+stage and lab checks, --json) come from research_options.py.
 """
 
 # No `from __future__ import annotations`: typer reads the signatures (see research.py).
@@ -11,8 +11,8 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import context
-from roadmap_cli.cli.research import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, _check_lab, _check_stage, _date,
-                                      _emit, _today)
+from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_lab, check_stage,
+                                              parse_date, emit_result, today_local)
 
 log_app = typer.Typer(name="log", help="Log cadence items (reproduction, experiment, ...) and study hours; list/edit/delete them.", no_args_is_help=True)
 
@@ -34,8 +34,8 @@ def _item_command(kind: str, what: str):
         from roadmap_cli.research.entries import EntryInput, log_entry
         from roadmap_cli.research.papers import parse_paper_id
 
-        _check_stage(stage)
-        _check_lab(lab)
+        check_stage(stage)
+        check_lab(lab)
         if file is not None:
             from roadmap_cli.research.entries import file_link
 
@@ -44,10 +44,10 @@ def _item_command(kind: str, what: str):
 
                 raise UserError("give --link or --file, not both")
             link = file_link(file)
-        inp = EntryInput(kind=kind, on_date=_date(date) or _today(), title=title, link=link, stage=stage, lab_id=lab,
+        inp = EntryInput(kind=kind, on_date=parse_date(date) or today_local(), title=title, link=link, stage=stage, lab_id=lab,
                          paper_id=parse_paper_id(paper) if paper else None, note=note)
-        entry = log_entry(context.current().store(), inp, today=_today())
-        _emit(f"log {kind}", entry, as_json, lambda e, c: c.print(f"logged {e['kind']} #{e['id']} on {e['on_date']}"))
+        entry = log_entry(context.current().store(), inp, today=today_local())
+        emit_result(f"log {kind}", entry, as_json, lambda e, c: c.print(f"logged {e['kind']} #{e['id']} on {e['on_date']}"))
 
     log_item.__doc__ = f"Log {what} (dated today or --date)."
     return log_item
@@ -76,10 +76,10 @@ def log_hours(
     """Log study hours (the plan asks for 10-15 a week)."""
     from roadmap_cli.research.entries import EntryInput, log_entry
 
-    _check_stage(stage)
-    inp = EntryInput(kind="hours", on_date=_date(date) or _today(), hours=hours, stage=stage, note=note)
-    entry = log_entry(context.current().store(), inp, today=_today())
-    _emit("log hours", entry, as_json, lambda e, c: c.print(f"logged {e['hours']:g} h on {e['on_date']} (#{e['id']})"))
+    check_stage(stage)
+    inp = EntryInput(kind="hours", on_date=parse_date(date) or today_local(), hours=hours, stage=stage, note=note)
+    entry = log_entry(context.current().store(), inp, today=today_local())
+    emit_result("log hours", entry, as_json, lambda e, c: c.print(f"logged {e['hours']:g} h on {e['on_date']} (#{e['id']})"))
 
 
 @log_app.command("list")
@@ -97,12 +97,12 @@ def log_list(
 
     from roadmap_cli.errors import UserError
 
-    first, last = _date(since, "since date", allow_future=True), _date(until, "until date", allow_future=True)
+    first, last = parse_date(since, "since date", allow_future=True), parse_date(until, "until date", allow_future=True)
     if first and last and first > last:
         raise UserError(f"--since {first.isoformat()} is after --until {last.isoformat()}: nothing could match")
     result = list_entries(context.current().store(), kind=kind, since=first, until=last,
                           limit=None if show_all else max(limit, 0))
-    _emit("log list", result, as_json, entry_table)
+    emit_result("log list", result, as_json, entry_table)
 
 
 @log_app.command("edit")
@@ -122,13 +122,13 @@ def log_edit(
     from roadmap_cli.research.entries import edit_entry, parse_entry_id
     from roadmap_cli.research.papers import parse_paper_id
 
-    _check_stage(stage)
-    _check_lab(lab)
+    check_stage(stage)
+    check_lab(lab)
     given = {"title": title, "hours": hours, "link": link, "lab_id": lab, "stage": stage, "note": note,
-             "on_date": _date(date), "paper_id": parse_paper_id(paper) if paper else None}
+             "on_date": parse_date(date), "paper_id": parse_paper_id(paper) if paper else None}
     changes = {k: v for k, v in given.items() if v is not None}
-    entry = edit_entry(context.current().store(), parse_entry_id(entry_id), changes, today=_today())
-    _emit("log edit", entry, as_json, lambda e, c: c.print(f"updated {e['kind']} #{e['id']} ({e['on_date']})"))
+    entry = edit_entry(context.current().store(), parse_entry_id(entry_id), changes, today=today_local())
+    emit_result("log edit", entry, as_json, lambda e, c: c.print(f"updated {e['kind']} #{e['id']} ({e['on_date']})"))
 
 
 @log_app.command("delete")
@@ -169,6 +169,6 @@ def cadence(
     if week + month + quarter > 1:
         raise UserError("choose one of --week, --month, --quarter")
     period = "month" if month else "quarter" if quarter else "week"
-    ctx, today = context.current(), _today()
-    report = cadence_report(ctx.store(), ctx.curriculum(), period=period, at=_date(at, "--at date") or today, today=today)
-    _emit("cadence", report, as_json, render_cadence)
+    ctx, today = context.current(), today_local()
+    report = cadence_report(ctx.store(), ctx.curriculum(), period=period, at=parse_date(at, "--at date") or today, today=today)
+    emit_result("cadence", report, as_json, render_cadence)

@@ -24,8 +24,7 @@ KEEP_FILES = 8  # a few curricula (the built-in one, a user's own) stay cached
 def _code_fingerprint() -> str:
     """Changes whenever the models or checks change (editable installs)."""
     from roadmap_cli import __version__
-    from roadmap_cli.curriculum import base, checks, formula, models, quiz_checks, quiz_models
-    from roadmap_cli.quiz import units
+    from roadmap_cli.curriculum import base, checks, formula, models, quiz_checks, quiz_models, units
 
     parts = [str(CACHE_FORMAT), str(FORMAT_VERSION), __version__]
     try:

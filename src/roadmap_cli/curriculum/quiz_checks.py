@@ -57,7 +57,7 @@ def _check_question(question, loc: Loc) -> list[Problem]:
 
 
 def _check_numeric(question, loc: Loc) -> list[Problem]:
-    from roadmap_cli.quiz.units import valid_question_unit
+    from roadmap_cli.curriculum.units import valid_question_unit
 
     problems: list[Problem] = []
     try:

@@ -1,6 +1,6 @@
 """Entry point of the learner process, started by `sandbox.py` as
 `python -I -P -B -c "from roadmap_cli.grading_kit._learner_main import main; main()" REQ_FD REPLY_FD`
-(not `-m`: the reference table below must live in the importable module, not `__main__`).
+(the reference table of objects the grader holds is refs.py's).
 
 The grader process (pytest) starts this child and sends it one config
 message, then requests; this process imports the learner's modules, runs
@@ -23,31 +23,13 @@ import pickle
 import resource
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from roadmap_cli.grading_kit import wire
+from roadmap_cli.grading_kit.refs import release, remember, resolve_ref
 
-# Reference table: objects the grader holds a remote reference to.
-_objects: dict[int, Any] = {}
-_next_id = [1]
 _violations: list[str] = []
 _config: dict = {}
-
-
-def remember(obj: Any) -> int:
-    ref_id = _next_id[0]
-    _next_id[0] += 1
-    _objects[ref_id] = obj
-    return ref_id
-
-
-def resolve_ref(ref_id: int) -> Any:
-    """Unpickling hook: a grader-side RemoteRef passed back as an argument."""
-    try:
-        return _objects[ref_id]
-    except KeyError:
-        raise LookupError(f"remote reference #{ref_id} was released") from None
 
 
 # ------------------------------------------------------------------ limits
@@ -216,7 +198,7 @@ def _handle(op: str, payload: tuple) -> Any:
         return learner_module(payload[0])
     if op == "release":
         for ref_id in payload[0]:
-            _objects.pop(ref_id, None)
+            release(ref_id)
         return None
     obj = resolve_ref(payload[0])
     if op == "getattr":
@@ -273,7 +255,7 @@ def serve(req_fd: int, reply_fd: int) -> None:
         try:
             op, payload, released = pickle.loads(request)
             for ref_id in released:
-                _objects.pop(ref_id, None)
+                release(ref_id)
             value = _handle(op, payload)
             reply = ("ok", wire.encode(value, remember))
         except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here

@@ -99,9 +99,9 @@ class RemoteRef:
 
     def __reduce__(self):
         object.__getattribute__(self, "_client").check_generation(object.__getattribute__(self, "_gen"))
-        from roadmap_cli.grading_kit import _learner_main
+        from roadmap_cli.grading_kit.refs import resolve_ref
 
-        return (_learner_main.resolve_ref, (object.__getattribute__(self, "_id"),))
+        return (resolve_ref, (object.__getattribute__(self, "_id"),))
 
     def __del__(self) -> None:
         try:

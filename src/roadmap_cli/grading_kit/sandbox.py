@@ -157,7 +157,7 @@ class LearnerClient:
             return
         import subprocess
 
-        from roadmap_cli.labs.boundedlog import PipeDrain
+        from roadmap_cli.grading_kit.boundedlog import PipeDrain
 
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()

@@ -1,7 +1,7 @@
 """What starting a grade needs from `lab.yaml`, read without pydantic.
 
 `roadmap grade` starts its grader before the command line is parsed
-(labs/prestart.py). Loading the full lab spec (labs/spec.py) costs ~0.2 s of
+(grading/prestart.py). Loading the full lab spec (labs/spec.py) costs ~0.2 s of
 pydantic import and model building before pytest could start; the grader's
 command and config need only the parts' ids, test files and `needs_cuda`, the
 time and memory limits, and where the lab's tests and solutions live. This

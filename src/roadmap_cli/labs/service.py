@@ -1,6 +1,6 @@
 """What the lab commands do with the database: workspaces, attempts, state,
 hints, solutions. Grading itself (pre-check, run, record, checkpoints) is in
-labs/grading.py; hints in labs/hints.py; history and diff in labs/history.py.
+roadmap_cli/grading/grade.py; hints in labs/hints.py; history and diff in labs/history.py.
 
 `lab_summaries(store)` feeds `roadmap status`: it reads lab.yaml files and the
 database only (no torch, no subprocess).
@@ -154,7 +154,7 @@ def resolve_workspace(store, lab_id: Optional[str], cwd: Path,
 def locate_workspace(store, lab_id: Optional[str], cwd: Path,
                      rows: Optional[list[tuple[str, Path]]] = None) -> tuple[str, Path]:
     """(lab id, workspace) as resolve_workspace finds them, without loading the
-    lab's spec (labs/prestart.py starts a grade from this); UserError when there is none."""
+    lab's spec (grading/prestart.py starts a grade from this); UserError when there is none."""
     rows = rows if rows is not None else workspaces(store)
     here = workspace_at(store, cwd, rows)
     if lab_id is None:
@@ -184,7 +184,7 @@ def start_lab(store, home: Path, lab_id: str, directory: Optional[str], force: b
 
     spec = find_lab(lab_id)
     dest = Path(directory).expanduser() if directory else default_workspace(home, spec.id)
-    result = ws.start(spec, dest, force=force)
+    result = ws.start(spec, dest, data_home=home, force=force)
     result.commit_sha = ws.add_handout(spec, result.path, lang) or result.commit_sha
     record_workspace(store, spec.id, result.path)
     return spec, result
@@ -199,16 +199,6 @@ def reset_lab(store, home: Path, lab_id: Optional[str], cwd: Path, lang: str = "
     saved, head = ws.reset(spec, path, restart_hint=start_command(home, spec.id, path, force=True))
     head = ws.add_handout(spec, path, lang) or head
     return spec, path, saved, head
-
-
-# ---------------------------------------------------------------- grading
-
-
-def grade(get_store, home: Path, lab_id: Optional[str], cwd: Path, **options):
-    """Pre-check, grade, record (labs/grading.py); returns a GradeOutcome."""
-    from roadmap_cli.labs.grading import grade as run_grade
-
-    return run_grade(get_store, home, lab_id, cwd, **options)
 
 
 # ---------------------------------------------------------------- state

@@ -234,16 +234,12 @@ def _tracked(repo) -> set[str]:
     return {rel for rel in repo.git.ls_files("-z").split("\0") if rel}
 
 
-def start(spec: LabSpec, dest: Path, *, force: bool = False, data_home: Optional[Path] = None) -> StartResult:
+def start(spec: LabSpec, dest: Path, *, data_home: Path, force: bool = False) -> StartResult:
     """Copy the starter into `dest`, make it a git repository, commit.
 
-    `data_home` (default: the current one) is never used, emptied or moved."""
+    `data_home` (the learner's) is never used, emptied or moved."""
     git = _git()
 
-    if data_home is None:
-        from roadmap_cli import context
-
-        data_home = context.current().home
     dest = Path(dest).expanduser().resolve()
     _refuse_dangerous_dir(dest, data_home)
     if dest.exists() and not dest.is_dir():

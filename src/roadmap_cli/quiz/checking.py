@@ -2,7 +2,7 @@
 
 How each kind is checked (README, "Quizzes and review"):
 - numeric: the answer may be arithmetic ("2*32*128") and may carry a unit
-  (quiz/units.py); right when within the question's relative tolerance of
+  (curriculum/units.py); right when within the question's relative tolerance of
   the computed answer.
 - choice: a letter (a, b, ...) or number (1, 2, ...) of the options as shown;
   a wrong pick shows that option's `why` and the right option.
@@ -86,7 +86,7 @@ def check(question, answer: str, lang: str = "en") -> Verdict:
 
 def _numeric(q, answer: str, lang: str) -> Verdict:
     from roadmap_cli.curriculum.formula import FormulaError, evaluate
-    from roadmap_cli.quiz.units import UnitProblem, convert, prefix_hint, split_answer
+    from roadmap_cli.curriculum.units import UnitProblem, convert, prefix_hint, split_answer
 
     if not answer:
         raise AnswerProblem("give a number (arithmetic such as 2*32*128 is fine)")

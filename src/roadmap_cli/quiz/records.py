@@ -131,7 +131,7 @@ def history(store, learner: str, item: Optional[str] = None) -> list[dict]:
     return [{"item": r[0], "rating": r[1], "reviewed_at": r[2], "source": r[3], "due_after": r[4]} for r in rows]
 
 
-# ---------------------------------------------------------------- import rules (store/rowcheck.py)
+# ---------------------------------------------------------------- import rules (rowcheck.py)
 
 ITEM_KINDS = ("checkpoint", "question")
 SOURCES = ("quiz", "review")

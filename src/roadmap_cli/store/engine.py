@@ -379,13 +379,13 @@ def _check_foreign_server_db(store: Store) -> None:
                          f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it")
 
 
-def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False, url: str | None = None) -> Store:
+def open_store(home: Path, *, migrate: bool = True, url: str | None = None) -> Store:
     """Open (creating if needed) the database under `home` and migrate it.
 
-    `DATABASE_URL`, when set, wins over the SQLite file in the home. With
-    `check_rows` a stored row that would crash a reader stops here with one
-    line (store/rowcheck.py). Commands do not pay for that scan up front: the
-    CLI runs it only when a command crashed (rowcheck.explain_crash).
+    `DATABASE_URL`, when set, wins over the SQLite file in the home. Stored
+    rows are not scanned here (that costs every command ~0.1 s): the CLI
+    names a malformed row only after a command crashed on one
+    (roadmap_cli/rowcheck.py, `explain_crash`).
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 
@@ -417,10 +417,6 @@ def open_store(home: Path, *, migrate: bool = True, check_rows: bool = False, ur
             if read_only and migrate and version < migrations.LATEST:
                 raise StoreError(f"{path} needs a schema upgrade but its data home is read-only "
                                  "(run once with write access)")
-        if check_rows and migrate and path is not None:  # migrated: every table exists
-            from roadmap_cli.store.rowcheck import refuse_bad_rows
-
-            refuse_bad_rows(store)
     except StoreError:
         engine.dispose()
         raise

@@ -369,23 +369,13 @@ def first_bad_row(store) -> Optional[str]:
     return None
 
 
-def refuse_bad_rows(store) -> None:
-    problem = first_bad_row(store)
-    if problem:
-        raise StoreError(f"database {store.where} holds a malformed row ({problem}); repair it: "
-                         "`roadmap export -o fix.json`, correct or delete that row in the file, "
-                         "then `roadmap import fix.json --replace`")
-
-
-def explain_crash(exc: BaseException) -> Optional[StoreError]:
+def explain_crash(exc: BaseException, store) -> Optional[StoreError]:
     """A StoreError naming the malformed stored row behind `exc`, or None.
 
-    Only the store the crashed command already opened is examined (nothing is
-    opened here), and any failure of the examination itself means "no".
+    `store` is the one the crashed command already opened (None: it opened
+    none, and nothing is opened here); any failure of the examination itself
+    means "no".
     """
-    from roadmap_cli import context
-
-    store = getattr(context.current(), "_store", None)
     if store is None or store.path is None:
         return None
     try:

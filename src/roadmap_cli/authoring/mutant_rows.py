@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from roadmap_cli.labs.mutants import Mutant, generate
+from roadmap_cli.authoring.mutants import Mutant, generate
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.labs.starter_build import solution_text
 

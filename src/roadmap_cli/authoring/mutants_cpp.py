@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Optional
 
-from roadmap_cli.labs.cpp_tokens import DECL_QUALIFIERS, Token, is_declaration, tokenize
+from roadmap_cli.authoring.cpp_tokens import DECL_QUALIFIERS, Token, is_declaration, tokenize
 from roadmap_cli.labs.starter_build import parse_regions
 
 SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh"}

@@ -1,7 +1,7 @@
 """Run a lab's grader on a workspace: pytest in a child process under a
-supervisor (labs/_supervisor.py: a child subreaper that kills every
+supervisor (grading/_supervisor.py: a child subreaper that kills every
 descendant at the end), under a hard timeout; results come back through the
-plugin over an authenticated descriptor (labs/channel.py).
+plugin over an authenticated descriptor (grading/channel.py).
 
 Three processes per grade (docs/architecture.md, "Grading"):
   engine (this module)  ->  supervisor  ->  grader (pytest, `python -I`, cwd = a
@@ -9,7 +9,7 @@ Three processes per grade (docs/architecture.md, "Grading"):
   started by the grader; the only one that imports workspace code).
 
 This module knows nothing of the database or git: it turns (lab spec,
-workspace) into a `GradeRun`. `service.grade` records it; `devcheck` uses it
+workspace) into a `GradeRun`. `grading.grade` records it; `devcheck` uses it
 on temporary workspaces. What the events mean (tests, parts, the outcome) is
 results.py's business: this module runs processes and reads the channel.
 """
@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import GraderError, UserError
-from roadmap_cli.labs.boundedlog import crash_tail
+from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
-from roadmap_cli.labs.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.labs.isolation import forbidden_sources, not_dumpable, void, write_and_close
-from roadmap_cli.labs.results import GradeRun, assemble, mark_focused, mark_interrupted
+from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
+from roadmap_cli.grading.isolation import forbidden_sources, not_dumpable, void, write_and_close
+from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
     from roadmap_cli.labs.spec import LabSpec
@@ -170,8 +170,8 @@ class GradeJob:
         self.proc: Optional[subprocess.Popen] = None
 
     def start(self) -> "GradeJob":
-        from roadmap_cli.labs import channel, integrity
-        from roadmap_cli.labs.boundedlog import PipeDrain
+        from roadmap_cli.grading import channel, integrity
+        from roadmap_cli.grading_kit.boundedlog import PipeDrain
 
         spec, tests_dir = self.spec, self.spec.tests_dir
         targets: list[str] = []
@@ -196,7 +196,7 @@ class GradeJob:
         out_r, out_w = os.pipe()
         grader = [
             sys.executable, "-I", "-B", "-u", "-m", "pytest",
-            "-p", "roadmap_cli.labs.plugin", "-p", "no:cacheprovider",
+            "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
@@ -232,7 +232,7 @@ class GradeJob:
 
     def _config(self, results_w: int) -> bytes:
         """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
-        from roadmap_cli.labs import integrity
+        from roadmap_cli.grading import integrity
 
         spec, tests_dir = self.spec, self.spec.tests_dir
         memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
@@ -258,7 +258,7 @@ class GradeJob:
         return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
-        from roadmap_cli.labs import integrity
+        from roadmap_cli.grading import integrity
 
         proc = self.proc
         assert proc is not None, "start() first"
@@ -355,7 +355,7 @@ class GradeJob:
         except subprocess.TimeoutExpired:
             # The supervisor is stuck (stopped by the learner?): kill its
             # tree ourselves; orphans are still re-parented to it while it lives.
-            from roadmap_cli.labs._supervisor import descendants
+            from roadmap_cli.grading._supervisor import descendants
 
             for pid in descendants(proc.pid):
                 try:
@@ -372,7 +372,7 @@ class GradeJob:
         """Second net: processes carrying this grade's token that the
         supervisor could not reach (the learner's code killed it, so its
         orphans went to init)."""
-        from roadmap_cli.labs._supervisor import marked
+        from roadmap_cli.grading._supervisor import marked
 
         for _ in range(3):
             pids = marked(f"ROADMAP_GRADE_TOKEN={self.grade_token}")

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from roadmap_cli.labs import mutants_cpp
+from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.labs.starter_build import comment_prefix, parse_regions
 
 COMPARE_SWAPS = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),

@@ -84,10 +84,10 @@ def start(args: list[str]) -> bool:
     if options is None or os.environ.get("_ROADMAP_COMPLETE"):
         return False
     try:
-        from roadmap_cli.labs import precheck
-        from roadmap_cli.labs.focus import Focus
+        from roadmap_cli.grading import precheck
+        from roadmap_cli.grading.focus import Focus
         from roadmap_cli.labs.plan import labs_root, read_plan
-        from roadmap_cli.labs.runner import GradeJob
+        from roadmap_cli.grading.runner import GradeJob
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
         from roadmap_cli.paths import resolve_home
 

@@ -39,13 +39,13 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.grading_kit.cpp_build import read_build_failures
-from roadmap_cli.labs import mutants_cpp
+from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
-from roadmap_cli.labs.mutant_rows import MutantResult, all_mutants, explain, solution_sha256
-from roadmap_cli.labs.mutants import Mutant
-from roadmap_cli.labs.mutate_coverage import Coverage, measure
-from roadmap_cli.labs.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
+from roadmap_cli.authoring.mutant_rows import MutantResult, all_mutants, explain, solution_sha256
+from roadmap_cli.authoring.mutants import Mutant
+from roadmap_cli.authoring.mutate_coverage import Coverage, measure
+from roadmap_cli.grading.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
 from roadmap_cli.labs.spec import LabSpec
 
 TARGET = 0.95

@@ -4,7 +4,7 @@ attempt (per-lab number, per-test results) and marking the checkpoints that
 passing parts prove.
 
 The slow steps overlap: pytest starts first (for the plain forms of the
-command, before the command line is even parsed: labs/prestart.py), then git
+command, before the command line is even parsed: grading/prestart.py), then git
 and the database are opened while it runs; a pre-check failure is shown
 before any of them.
 """
@@ -46,7 +46,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     runner.Focus (-k/--test/-x/-v); `cancel` a threading.Event that stops the
     run (recorded as "interrupted").
     """
-    from roadmap_cli.labs import precheck, prestart
+    from roadmap_cli.grading import precheck, prestart
 
     rows = workspaces_fast(home)
     if rows is None:
@@ -60,7 +60,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     problem = precheck.check_workspace(early) if early is not None and not prestart.prechecked(early) else None
     if problem is not None and on_event:
         on_event({"event": "precheck", "problem": problem})
-    from roadmap_cli.labs.runner import GradeJob
+    from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.workspace import head_info
 
     spec, path = resolve_workspace(None, lab_id, cwd, rows)
@@ -80,7 +80,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         store = get_store()
         attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
         return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
-    # The job cli.main started before parsing the command line (labs/prestart.py), when it is
+    # The job cli.main started before parsing the command line (grading/prestart.py), when it is
     # exactly this one; otherwise start it now.
     job = prestart.claim(job)
     if job.proc is None:
@@ -106,7 +106,7 @@ def _start_cuda_checks(job):
     files compile. Started in a thread so it overlaps with pytest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from roadmap_cli.labs import precheck
+    from roadmap_cli.grading import precheck
 
     if job.device.cuda or job.focus.narrows or not precheck.cuda_sources(job.workspace):
         return None

@@ -1,11 +1,11 @@
 """The engine's pytest plugin: per-test outcomes streamed to the engine, and
 the `record_perf` / `grade_fraction` fixtures grader tests use.
 
-`roadmap grade` runs the grader as `python -I -m pytest -p roadmap_cli.labs.plugin`
+`roadmap grade` runs the grader as `python -I -m pytest -p roadmap_cli.grading.plugin`
 in a child process. $ROADMAP_GRADE_FD names a descriptor (a pipe) holding the
 engine's config: the HMAC key, the results descriptor, parts, the sandbox
 settings and the secret seed; it is read once and closed. Results travel back
-as MAC'd JSON lines on the results descriptor (labs/channel.py), one event per
+as MAC'd JSON lines on the results descriptor (grading/channel.py), one event per
 line, written as soon as it happens: if the grader dies, the engine still
 knows which test was running. The engine never parses pytest's terminal output.
 
@@ -36,7 +36,7 @@ traceback's frames that matter to the learner: their own code and the
 test's check (never the grading kit's helpers).
 
 Without $ROADMAP_GRADE_FD (running a lab's tests by hand with
-`pytest -p roadmap_cli.labs.plugin labs/<id>/tests`) the fixtures still work,
+`pytest -p roadmap_cli.grading.plugin labs/<id>/tests`) the fixtures still work,
 nothing is written, and learner code runs in-process (no sandbox).
 """
 
@@ -118,7 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = _read_engine_config()
     if spec:
         from roadmap_cli.grading_kit import sandbox
-        from roadmap_cli.labs.channel import Emitter
+        from roadmap_cli.grading.channel import Emitter
 
         _not_dumpable()
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))

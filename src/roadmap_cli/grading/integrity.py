@@ -22,11 +22,12 @@ from pathlib import Path
 _PKG = Path(__file__).resolve().parents[1]  # src/roadmap_cli
 GRADER_CODE = [
     _PKG / "grading_kit",
-    _PKG / "labs" / "plugin.py",
+    _PKG / "grading" / "plugin.py",
+    _PKG / "grading" / "channel.py",
+    _PKG / "grading" / "_supervisor.py",
+    _PKG / "grading" / "__init__.py",
     _PKG / "labs" / "nodeids.py",
-    _PKG / "labs" / "channel.py",
-    _PKG / "labs" / "boundedlog.py",
-    _PKG / "labs" / "_supervisor.py",
+    _PKG / "labs" / "__init__.py",
     _PKG / "__init__.py",
 ]
 

@@ -25,7 +25,7 @@ from roadmap_cli.errors import RoadmapError, ValidationError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
-from roadmap_cli.labs.runner import GradeRun, grade_workspace, gradable_parts
+from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.labs.starter_build import stale_files
 

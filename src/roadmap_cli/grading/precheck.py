@@ -274,7 +274,7 @@ def failed_run(job, problem: Problem):
     one report, no test run (so it is recorded like any other attempt)."""
     from datetime import datetime, timezone
 
-    from roadmap_cli.labs.results import GradeRun, PartResult
+    from roadmap_cli.grading.results import GradeRun, PartResult
 
     parts = []
     for part in job.spec.parts:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from roadmap_cli.labs.focus import Focus
+    from roadmap_cli.grading.focus import Focus
 
 # Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
 # timeout when the child died while it ran; not-run when it never started.

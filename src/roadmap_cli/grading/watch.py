@@ -53,7 +53,7 @@ class Watcher:
                  timeout: Optional[float] = None, out=None) -> None:
         from roadmap_cli.labs import service
         from roadmap_cli.labs.device import detect_device
-        from roadmap_cli.labs.runner import gradable_parts
+        from roadmap_cli.grading.runner import gradable_parts
 
         self.ctx = ctx
         self.store = ctx.store()  # created here, in the main thread; used by the grade thread
@@ -143,12 +143,12 @@ class Watcher:
                 self.events.put(("key", ch, time.monotonic()))
 
     def _grade(self, parts: Optional[list[str]], cancel: threading.Event, reason: str) -> None:
-        from roadmap_cli.labs import service
+        from roadmap_cli.grading.grade import grade
 
         try:
-            outcome = service.grade(lambda: self.store, self.ctx.home, self.spec.id, self.path,
-                                    part=parts[0] if parts and len(parts) == 1 else None, timeout=self.timeout,
-                                    cancel=cancel, lang=self.ctx.lang)
+            outcome = grade(lambda: self.store, self.ctx.home, self.spec.id, self.path,
+                            part=parts[0] if parts and len(parts) == 1 else None, timeout=self.timeout,
+                            cancel=cancel, lang=self.ctx.lang)
             self.events.put(("done", outcome, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - a grader problem is shown, the watch goes on
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"

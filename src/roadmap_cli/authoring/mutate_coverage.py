@@ -31,9 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from roadmap_cli.labs import mutants_cpp
+from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.labs import workspace as ws
-from roadmap_cli.labs.runner import grade_workspace
+from roadmap_cli.grading.runner import grade_workspace
 from roadmap_cli.labs.starter_build import solution_text
 
 PROBE = "if {key!r} not in globals(): globals()[{key!r}] = open({path!r}, 'a').write({hit!r})\n"
