@@ -103,7 +103,7 @@ def test_a_roadmap_cli_copy_in_the_workspace_is_never_imported(run_cli, wrong_ws
     copy = wrong_ws / "roadmap_cli"
     shutil.copytree(Path(roadmap_cli.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     # The copy's plugin reports every test as passed, and marks that it ran.
-    plugin = copy / "labs" / "plugin.py"
+    plugin = copy / "grading" / "plugin.py"
     plugin.write_text(plugin.read_text().replace(
         'def pytest_runtest_logreport(report: pytest.TestReport) -> None:',
         'def pytest_runtest_logreport(report: pytest.TestReport) -> None:\n'
