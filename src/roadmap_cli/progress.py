@@ -171,11 +171,13 @@ def current_stage(curriculum, done: dict[str, str]):
 @dataclass
 class NextAction:
     checkpoint_id: str
-    stage: int
+    stage: Optional[int]  # None for a plan phase's checkpoint
     kind: str
     text: str
     command: str
     extra: dict = field(default_factory=dict)
+    phase: Optional[str] = None  # "plan-id/phase-id" for a plan phase's checkpoint
+    phase_title: Optional[str] = None
 
 
 @lru_cache(maxsize=1)
@@ -190,26 +192,38 @@ def _shipped_labs() -> frozenset[str]:
         return frozenset()
 
 
+def _command(curriculum, cp) -> str:
+    """The command that advances checkpoint `cp`."""
+    if cp.kind == "build" and cp.proved_by and cp.proved_by[0].lab in _shipped_labs():
+        return f"roadmap lab start {cp.proved_by[0].lab}  # then: roadmap grade"
+    if cp.kind == "build":
+        # a curriculum may name a lab that does not exist (yet): the work can
+        # only be recorded by hand
+        return f"roadmap check {cp.id} --force"
+    if curriculum.quiz_for(cp.id) is not None:
+        # an explain checkpoint with questions: the quiz tells the learner whether they can
+        return f"roadmap quiz {cp.id}  # then: roadmap check {cp.id}"
+    return f"roadmap check {cp.id}"
+
+
 def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) -> list[NextAction]:
-    """The next unfinished checkpoints in curriculum order, each with the command that advances it."""
-    actions: list[NextAction] = []
-    for stage in curriculum.stages:
-        for cp in stage.checkpoints:
-            if cp.id in done:
-                continue
-            if cp.kind == "build" and cp.proved_by and cp.proved_by[0].lab in _shipped_labs():
-                lab = cp.proved_by[0].lab
-                command = f"roadmap lab start {lab}  # then: roadmap grade"
-            elif cp.kind == "build":
-                # a curriculum may name a lab that does not exist (yet): the
-                # work can only be recorded by hand
-                command = f"roadmap check {cp.id} --force"
-            elif curriculum.quiz_for(cp.id) is not None:
-                # an explain checkpoint with questions: the quiz tells the learner whether they can
-                command = f"roadmap quiz {cp.id}  # then: roadmap check {cp.id}"
-            else:
-                command = f"roadmap check {cp.id}"
-            actions.append(NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), command))
-            if len(actions) >= limit:
-                return actions
+    """The next unfinished checkpoints, each with the command that advances it.
+
+    The stages' checkpoints come first, in curriculum order. When the plan
+    phases have checkpoints of their own (work the ten stages do not cover),
+    about a third of the suggestions (at least one) go to the first unfinished
+    ones of those, phase by phase: they run alongside the stages, and a list
+    that only ever showed stage work would hide them until all 46 are done.
+    """
+    stage_work = [(cp, stage) for stage in curriculum.stages for cp in stage.checkpoints if cp.id not in done]
+    phase_work = [(plan, phase, cp) for plan, phase, cp in curriculum.phase_checkpoints() if cp.id not in done]
+    phase_slots = min(len(phase_work), max(1, limit // 3)) if limit >= 2 or not stage_work else 0
+    stage_slots = limit - phase_slots
+    if len(stage_work) < stage_slots:  # stage work is nearly done: the phases take what is left
+        phase_slots = min(len(phase_work), limit - len(stage_work))
+    actions = [NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), _command(curriculum, cp))
+               for cp, stage in stage_work[:limit - phase_slots]]
+    actions += [NextAction(cp.id, None, cp.kind, cp.text.get(lang), _command(curriculum, cp),
+                           phase=f"{plan.id}/{phase.id}", phase_title=phase.title.get(lang))
+                for plan, phase, cp in phase_work[:phase_slots]]
     return actions

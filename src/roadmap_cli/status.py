@@ -1,5 +1,5 @@
 """The dashboard's data: overall progress, stages, milestones, the schedule,
-labs, this week's cadence and the next actions.
+the plan phases' own checkpoints, labs, this week's cadence and the next actions.
 
 Everything here must stay cheap: `roadmap status` runs in a budget of 1.3x
 `import sqlmodel, typer, rich`. Labs and cadence are read with small SQL
@@ -37,6 +37,19 @@ class MilestoneLine:
 
 
 @dataclass
+class PhaseLine:
+    """A long-range plan's phase that has checkpoints of its own."""
+
+    plan: str
+    id: str
+    number: int
+    title: str
+    span: Optional[str]
+    done: int
+    total: int
+
+
+@dataclass
 class Schedule:
     start_date: str
     weeks_elapsed: float
@@ -62,6 +75,7 @@ class StatusReport:
     next: list[NextAction]
     notes: list[str] = field(default_factory=list)
     reviews: Optional[dict] = None  # {"due": n, "new": m}: `roadmap review` items due today
+    phases: list[PhaseLine] = field(default_factory=list)  # plan phases with checkpoints (not in done/total)
 
 
 def _schedule(curriculum, done: dict[str, str], start: date, today: date, actual: Optional[int]) -> Schedule:
@@ -125,6 +139,13 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
         total = sum(by_number[s].total for s in m.stages if s in by_number)
         milestones.append(MilestoneLine(m.id, m.number, m.title.get(lang), list(m.stages), n, total, total > 0 and n == total))
 
+    phases: list[PhaseLine] = []
+    for plan in curriculum.plans:
+        for phase in plan.phases:
+            if phase.checkpoints:
+                phases.append(PhaseLine(plan.id, phase.id, phase.number, phase.title.get(lang),
+                                        phase.span.get(lang) if phase.span else None,
+                                        sum(1 for cp in phase.checkpoints if cp.id in done), len(phase.checkpoints)))
     notes: list[str] = []
 
     def labs():
@@ -159,4 +180,5 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
         next=next_actions(curriculum, done, lang, limit=3),
         notes=notes,
         reviews=_optional_section(reviews, notes, "reviews"),
+        phases=phases,
     )

@@ -82,11 +82,12 @@ def curriculum_warnings(specs: list[LabSpec]) -> list[str]:
         return [f"curriculum not checked: {getattr(exc, 'message', exc)}"]
     claimed: set[tuple[str, str, str]] = set()  # (lab, part, checkpoint) from the curriculum
     known: set[str] = set()
-    for stage in getattr(curriculum, "stages", []):
-        for cp in stage.checkpoints:
-            known.add(cp.id)
-            for ref in getattr(cp, "proved_by", None) or []:
-                claimed.add((ref.lab, ref.part, cp.id))
+    # The stages' checkpoints and the plan phases' own ones: a lab may prove either.
+    every = [*curriculum.all_checkpoints(), *(cp for _, _, cp in curriculum.phase_checkpoints())]
+    for cp in every:
+        known.add(cp.id)
+        for ref in cp.proved_by:
+            claimed.add((ref.lab, ref.part, cp.id))
     ours = {(s.id, p.id, cp) for s in specs for p in s.parts for cp in p.proves}
     lab_ids = {s.id for s in specs}
     warnings = []

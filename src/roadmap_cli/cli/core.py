@@ -111,7 +111,8 @@ def next_steps(
         if not actions:
             console.print("Every checkpoint is done. Time for the research cadence: [bold]roadmap cadence[/]")
         for a in actions:
-            console.print(f"[bold]Stage {a.stage}[/] [dim]{a.kind}[/] {escape(a.text)}  [dim]({a.checkpoint_id})[/]")
+            where = f"Stage {a.stage}" if a.stage is not None else f"Phase: {escape(a.phase_title or a.phase or '')}"
+            console.print(f"[bold]{where}[/] [dim]{a.kind}[/] {escape(a.text)}  [dim]({a.checkpoint_id})[/]")
             console.print(f"    [cyan]{escape(a.command)}[/]")
 
     emit("next", actions, as_json=as_json, render=render)

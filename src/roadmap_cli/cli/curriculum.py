@@ -66,6 +66,8 @@ def show(as_json: JsonOpt = False) -> None:
             for ph in plan["phases"]:
                 span = f" [{ph['span']}]" if ph["span"] else ""
                 console.print(f"  {ph['number']}. " + e(f"{ph['title']}{span}"))
+                for cp in ph["checkpoints"]:  # the phase's own work, beyond the ten stages
+                    console.print("     · " + e(f"{cp['text']} ({cp['id']})"))
             if plan["fast_track"]:
                 console.print("  " + e(f"fast track: {plan['fast_track']['months']} months — {plan['fast_track']['note']}"))
         hours = data["cadence"]["weekly_hours"]

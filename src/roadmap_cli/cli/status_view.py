@@ -39,6 +39,13 @@ def render_status(console: Console, report) -> None:
     if report.schedule:
         console.print(_schedule_line(report.schedule, report.total))
 
+    if report.phases:  # work of the long-range plan that the ten stages do not cover (not in the totals above)
+        console.print("[bold]Plan phases[/]")
+        for ph in report.phases:
+            mark = "[green]✓[/]" if ph.done == ph.total else "·"
+            span = f" ({e(ph.span)})" if ph.span else ""
+            console.print(f"  {mark} P{ph.number} {e(ph.title)}{span}: {ph.done}/{ph.total}  [dim]{e(ph.plan)}[/]")
+
     console.print("[bold]Labs[/]")
     if report.labs:
         for lab in report.labs:

@@ -8,6 +8,7 @@ shape as a pydantic error's `loc`, so the loader maps both to file:line:col.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -51,6 +52,22 @@ def dotted(loc: Loc) -> str:
     return out
 
 
+# A stage's checkpoint ids start with its number (`s3-build-...`); a plan
+# phase's must not look like one (both live in the same progress table).
+STAGE_CHECKPOINT_ID = re.compile(r"^s\d+-")
+
+
+def _every_checkpoint(cur: Curriculum):
+    """(YAML location, checkpoint) for every checkpoint: the stages', then the plan phases'."""
+    for i, stage in enumerate(cur.stages):
+        for j, c in enumerate(stage.checkpoints):
+            yield ("stages", i, "checkpoints", j), c
+    for i, plan in enumerate(cur.plans):
+        for j, phase in enumerate(plan.phases):
+            for k, c in enumerate(phase.checkpoints):
+                yield ("plans", i, "phases", j, "checkpoints", k), c
+
+
 def check_references(cur: Curriculum) -> list[Problem]:
     """All semantic errors of a schema-valid curriculum, in file order."""
     problems: list[Problem] = []
@@ -70,24 +87,21 @@ def check_references(cur: Curriculum) -> list[Problem]:
 
     # Checkpoints and topics: ids unique across the whole curriculum (the
     # database stores checkpoint ids without their stage).
-    problems += _duplicates(
-        ((("stages", i, "checkpoints", j, "id"), c.id) for i, s in enumerate(cur.stages) for j, c in enumerate(s.checkpoints)),
-        "checkpoint id",
-    )
+    problems += _duplicates(((loc + ("id",), c.id) for loc, c in _every_checkpoint(cur)), "checkpoint id")
     problems += _duplicates(
         ((("stages", i, "topics", j, "id"), t.id) for i, s in enumerate(cur.stages) for j, t in enumerate(s.topics)),
         "topic id",
     )
+    for loc, c in _every_checkpoint(cur):
+        if loc[0] == "plans" and STAGE_CHECKPOINT_ID.match(c.id):
+            problems.append((loc + ("id",), f"phase checkpoint {c.id!r} looks like a stage's (s<N>-...): "
+                                            "name it after its plan and phase, e.g. m28-p2-build-..."))
+        if c.kind == "build" and not c.proved_by:
+            problems.append((loc + ("kind",), f"build checkpoint {c.id!r} needs proved_by: [{{lab: ..., part: ...}}]"))
+        if c.kind == "explain" and c.proved_by:
+            problems.append((loc + ("proved_by",), f"explain checkpoint {c.id!r} is self-assessed and cannot have proved_by (use kind: build)"))
+        problems += _duplicates(((loc + ("proved_by", k), (r.lab, r.part)) for k, r in enumerate(c.proved_by)), "lab part")
     for i, stage in enumerate(cur.stages):
-        for j, c in enumerate(stage.checkpoints):
-            loc = ("stages", i, "checkpoints", j)
-            if c.kind == "build" and not c.proved_by:
-                problems.append((loc + ("kind",), f"build checkpoint {c.id!r} needs proved_by: [{{lab: ..., part: ...}}]"))
-            if c.kind == "explain" and c.proved_by:
-                problems.append((loc + ("proved_by",), f"explain checkpoint {c.id!r} is self-assessed and cannot have proved_by (use kind: build)"))
-            problems += _duplicates(
-                ((loc + ("proved_by", k), (r.lab, r.part)) for k, r in enumerate(c.proved_by)), "lab part"
-            )
         for j, res in enumerate(stage.resources):
             if res.reading is not None and res.reading not in reading_ids:
                 problems.append((("stages", i, "resources", j, "reading"), f"unknown reading {res.reading!r}"))
@@ -162,16 +176,15 @@ def check_lab_links(cur: Curriculum, labs_root: Optional[Path]) -> list[Problem]
     Labs arrive after the curriculum, so this never fails validation."""
     warnings: list[Problem] = []
     cache: dict[str, Optional[set[str]]] = {}
-    for i, stage in enumerate(cur.stages):
-        for j, c in enumerate(stage.checkpoints):
-            for k, ref in enumerate(c.proved_by):
-                if ref.lab not in cache:
-                    cache[ref.lab] = _lab_parts(labs_root, ref.lab) if labs_root else None
-                parts = cache[ref.lab]
-                loc = ("stages", i, "checkpoints", j, "proved_by", k)
-                if parts is None:
-                    warnings.append((loc + ("lab",), f"checkpoint {c.id!r}: lab {ref.lab!r} does not exist yet"))
-                elif parts and ref.part not in parts:
-                    warnings.append((loc + ("part",), f"checkpoint {c.id!r}: lab {ref.lab!r} has no part {ref.part!r} (parts: {', '.join(sorted(parts))})"))
+    for where, c in _every_checkpoint(cur):
+        for k, ref in enumerate(c.proved_by):
+            if ref.lab not in cache:
+                cache[ref.lab] = _lab_parts(labs_root, ref.lab) if labs_root else None
+            parts = cache[ref.lab]
+            loc = where + ("proved_by", k)
+            if parts is None:
+                warnings.append((loc + ("lab",), f"checkpoint {c.id!r}: lab {ref.lab!r} does not exist yet"))
+            elif parts and ref.part not in parts:
+                warnings.append((loc + ("part",), f"checkpoint {c.id!r}: lab {ref.lab!r} has no part {ref.part!r} (parts: {', '.join(sorted(parts))})"))
     return warnings
 

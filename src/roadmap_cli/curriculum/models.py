@@ -16,7 +16,7 @@ from pydantic import Field
 
 from roadmap_cli.curriculum.base import Text, _Model
 from roadmap_cli.curriculum.quiz_models import Question, Quiz
-from roadmap_cli.errors import NotFoundError
+from roadmap_cli.errors import NotFoundError, UserError
 
 FORMAT_VERSION = 1
 
@@ -120,6 +120,10 @@ class Phase(_Model):
     stages: list[int] = []
     sections: list[Section] = []
     project: Optional[Text] = None
+    # Checkpoints of this phase's own work (a lab part that proves it), for
+    # what the ten stages do not cover. Their ids never look like a stage's
+    # (`s3-...`): they are stored in the same table as the stages' ones.
+    checkpoints: list[Checkpoint] = []
 
 
 class FastTrack(_Model):
@@ -181,8 +185,10 @@ class Curriculum(_Model):
         return {s.id: s for s in self.stages}
 
     @cached_property
-    def _checkpoint_index(self) -> dict[str, tuple[Checkpoint, Stage]]:
-        return {c.id: (c, s) for s in self.stages for c in s.checkpoints}
+    def _checkpoint_index(self) -> dict[str, tuple[Checkpoint, Stage | Phase]]:
+        index: dict[str, tuple[Checkpoint, Stage | Phase]] = {c.id: (c, s) for s in self.stages for c in s.checkpoints}
+        index.update((c.id, (c, phase)) for _, phase, c in self.phase_checkpoints())
+        return index
 
     @cached_property
     def _quizzes_by_checkpoint(self) -> dict[str, Quiz]:
@@ -224,18 +230,32 @@ class Curriculum(_Model):
         return found[0]
 
     def all_checkpoints(self) -> list[Checkpoint]:
-        """Every checkpoint, stage by stage, in file order."""
+        """Every checkpoint of the stages, stage by stage, in file order (the
+        ten-stage plan: its schedule, burn-up and totals count these)."""
         return [c for s in self.stages for c in s.checkpoints]
+
+    def phase_checkpoints(self) -> list[tuple[Plan, Phase, Checkpoint]]:
+        """Every checkpoint of a long-range plan's phases, plan by plan, in file order."""
+        return [(plan, phase, c) for plan in self.plans for phase in plan.phases for c in phase.checkpoints]
 
     def stage_of(self, checkpoint_id: str) -> Stage:
         self.checkpoint(checkpoint_id)  # raises NotFoundError with did-you-mean
-        return self._checkpoint_index[checkpoint_id][1]
+        owner = self._checkpoint_index[checkpoint_id][1]
+        if not isinstance(owner, Stage):
+            raise UserError(f"checkpoint {checkpoint_id} belongs to the plan phase {owner.id}, not to a stage")
+        return owner
+
+    def phase_of(self, checkpoint_id: str) -> Optional[tuple[Plan, Phase]]:
+        """(plan, phase) of a phase checkpoint; None for a stage's."""
+        for plan, phase, c in self.phase_checkpoints():
+            if c.id == checkpoint_id:
+                return plan, phase
+        return None
 
     def checkpoints_proved_by(self, lab: str, part: str) -> list[Checkpoint]:
-        """The build checkpoints a passing (lab, part) marks complete."""
-        return [
-            c for c in self.all_checkpoints() if any(r.lab == lab and r.part == part for r in c.proved_by)
-        ]
+        """The build checkpoints (of stages and of plan phases) a passing (lab, part) marks complete."""
+        every = [*self.all_checkpoints(), *(c for _, _, c in self.phase_checkpoints())]
+        return [c for c in every if any(r.lab == lab and r.part == part for r in c.proved_by)]
 
     def milestone(self, ref: str | int) -> Milestone:
         key = str(ref).strip()

@@ -32,6 +32,8 @@ def _phase(phase: Phase, lang: str) -> dict:
         "stages": list(phase.stages),
         "sections": [_section(s, lang) for s in phase.sections],
         "project": _t(phase.project, lang),
+        "checkpoints": [{"id": c.id, "kind": c.kind, "text": c.text.get(lang),
+                         "proved_by": [f"{r.lab}/{r.part}" for r in c.proved_by]} for c in phase.checkpoints],
     }
 
 

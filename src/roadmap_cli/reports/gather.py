@@ -25,12 +25,18 @@ SAFE_SCHEMES = ("http://", "https://", "file://")
 @dataclass
 class CheckpointLine:
     id: str
-    stage: int
+    stage: Optional[int]  # None for a plan phase's checkpoint
     kind: str  # explain | build
     text: str
     day: str
     source: str  # "self" or "lab:<lab>/<part>"
     evidence: Optional[str]
+    phase: Optional[str] = None  # "P2 Inference engines" for a plan phase's checkpoint
+
+    @property
+    def where(self) -> str:
+        """The stage number, or the plan phase, as the report's table shows it."""
+        return str(self.stage) if self.stage is not None else (self.phase or "")
 
 
 @dataclass
@@ -117,9 +123,9 @@ class Report:
     end: str
     as_of: str  # the last day counted (today, for a period under way)
     curriculum: str
-    checkpoints_done_total: int
+    checkpoints_done_total: int  # the ten stages' checkpoints (the plan's totals)
     checkpoints_total: int
-    checkpoints: list[CheckpointLine]
+    checkpoints: list[CheckpointLine]  # done in the period: the stages' and the plan phases'
     labs: list[LabLine]
     papers: list[PaperLine]
     entries: dict[str, list[EntryLine]]  # kind -> entries, for every item kind
@@ -129,6 +135,8 @@ class Report:
     calendar: dict
     charts: Charts
     notes: list[str] = field(default_factory=list)
+    phase_checkpoints_done_total: int = 0  # the plan phases' own checkpoints (not in the totals above)
+    phase_checkpoints_total: int = 0
 
 
 _MONTH = re.compile(r"(\d{4})-(\d{2})")
@@ -165,25 +173,33 @@ def _paper_link(url: Optional[str], arxiv: Optional[str], doi: Optional[str]) ->
     return safe_link(url)
 
 
-def _checkpoints(store, curriculum, lang: str, period: Period) -> tuple[list[CheckpointLine], int]:
+def _checkpoints(store, curriculum, lang: str, period: Period) -> tuple[list[CheckpointLine], int, int]:
+    """The checkpoints done in the period (stages' and plan phases'), and how
+    many of the stages' and of the phases' were done by its end."""
     import sqlalchemy as sa
 
     with store.connection() as conn:
         rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at, source, evidence FROM checkpoint_progress "
                                     "WHERE learner = :learner"), {"learner": store.learner}).all()
-    where = {cp.id: (stage, cp) for stage in curriculum.stages for cp in stage.checkpoints}
-    lines, done_by_end = [], 0
+    where: dict[str, tuple[Optional[int], Optional[str], object]] = {
+        cp.id: (stage.number, None, cp) for stage in curriculum.stages for cp in stage.checkpoints}
+    where.update((cp.id, (None, f"P{phase.number} {phase.title.get(lang)}", cp))
+                 for _, phase, cp in curriculum.phase_checkpoints())
+    lines, stages_done, phases_done = [], 0, 0
     for cid, when, source, evidence in rows:
         if cid not in where:
             continue  # a checkpoint of another curriculum
+        stage, phase, cp = where[cid]
         day = local_day(when)
         if day <= period.end:
-            done_by_end += 1
+            if stage is None:
+                phases_done += 1
+            else:
+                stages_done += 1
         if period.contains(day):
-            stage, cp = where[cid]
-            lines.append(CheckpointLine(cid, stage.number, cp.kind, cp.text.get(lang), day.isoformat(), source, evidence))
-    lines.sort(key=lambda c: (c.day, c.stage, c.id))
-    return lines, done_by_end
+            lines.append(CheckpointLine(cid, stage, cp.kind, cp.text.get(lang), day.isoformat(), source, evidence, phase))
+    lines.sort(key=lambda c: (c.day, c.stage is None, c.stage or 0, c.id))
+    return lines, stages_done, phases_done
 
 
 def _pct_of_baseline(figure: dict) -> Optional[float]:
@@ -295,7 +311,7 @@ def build_report(store, curriculum, *, period: Period, lang: str, start_date: Op
     if period.start > today:
         raise UserError(f"{period.label} has not started yet (today is {today.isoformat()})")
     as_of = min(period.end, today)
-    checkpoints, done_by_end = _checkpoints(store, curriculum, lang, period)
+    checkpoints, done_by_end, phase_done_by_end = _checkpoints(store, curriculum, lang, period)
     charts = all_charts(store, curriculum, start=start_date, first=period.start, last=as_of, loss=loss)
 
     targets = Targets.for_learner(store, curriculum)
@@ -327,6 +343,7 @@ def build_report(store, curriculum, *, period: Period, lang: str, start_date: Op
         kind=period.kind, label=period.label, start=period.start.isoformat(), end=period.end.isoformat(),
         as_of=as_of.isoformat(), curriculum=curriculum.title.get(lang),
         checkpoints_done_total=done_by_end, checkpoints_total=len(curriculum.all_checkpoints()),
+        phase_checkpoints_done_total=phase_done_by_end, phase_checkpoints_total=len(curriculum.phase_checkpoints()),
         checkpoints=checkpoints, labs=_labs(store, lang, period), papers=_papers(store, period),
         entries=_entries(store, period), hours=hours, targets=target_lines, streaks=streak_lines,
         calendar=calendar, charts=charts, notes=notes,
