@@ -1,0 +1,152 @@
+"""How long a learner waits for a grade (issue 27, item 1): every lab's
+reference solution, graded whole and part by part, against the budget, with a
+bare `pytest --collect-only` of the same tests measured beside it in the same
+run (the floor: starting Python, importing the tests and torch).
+
+    python bench/bench_grade_latency.py                    # every lab
+    python bench/bench_grade_latency.py minigpt autograd   # some labs
+    python bench/bench_grade_latency.py --watch            # also `roadmap watch` save-to-result
+
+Budgets (this 2-core machine, idle):
+  part   `roadmap grade LAB --part P`   <= 10 s for every part
+  whole  `roadmap grade LAB`            <= 30 s, except a lab with a part that
+                                        trains or serves (said per lab: TRAINS)
+  watch  save -> result for the part    <= 5 s   (with --watch)
+
+Each figure is the median of --repeats runs (wall seconds, CPU seconds of the
+whole process tree beside it: on a shared machine wall time mostly measures
+the others). `ratio` is the figure over the collect-only floor of the same
+tests. Parts that need a CUDA GPU are "not graded here" on CPU and are left
+out of the part rows (their time is the engine's, not the learner's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ROADMAP = [sys.executable, "-m", "roadmap_cli"]
+PART_BUDGET_S = 10.0
+WHOLE_BUDGET_S = 30.0
+WATCH_BUDGET_S = 5.0
+# Parts whose work is to train a model or run a server: the whole-lab budget
+# does not apply to their lab (the issue: "then say the figure and why").
+TRAINS_OR_SERVES = {("minigpt", "training"), ("llm-serving", "server"), ("llm-serving", "load-test")}
+
+
+def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process tree, exit code)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.returncode
+
+
+def median_of(runs: list[tuple[float, float, int]], what: str = "") -> tuple[float, float]:
+    """Median (wall, CPU) of runs that succeeded: a reference that fails is no latency figure."""
+    failed = [r[2] for r in runs if r[2] != 0]
+    if failed:
+        sys.exit(f"{what} exited {failed[0]}: the reference solution must pass (run it by hand to see why)")
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def watch_latency(spec, part: str, workspace: Path, env: dict, repeats: int) -> float | None:
+    """Median seconds from saving a file of `part` to the watch printing that part's verdict."""
+    try:
+        import pexpect
+    except ImportError:
+        return None
+    target = next((workspace / rel for rel in spec.solution_sources() if (workspace / rel).is_file()), None)
+    if target is None:
+        return None
+    child = pexpect.spawn(ROADMAP[0], ROADMAP[1:] + ["watch", spec.id, "--part", part], cwd=str(workspace),
+                          env=env, encoding="utf-8", timeout=300)
+    verdict = re.compile(rf"[✓✗] {re.escape(part)}: ")
+    times = []
+    try:
+        child.expect(verdict)  # the first grade, started by the watch itself
+        for _ in range(repeats):
+            text = target.read_text(encoding="utf-8")
+            t0 = time.perf_counter()
+            target.write_text(text + "\n", encoding="utf-8")  # a save that changes the file
+            child.expect(verdict)
+            times.append(time.perf_counter() - t0)
+            target.write_text(text, encoding="utf-8")
+            child.expect(verdict)
+    finally:
+        child.sendline("q")
+        child.close(force=True)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--watch", action="store_true", help="also measure roadmap watch, save to result")
+    args = parser.parse_args()
+
+    from roadmap_cli.grading.runner import gradable_parts
+    from roadmap_cli.labs import workspace as ws
+    from roadmap_cli.labs.device import detect_device
+    from roadmap_cli.labs.spec import find_lab, lab_ids
+
+    device = detect_device()
+    ids = args.labs or lab_ids()
+    rows: list[tuple[str, str, float, float, float, float, bool | None]] = []
+    with tempfile.TemporaryDirectory(prefix="roadmap-latency-") as tmp:
+        env = dict(os.environ, ROADMAP_HOME=str(Path(tmp) / "home"), PYTHONUNBUFFERED="1")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        for lab_id in ids:
+            spec = find_lab(lab_id)
+            workspace = Path(tmp) / lab_id
+            subprocess.run(ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)], env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+            ws.write_solution(spec, workspace)
+            parts = [p for p in spec.parts if p.id in set(gradable_parts(spec, device))]
+            floor_env = dict(env, PYTHONPATH=str(workspace), TRITON_INTERPRET="1" if not device.cuda else "0",
+                             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+
+            def floor(tests: list[str]) -> tuple[float, float]:
+                cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+                       *[str(spec.tests_dir / t.split("::")[0]) for t in tests]]
+                return median_of([timed(cmd, workspace, floor_env) for _ in range(args.repeats)], "pytest --collect-only")
+
+            whole = median_of([timed(ROADMAP + ["grade", lab_id, "--json"], workspace, env)
+                               for _ in range(args.repeats)], f"roadmap grade {lab_id}")
+            whole_floor = floor([t for p in parts for t in p.tests])
+            trains = any((lab_id, p.id) in TRAINS_OR_SERVES for p in parts)
+            rows.append((lab_id, "(whole lab)", *whole, *whole_floor, None if trains else whole[0] <= WHOLE_BUDGET_S))
+            for part in parts:
+                got = median_of([timed(ROADMAP + ["grade", lab_id, "--part", part.id, "--json"], workspace, env)
+                                 for _ in range(args.repeats)], f"roadmap grade {lab_id} --part {part.id}")
+                rows.append((lab_id, part.id, *got, *floor(list(part.tests)), got[0] <= PART_BUDGET_S))
+                if args.watch:
+                    seconds = watch_latency(spec, part.id, workspace, env, args.repeats)
+                    if seconds is not None:
+                        rows.append((lab_id, f"{part.id} (watch)", seconds, float("nan"), float("nan"),
+                                     float("nan"), seconds <= WATCH_BUDGET_S))
+
+    print(f"{'lab':<18} {'part':<24} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
+    for lab_id, part, wall, cpu, floor_wall, _, ok in rows:
+        ratio = wall / floor_wall if floor_wall == floor_wall and floor_wall > 0 else float("nan")
+        budget = {True: "met", False: "OVER", None: "TRAINS/SERVES"}[ok]
+        print(f"{lab_id:<18} {part:<24} {wall:7.2f} {cpu:7.2f} {floor_wall:8.2f} {ratio:6.1f}  {budget}")
+    over = [r for r in rows if r[-1] is False]
+    print(f"\n{len(rows) - len(over)}/{len(rows)} rows within budget "
+          f"(part <= {PART_BUDGET_S:g} s, whole <= {WHOLE_BUDGET_S:g} s, watch <= {WATCH_BUDGET_S:g} s)")
+
+
+if __name__ == "__main__":
+    main()
