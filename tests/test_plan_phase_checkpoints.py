@@ -107,10 +107,11 @@ def test_a_grade_marks_the_phase_checkpoint_its_part_proves(run_cli, tmp_path: P
     """The fixture lab's `add` part proves `fake-add` (its lab.yaml); here that id is a plan phase's checkpoint."""
     import shutil
 
-    from conftest import FIXTURE_LABS
-
+    # The fixture labs' folder, by path: `from conftest import ...` would pick up whichever conftest module
+    # pytest imported first (tests/fixtures_labs/ has one too), so it works or not depending on the test order.
+    fixture_labs = Path(__file__).parent / "fixtures_labs"
     path = _write(tmp_path, PHASED.replace("lp-p2-build-adder", "fake-add"))
-    shutil.copy(FIXTURE_LABS / "labs" / "adder" / "solution" / "adder.py", adder_workspace / "adder.py")
+    shutil.copy(fixture_labs / "labs" / "adder" / "solution" / "adder.py", adder_workspace / "adder.py")
     result = run_cli("--curriculum", path, "grade", "adder", "--part", "add", "--json")
     assert result.exit_code == 0, result
     assert "fake-add" in result.json()["data"]["checkpoints_marked"], result.json()["data"]

@@ -41,17 +41,29 @@ def test_identical_to_serial(threads, dtype):
 
 
 def test_not_slower_than_serial(record_property):
+    """Only a clear slowdown fails: 2 threads more than 1.5x slower than 1
+    thread, beyond what the same machine does to torch's own parallel
+    RMSNorm timed in the same rounds (a busy box slows every parallel region
+    alike). A slow measurement is taken again, up to three times: a real
+    slowdown (say, every thread doing every row) shows up every time, a noisy
+    neighbour does not."""
     so = build.extension()
     x, w = _inputs(4096, 1024)
     adapter.rms_norm(so, x, w, 1e-6, threads=2)  # warm up (thread pool, page faults)
-    t = adapter.thread_timings(so, x, w, 1e-6, threads=2, rounds=15)
-    serial, parallel = t[1], t[2]
-    speedup = serial / parallel
+    for attempt in range(1, 4):
+        t = adapter.thread_timings(so, x, w, 1e-6, threads=2, rounds=15)
+        serial, parallel = t["op"][1], t["op"][2]
+        speedup = serial / parallel
+        torch_slowdown = t["torch"][2] / t["torch"][1]  # > 1 when the box itself makes 2 threads slower
+        allowed = 1.5 * max(1.0, torch_slowdown)
+        print(f"try {attempt}: rms_norm 4096x1024 float32: 1 thread {serial * 1e3:.2f} ms, 2 threads "
+              f"{parallel * 1e3:.2f} ms, speed-up {speedup:.2f}x (torch's own: {1 / torch_slowdown:.2f}x)")
+        if parallel <= allowed * serial:
+            break
     record_property("speedup_2_threads", round(speedup, 3))
-    print(f"rms_norm 4096x1024 float32: 1 thread {serial * 1e3:.2f} ms, 2 threads {parallel * 1e3:.2f} ms, "
-          f"speed-up {speedup:.2f}x")
-    # 2 shared cores on a loaded box: only a clear slowdown (> 1.5x) fails.
-    if parallel > 1.5 * serial:
+    if parallel > allowed * serial:
         pytest.fail(f"rms_norm with 2 threads took {parallel * 1e3:.2f} ms, 1 thread {serial * 1e3:.2f} ms "
-                    f"(speed-up {speedup:.2f}x): the parallel version must not be slower; is grain_size tiny or "
-                    f"is work repeated per thread? (README.md, section \"{SECTION}\")", pytrace=False)
+                    f"(speed-up {speedup:.2f}x) on each of 3 tries, while torch's own RMSNorm ran at "
+                    f"{1 / torch_slowdown:.2f}x in the same rounds: the parallel version must not be more than 1.5x "
+                    f"slower; is grain_size tiny or is work repeated per thread? (README.md, section "
+                    f"\"{SECTION}\")", pytrace=False)

@@ -110,6 +110,7 @@ class _Stub:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                stub._left.done = False  # one handler thread per request (ThreadingHTTPServer)
                 with stub.lock:
                     stub.bodies.append(body)
                     stub.in_flight += 1
@@ -130,17 +131,32 @@ class _Stub:
                     for i in range(body["max_tokens"]):
                         if i:
                             time.sleep(SECOND_TOKEN_DELAY_S if i == 1 else TOKEN_GAP_S)
-                        event("x", "length" if i == body["max_tokens"] - 1 else None)
+                        last = i == body["max_tokens"] - 1
+                        if last:
+                            # The request leaves "in flight" BEFORE its last event is written: once the client
+                            # has read it, it may rightly send the next request, and that handler can start
+                            # before this thread runs again (a busy box); counting it then would blame a
+                            # concurrency-1 client for the stub's own bookkeeping.
+                            stub.leave()
+                        event("x", "length" if last else None)
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
                 finally:
-                    with stub.lock:
-                        stub.in_flight -= 1
+                    stub.leave()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._left = threading.local()
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def leave(self):
+        """This handler's request is no longer in flight (counted once per request, whichever call comes first)."""
+        if getattr(self._left, "done", False):
+            return
+        self._left.done = True
+        with self.lock:
+            self.in_flight -= 1
 
     def __enter__(self):
         self.thread.start()
