@@ -257,6 +257,8 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
 def _footer(console: Console, outcome) -> None:
     run = outcome.run
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    if run.sandbox == "weak":
+        device += " · weak sandbox (no bubblewrap: see `roadmap doctor`)"
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
     number = outcome.attempt_number or outcome.attempt_id
     console.print(f"[dim]attempt #{number} of {e(run.lab_id)} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]",
@@ -279,6 +281,8 @@ def lab_history(console: Console, data: dict) -> None:
         outcome = a["outcome"] + ("" if a["counted"] else " (not counted)")
         commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
         device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
+        if a.get("sandbox") == "weak":
+            device += "\nweak sandbox"  # graded without the OS wall (no bubblewrap there)
         table.add_row(str(a["number"]), (a["started_at"] or "").replace("T", " ")[5:16], outcome,
                       f"{a['score']:g}/{a['max_score']:g}", e(parts), e(device), e(commit), f"{a['duration_s'] or 0:.1f}")
     console.print(table)

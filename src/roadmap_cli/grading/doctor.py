@@ -97,6 +97,17 @@ def run_doctor() -> DoctorReport:
     add(Check("nvcc", bool(nvcc) or None, nvcc or "not found (CUDA C parts need it with a GPU)"))
     git = _tool_version(["git", "--version"], r"git version (\S+)")
     add(Check("git", bool(git), git or "not found (workspaces and dev check need git)"))
+    from roadmap_cli.grading_kit import oswall
+
+    try:
+        strength, why = oswall.status()
+    except oswall.WallUnavailable as exc:
+        strength, why = oswall.WEAK, str(exc)
+    if strength == oswall.STRONG:
+        add(Check("sandbox", True, "strong: learner code runs behind bubblewrap (own namespaces, references absent)"))
+    else:
+        add(Check("sandbox", None, f"weak: {why}; grades use the in-process sandbox only (install bubblewrap, "
+                                   "e.g. the Debian package `bubblewrap`)"))
     add(Check("grading mode", True, "CUDA: every part" if device.cuda else
               "CPU: Triton under TRITON_INTERPRET=1; parts that need a CUDA GPU are not graded here"))
     if device.cuda and not torch_info.get("cuda_available"):

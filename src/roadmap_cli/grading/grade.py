@@ -136,7 +136,7 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
 _ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
                     "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
-                    "workspace", "grader_sha256", "message", "imported", "learner")
+                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner")
 _INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
 _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
@@ -159,6 +159,7 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
         device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
         triton_version=run.triton_version, interpret_mode=bool(run.interpret_mode), commit_sha=commit_sha,
         dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        sandbox=run.sandbox,
         imported=False, learner=learner,
     )
 

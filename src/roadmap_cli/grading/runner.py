@@ -35,7 +35,8 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import forbidden_sources, not_dumpable, void, write_and_close
+from roadmap_cli.grading.isolation import forbidden_sources, learner_view, not_dumpable, void, write_and_close
+from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
@@ -88,6 +89,9 @@ def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
 # reserves tens of GB of virtual address space at initialisation.
 DEFAULT_MEMORY_LIMIT_MB = 4096
 LEARNER_NOFILE = 1024
+# Processes the learner's tree may have at once behind the OS wall (RLIMIT_NPROC counts per user namespace there;
+# the kernel exempts root, see grading_kit/oswall.py). gloo workers, a server and torch's threads fit well inside.
+LEARNER_NPROC = 512
 FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
@@ -168,6 +172,13 @@ class GradeJob:
         self.stop_part_on_fail = stop_part_on_fail
         self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
         self.proc: Optional[subprocess.Popen] = None
+        from roadmap_cli.grading_kit import oswall
+
+        try:
+            # "strong": learner code runs behind bubblewrap; "weak": the in-process sandbox only (and why).
+            self.sandbox, self.sandbox_why = oswall.status()
+        except oswall.WallUnavailable as exc:
+            raise GraderError(str(exc)) from None
 
     def start(self) -> "GradeJob":
         from roadmap_cli.grading import channel, integrity
@@ -198,6 +209,8 @@ class GradeJob:
             sys.executable, "-I", "-B", "-u", "-m", "pytest",
             "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            # tmp_path inside the grade's scratch folder: the one folder both sides of the OS wall can write.
+            "--basetemp", str(tmpdir / "pytest-tmp"),
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
@@ -253,6 +266,9 @@ class GradeJob:
                 "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
                 "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
                 "grade_token": self.grade_token,
+                # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
+                "os_wall": learner_view(spec, str(self.workspace), self.tmp.name) if self.sandbox == STRONG else None,
+                "nproc": LEARNER_NPROC,
             },
         }
         return json.dumps(config).encode()
@@ -323,6 +339,7 @@ class GradeJob:
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
+        run.sandbox = self.sandbox
         run.duration_s = round(time.monotonic() - self.t0, 3)
         if interrupted:
             mark_interrupted(run)

@@ -14,7 +14,7 @@ from roadmap_cli.labs.spec import find_lab
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
-    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message "
+    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox "
     "FROM grade_attempts WHERE lab_id = :lab AND learner = :learner) AS numbered"
 )
 
@@ -36,6 +36,7 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
             "outcome": r.outcome, "score": r.score, "max_score": r.max_score, "device": r.device,
             "interpret_mode": bool(r.interpret_mode), "commit_sha": r.commit_sha, "dirty": r.dirty,
             "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
+            "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
             "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
                       for p in json.loads(r.parts or "[]")],
         })

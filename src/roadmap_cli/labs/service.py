@@ -357,6 +357,7 @@ def _attempt_dict(a, number: Optional[int] = None) -> dict:
         "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
         "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
         "dirty": a.dirty, "grader_sha256": a.grader_sha256, "message": a.message,
+        "sandbox": getattr(a, "sandbox", None),
     }
 
 
