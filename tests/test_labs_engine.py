@@ -244,12 +244,13 @@ def test_dev_check_passes_a_good_lab_and_catches_a_wrong_variant_that_passes(run
     good = run_cli("dev", "check", "adder", "--jobs", "2", "--json")
     assert good.exit_code == 0, good
     rows = {r["check"]: r for r in good.json()["data"]["rows"]}
-    assert set(rows) == {"starter", "solution", "wrong:add-off-by-one", "wrong:mul-adds"}
+    assert set(rows) == {"starter", "solution", "wrong:add-off-by-one", "wrong:mul-adds", "rules"}
     assert all(r["ok"] for r in rows.values())
 
     bad = run_cli("dev", "check", "leaky")
     assert bad.exit_code == 1
     assert "wrong:harmless" in bad.stdout and "only a comment differs" in bad.stdout
+    assert "leaky: no rules listed" in bad.stdout  # a warning, not the failure: leaky fails for its variant
 
 
 def test_an_imported_pass_does_not_unlock_the_solution(run_cli, workspace: Path, tmp_path: Path) -> None:
