@@ -115,3 +115,13 @@ def test_hint_follows_the_part_that_failed_and_is_offered_after_two_failures(run
     assert asked["for_part"] == "add" and asked["index"] == 1 and not asked["other_part"]
     wrong = run_cli("lab", "hint", "--part", "nope")
     assert wrong.exit_code == 2 and "add" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_a_lab_never_graded_says_so_not_best_zero(run_cli, tmp_path: Path) -> None:
+    _start(run_cli, tmp_path, "adder")
+    for args in (("status",), ("lab", "status", "adder")):
+        out = run_cli(*args).stdout
+        assert "not graded yet" in out and "best 0/" not in out, (args, out)
+    assert "0/" not in next(line for line in run_cli("lab", "list").stdout.splitlines() if "adder" in line)
+    run_cli("grade", "adder")
+    assert "best 0/" in run_cli("lab", "status", "adder").stdout  # graded and failed: now a 0 means something
