@@ -101,7 +101,8 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
 def test_starter_fails_with_readable_messages(run_cli, workspace: Path) -> None:
     result = run_cli("grade", "adder")
     assert result.exit_code == 1, result
-    assert "NotImplementedError: implement add(a, b)" in result.stdout
+    # An unwritten function reads as such, with the handout's pointer (never as a refusal or a crash).
+    assert "not implemented yet: add (see README.md, section Add)" in result.stdout
     assert "adder.py:2" in result.stdout  # where in the learner's code
     assert "not graded here (needs a CUDA GPU)" in result.stdout.replace("\n", " ") or "Not graded here" in result.stdout
     assert "✗ test_add.py::test_add_small" in result.stderr  # live per-test progress
@@ -269,3 +270,17 @@ def test_an_imported_pass_does_not_unlock_the_solution(run_cli, workspace: Path,
     put_solution(workspace)
     grade_json(run_cli)
     assert run_cli("lab", "solution", "adder").exit_code == 0
+
+
+@pytest.mark.parametrize("message, function, expected", [
+    ('view: see README.md, section "Part 4: storage"', "view", 'not implemented yet: view (see README.md, section "Part 4: storage")'),
+    ("implement add(a, b): see README.md, section Add", "add", "not implemented yet: add (see README.md, section Add)"),
+    ("matmul is not implemented yet: see README.md, section 'Part 2'", "matmul",
+     "not implemented yet: matmul (see README.md, section 'Part 2')"),
+    ("", "permute", "not implemented yet: permute"),
+    ("see README.md, section 3", None, "not implemented yet: a function (see README.md, section 3)"),
+])
+def test_a_learner_not_implemented_error_reads_as_not_implemented_yet(message, function, expected) -> None:
+    from roadmap_cli.grading.plugin import not_implemented
+
+    assert not_implemented(message, function) == expected

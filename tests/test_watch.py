@@ -82,7 +82,7 @@ def test_watch_in_a_pty(env: dict, tmp_path: Path) -> None:
         child.expect(r"grading part speed")
         child.expect(r"attempt #7")
         child.send("h")
-        child.expect("Hint 2/2: Multiplication")  # the hint for mul, the part that failed last
+        child.expect(r"Hint 2/2 \(mul\): Multiplication")  # the hint for mul, the part that failed last
         child.send("q")
         child.expect("bye")
         child.expect(pexpect.EOF)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape as e  # lab text, test ids and failure messages are data, never markup
 from rich.table import Table
 
+from roadmap_cli.cli.status_view import best_text
 from roadmap_cli.output import err_console
 
 MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]–[/]"}
@@ -65,7 +66,8 @@ def lab_list(console: Console, data: dict) -> None:
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
         table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
-                      f"[{style}]{row.get('state_text') or row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
+                      f"[{style}]{row.get('state_text') or row['state']}[/]",
+                      f"{row['best_score']:g}/{row['max_score']:g}" if row.get("attempts") else "[dim]—[/]",
                       _gradable(row["gradable_here"]))
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
@@ -82,7 +84,7 @@ def lab_status(console: Console, data: dict) -> None:
     for lab in data["labs"]:
         style = STATE_STYLE.get(lab["state"], "")
         console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab.get('state_text') or lab['state']}[/] "
-                      f"best {lab['best_score']:g}/{lab['max_score']:g}"
+                      + best_text(lab)
                       + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""), soft_wrap=True)
         if lab.get("hints_total"):
             console.print(f"  hints seen: {lab['hints_seen']}/{lab['hints_total']}")

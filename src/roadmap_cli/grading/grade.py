@@ -122,7 +122,9 @@ def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=
     from roadmap_cli.labs import hints
 
     number = attempt_number(store, spec.id, attempt_id)
-    offer = hints.offer_line(store, spec, lang)
+    # An interrupted run says nothing about the code: the offer would be about
+    # the two failures before it, stale news after Ctrl-C.
+    offer = None if run.outcome in hints.NOT_COUNTED else hints.offer_line(store, spec, lang)
     return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
 
 

@@ -364,11 +364,11 @@ def _attempt_dict(a, number: Optional[int] = None) -> dict:
 # ---------------------------------------------------------------- hints, solution
 
 
-def next_hint(store, lab_id: str, lang: str) -> dict:
-    """The next unseen hint for the part that failed last (labs/hints.py)."""
+def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict:
+    """The next unseen hint for `part` or the part that failed last (labs/hints.py)."""
     from roadmap_cli.labs import hints
 
-    return hints.next_hint(store, lab_id, lang)
+    return hints.next_hint(store, lab_id, lang, part)
 
 
 def solution(store, lab_id: str) -> dict:
