@@ -355,7 +355,7 @@ def doctor(console: Console, report) -> None:
         table.add_row(MARK[check.ok], e(check.name), e(check.value))
     console.print(table)
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {e(note)}")
+        console.print(f"[yellow]note:[/] {e(note)}", soft_wrap=True)
     if report.labs:
         labs = Table(title="what can be graded here")
         for col in ("lab", "parts graded here", "not graded here (needs a CUDA GPU)"):
