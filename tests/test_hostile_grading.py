@@ -316,5 +316,5 @@ def test_a_right_solution_with_suspicious_files_still_passes(run_cli, wrong_ws: 
     (wrong_ws / "conftest.py").write_text("raise SystemExit('never imported')\n")
     (wrong_ws / "adapter.py").write_text("raise SystemExit('never imported: the grader adapter wins')\n")
     data = grade(run_cli)
-    assert data["exit_code"] == 0 and data["outcome"] == "passed", data
+    assert data["exit_code"] == 0 and data["outcome"] == "passed-on-cpu", data
     assert data["score"] == 35

@@ -57,7 +57,7 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
     result, data = grade_json(run_cli)  # lab inferred from the current directory
     assert result.exit_code == 0, result
     parts = {p["id"]: p for p in data["parts"]}
-    assert data["outcome"] == "passed"
+    assert data["outcome"] == "passed-on-cpu" and data["outcome_text"] == "passed-on-cpu (1 part not graded here)"
     assert parts["add"]["status"] == parts["mul"]["status"] == "passed"
     assert parts["speed"]["points"] == 5  # grade_fraction(0.5) of 10 points
     assert parts["gpu"]["status"] == "not-graded-here" and data["not_graded_here"] == ["gpu"]
@@ -73,7 +73,7 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
     assert listed["adder"]["gradable_here"] is False and listed["leaky"]["state"] == "not-started"
 
     status = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]
-    assert status["history"][0]["outcome"] == "passed" and status["history"][0]["commit_sha"] == data["commit_sha"]
+    assert status["history"][0]["outcome"] == "passed-on-cpu" and status["history"][0]["commit_sha"] == data["commit_sha"]
     human = run_cli("lab", "status")
     assert "not graded here" in human.stdout and "passed" in human.stdout
 

@@ -51,6 +51,7 @@ class DoctorReport:
     device: str = "cpu"
     cuda: bool = False
     labs: list[dict] = field(default_factory=list)  # {id, gradable: [...], not_gradable: [...]}
+    manifest: dict = field(default_factory=dict)  # grading/manifest.py's status: source, ok, first changed file
     notes: list[str] = field(default_factory=list)
 
 
@@ -115,6 +116,16 @@ def run_doctor() -> DoctorReport:
     specs, broken = load_all()
     for lab_id, exc in broken.items():
         report.notes.append(f"lab {lab_id} is invalid: {exc.details[0] if exc.details else exc.message}")
+    from roadmap_cli.grading import manifest
+
+    report.manifest = manifest.status([spec.root for spec in specs])
+    add(Check("grader files", report.manifest["ok"], report.manifest["line"]))
+    if report.manifest["ok"] is False:
+        # Every grade refuses until the files are what was installed again.
+        report.notes.append(f"{report.manifest['line']}. Grades are refused until the grader's files match the "
+                            "install: reinstall roadmap (pip install --force-reinstall roadmap-cli, or in a "
+                            "checkout `git checkout -- FILE` / `pip install -e .`); lab authors who change a lab "
+                            f"on purpose set {manifest.UNLOCK_ENV}=1")
     for spec in specs:
         here = gradable_parts(spec, device)
         report.labs.append({"id": spec.id, "stage": spec.stage, "gradable": here,

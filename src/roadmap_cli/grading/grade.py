@@ -145,6 +145,19 @@ _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, ou
                 "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
 
 
+def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
+    done: set[str] = set()
+    for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
+                             "AND outcome NOT IN ('timeout', 'interrupted') AND score > 0", lab=lab_id, learner=learner):
+        try:
+            entries = json.loads(parts or "[]")
+        except ValueError:
+            continue
+        done.update(e.get("id") for e in entries if isinstance(e, dict) and e.get("status") == "passed")
+    return done
+
+
 def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
     """Store the attempt and its per-test results; mark the checkpoints of passed parts.
 
@@ -167,17 +180,23 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
+        passed = _parts_passed_before(sql, spec.id, learner) if any(p.status == "passed" for p in run.parts) else set()
         attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
         for t in run.tests:
             sql.execute(_INSERT_TEST, attempt_id=attempt_id, nodeid=t.nodeid, part_id=t.part or "?",
                         outcome=t.outcome, duration_s=t.duration_s, message=t.message, learner=learner)
+        passed |= {p.id for p in run.parts if p.status == "passed"}
         for p in run.parts:
             if p.status != "passed":
                 continue
             for checkpoint in spec.part(p.id).proves:
+                # Marked only when every part that proves it has passed (here or in an earlier
+                # counted attempt): a GPU part not graded on this machine keeps it open.
+                if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
+                    continue
                 _, already = mark_done_sql(sql, learner, checkpoint, f"lab:{spec.id}/{p.id}",
                                            f"grade attempt {attempt_id}")
-                if not already:
+                if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked
 

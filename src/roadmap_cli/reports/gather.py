@@ -62,7 +62,8 @@ class LabLine:
     title: str
     attempt: int  # number within the lab, as `roadmap lab history` shows it
     day: str
-    outcome: str
+    outcome: str  # "passed" only when every part was graded; "passed-on-cpu" otherwise (labs/history.py)
+    outcome_text: str  # with the count: "passed-on-cpu (1 part not graded here)"
     score: float
     max_score: float
     device: str
@@ -220,6 +221,7 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
 
     import sqlalchemy as sa
 
+    from roadmap_cli.labs.history import outcome_text, outcome_word
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
@@ -251,8 +253,10 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
             figures = []
         perf = [PerfLine(str(f.get("name")), float(f["value"]), str(f.get("unit", "")), _pct_of_baseline(f))
                 for f in figures if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
+        stored = parse_parts(row.parts)
         lines.append(LabLine(
-            lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(), row.outcome,
+            lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(),
+            outcome_word(row.outcome, stored), outcome_text(row.outcome, stored),
             float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), parts,
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}
