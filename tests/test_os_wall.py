@@ -138,6 +138,10 @@ def test_without_bubblewrap_the_grade_runs_weak_and_says_so(run_cli, project, wo
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
     assert [a["sandbox"] for a in history] == ["weak", "weak"]
     assert "weak sandbox" in run_cli("lab", "history", "adder").stdout
+    from roadmap_cli.timeutil import local_today
+
+    report = run_cli("report", "--month", local_today().strftime("%Y-%m"))
+    assert report.exit_code == 0 and "weak sandbox (graded without bubblewrap)" in report.stdout, report
     oswall._probe.cache_clear()
 
 

@@ -68,6 +68,7 @@ class LabLine:
     max_score: float
     device: str
     interpret_mode: bool
+    sandbox: Optional[str]  # "strong" (behind bubblewrap), "weak" (in-process only), None (before migration 7)
     parts: list[PartLine]
     not_graded_here: list[str]  # parts that need a CUDA GPU, not graded on this attempt's machine
     perf: list[PerfLine]
@@ -226,7 +227,7 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
 
     with store.connection() as conn:
         rows = conn.execute(sa.text(
-            "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode "
+            "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode, sandbox "
             "FROM grade_attempts WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
@@ -257,7 +258,7 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
         lines.append(LabLine(
             lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(),
             outcome_word(row.outcome, stored), outcome_text(row.outcome, stored),
-            float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), parts,
+            float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), row.sandbox, parts,
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}
     return sorted(lines, key=lambda lab: (stage.get(lab.lab_id, 99), lab.lab_id))
