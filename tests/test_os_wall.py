@@ -106,7 +106,8 @@ def test_behind_the_wall_the_references_and_the_data_home_are_absent(run_cli, wa
     result = run_cli("grade", "--part", "add", "--json")
     data = result.json()["data"]
     assert data["sandbox"] == "strong", data
-    assert data["parts"][0]["status"] == "passed", [t["message"] for t in data["tests"]][:1]  # a right solution still passes behind the wall
+    # A right solution still passes behind the wall.
+    assert data["parts"][0]["status"] == "passed", [t["message"] for t in data["tests"]][:1]
     seen = json.loads((workspace / "view.json").read_text())
     assert seen["labs"] == ["adder"] and seen["lab"] == ["tests"], seen  # only this lab's tests/, read-only
     assert seen["kernels"] == [] and seen["git"] == [] and seen["home"] == [], seen

@@ -77,6 +77,8 @@ def test_v4_postgres_database_upgrades_with_every_row(pg_url, tmp_path: Path, mo
         for name, before in V4_ROWS.items():
             after = _rows(conn, name)
             assert all(r.pop("learner") == "ada@example.org" for r in after), name
+            # Migration 7 added grade_attempts.sandbox: unknown (NULL) for every attempt recorded before it.
+            assert all(r.pop("sandbox", None) is None for r in after), name
             key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
             assert sorted(map(key, after)) == sorted(map(key, before)), name
     # The id sequences still work after the upgrade.
@@ -291,7 +293,7 @@ def test_conflicts_are_retried_a_bounded_number_of_times(pg_url, tmp_path: Path)
     assert texts == ["try 3", "try 2"]  # one row per successful write: failed tries were rolled back
 
 
-def test_learner_id_of_a_server_home_and_replace_never_wipes_other_learners(pg_url, run_cli, monkeypatch,
+def test_learner_id_of_a_server_home_and_replace_touches_only_the_importers_rows(pg_url, run_cli, monkeypatch,
                                                                            roadmap_home: Path, tmp_path: Path):
     monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
     result = run_cli("init", "--learner", "ada@example.org", "--json")
@@ -304,7 +306,15 @@ def test_learner_id_of_a_server_home_and_replace_never_wipes_other_learners(pg_u
     assert run_cli("log", "hours", "1").exit_code == 0
     assert run_cli("db", "status", "--json").json()["data"]["learner"] == "grace"
     monkeypatch.delenv("ROADMAP_LEARNER")
-    refused = run_cli("import", str(mine), "--replace")
-    assert refused.exit_code == 2 and "grace" in refused.stderr, refused
-    learners = {r["learner"] for r in json.loads(_export(run_cli))["tables"]["cadence_entries"]}
-    assert learners == {"ada@example.org", "grace"}
+    # A shared database: ada's --replace replaces ada's rows only; grace's stay as they were.
+    replaced = run_cli("import", str(mine), "--replace")
+    assert replaced.exit_code == 0, replaced
+    everyone = tmp_path / "everyone.json"
+    everyone.write_text(_export(run_cli), encoding="utf-8")
+    hours = sorted((r["learner"], r["hours"]) for r in json.loads(everyone.read_text())["tables"]["cadence_entries"])
+    assert hours == [("ada@example.org", 2.0), ("grace", 1.0)]
+    # A file with another learner's rows is refused whole: nobody imports as somebody else.
+    refused = run_cli("import", str(everyone), "--replace")
+    assert refused.exit_code == 2 and "rows of other learners ('grace')" in refused.stderr, refused
+    assert sorted((r["learner"], r["hours"]) for r in json.loads(_export(run_cli))["tables"]["cadence_entries"]) \
+        == hours

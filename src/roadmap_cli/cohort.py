@@ -23,22 +23,19 @@ from collections import defaultdict
 from datetime import date, timedelta
 from typing import Optional
 
+from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
-from roadmap_cli.store.learners import DATABASE_SCOPE
 
 
 def learners(conn) -> list[str]:
-    """Every learner with at least one row, sorted (the database-wide settings scope excluded)."""
+    """Every learner with at least one row, sorted (the database-wide settings scope excluded).
+
+    Read through the cohort views (migration 8): on a row-secured server a
+    learner's own tables show only their rows, the views show everyone's."""
     import sqlalchemy as sa
 
-    from roadmap_cli.store.learners import person_tables
-
-    names: set[str] = set()
-    for table in person_tables(conn):
-        names.update(r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT learner FROM {table}")))
-    names.discard(DATABASE_SCOPE)
-    return sorted(names)
+    return sorted({r[0] for r in conn.execute(sa.text("SELECT DISTINCT learner FROM cohort_learners"))})
 
 
 def _week(today: date) -> tuple[date, date]:
@@ -74,15 +71,16 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
     with store.connection() as conn:
         names = learners(conn)
         done: dict[str, set[str]] = defaultdict(set)
-        for learner, checkpoint in conn.execute(sa.text("SELECT learner, checkpoint_id FROM checkpoint_progress")):
+        progress = conn.execute(sa.text("SELECT learner, checkpoint_id FROM cohort_checkpoint_progress"))
+        for learner, checkpoint in progress:
             done[learner].add(checkpoint)
         attempts = conn.execute(sa.text(
-            "SELECT learner, lab_id, parts, outcome FROM grade_attempts WHERE score > 0")).all()
+            "SELECT learner, lab_id, parts, outcome FROM cohort_grade_attempts WHERE score > 0")).all()
         papers = dict(conn.execute(sa.text(
-            "SELECT learner, COUNT(*) FROM papers WHERE status IN ('read', 'reproduced') "
+            "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
             "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())
         entries = conn.execute(sa.text(
-            "SELECT learner, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cadence_entries "
+            "SELECT learner, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cohort_cadence_entries "
             "WHERE on_date >= :start AND on_date <= :end GROUP BY learner, kind"), window).all()
     passed = _passed_labs(attempts, specs)
     items: dict[str, dict[str, int]] = defaultdict(dict)
@@ -150,8 +148,8 @@ def lab_board(store, lab_id: str) -> dict:
     spec = find_lab(lab_id)  # NotFoundError with did-you-mean
     with store.connection() as conn:
         rows = conn.execute(sa.text(
-            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox FROM grade_attempts "
-            "WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
+            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox "
+            "FROM cohort_grade_attempts WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
     best: dict[tuple[str, str], dict] = {}
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for learner, score, max_score, outcome, perf, device, started_at, parts, sandbox in rows:
@@ -204,3 +202,70 @@ def cohort_export(store, curriculum, *, today: date) -> dict:
 
     return {"status": cohort_status(store, curriculum, today=today),
             "boards": [lab_board(store, lab) for lab in sorted(lab_ids())]}
+
+
+# ---------------------------------------------------------------- the instructor's learner roles
+
+
+def _server_only(store, what: str) -> None:
+    if store.path is not None:
+        raise UserError(f"{what} needs a cohort database (DATABASE_URL=postgresql+psycopg://...); this is the "
+                        f"SQLite file {store.path}, which is one person's")
+
+
+class _as_instructor:
+    """The server's "permission denied" (SQLSTATE 42501) as one line saying what the instructor's role lacks."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, _tb) -> bool:
+        from roadmap_cli.store.server import sqlstate
+
+        if exc is not None and sqlstate(exc) == "42501":
+            raise UserError(f"the database refused to {self.what}: your role needs CREATEROLE (a superuser runs "
+                            "`ALTER ROLE <you> CREATEROLE`) and must own the cohort's tables") from None
+        return False
+
+
+def add_learner(store, name: str, password: Optional[str] = None) -> dict:
+    """A PostgreSQL login role for `name` that reads the cohort and writes only its own rows (store/roles.py).
+    Returns the DATABASE_URL to hand to the learner (with a generated password unless one was given)."""
+    import secrets
+
+    from sqlalchemy.engine import make_url
+
+    from roadmap_cli.store import roles
+    from roadmap_cli.store.learners import person_tables, validate_learner
+
+    _server_only(store, "cohort add-learner")
+    validate_learner(name)
+    password = password or secrets.token_urlsafe(18)
+    with _as_instructor("create a learner's role"):
+        with store.engine.begin() as conn:
+            roles.add_learner(conn, name, password, person_tables(conn))
+    url = make_url(store.url).set(username=name, password=password)
+    return {"learner": name, "database_url": url.render_as_string(hide_password=False)}
+
+
+def remove_learner(store, name: str) -> dict:
+    from roadmap_cli.store import roles
+
+    _server_only(store, "cohort remove-learner")
+    with _as_instructor("drop a learner's role"):
+        with store.engine.begin() as conn:
+            rows = roles.remove_learner(conn, name)
+    return {"learner": name, "rows_kept": rows}
+
+
+def learner_roles(store) -> dict:
+    from roadmap_cli.store import roles
+
+    _server_only(store, "cohort learners")
+    with store.engine.connect() as conn:
+        out = roles.learner_roles(conn)
+        conn.rollback()
+    return {"learners": out}

@@ -5,7 +5,8 @@ sorted, no timestamp of its own — so export -> import -> export gives the same
 bytes (except that restored grade attempts are marked `imported`). Import
 validates every row first, then goes into an empty database; `replace=True`
 saves a backup export of the current data under `<home>/backups/` inside the
-same write transaction, so nothing is lost.
+same write transaction, so nothing is lost. On a shared (server) database the
+import is the importer's alone: their rows only, in and out, with new ids.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def export_data(store) -> dict[str, Any]:
         return _export(conn)
 
 
-def _export(conn) -> dict[str, Any]:
-    """Every table's rows through `conn` (inside the caller's transaction)."""
+def _export(conn, *, learner: Optional[str] = None) -> dict[str, Any]:
+    """Every table's rows through `conn` (inside the caller's transaction);
+    only `learner`'s rows when given (the backup before a scoped import)."""
     import sqlalchemy as sa
 
     from roadmap_cli.store.migrations import applied_version
@@ -42,7 +44,10 @@ def _export(conn) -> dict[str, Any]:
     version = applied_version(conn)
     for table in sorted(_tables(), key=lambda t: t.name):
         order = [c for c in table.primary_key.columns] or list(table.columns)
-        rows = conn.execute(sa.select(table).order_by(*order)).mappings().all()
+        query = sa.select(table).order_by(*order)
+        if learner is not None and "learner" in table.columns:
+            query = query.where(table.c.learner == learner)
+        rows = conn.execute(query).mappings().all()
         out[table.name] = [dict(sorted(row.items())) for row in rows]
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": version, "tables": out}
 
@@ -107,6 +112,8 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         # One transaction: a row the database refuses rolls everything back,
         # so a failed import leaves the data exactly as it was.
         with store.connection() as conn:
+            if conn.dialect.name != "sqlite" and _shared(conn, store.learner):
+                return _import_own_rows(conn, data, store.learner, home=home, replace=replace)
             counts = _row_counts(conn)
             # The home's pinned learner id (settings, learner '') is not data.
             counts["settings"] -= conn.execute(sa.text("SELECT count(*) FROM settings WHERE learner = ''")).scalar_one()
@@ -116,8 +123,6 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                     f"the database already holds data ({sum(existing.values())} rows); "
                     "use --replace to replace it (a backup export is saved first)"
                 )
-            if existing and conn.dialect.name != "sqlite":
-                _refuse_replacing_other_learners(conn, data, store.learner)
             if existing:
                 # BEGIN IMMEDIATE already holds the write lock: this snapshot
                 # is exactly what gets replaced.
@@ -144,19 +149,75 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
     return inserted
 
 
-def _refuse_replacing_other_learners(conn, data: dict, importer: str) -> None:
-    """A shared (server) database: `--replace` must not wipe learners the
-    file does not bring back (a learner's own export into the cohort's database)."""
-    from roadmap_cli.cohort import learners
+def _shared(conn, me: str) -> bool:
+    """A server database that is not only the importer's: a learner's scoped login (it cannot see the
+    others, so it must assume them), or rows of another learner. Else the whole-database import, ids
+    kept (export -> import -> export stays byte-identical), is safe."""
+    import sqlalchemy as sa
 
-    present = set(learners(conn))
-    brought = {row.get("learner", importer) for rows in data["tables"].values() for row in rows
-               if isinstance(row, dict)} | {importer}
-    others = sorted(present - brought)
+    from roadmap_cli.store.roles import session
+
+    if conn.dialect.name == "postgresql" and not session(conn).instructor:
+        return True
+    return any(conn.execute(sa.select(t.c.learner).where(t.c.learner.notin_([me, ""])).limit(1)).first()
+               for t in _tables() if "learner" in t.columns)
+
+
+def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) -> dict[str, int]:
+    """A shared (server) database: the import touches the importer's own rows only.
+
+    Every row of the file must be the importer's (an export from before
+    learner ids carries none: it is theirs); `--replace` backs up and deletes
+    only their rows, never another learner's (on a row-secured cohort the
+    server would refuse anyway: store/roles.py). Ids are the database's, not
+    the file's: other learners' rows already hold the file's numbers, so each
+    row gets a new id and the references to it (a test result's attempt, a
+    tag's paper) follow."""
+    import sqlalchemy as sa
+
+    others = sorted({row["learner"] for rows in data["tables"].values() for row in rows
+                     if row.get("learner") not in (None, "", me)})
     if others:
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-        raise UserError(f"this database is shared with other learners ({shown}) whom --replace would delete; "
-                        "import into an empty database instead (or `roadmap db copy --to URL`)")
+        shown = ", ".join(repr(o) for o in others[:3]) + (" ..." if len(others) > 3 else "")
+        raise UserError(f"the file holds rows of other learners ({shown}): on a shared database you can import only "
+                        f"your own rows (you are {me!r}); nothing was imported")
+    mine = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t).where(t.c.learner == me)).scalar_one()
+            for t in _tables() if "learner" in t.columns}
+    existing = {name: n for name, n in mine.items() if n}
+    if existing and not replace:
+        raise UserError(f"you already have {sum(existing.values())} rows in this database; use --replace to replace "
+                        "them (a backup export of your rows is saved first; other learners' rows are not touched)")
+    if existing:
+        write_backup(home, dumps(_export(conn, learner=me)))
+        for table in reversed(_tables()):
+            if "learner" in table.columns:
+                conn.execute(table.delete().where(table.c.learner == me))
+    new_ids: dict[str, dict] = {}
+    inserted: dict[str, int] = {}
+    for table in _tables():
+        rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
+                for row in data["tables"].get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+        if table.name == "grade_attempts":
+            rows = [{**row, "imported": True} for row in rows]
+        for fk in table.foreign_keys:
+            column, parent = fk.parent.name, fk.column.table.name
+            for row in rows:
+                if row.get(column) is not None:
+                    try:
+                        row[column] = new_ids[parent][row[column]]
+                    except KeyError:
+                        raise UserError(f"table {table.name}: {column} {row[column]} names no row of {parent} in the "
+                                        "file; nothing was imported") from None
+        id_column = table.columns.get("id")
+        if id_column is not None and id_column.primary_key and id_column.autoincrement:
+            mapping = new_ids[table.name] = {}
+            for row in rows:
+                old = row.pop("id", None)
+                mapping[old] = conn.execute(table.insert().values(**row).returning(id_column)).scalar_one()
+        elif rows:
+            conn.execute(table.insert(), rows)
+        inserted[table.name] = len(rows)
+    return inserted
 
 
 def _keep_pinned_learner(conn, learner: str) -> None:

@@ -116,3 +116,64 @@ def export(
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
     emit("cohort export", {"written": str(path), "learners": len(data["status"]["learners"])}, as_json=as_json,
          render=lambda console: console.print(f"exported {len(data['status']['learners'])} learners to {path}"))
+
+
+@cohort_app.command("add-learner")
+def add_learner(
+    learner: Annotated[str, typer.Argument(help="The learner's id, e.g. ada@example.org (becomes a database role).")],
+    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from standard input "
+                                                 "instead of generating one.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Instructor: a database login for LEARNER that reads the whole cohort and writes only its own rows."""
+    import sys
+
+    from roadmap_cli.cohort import add_learner as add
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.output import emit
+
+    password = None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+        if len(password) < 12:
+            raise UserError("the password read from standard input is shorter than 12 characters")
+    data = add(context.current().store(), learner, password)
+
+    def render(console):
+        console.print(f"Learner {learner} can now log in. Give them this (keep it private: it holds the password):")
+        console.print(f"  DATABASE_URL={data['database_url']}", markup=False, soft_wrap=True)
+        console.print("Their rows are theirs alone; `roadmap cohort status|board` show everyone.")
+
+    emit("cohort add-learner", data, as_json=as_json, render=render)
+
+
+@cohort_app.command("remove-learner")
+def remove_learner(
+    learner: Annotated[str, typer.Argument(help="The learner's id (see `roadmap cohort learners`).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Instructor: drop LEARNER's database login. Their rows stay, as the cohort's history."""
+    from roadmap_cli.cohort import remove_learner as remove
+    from roadmap_cli.output import emit
+
+    data = remove(context.current().store(), learner)
+    emit("cohort remove-learner", data, as_json=as_json,
+         render=lambda console: console.print(f"Removed the login of {learner}; their {data['rows_kept']} rows stay."))
+
+
+@cohort_app.command("learners")
+def learners(as_json: JsonOpt = False) -> None:
+    """The learners' database logins (each scoped to its own rows)."""
+    from roadmap_cli.cohort import learner_roles
+    from roadmap_cli.output import emit
+
+    data = learner_roles(context.current().store())
+
+    def render(console):
+        if not data["learners"]:
+            console.print("No learner logins yet: `roadmap cohort add-learner ID`.")
+            return
+        for row in data["learners"]:
+            console.print(row["learner"])
+
+    emit("cohort learners", data, as_json=as_json, render=render)

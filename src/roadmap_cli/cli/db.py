@@ -42,6 +42,14 @@ def db_status(as_json: JsonOpt = False) -> None:
         from roadmap_cli.store.server import server_facts
 
         facts = server_facts(store)
+        if facts.get("backend") == "postgresql":
+            from roadmap_cli.store.roles import session
+
+            with store.engine.connect() as conn:
+                who = session(conn)
+                conn.rollback()
+            # A learner's own login is scoped to its rows by the server; the owner (instructor) is not.
+            facts["login"] = {"role": who.role, "scoped": not who.instructor}
     else:
         import sqlite3
 
@@ -57,6 +65,11 @@ def db_status(as_json: JsonOpt = False) -> None:
         console.print(f"[bold]database[/]        {data['database']}")
         console.print(f"backend         {data['backend']} {data['server_version']} ({data['driver']})")
         console.print(f"learner         {data['learner']}")
+        if data.get("login"):
+            login = data["login"]
+            scope = ("(a learner's role: the server lets it write only its own rows)" if login["scoped"]
+                     else "(owner: not scoped by row security)")
+            console.print(f"login           {login['role']} {scope}")
         console.print(f"schema version  {version} (latest {migrations.LATEST})")
         if applied:
             console.print(f"migrated now    {', '.join(applied)}")

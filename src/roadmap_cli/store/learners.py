@@ -105,13 +105,39 @@ def saved_learner(store) -> Optional[str]:
     return validate_learner(name, source="the saved learner setting")
 
 
+def _scoped_role(store):
+    """On a server whose tables are row-secured, the logged-in learner role (None: SQLite, or the instructor)."""
+    engine = getattr(store, "engine", None)
+    if not _is_server(store) or engine is None or engine.dialect.name != "postgresql":
+        return None
+    from roadmap_cli.store.roles import session
+
+    with store.engine.connect() as conn:
+        who = session(conn)
+        conn.rollback()
+    return None if who.instructor else who
+
+
 def current_learner(store) -> str:
     """The learner this process acts as (cached on the store: one lookup per command)."""
     cached = getattr(store, "_learner", None)
     if cached is not None:
         return cached
     env = os.environ.get(ENV_VAR)
-    name = validate_learner(env, source=f"${ENV_VAR}") if env else (saved_learner(store) or default_learner())
+    scoped = _scoped_role(store)
+    if scoped is not None:
+        # A cohort learner's own login role (store/roles.py): the server decides who they are; a different
+        # claim from the environment or this home's saved id is refused, never silently used.
+        from roadmap_cli.store.roles import check_claimed_learner
+
+        if env:
+            check_claimed_learner(scoped, env, f"${ENV_VAR}")
+        saved = saved_learner(store)
+        if saved:
+            check_claimed_learner(scoped, saved, f"the learner saved in {_home_file(store)}")
+        name = validate_learner(scoped.role, source="your database login")
+    else:
+        name = validate_learner(env, source=f"${ENV_VAR}") if env else (saved_learner(store) or default_learner())
     try:
         store._learner = name
     except AttributeError:  # a stand-in store object without attributes

@@ -306,6 +306,20 @@ def m007_attempt_sandbox(conn: sa.Connection) -> None:
     conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN sandbox VARCHAR"))
 
 
+def m008_cohort_security(conn: sa.Connection) -> None:
+    """The cohort views (what `cohort status|board|export` read about everyone)
+    on both backends; on PostgreSQL, row-level security on every person-owned
+    table, so a learner's own login role reads and writes only its own rows
+    (store/roles.py). The owner, who runs this, is not scoped."""
+    from roadmap_cli.store import roles
+    from roadmap_cli.store.learners import person_tables
+
+    tables = person_tables(conn)
+    roles.create_cohort_views(conn, tables)
+    if conn.dialect.name == "postgresql":
+        roles.enable_row_security(conn, tables)
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -315,6 +329,7 @@ MIGRATIONS: list[Migration] = [
     ("learners", m005_learners),
     ("quiz_review", m006_quiz_review),
     ("attempt_sandbox", m007_attempt_sandbox),
+    ("cohort_security", m008_cohort_security),
 ]
 
 LATEST = len(MIGRATIONS)
@@ -370,6 +385,13 @@ def migrate(store, *, target: int | None = None) -> list[str]:
             version = applied_version(conn)
             if version >= target:
                 return done
+            from roadmap_cli.store.roles import session
+
+            who = session(conn)
+            if not who.instructor:
+                raise StoreError(f"the cohort database needs {target - version} schema upgrade(s) that only its "
+                                 f"owner can apply (you are logged in as learner {who.role!r}): ask the instructor "
+                                 "to run `roadmap db status` once with this roadmap version")
         if version == 0:
             _LEDGER.create(conn, checkfirst=True)
         for number in range(version + 1, target + 1):

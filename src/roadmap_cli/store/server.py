@@ -30,10 +30,12 @@ def install_postgres_hooks(engine) -> None:
     @event.listens_for(engine, "begin")
     def _queue_per_learner(conn):  # pragma: no cover - exercised by the PostgreSQL tests
         store = getattr(conn.engine, "roadmap_store", None)
-        if store is None:
+        # Not yet known: this is the lookup of who the learner is (store/learners.py), a read that needs no queue.
+        learner = getattr(store, "_learner", None)
+        if learner is None:
             return
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
-                             {"key": "roadmap-learner:" + store.learner})
+                             {"key": "roadmap-learner:" + learner})
 
 
 def lock_for_migration(conn) -> None:

@@ -1,0 +1,181 @@
+"""Cohort security on PostgreSQL: one database role per learner, rows scoped by the server.
+
+A cohort's database is shared, so "who wrote this row" must not be whatever
+a learner's environment claims (`ROADMAP_LEARNER`): the server decides.
+
+- **The instructor** owns the tables (the role that ran the migrations, or a
+  superuser). Table owners are not subject to row-level security, so the
+  instructor sees and manages everything, as before.
+- **A learner** is a login role made by `roadmap cohort add-learner ID`. On
+  every person-owned table a row-level security policy lets that role read
+  and write only rows whose `learner` is the role's own name
+  (`current_user`): raw SQL cannot insert, change or delete another
+  learner's rows, and the learner id is the login, never an environment
+  variable.
+- **The cohort views** (`cohort_grade_attempts`, ...: migration 8) are owned
+  by the instructor and marked `security_barrier`; through them every member
+  reads the whole cohort (status, board, export), read-only.
+
+A database where every learner still logs in as the owner keeps working as
+before, unprotected: `roadmap db status` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from roadmap_cli.errors import NotFoundError, StoreError, UserError
+
+# What the cohort commands read about everyone, through views (store/migrations.py, m008).
+COHORT_TABLES = ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries")
+POLICY = "roadmap_own_rows"
+SETTINGS_POLICY = "roadmap_database_settings"
+
+
+def view_name(table: str) -> str:
+    return f"cohort_{table}"
+
+
+def create_cohort_views(conn, person_tables: list[str]) -> None:
+    """The read-only, whole-cohort views (both backends: the cohort commands
+    query the same names on SQLite, where one file is one person anyway)."""
+    import sqlalchemy as sa
+
+    barrier = " WITH (security_barrier = true)" if conn.dialect.name == "postgresql" else ""
+    for table in COHORT_TABLES:
+        conn.execute(sa.text(f"CREATE VIEW {view_name(table)}{barrier} AS SELECT * FROM {table}"))
+    # Every learner with a row anywhere (the database-wide settings scope '' is nobody).
+    union = " UNION ".join(f"SELECT learner FROM {t}" for t in person_tables)
+    conn.execute(sa.text(f"CREATE VIEW cohort_learners{barrier} AS SELECT learner FROM ({union}) AS everyone "
+                         "WHERE learner <> ''"))
+
+
+def enable_row_security(conn, person_tables: list[str]) -> None:
+    """PostgreSQL: each person-owned table answers a non-owner role with its own rows only."""
+    import sqlalchemy as sa
+
+    for table in person_tables:
+        conn.execute(sa.text(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY"))
+        conn.execute(sa.text(f"CREATE POLICY {POLICY} ON {table} USING (learner = current_user) "
+                             "WITH CHECK (learner = current_user)"))
+    # The database-wide settings rows (learner '') are readable by everyone, writable by the owner only.
+    conn.execute(sa.text(f"CREATE POLICY {SETTINGS_POLICY} ON settings FOR SELECT USING (learner = '')"))
+
+
+# ---------------------------------------------------------------- who is connected
+
+
+@dataclass(frozen=True)
+class Session:
+    role: str
+    instructor: bool  # owns the tables (or is a superuser / bypasses RLS): not scoped
+
+
+def session(conn) -> Session:
+    """The logged-in role, and whether row-level security scopes it."""
+    row = conn.exec_driver_sql(
+        "SELECT current_user, "
+        "       COALESCE((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false), "
+        "       (SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
+        "                                         AND schemaname = current_schema())").one()
+    role, privileged, owner = row
+    # Before the first migration there are no tables: whoever runs it becomes their owner.
+    instructor = bool(privileged) or owner is None or bool(conn.exec_driver_sql(
+        "SELECT pg_has_role(current_user, %(owner)s, 'MEMBER')", {"owner": owner}).scalar())
+    return Session(role=role, instructor=instructor)
+
+
+def check_claimed_learner(role: Session, claimed: Optional[str], where: str) -> str:
+    """A scoped learner is its login role: any other claim is refused with one line."""
+    if role.instructor:
+        raise AssertionError("an instructor's learner id is not scoped")
+    if claimed is not None and claimed != role.role:
+        raise UserError(f"you are logged in to the cohort database as {role.role!r}; acting as {claimed!r} "
+                        f"({where}) is refused: a learner can only write as themselves (unset it, or log in as "
+                        "that learner)")
+    return role.role
+
+
+# ---------------------------------------------------------------- the instructor's commands
+
+
+def _require_instructor(conn) -> Session:
+    who = session(conn)
+    if not who.instructor:
+        raise UserError(f"only the cohort's instructor (the role that owns the tables) can manage learners; "
+                        f"you are logged in as {who.role!r}")
+    return who
+
+
+def _quote(conn, name: str) -> str:
+    """A role name as a quoted identifier (learner ids may hold '@', '.', '+')."""
+    import psycopg.sql
+
+    raw = conn.connection.driver_connection
+    return psycopg.sql.Identifier(name).as_string(raw)
+
+
+def add_learner(conn, name: str, password: str, person_tables: list[str]) -> None:
+    """A login role for `name`, allowed to read the cohort and write only its own rows."""
+    import psycopg.sql
+
+    _require_instructor(conn)
+    if conn.exec_driver_sql("SELECT 1 FROM pg_roles WHERE rolname = %(n)s", {"n": name}).first():
+        raise UserError(f"a database role {name!r} already exists: choose another learner id, or "
+                        f"`roadmap cohort remove-learner {name}` first")
+    who = _quote(conn, name)
+    raw = conn.connection.driver_connection
+    literal = psycopg.sql.Literal(password).as_string(raw)
+    database = _quote(conn, conn.exec_driver_sql("SELECT current_database()").scalar())
+    schema = _quote(conn, conn.exec_driver_sql("SELECT current_schema()").scalar())
+    statements = [
+        f"CREATE ROLE {who} LOGIN PASSWORD {literal} NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS",
+        f"GRANT CONNECT ON DATABASE {database} TO {who}",
+        f"GRANT USAGE ON SCHEMA {schema} TO {who}",
+        # Reading is scoped by the policies (person tables) or harmless (the migrations ledger, the views).
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {who}",
+        f"GRANT INSERT, UPDATE, DELETE ON {', '.join(person_tables)} TO {who}",
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {who}",
+    ]
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+
+def remove_learner(conn, name: str) -> int:
+    """Drop the learner's role (it can no longer log in); their rows stay, as
+    the cohort's history. Returns how many rows they own."""
+    _require_instructor(conn)
+    if not conn.exec_driver_sql("SELECT 1 FROM pg_roles WHERE rolname = %(n)s", {"n": name}).first():
+        known = [r[0] for r in conn.exec_driver_sql("SELECT learner FROM cohort_learners")]
+        raise NotFoundError("learner role", name, known)
+    if name == session(conn).role:
+        raise UserError("you cannot remove the role you are logged in as")
+    rows = sum(conn.exec_driver_sql(f"SELECT count(*) FROM {t} WHERE learner = %(n)s", {"n": name}).scalar()
+               for t in COHORT_TABLES)
+    who = _quote(conn, name)
+    database = _quote(conn, conn.exec_driver_sql("SELECT current_database()").scalar())
+    schema = _quote(conn, conn.exec_driver_sql("SELECT current_schema()").scalar())
+    # The privileges add_learner granted first (DROP ROLE refuses a role that still holds any; DROP OWNED
+    # would need membership in the role, which a CREATEROLE instructor lacks), then the role.
+    for statement in (f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {who}",
+                      f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}",
+                      f"REVOKE ALL ON SCHEMA {schema} FROM {who}",
+                      f"REVOKE ALL ON DATABASE {database} FROM {who}",
+                      f"DROP ROLE {who}"):
+        conn.exec_driver_sql(statement)
+    return rows
+
+
+def learner_roles(conn) -> list[dict]:
+    """Every login role the policies scope (not the instructor, not superusers), with its row count."""
+    owner = conn.exec_driver_sql("SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
+                                 "AND schemaname = current_schema()").scalar()
+    if owner is None:
+        raise StoreError("the cohort database has no tables yet: run `roadmap db status` once as the instructor")
+    rows = conn.exec_driver_sql(
+        "SELECT r.rolname FROM pg_roles r WHERE r.rolcanlogin AND NOT r.rolsuper AND NOT r.rolbypassrls "
+        "AND NOT pg_has_role(r.rolname, %(owner)s, 'MEMBER') "
+        "AND has_table_privilege(r.rolname, 'grade_attempts', 'INSERT') ORDER BY r.rolname",
+        {"owner": owner}).all()
+    return [{"learner": name} for (name,) in rows]
