@@ -148,3 +148,45 @@ def test_judge_catches_an_engine_error() -> None:
     states = _walk()
     states[0].outcome, states[0].detail = "error", "the grader failed: pytest internal error"
     assert any("ended error" in p for p in judge(states, ORDER, ["x", "y", "z"]))
+
+
+# ------------------------------------------------- real labs, real `roadmap grade`
+
+
+def _cli(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ROADMAP_HOME=str(home), ROADMAP_LANG="en", PYTHONUNBUFFERED="1")
+    env.pop("TRITON_INTERPRET", None)  # the engine decides, per grade run
+    return subprocess.run([sys.executable, "-m", "roadmap_cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=900)
+
+
+@pytest.mark.slow
+def test_llm_serving_parts_solved_without_the_server_grade_and_are_recorded(tmp_path: Path) -> None:
+    """Issue 26's report: quantization solved first, then `roadmap grade`, gave
+    an INTERNALERROR after a 60 s wait and 0 points. Like that learner: start,
+    solve one part's file at a time (the server never), grade after each step.
+    The server's own tests fail fast (they stop waiting once a request failed)."""
+    from roadmap_cli.authoring.walk import solution_files
+    from roadmap_cli.labs.spec import find_lab
+
+    spec = find_lab("llm-serving")
+    texts = solution_files(spec)
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    started = _cli(["lab", "start", "llm-serving", "--dir", str(ws)], tmp_path, home)
+    assert started.returncode == 0, started.stderr
+    solved: set[str] = set()
+    for number, (rel, part) in enumerate([("quantize.py", "quantization"), ("capacity.py", "capacity")], start=1):
+        (ws / rel).write_text(texts[rel], encoding="utf-8")
+        solved.add(part)
+        proc = _cli(["grade", "--json"], ws, home)
+        assert proc.returncode == 1, f"{rel}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+        data = json.loads(proc.stdout)["data"]
+        assert data["outcome"] == "failed" and "INTERNALERROR" not in (data.get("log_tail") or ""), data["log_tail"]
+        statuses = {p["id"]: p["status"] for p in data["parts"]}
+        assert statuses == {p.id: "passed" if p.id in solved else "failed" for p in spec.parts}, statuses
+        # A failed part failed on its tests, not because the session died before them.
+        assert all(p["tests_total"] > 0 for p in data["parts"]) and not data["not_run"], data["parts"]
+        assert data["duration_s"] < spec.time_limit_s / 2, f"{rel}: the grade took {data['duration_s']} s"
+        history = json.loads(_cli(["lab", "history", "llm-serving", "--json"], ws, home).stdout)["data"]
+        assert history["total"] == number and data["attempt_number"] == number
+        assert {p["id"]: p["status"] for p in history["attempts"][0]["parts"]} == statuses
