@@ -52,7 +52,7 @@ def fake_run(lab, n: int, i: int):
         started_at="2026-02-01T10:00:00+00:00", duration_s=1.0, outcome="passed", score=float(part.points),
         max_score=float(part.points), parts=parts, perf=[], device="cpu", device_capability=None,
         torch_version=None, triton_version=None, interpret_mode=True, workspace=f"/tmp/ws/{n}",
-        grader_sha256="0" * 64, message=None, tests=tests)
+        grader_sha256="0" * 64, message=None, sandbox=None, tests=tests)
 
 
 def mixed(n: int, writer: int) -> None:

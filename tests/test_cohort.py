@@ -18,7 +18,8 @@ def backend(request) -> str:
     return request.param
 
 
-def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed") -> None:
+def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed",
+           sandbox: str | None = None) -> None:
     """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would."""
     from roadmap_cli import context
     from roadmap_cli.grading.grade import record_attempt
@@ -27,7 +28,7 @@ def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str =
     context.reset()
     lab = find_lab(lab_id)
     run = fake_run(lab, 0, 0)
-    run.device, run.score, run.perf, run.outcome = device, score, perf, outcome
+    run.device, run.score, run.perf, run.outcome, run.sandbox = device, score, perf, outcome, sandbox
     record_attempt(context.current().store(), lab, run, None, None)
 
 
@@ -65,6 +66,20 @@ def test_board_ranks_only_results_from_the_same_device_model(backend, run_cli, m
     assert people.exit_code == 0 and "grace" in people.stdout and "same device model" in people.stdout
     unknown = run_cli("cohort", "board", "cuda-matmull")
     assert unknown.exit_code == 2 and "did you mean" in unknown.stderr
+
+
+def test_a_weak_sandbox_result_never_ranks_above_a_strong_one(backend, run_cli, monkeypatch):
+    _as(monkeypatch, "ada")
+    _grade("cuda-matmul", device=H100, score=60, perf=[], sandbox="weak")  # higher, but without the OS wall
+    _as(monkeypatch, "grace")
+    _grade("cuda-matmul", device=H100, score=40, perf=[], sandbox="strong")
+    _grade("cuda-matmul", device=H100, score=55, perf=[], sandbox="weak")  # her own weak best does not count first
+    _as(monkeypatch, "linus")
+    _grade("cuda-matmul", device=H100, score=70, perf=[])  # recorded before the sandbox was: unknown
+    data = run_cli("cohort", "board", "cuda-matmul", "--json").json()["data"]
+    ranked = [(e["rank"], e["learner"], e["best_score"], e["sandbox"]) for e in data["devices"][0]["learners"]]
+    assert ranked == [(1, "grace", 40, "strong"), (2, "linus", 70, "unknown"), (3, "ada", 60, "weak")]
+    assert "sandbox" in run_cli("cohort", "board", "cuda-matmul").stdout
 
 
 def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monkeypatch, tmp_path: Path):

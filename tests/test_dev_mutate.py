@@ -178,6 +178,12 @@ def _by_description(data: dict) -> dict[str, str]:
 
 
 def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
+    spec = labs / "adder" / "lab.yaml"
+    spec.write_text(spec.read_text().replace("wrong:\n", (
+        "  - id: mul-by-zero\n    section: Multiply\n    text: anything times 0 is 0\n"
+        "    tests: ['test_mul.py::test_mul_zero']\n"
+        "  - id: gpu-rule\n    section: Multiply\n    text: a rule graded only on a GPU\n"
+        "    tests: ['test_gpu.py']\nwrong:\n"), 1))
     result = run_cli("dev", "mutate", "adder", "--json")
     assert result.exit_code == 0, result
     data = result.json()["data"]
@@ -187,6 +193,12 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     # Coverage: each mutant is graded only on the parts that run the function it changed.
     graded = {r["description"]: r["graded_parts"] for r in data["results"]}
     assert graded == {"`+` -> `-`": ["add", "speed"], "`*` -> `/`": ["mul"]}
+    # Issue 26 item 4: `*` -> `/` fails test_mul (0 / 7 == 0 would pass test_mul_zero anyway): the rule
+    # only test_mul_zero checks is one no killed mutant touched; a GPU-only rule is not judged here.
+    assert {tuple(r["tests_failed"]) for r in data["results"]} == {("test_add.py::test_add_small", "test_speed.py::test_speed"),
+                                                                    ("test_mul.py::test_mul",)}
+    assert data["rules_untouched"] == ["mul-by-zero"]
+    assert "rules no killed mutant touched (1): mul-by-zero" in run_cli("dev", "mutate", "adder").stdout
 
 
 def test_part_grades_only_the_mutants_in_code_it_runs(labs: Path, run_cli):

@@ -256,6 +256,11 @@ def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong
                                        + "\n    except PermissionError:\n        return a + b + 1\n")
     data = grade(run_cli)
     assert_not_passed(data)
+    if how == "import" and data["sandbox"] == "strong":
+        # Behind the OS wall the solution folder is an empty mount: the import finds the learner's own adder.py
+        # (which calls itself), never the reference, so there is nothing to void, only a failure.
+        assert data["outcome"] == "failed", data
+        return
     assert data["outcome"] == "error" and "reference solution" in data["message"]
     add_tests = [t for t in data["tests"] if t["part"] == "add"]
     assert any("reference solution" in (t["message"] or "") for t in add_tests)
@@ -311,5 +316,5 @@ def test_a_right_solution_with_suspicious_files_still_passes(run_cli, wrong_ws: 
     (wrong_ws / "conftest.py").write_text("raise SystemExit('never imported')\n")
     (wrong_ws / "adapter.py").write_text("raise SystemExit('never imported: the grader adapter wins')\n")
     data = grade(run_cli)
-    assert data["exit_code"] == 0 and data["outcome"] == "passed", data
+    assert data["exit_code"] == 0 and data["outcome"] == "passed-on-cpu", data
     assert data["score"] == 35

@@ -342,3 +342,31 @@ def test_database_url_holding_another_programs_tables_is_refused(run_cli, monkey
     result = run_cli("log", "hours", "1")
     assert result.exit_code == 3 and one_line_error(result) and "other program" in result.stderr, result
     assert sha(foreign) == before
+
+
+@pytest.mark.parametrize("url", ["postgres://ada:pw@127.0.0.1:1/roadmap", "postgresql://ada:pw@127.0.0.1:1/roadmap",
+                                 "postgres+psycopg://ada:pw@127.0.0.1:1/roadmap"])
+def test_postgres_urls_as_hosts_print_them_use_psycopg(url):
+    from roadmap_cli.store.engine import _engine_from_url
+
+    engine, where = _engine_from_url(url)
+    try:
+        assert engine.url.drivername == "postgresql+psycopg" and "pw" not in where
+    finally:
+        engine.dispose()
+
+
+def test_postgres_url_with_another_driver_is_refused_by_name():
+    from roadmap_cli.errors import StoreError
+    from roadmap_cli.store.engine import _engine_from_url
+
+    with pytest.raises(StoreError, match="uses the psycopg2 driver; roadmap speaks psycopg 3"):
+        _engine_from_url("postgres+psycopg2://ada@127.0.0.1:1/roadmap")
+
+
+def test_postgres_scheme_reaches_the_server_not_a_plugin_error(run_cli, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://ada@127.0.0.1:1/roadmap")  # nothing listens on port 1
+    monkeypatch.setenv("ROADMAP_PG_CONNECT_TIMEOUT", "2")
+    result = run_cli("status")
+    assert result.exit_code == 3 and one_line_error(result), result
+    assert "Can't load plugin" not in result.stderr and "127.0.0.1" in result.stderr, result.stderr

@@ -75,12 +75,19 @@ def test_interrupted_run_is_recorded_as_interrupted(tmp_path: Path, run_cli, mon
     from roadmap_cli.grading.grade import grade
 
     ws = _start(run_cli, tmp_path, "adder")
-    (ws / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n")
     cancel = threading.Event()
-    threading.Timer(3.0, cancel.set).start()
     ctx = context.current()
+    # Two failures of mul first: a grade would now offer a hint, an interrupted one must not.
+    monkeypatch.chdir(ws)
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    (ws / "mul.py").write_text("def mul(a, b):\n    return a + b\n")
+    run_cli("grade", "--part", "mul")
+    assert "failed twice in a row" in run_cli("grade", "--part", "mul").stdout
+    (ws / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n")
+    threading.Timer(3.0, cancel.set).start()
     outcome = grade(ctx.store, ctx.home, "adder", ws, part="mul", cancel=cancel)
     assert outcome.run.outcome == "interrupted" and outcome.run.exit_code == 130 and outcome.run.score == 0
+    assert outcome.hint_offer is None
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
     assert history[0]["outcome"] == "interrupted" and history[0]["counted"] is False
 
@@ -98,3 +105,23 @@ def test_hint_follows_the_part_that_failed_and_is_offered_after_two_failures(run
     assert hint["index"] == 2 and hint["for_part"] == "mul" and hint["new"] is True
     assert "hints seen: 1/2" in run_cli("lab", "status").stdout
     assert "roadmap lab hint" not in run_cli("grade", "--part", "mul").stdout  # nothing left for mul
+    # mul's only hint is used up: the next `lab hint` says so, then gives add's, naming add.
+    more = run_cli("lab", "hint")
+    assert "mul: its hint is used up." in more.stdout
+    assert "Hint 1/2, for part add (not mul): Use the + operator." in more.stdout
+    again = run_cli("lab", "hint", "--json").json()["data"]
+    assert again["new"] is False and again["part_used_up"] and again["index"] == 2  # mul's, repeated
+    asked = run_cli("lab", "hint", "--part", "add", "--json").json()["data"]
+    assert asked["for_part"] == "add" and asked["index"] == 1 and not asked["other_part"]
+    wrong = run_cli("lab", "hint", "--part", "nope")
+    assert wrong.exit_code == 2 and "add" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_a_lab_never_graded_says_so_not_best_zero(run_cli, tmp_path: Path) -> None:
+    _start(run_cli, tmp_path, "adder")
+    for args in (("status",), ("lab", "status", "adder")):
+        out = run_cli(*args).stdout
+        assert "not graded yet" in out and "best 0/" not in out, (args, out)
+    assert "0/" not in next(line for line in run_cli("lab", "list").stdout.splitlines() if "adder" in line)
+    run_cli("grade", "adder")
+    assert "best 0/" in run_cli("lab", "status", "adder").stdout  # graded and failed: now a 0 means something

@@ -50,8 +50,35 @@ def test_numeric_unit_of_another_quantity_is_a_miss_that_says_so(cur):
     verdict = check(q(cur, "s5-vllm-kv-bytes-per-token"), "512 ms")
     assert not verdict.correct and verdict.rating == AGAIN
     assert "'ms' is a unit of time, but the question asks for a size in bytes (B)" in verdict.feedback[0]
-    verdict = check(q(cur, "s5-vllm-kv-bytes-per-token"), "512 kb")
-    assert "unknown unit 'kb' (write KB for 1000 bytes or KiB for 1024)" in verdict.feedback[0]
+
+
+@pytest.mark.parametrize("qid, answer, unit, meant", [
+    ("s5-vllm-kv-bytes-per-token", "512 kb", "kb", "write KB for 1,000 bytes or KiB for 1,024"),
+    ("s5-vllm-kv-bytes-per-token", "512 Kb", "Kb", "write KB for 1,000 bytes or KiB for 1,024"),
+    ("s5-vllm-kv-bytes-per-token", "0.5 mB", "mB", "write MB for 1,000,000 bytes or MiB for 1,048,576"),
+    ("s5-vllm-kv-bytes-per-token", "512 KIB", "KIB", "write KiB for 1,024 bytes"),
+    ("s10-multigpu-70b-weights", "140 gb", "gb", "write GB for 1,000,000,000 bytes or GiB for 1,073,741,824"),
+    ("s10-multigpu-70b-weights", "140 Gb", "Gb", "GB for 1,000,000,000"),
+    ("s5-vllm-kv-bytes-per-token", "512 furlongs", "furlongs", "the question asks for B"),
+    ("s5-ttft-prefill-time", "70 MS", "MS", "did you mean ms?"),
+    ("s5-vllm-blocks-for-sequence", "63 warps", "warps", "counted in blocks"),
+])
+def test_numeric_unreadable_units_are_refused_never_scored(cur, qid, answer, unit, meant):
+    # Refused (asked again, an answers file refused whole), never a miss that reveals the answer.
+    with pytest.raises(AnswerProblem) as refused:
+        check(q(cur, qid), answer)
+    message = str(refused.value)
+    assert f"{unit!r}" in message and meant in message, message
+    assert "KB" not in message or unit.lower() in ("kb", "kib"), message  # the gb message once talked about KB
+
+
+def test_numeric_si_kilobyte_is_read_and_other_quantities_are_misses(cur):
+    verdict = check(q(cur, "s5-vllm-kv-bytes-per-token"), "524.288 kB")  # SI's lower-case k
+    assert verdict.correct, verdict.feedback
+    verdict = check(q(cur, "s5-vllm-kv-bytes-per-token"), "512 kB")
+    assert not verdict.correct and any("kB is 1,000 bytes; KiB is 1024-based" in f for f in verdict.feedback)
+    verdict = check(q(cur, "s5-vllm-blocks-for-sequence"), "63 ms")  # readable, but a time: a miss
+    assert not verdict.correct and "'ms' is a unit of time, but the question counts blocks" in verdict.feedback[0]
 
 
 def test_numeric_time_and_label_units(cur):
@@ -63,7 +90,6 @@ def test_numeric_time_and_label_units(cur):
     assert not check(occupancy, "0.5").correct  # a fraction is not a percentage
     blocks = q(cur, "s5-vllm-blocks-for-sequence")  # 63 blocks
     assert check(blocks, "63 blocks").correct and not check(blocks, "62.5").correct
-    assert not check(blocks, "63 warps").correct
 
 
 @pytest.mark.parametrize("answer", ["", "banana", "12 34", "1/0", "__import__('os')"])

@@ -181,3 +181,27 @@ def test_quiz_without_ref_uses_the_latest_stage_with_quizzes(run_cli, cur):
         assert run_cli("check", cp.id).exit_code == 0
     data = run_cli("quiz", "--json").json()["data"]
     assert [c["checkpoint"] for c in data["checkpoints"]] == [cp.id for cp in cur.stage(1).checkpoints]
+
+
+def test_quiz_unreadable_unit_is_refused_and_asked_again_never_scored(run_cli, cur, tmp_path):
+    cp = "s10-design-multi-gpu-inference"
+    questions = cur.quiz_for(cp).questions
+    weights = "s10-multigpu-70b-weights"  # 140 GB
+    answers = {q.id: right_answer(q) for q in questions}
+    answers[weights] = "140 gb"
+    result = run_cli("quiz", cp, "--answers", answers_file(tmp_path, answers))
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert weights in result.stderr and "'gb' is ambiguous" in result.stderr and "nothing was recorded" in result.stderr
+    assert not any(c["quiz"] for c in run_cli("stage", "show", "10", "--json").json()["data"]["checkpoints"])
+    # At the prompt: the same answer is asked again, then the right one counts.
+    lines = []
+    for q in questions:
+        if q.kind == "recall":
+            lines += ["my own answer", "good"]
+        else:
+            lines += ["140 gb"] if q.id == weights else []
+            lines.append(right_answer(q))
+    result = run_cli("quiz", cp, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result
+    assert "'gb' is ambiguous" in result.stdout and "expected 140" not in result.stdout
+    assert f"quiz {len(questions)}/{len(questions)}  passed" in result.stdout

@@ -97,9 +97,9 @@ def test_no_process_survives_a_grade(run_cli, adder_ws: Path, escape: str) -> No
     assert result.exception is None, result
     assert (adder_ws / "escaped.flag").exists(), "the escape never ran"
     assert marked_processes(marker) == []
-    assert result.json()["data"]["outcome"] == "passed", [t["message"] for t in result.json()["data"]["tests"]]
+    assert result.json()["data"]["outcome"] == "passed-on-cpu", [t["message"] for t in result.json()["data"]["tests"]]
     history = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["history"]
-    assert history and history[0]["outcome"] == "passed"
+    assert history and history[0]["outcome"] == "passed-on-cpu"
 
 
 def test_no_process_survives_a_timeout(run_cli, adder_ws: Path) -> None:
@@ -142,7 +142,11 @@ def test_a_stopped_supervisor_does_not_let_anything_escape(run_cli, adder_ws: Pa
     (adder_ws / "adder.py").write_text(source)
     result = run_cli("grade", "--part", "add", "--timeout", "4", "--json")
     assert result.json()["data"]["outcome"] in ("timeout", "crash"), result
-    assert (adder_ws / "escaped.flag").exists()
+    # Behind the OS wall the supervisor is outside the learner's pid namespace: "its parent" is the namespace's
+    # own init, so the SIGSTOP never reaches the engine's side and the escape may not even start. Without the
+    # wall the attack runs in full. Either way the engine's timer ends the grade and nothing is left.
+    if result.json()["data"]["sandbox"] != "strong":
+        assert (adder_ws / "escaped.flag").exists()
     assert marked_processes(marker) == []
 
 

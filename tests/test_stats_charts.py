@@ -147,3 +147,13 @@ def test_stats_and_report_import_no_torch(tmp_path: Path):
         assert probe["code"] in (0, None), proc.stderr[-2000:]
         heavy = [m for m in probe["heavy"] if m.split(".")[0] in ("torch", "triton", "numpy")]
         assert heavy == [], f"{args} imported {heavy[:10]}"
+
+
+def test_bar_legend_states_how_the_weeks_stand_against_the_minimum():
+    short = bar_chart("hours", [("2026-W49", 2.5)], unit="h", width=100, target=(10, 15))
+    assert "minimum reached" not in "\n".join(short) and "✓" not in "\n".join(short)
+    assert short[-1].strip() == "| target 10–15 h   2026-W49: 2.5 h, 7.5 h short of the minimum"
+    mixed = bar_chart("hours", [("2026-W48", 11), ("2026-W49", 4)], unit="h", width=120, target=(10, 15))
+    assert mixed[-1].strip() == "| target 10–15 h   ✓ = minimum reached   2026-W49: 4 h, 6 h short of the minimum"
+    met = bar_chart("hours", [("2026-W49", 12)], unit="h", width=100, target=(10, 15))
+    assert met[-1].strip().endswith("✓ = minimum reached   2026-W49: minimum reached")

@@ -102,3 +102,18 @@ def test_db_status_json(run_cli):
     assert data["applied_now"] == [name for name, _ in migrations.MIGRATIONS]
     again = run_cli("db", "status", "--json").json()["data"]
     assert again["applied_now"] == [] and again["pending_before_open"] == []
+
+
+def test_db_copy_to_sqlite_says_the_same_row_count_as_its_refusal(run_cli, tmp_path: Path):
+    import re
+
+    assert run_cli("log", "hours", "3").exit_code == 0
+    assert run_cli("check", "s1-explain-attention-workflow").exit_code == 0
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    first = run_cli("db", "copy", "--to", target)  # once "database is locked": the learner was asked mid-copy
+    assert first.exit_code == 0, first
+    copied = int(re.search(r"copied (\d+) rows", first.stdout).group(1))
+    again = run_cli("db", "copy", "--to", target)
+    assert again.exit_code == 2, again
+    assert f"already holds data ({copied} rows)" in again.stderr, (first.stdout, again.stderr)
+    assert copied >= 2

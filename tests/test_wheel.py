@@ -53,3 +53,15 @@ def test_wheel_install_runs_status(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["command"] == "status" and data["data"]["total"] == 46
+
+    # The build hook's manifest (hatch_build.py): every grader file as installed; one edit is named.
+    check = ("import sys; from roadmap_cli.grading import manifest; from roadmap_cli.paths import labs_root\n"
+             "lab = labs_root() / 'minigpt'\n"
+             "first = manifest.verify(lab)\n"
+             "f = lab / 'tests' / 'adapter.py'; f.write_text(f.read_text() + '# edited\\n')\n"
+             "print(first.source, first.ok, manifest.verify(lab).line())\n")
+    proc = subprocess.run([py, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    source, ok, line = proc.stdout.strip().split(" ", 2)
+    assert (source, ok) == ("wheel", "True"), proc.stderr
+    assert line == (f"grader file changed since install: {root / 'labs' / 'minigpt' / 'tests' / 'adapter.py'} "
+                    "(repair: reinstall roadmap, see roadmap doctor)")

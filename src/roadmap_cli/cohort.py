@@ -23,6 +23,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from typing import Optional
 
+from roadmap_cli.labs.history import outcome_fields
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 from roadmap_cli.store.learners import DATABASE_SCOPE
 
@@ -149,17 +150,19 @@ def lab_board(store, lab_id: str) -> dict:
     spec = find_lab(lab_id)  # NotFoundError with did-you-mean
     with store.connection() as conn:
         rows = conn.execute(sa.text(
-            "SELECT learner, score, max_score, outcome, perf, device, started_at FROM grade_attempts "
+            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox FROM grade_attempts "
             "WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
     best: dict[tuple[str, str], dict] = {}
     counts: dict[tuple[str, str], int] = defaultdict(int)
-    for learner, score, max_score, outcome, perf, device, started_at in rows:
+    for learner, score, max_score, outcome, perf, device, started_at, parts, sandbox in rows:
         if outcome in UNCOUNTED_OUTCOMES:
             continue
         key = (device or "unknown", learner)
         counts[key] += 1
+        # The best attempt's word: "passed-on-cpu" when GPU parts were not graded on it (labs/history.py).
         entry = {"learner": learner, "best_score": float(score), "max_score": float(max_score),
-                 "perf_ratio": perf_ratio(perf), "graded_at": started_at}
+                 **outcome_fields(outcome, _stored_parts(parts)), "perf_ratio": perf_ratio(perf),
+                 "graded_at": started_at, "sandbox": sandbox or "unknown"}
         old = best.get(key)
         if old is None or _better(entry, old):
             best[key] = entry
@@ -168,15 +171,32 @@ def lab_board(store, lab_id: str) -> dict:
         groups[device].append({**entry, "attempts": counts[(device, _learner)]})
     out = []
     for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
-        ranked = sorted(groups[device], key=lambda e: (-e["best_score"], -(e["perf_ratio"] or 0.0), e["learner"]))
+        # A result graded behind the OS wall ranks above every weak-sandbox (or unknown) one, whatever the scores:
+        # a weak sandbox cannot prove the learner's code did not reach the references.
+        ranked = sorted(groups[device], key=lambda e: (_weak(e), -e["best_score"], -(e["perf_ratio"] or 0.0),
+                                                       e["learner"]))
         for rank, entry in enumerate(ranked, start=1):
             entry["rank"] = rank
         out.append({"device": device, "learners": ranked})
     return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)), "devices": out}
 
 
+def _stored_parts(text) -> list:
+    try:
+        parts = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
+def _weak(entry: dict) -> bool:
+    return entry["sandbox"] != "strong"
+
+
 def _better(new: dict, old: dict) -> bool:
-    return (new["best_score"], new["perf_ratio"] or 0.0) > (old["best_score"], old["perf_ratio"] or 0.0)
+    """A learner's best: a strong-sandbox result beats any weak one, then the score, then performance."""
+    return ((not _weak(new), new["best_score"], new["perf_ratio"] or 0.0)
+            > (not _weak(old), old["best_score"], old["perf_ratio"] or 0.0))
 
 
 def cohort_export(store, curriculum, *, today: date) -> dict:

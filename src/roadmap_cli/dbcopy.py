@@ -20,7 +20,8 @@ BATCH = 1000
 
 def copy_database(source, target_url: str, *, home: Path,
                   progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
-    """Copy every table; returns {"target": redacted URL, "rows": {table: n}}.
+    """Copy every table; returns {"target": redacted URL, "rows": {table: n}} (the
+    database-scope settings rows not counted, as the refusal over data counts).
 
     `progress(table, rows_done, rows_total)` is called after each batch."""
     import sqlalchemy as sa
@@ -35,6 +36,8 @@ def copy_database(source, target_url: str, *, home: Path,
             raise UserError(f"--to names the database this command reads ({source.where}); choose another")
         tables = _tables()
         copied: dict[str, int] = {}
+        # Asked before `src` holds the source's lock: resolving the learner may write (and waited on it: "locked").
+        learner = source.learner
         with source.engine.connect() as src, target.connection() as dst:
             counts = _row_counts(src)
             existing = _row_counts(dst)
@@ -60,7 +63,12 @@ def copy_database(source, target_url: str, *, home: Path,
                         progress(table.name, done, total)
             _advance_sequences(dst)
             if dst.dialect.name == "sqlite":
-                _keep_pinned_learner(dst, source.learner)
+                _keep_pinned_learner(dst, learner)
+            # The database's own settings (DATABASE_SCOPE) are copied too but, as in the
+            # "already holds data" check above, not counted: every database has them, and
+            # the summary must say the number a second copy would then refuse over.
+            copied["settings"] = copied.get("settings", 0) - src.execute(
+                sa.text("SELECT count(*) FROM settings WHERE learner = :s"), {"s": DATABASE_SCOPE}).scalar_one()
             src.rollback()
         return {"target": target.where, "rows": copied}
     finally:

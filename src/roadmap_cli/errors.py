@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # the user asked for something that does not exist or is malformed
     STORE = 3  # the database or data home cannot be used
     GRADER = 4  # the grader itself errored or timed out
+    REMOTE = 5  # a remote machine (roadmap remote ...) could not be reached, or failed there
 
 
 class RoadmapError(Exception):

@@ -45,6 +45,35 @@ def test_known_patterns(access):
                  adapter.bank_conflict_degree(addresses, size), reference.bank_degree(addresses, size), SECTION)
 
 
+def _only(lanes: dict[int, int]) -> list:
+    return [lanes.get(t) for t in range(32)]
+
+
+# Wide accesses at the phase boundaries, with the answer worked out by hand
+# (README.md: 8-byte accesses per half-warp, 16-byte per quarter-warp, each
+# access touching ceil(e / 4) consecutive words).
+WIDE = [
+    ("8B, lanes 0 and 16, same bank", _only({0: 0, 16: 256}), 8, 1),      # two half-warps: no conflict
+    ("8B, lanes 0 and 15, same bank", _only({0: 0, 15: 256}), 8, 2),      # one half-warp: 2-way
+    ("8B, half-warp stride 16 words", [128 * t for t in range(32)], 8, 16),
+    ("8B, consecutive", [8 * t for t in range(32)], 8, 1),
+    ("8B, lanes 0 and 1, words 32 and 64", _only({0: 4 * 32, 1: 4 * 64}), 8, 2),
+    ("16B, lanes 0 and 8, same bank", _only({0: 0, 8: 512}), 16, 1),      # two quarter-warps
+    ("16B, lanes 0 and 7, same bank", _only({0: 0, 7: 512}), 16, 2),      # one quarter-warp
+    ("16B, lanes 8-15 stride 8 words", _only({t: 128 * t for t in range(8, 16)}), 16, 8),
+    ("16B, consecutive", [16 * t for t in range(32)], 16, 1),
+    ("16B, one float4 broadcast", [64] * 32, 16, 1),
+]
+
+
+@pytest.mark.parametrize("access", WIDE, ids=lambda a: a[0].replace(" ", "-").replace(",", ""))
+def test_wide_access_phases(access):
+    name, addresses, size, want = access
+    assert reference.bank_degree(addresses, size) == want, "the grader's own model disagrees with the hand count"
+    expect_equal(f"bank_conflict_degree({name}, element_bytes={size})",
+                 adapter.bank_conflict_degree(addresses, size), want, SECTION)
+
+
 def test_default_element_size_is_4_bytes():
     addresses = [t * 8 for t in range(32)]  # with 4-byte elements: stride 2 words -> 2-way
     expect_equal("bank_conflict_degree(stride 2 words) with the default element_bytes",

@@ -40,11 +40,15 @@ def programs(n):
     ]
 
 
-@pytest.mark.parametrize("n", [32, 70])
-def test_known_programs(n):
-    for name, program, threads in programs(n):
-        expect_equal(f"simt_cost({name}, n_threads={threads})", adapter.simt_cost(program, threads),
-                     reference.simt(program, threads), SECTION)
+KNOWN = [(n, i) for n in (32, 70) for i in range(len(programs(n)))]
+
+
+@pytest.mark.parametrize("n, index", KNOWN, ids=[f"{programs(n)[i][0].replace(' ', '-').replace(',', '')}-{n}"
+                                                for n, i in KNOWN])
+def test_known_programs(n, index):
+    name, program, threads = programs(n)[index]
+    expect_equal(f"simt_cost({name}, n_threads={threads})", adapter.simt_cost(program, threads),
+                 reference.simt(program, threads), SECTION)
 
 
 def _random_program(r, n, depth):

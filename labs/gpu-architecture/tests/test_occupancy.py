@@ -33,6 +33,7 @@ EDGE_CASES = [
     ("sm_89", 256, 40, 20_000, 32),
     ("sm_90", 64, 24, 2048, 8),
     ("sm_86", 1, 1, 0, None),             # one thread is still a whole warp
+    ("sm_80", 64, 40, 0, None),           # 1280 per warp: 12 per sub-partition = 48 warps, not 65536 // 1280 = 51
 ]
 
 
@@ -54,6 +55,35 @@ def test_random_configurations(arch):
         regs = r.choice([r.randint(1, 255), r.choice([8, 16, 24, 32, 40, 64, 128, 255])])
         smem = r.choice([0, r.randint(0, 64 * 1024), r.randint(0, 240 * 1024), 128 * r.randint(0, 400)])
         carve = r.choice([None, None, r.choice(carveouts)])
+        expected = reference.occupancy(arch, threads, regs, smem, carve)
+        got = adapter.occupancy(arch, threads, regs, smem, carve)
+        expect_equal(f"occupancy({arch}, threads={threads}, registers={regs}, shared={smem}, carveout_kb={carve})",
+                     got, expected, SECTION)
+
+
+def boundary_cases(arch: str) -> dict[str, list[tuple]]:
+    """Launches on both sides of every granularity of `arch`'s row of the table:
+    the warp (32 threads), the register unit (256 per warp: 8k and 8k + 1
+    registers per thread), the per-block register file, the 128-byte shared
+    unit after the 1 KB reserve, and the per-block shared-memory maximum."""
+    max_warps, _, smem_sm, smem_block, carveouts = reference.SM_LIMITS[arch]
+    warps = [(t, 16, 0, None) for w in (1, 2, 3, 8, 32) for t in (32 * w - 1, 32 * w, 32 * w + 1) if t <= 1024]
+    warps += [(32 * max_warps // k, 16, 0, None) for k in (2, 3, 4) if 32 * max_warps // k <= 1024]
+    registers = [(threads, r, 0, None) for threads in (64, 96, 256) for k in range(1, 32)
+                 for r in (8 * k, 8 * k + 1) if r <= 255]
+    registers += [(1024, 64, 0, None), (1024, 65, 0, None), (512, 128, 0, None), (512, 129, 0, None),
+                  (256, 255, 0, None), (288, 255, 0, None)]
+    shared = [(128, 16, 128 * j - 1024 + d, None) for j in (9, 17, 100, 400) for d in (-1, 0, 1)]
+    shared += [(128, 16, smem_block + d, None) for d in (-128, -1, 0, 1)]
+    shared += [(128, 16, c * 1024 // n - 1024 + d, c) for c in carveouts if c for n in (1, 3) for d in (0, 1)]
+    return {"warps": warps, "registers": registers, "shared": shared}
+
+
+@pytest.mark.parametrize("kind", ["warps", "registers", "shared"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_granularity_boundaries(arch, kind):
+    """Every rounding rule decided at its boundary on every architecture of the table, not only on one."""
+    for threads, regs, smem, carve in boundary_cases(arch)[kind]:
         expected = reference.occupancy(arch, threads, regs, smem, carve)
         got = adapter.occupancy(arch, threads, regs, smem, carve)
         expect_equal(f"occupancy({arch}, threads={threads}, registers={regs}, shared={smem}, carveout_kb={carve})",

@@ -138,6 +138,22 @@ def speculative(target, draft, prefix, n_tokens, k, greedy, seed) -> dict:
 
 
 @learner_side
+def speculative_replays(target, draft, prefix, n_tokens, k, seed, global_seeds) -> list:
+    """The same sampled run (a generator seeded with `seed`) replayed once per
+    global torch seed: the tokens of each replay. Every draw must come from the
+    given generator, so the replays agree whatever the global seed."""
+    import torch
+
+    runs = []
+    for global_seed in global_seeds:
+        torch.manual_seed(global_seed)
+        out = _m("speculative").speculative_generate(target, draft, list(prefix), n_tokens, k, greedy=False,
+                                                      generator=torch.Generator().manual_seed(seed))
+        runs.append([int(t) for t in out["tokens"]])
+    return runs
+
+
+@learner_side
 def first_token_counts(target, draft, k, trials, seed, vocab) -> dict:
     """Many independent one-token runs (prefix [0]): histogram of the first token,
     plus acceptance and tokens-per-target-call over 4-token runs."""

@@ -101,6 +101,22 @@ def test_sampling_preserves_the_target_distribution(k):
         f"(README.md, section \"{SECTION}\")")
 
 
+@pytest.mark.parametrize("k", [1, 4])
+def test_every_draw_comes_from_the_given_generator(k):
+    """Draft samples, the accept/reject draws and the residual samples all use
+    `generator`: replaying with the same generator seed under different global
+    seeds gives the same tokens (a draw from the global RNG would not)."""
+    r = refs.rng(f"spec-stream-{k}")
+    v = 6
+    target, draft = TableModel(_table(r, v, v)), TableModel(_table(r, v, v))
+    seed = r.randrange(2**31)
+    runs = adapter.speculative_replays(target, draft, [r.randrange(v)], 60, k, seed, [1, 2, 12345])
+    assert runs[0] == runs[1] == runs[2], (
+        f"the same generator seed gave different tokens under different global torch seeds ({runs[0][:12]} vs "
+        f"{runs[1][:12]} ...): some draw (a draft sample, the accept/reject torch.rand, or the residual sample) "
+        f"does not use `generator` (README.md, section \"{SECTION}\")")
+
+
 def test_expected_tokens_edge_cases():
     assert adapter.expected_tokens(1.0, 4) == 5.0, "acceptance 1.0: every step yields k + 1 tokens"
     assert abs(adapter.expected_tokens(0.0, 4) - 1.0) <= 1e-12, "acceptance 0: one token per step"

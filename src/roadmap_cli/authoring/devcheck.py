@@ -10,6 +10,9 @@ Plus static checks: every test file belongs to a part, every prefix names an
 existing file, starter/ is the one `dev build-starter` makes from the single
 source, and `proves` agrees with the curriculum's `proved_by`
 (disagreement is a warning: the curriculum is owned elsewhere).
+Then each lab's `rules:` (authoring/rules.py) against what those runs saw:
+a variant that lists rules in `breaks:` runs its parts in full, so every
+test it fails is known, not just the first of each part.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from roadmap_cli.errors import RoadmapError, ValidationError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
+from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
 from roadmap_cli.labs.spec import LabSpec
+from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
 from roadmap_cli.labs.starter_build import stale_files
 
 
@@ -39,6 +44,7 @@ class CheckRow:
     ok: Optional[bool]  # None: not checked here (needs CUDA)
     seconds: float = 0.0
     detail: str = ""
+    failed_tests: list[str] = field(default_factory=list)  # node ids relative to tests/
 
 
 @dataclass
@@ -134,10 +140,13 @@ def check_starter(spec: LabSpec, device: DeviceInfo) -> CheckRow:
                     round(time.monotonic() - t0, 2), detail)
 
 
-def check_solution(spec: LabSpec, device: DeviceInfo) -> CheckRow:
+def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[str, list[str]]] = None) -> CheckRow:
+    """`collected`, when given, receives spec.id -> the node ids the run collected (for the rules check)."""
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
     run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device)
+    if collected is not None:
+        collected[spec.id] = [t.nodeid for t in run.tests]
     ok = run.outcome == "passed" and not run.unassigned
     detail = "" if ok else (_first_problem(run, parts, "!passed") or f"unassigned tests: {run.unassigned[:3]}")
     return CheckRow(spec.id, "solution", "passes every gradable part", _statuses(run, parts), ok,
@@ -157,13 +166,33 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
 
     t0 = time.monotonic()
     try:
-        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=True)
+        # A variant that claims to break rules must show which tests it fails: run its parts in full.
+        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks)
     except RoadmapError as exc:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
+    failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
     ok = run.outcome in ("failed", "crash", "timeout") and all(run.part(p).status == "failed" for p in parts)
     detail = "" if ok else (f"{wrong.description}: " + (_first_problem(run, parts, "passed") or
                             "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
-    return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail)
+    return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail,
+                    failed_tests)
+
+
+def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
+                    collected: Optional[list[str]]) -> CheckRow:
+    """One row for the lab's `rules:`, from the rows of its grader runs."""
+
+    failed_by: dict[str, Optional[list[str]]] = {}
+    for row in rows:
+        if row.lab == spec.id and row.check.startswith("wrong:"):
+            failed_by[row.check[len("wrong:"):]] = None if row.ok is None else row.failed_tests
+    verdict = check_rules(spec, collected=collected or None, failed_by=failed_by,
+                          gradable=set(gradable_parts(spec, device)))
+    got = f"{verdict.rules} rules, {len(verdict.problems)} problem(s)"
+    if verdict.unchecked:
+        got += f", {len(verdict.unchecked)} not checked here (needs a CUDA GPU)"
+    return CheckRow(spec.id, "rules", "every rule tested and broken by a variant", got,
+                    not verdict.problems, 0.0, "\n".join(verdict.problems))
 
 
 def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
@@ -177,6 +206,8 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
         if on_row:
             on_row(row)
     report.warnings = curriculum_warnings(specs)
+    report.warnings += [f"{s.id}: {NO_RULES_WARNING}" for s in specs if s.rules is None]
+    collected: dict[str, list[str]] = {}  # lab id -> node ids its solution run collected
     tasks: list[Callable[[], CheckRow]] = []
     for spec in specs:
         for problem in static_problems(spec):
@@ -185,7 +216,7 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
             if on_row:
                 on_row(row)
         tasks.append(lambda s=spec: check_starter(s, device))
-        tasks.append(lambda s=spec: check_solution(s, device))
+        tasks.append(lambda s=spec: check_solution(s, device, collected))
         tasks.extend(lambda s=spec, w=w.id: check_wrong(s, w, device) for w in spec.wrong)
 
     def run(task: Callable[[], CheckRow]) -> CheckRow:
@@ -199,4 +230,10 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     else:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             report.rows.extend(pool.map(run, tasks))
+    for spec in specs:
+        if spec.rules is not None:
+            row = check_rules_row(spec, device, report.rows, collected.get(spec.id))
+            report.rows.append(row)
+            if on_row:
+                on_row(row)
     return report

@@ -29,6 +29,7 @@ class MutantResult:
     parts_failed: list[str] = field(default_factory=list)
     graded_parts: list[str] = field(default_factory=list)  # the parts that run the mutated code
     covered_by: list[str] = field(default_factory=list)  # survivors: parts that test this code
+    tests_failed: list[str] = field(default_factory=list)  # killed: node ids it failed (the first of each part)
     message: str = ""
     reason: str = ""  # explained: lab.yaml's reason
     seconds: float = 0.0

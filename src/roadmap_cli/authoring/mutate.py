@@ -23,6 +23,12 @@ attributed to the parts that killed other mutants of the same function
 the learner process. Results are cached in <home>/mutate/<lab>.json, keyed by
 mutant id (hash of its diff), grader sha, solution sha, device and parts, so
 a rerun grades only what changed.
+
+The report also lists, per lab, the lab.yaml rules (docs/labs.md, "Rules")
+whose tests no killed mutant failed: a hint where the mutator is blind (no
+mutant breaks that rule) or the rule's tests are weak. Since each part stops
+at its first failing test, a mutant counts only for the first test it failed
+in each part: the list is an upper bound on the truly untouched rules.
 """
 
 from __future__ import annotations
@@ -45,12 +51,13 @@ from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.authoring.mutant_rows import MutantResult, all_mutants, explain, solution_sha256
 from roadmap_cli.authoring.mutants import Mutant
 from roadmap_cli.authoring.mutate_coverage import Coverage, measure
+from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
 from roadmap_cli.labs.spec import LabSpec
 
 TARGET = 0.95
-CACHE_VERSION = 2
-CACHED_FIELDS = ("status", "parts_failed", "graded_parts", "message", "seconds")
+CACHE_VERSION = 3  # 3: killed mutants keep the tests they failed (rules_untouched)
+CACHED_FIELDS = ("status", "parts_failed", "graded_parts", "message", "seconds", "tests_failed")
 EXCLUDED = ("invalid", "not-gradable-here", "error")
 # A C/C++ mutant compiles its sources again inside its grade (each mutant has a
 # new build hash): its time limit is the reference's plus this much.
@@ -75,6 +82,9 @@ class MutateReport:
     grader_sha256: str
     solution_sha256: str
     seconds: float
+    # Rules (lab.yaml `rules:`) with a test in a graded part that no killed
+    # mutant failed; None when the lab lists no rules.
+    rules_untouched: Optional[list[str]] = None
 
 
 # ---------------------------------------------------------------- grading
@@ -152,6 +162,26 @@ def _same_outputs(run: GradeRun, digests: list, reference: list, unstable: set) 
     return bool(expected) and [r for r in digests if r[:3] not in unstable] == expected
 
 
+def _failed_tests(run: GradeRun) -> list[str]:
+    return [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
+
+
+def rules_untouched(spec: LabSpec, parts: list[str], results: list[MutantResult]) -> Optional[list[str]]:
+    """The ids of the rules with a test in `parts` that no killed mutant failed."""
+    if spec.rules is None:
+        return None
+    from roadmap_cli.labs.nodeids import part_for, prefix_matches
+
+    failed = [n for r in results if r.status == "killed" for n in r.tests_failed]
+    prefixes = spec.part_prefixes()
+    untouched = []
+    for rule in spec.rules:
+        graded = [t for t in rule.tests if part_for(t, prefixes) in parts]
+        if graded and not any(prefix_matches(t, n) for t in graded for n in failed):
+            untouched.append(rule.id)
+    return untouched
+
+
 def _stop_if_interrupted(run: GradeRun) -> None:
     """Ctrl-C reaches only this process (each grade's pytest runs in its own
     session), and the runner records it as an "interrupted" run. That run says
@@ -183,10 +213,12 @@ def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[st
                 row.message = f"same outputs as the reference on {len(digests)} learner_side call(s), 2 seeds"
             elif run2.outcome != "passed":
                 row.status, row.parts_failed = "killed", [p for p in parts if run2.part(p).status == "failed"]
+                row.tests_failed = _failed_tests(run2)
                 row.message = "killed under the second seed: " + _first_failure(run2, parts)
     else:  # failed, crash, timeout
         row.status = "killed"
         row.parts_failed = [p for p in parts if run.part(p).status == "failed"]
+        row.tests_failed = _failed_tests(run)
         row.message = f"{run.outcome}: {_first_failure(run, parts)}"
     row.seconds = round(time.monotonic() - t0, 2)
 
@@ -396,7 +428,7 @@ def _report(spec, device, parts, generated, results, graded_now, digests_on, not
     score = round(counts["killed"] / scored, 4) if scored else None
     return MutateReport(spec.id, f"{device.kind} ({device.name})", parts, generated, results, part_stats, counts,
                         score, TARGET, score is None or score >= TARGET, graded_now, digests_on, notes,
-                        grader_sha, sol_sha, seconds)
+                        grader_sha, sol_sha, seconds, rules_untouched(spec, parts, results))
 
 
 def report_dict(report: MutateReport) -> dict:

@@ -57,6 +57,7 @@ COMMAND_MODULES = {
     "quiz": "quiz", "review": "quiz",
     "stats": "stats", "report": "report",
     "cohort": "cohort",
+    "remote": "remote",
 }
 _registered: set[str] = set()
 

@@ -69,14 +69,16 @@ def board(
             return
         for group in data["devices"]:
             table = Table(title=f"{data['lab']} on {group['device']}")
-            for column in ("#", "learner", "best score", "perf vs baseline", "attempts", "graded at"):
+            for column in ("#", "learner", "best score", "outcome", "perf vs baseline", "sandbox", "attempts",
+                           "graded at"):
                 table.add_column(column)
             for e in group["learners"]:
                 ratio = "-" if e["perf_ratio"] is None else f"{e['perf_ratio']:.2f}x"
-                table.add_row(str(e["rank"]), e["learner"], f"{e['best_score']:g}/{e['max_score']:g}", ratio,
-                              str(e["attempts"]), e["graded_at"])
+                table.add_row(str(e["rank"]), e["learner"], f"{e['best_score']:g}/{e['max_score']:g}",
+                              e["outcome_text"], ratio, e["sandbox"], str(e["attempts"]), e["graded_at"])
             console.print(table)
-        console.print("Ranks compare results from the same device model only.")
+        console.print("Ranks compare results from the same device model only; a strong-sandbox result (graded "
+                      "behind bubblewrap) ranks above any weak or unknown one.")
 
     emit("cohort board", data, as_json=as_json, render=render)
 

@@ -125,25 +125,25 @@ def lab_status(
 @lab_app.command("hint")
 def lab_hint(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    part: Annotated[Optional[str], typer.Option("--part", "-p", help="A hint for this part (default: the part that failed last).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the next hint (hints used are recorded)."""
-    from roadmap_cli.labs import service
+    """Show the next hint for the part that failed last (hints used are recorded).
+
+    Once that part's hints are used up it says so, and only then gives a hint
+    for another part, naming the part."""
+    from roadmap_cli.labs import hints, service
     from roadmap_cli.output import emit
 
     ctx = _ctx()
     store = ctx.store()
-    data = service.next_hint(store, service.lab_here(store, lab_id, _cwd()), ctx.lang)
+    data = service.next_hint(store, service.lab_here(store, lab_id, _cwd()), ctx.lang, part)
 
     def render(console) -> None:
         from rich.markup import escape  # hint text is data: `A[m, k]` must not be read as markup
 
-        if not data["total"]:
-            console.print(f"{data['lab']} has no hints.")
-            return
-        console.print(f"[bold]Hint {data['index']}/{data['total']}[/]: {escape(data['text'])}", soft_wrap=True)
-        if not data["new"]:
-            console.print("[dim](that was the last hint)[/]")
+        for line in hints.lines(data):
+            console.print(escape(line), soft_wrap=True)
 
     emit("lab hint", data, as_json=as_json, render=render)
 

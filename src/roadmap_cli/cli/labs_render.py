@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.markup import escape as e  # lab text, test ids and failure messages are data, never markup
 from rich.table import Table
 
+from roadmap_cli.cli.status_view import best_text
+from roadmap_cli.labs.history import not_graded_count, outcome_fields, outcome_text
 from roadmap_cli.output import err_console
 
 MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]–[/]"}
@@ -65,7 +67,8 @@ def lab_list(console: Console, data: dict) -> None:
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
         table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
-                      f"[{style}]{row.get('state_text') or row['state']}[/]", f"{row['best_score']:g}/{row['max_score']:g}",
+                      f"[{style}]{row.get('state_text') or row['state']}[/]",
+                      f"{row['best_score']:g}/{row['max_score']:g}" if row.get("attempts") else "[dim]—[/]",
                       _gradable(row["gradable_here"]))
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
@@ -82,7 +85,7 @@ def lab_status(console: Console, data: dict) -> None:
     for lab in data["labs"]:
         style = STATE_STYLE.get(lab["state"], "")
         console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab.get('state_text') or lab['state']}[/] "
-                      f"best {lab['best_score']:g}/{lab['max_score']:g}"
+                      + best_text(lab)
                       + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""), soft_wrap=True)
         if lab.get("hints_total"):
             console.print(f"  hints seen: {lab['hints_seen']}/{lab['hints_total']}")
@@ -102,7 +105,7 @@ def lab_status(console: Console, data: dict) -> None:
             commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
             device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
             perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
-            table.add_row(str(a.get("number") or a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome"],
+            table.add_row(str(a.get("number") or a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome_text"],
                           f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit), e(device), e(perf))
         console.print(table)
 
@@ -170,6 +173,8 @@ def grade_data(outcome) -> dict:
     from roadmap_cli.output import to_jsonable
 
     data = to_jsonable(outcome.run)
+    # "passed" only when every part was graded here; the stored row keeps the engine's word (labs/history.py).
+    data.update(outcome_fields(outcome.run.outcome, outcome.run.parts))
     data.update(attempt_id=outcome.attempt_id, attempt_number=outcome.attempt_number, commit_sha=outcome.commit_sha,
                 dirty=outcome.dirty, checkpoints_marked=outcome.checkpoints_marked, exit_code=outcome.run.exit_code,
                 not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"],
@@ -192,6 +197,8 @@ def _precheck_report(console: Console, problem) -> None:
 def grade_report(console: Console, outcome, lang: str, verbose: bool = False, precheck_shown: bool = False) -> None:
     run = outcome.run
     color = {"passed": "green", "failed": "red"}.get(run.outcome, "magenta")
+    if not_graded_count(run.parts) and run.outcome == "passed":
+        color = "yellow"  # passed on CPU: never shown as a plain pass
     if outcome.precheck is not None:
         if not precheck_shown:
             _precheck_report(console, outcome.precheck)
@@ -208,7 +215,8 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
         console.print(f"[dim]{len(not_run)} other part{'s' if len(not_run) != 1 else ''} not run "
                       f"({e(', '.join(p.id for p in not_run))})[/]", soft_wrap=True)
     else:
-        table = Table(title=f"{e(run.lab_id)}: [{color}]{run.outcome}[/] — {run.score:g}/{run.max_score:g} points")
+        table = Table(title=f"{e(run.lab_id)}: [{color}]{outcome_text(run.outcome, run.parts)}[/] — "
+                            f"{run.score:g}/{run.max_score:g} points")
         for col in ("", "part", "points", "tests", "details"):
             table.add_column(col, overflow="fold", no_wrap=col == "part")
         for p in shown:
@@ -257,6 +265,8 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
 def _footer(console: Console, outcome) -> None:
     run = outcome.run
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    if run.sandbox == "weak":
+        device += " · weak sandbox (no bubblewrap: see `roadmap doctor`)"
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
     number = outcome.attempt_number or outcome.attempt_id
     console.print(f"[dim]attempt #{number} of {e(run.lab_id)} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]",
@@ -276,9 +286,11 @@ def lab_history(console: Console, data: dict) -> None:
         table.add_column(col, overflow="fold", no_wrap=col in ("#", "outcome", "parts", "commit"))
     for a in data["attempts"]:
         parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
-        outcome = a["outcome"] + ("" if a["counted"] else " (not counted)")
+        outcome = a["outcome_text"] + ("" if a["counted"] else " (not counted)")
         commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
         device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
+        if a.get("sandbox") == "weak":
+            device += "\nweak sandbox"  # graded without the OS wall (no bubblewrap there)
         table.add_row(str(a["number"]), (a["started_at"] or "").replace("T", " ")[5:16], outcome,
                       f"{a['score']:g}/{a['max_score']:g}", e(parts), e(device), e(commit), f"{a['duration_s'] or 0:.1f}")
     console.print(table)
@@ -286,8 +298,8 @@ def lab_history(console: Console, data: dict) -> None:
 
 def lab_diff(console: Console, data: dict) -> None:
     a, b = data["a"], data["b"]
-    console.print(f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome']} {a['score']:g}/{a['max_score']:g}) "
-                  f"→ #{b['number']} ({b['outcome']} {b['score']:g}/{b['max_score']:g})", soft_wrap=True)
+    console.print(f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome_text']} {a['score']:g}/{a['max_score']:g}) "
+                  f"→ #{b['number']} ({b['outcome_text']} {b['score']:g}/{b['max_score']:g})", soft_wrap=True)
     if not data["changed"]:
         console.print(f"no test changed outcome ({data['unchanged']} the same, "
                       f"{data['not_comparable']} ran in only one of them)")
@@ -349,7 +361,7 @@ def doctor(console: Console, report) -> None:
         table.add_row(MARK[check.ok], e(check.name), e(check.value))
     console.print(table)
     for note in report.notes:
-        console.print(f"[yellow]note:[/] {e(note)}")
+        console.print(f"[yellow]note:[/] {e(note)}", soft_wrap=True)
     if report.labs:
         labs = Table(title="what can be graded here")
         for col in ("lab", "parts graded here", "not graded here (needs a CUDA GPU)"):

@@ -66,6 +66,9 @@ def report(console: Console, rep, show_survivors: bool) -> None:
             console.print(f"[magenta]grader error[/] {e(row.id)} {e(row.label)}: {e(row.message)}", soft_wrap=True)
     for note in rep.notes:
         console.print(f"[dim]note: {e(note)}[/]", soft_wrap=True)
+    if rep.rules_untouched:  # a hint, not a failure: the mutator may be blind there (docs/labs.md, "Rules")
+        console.print(f"[yellow]rules no killed mutant touched ({len(rep.rules_untouched)}):[/] "
+                      f"{e(', '.join(rep.rules_untouched))}", soft_wrap=True)
     if rep.score is None:
         console.print("score: no gradable mutants")
     else:

@@ -51,8 +51,7 @@ def render_status(console: Console, report) -> None:
         for lab in report.labs:
             title = lab.get("title", {})
             title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
-            tried = lab.get("state") != "not-started" and lab.get("best_score") is not None
-            best = f" best {lab['best_score']:g}/{lab['max_score']:g}" if tried else ""
+            best = f" {best_text(lab)}" if lab.get("state") != "not-started" else ""
             state = lab.get("state_text") or lab["state"]  # "passed on CPU (n parts need a CUDA GPU)"
             console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {state}{best}", soft_wrap=True)
     else:
@@ -77,6 +76,13 @@ def render_status(console: Console, report) -> None:
             console.print(f"  {e(a.text)} [dim]({a.checkpoint_id})[/]\n    [cyan]{e(a.command)}[/]")
     for note in report.notes:
         console.print(f"[dim]note: {e(note)}[/]")
+
+
+def best_text(lab: dict) -> str:
+    """`best 35/95`, or `not graded yet` before the first attempt (a 0 there would read as a failed one)."""
+    if not lab.get("attempts"):
+        return "not graded yet"
+    return f"best {lab['best_score']:g}/{lab['max_score']:g}"
 
 
 def _schedule_line(sch, total: int) -> str:

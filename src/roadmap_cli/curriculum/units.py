@@ -10,8 +10,15 @@ The rule (README, "Quizzes and review"):
 - A unit of another quantity ("ms" for a size) is a miss that says so.
 - A question whose unit is not in the table below ("warps", "tokens", "x",
   "%") is a label: the answer may repeat the label or leave it out.
-Units are matched case-sensitively except for the label units (Mb would be
-megabits, which no question uses, so "mb" is refused rather than guessed).
+- A unit that cannot be read is refused, never scored: the quiz asks again
+  (with --answers FILE the whole file is refused). Units are matched
+  case-sensitively, and "cannot be read" means:
+  * ambiguous by case: a byte unit written with a lower-case b or an odd-case
+    prefix (kb, Kb, gb, Gb, mB, gib, KIB...) could be bits or bytes, decimal or
+    binary; the message names the unit typed and the two it may have meant.
+    Only "kB" (SI's lower-case k) is read, as KB;
+  * other case variants of a known unit ("MS", "flops") and unknown words
+    ("furlongs"; "threads" for a question counted in warps).
 """
 
 from __future__ import annotations
@@ -38,7 +45,11 @@ UNITS.update({
     "ns": ("time", 1e-9), "us": ("time", 1e-6), "µs": ("time", 1e-6), "μs": ("time", 1e-6),
     "ms": ("time", 1e-3), "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0),
 })
-_LOWER_ALIASES = {"kb": None, "mb": None, "gb": None, "tb": None}  # refused as ambiguous (bits or bytes?)
+# SI writes kilo with a lower-case k: "kB" is read as KB (1000 bytes), never guessed from "kb".
+UNITS.update({"kB": UNITS["KB"], "kB/s": UNITS["KB/s"], "kHz": UNITS["KHz"], "kFLOP": UNITS["KFLOP"],
+              "kFLOPs": UNITS["KFLOPs"], "kFLOP/s": UNITS["KFLOP/s"], "kFLOPS": UNITS["KFLOPS"]})
+# A byte unit in any case: "gb", "Kb", "mB", "GIB" (b/B, then an optional /s).
+_BYTEISH = re.compile(r"^([kmgtp])(i?)b(/s)?$", re.IGNORECASE)
 
 LABEL_PATTERN = r"^[A-Za-z%][A-Za-z0-9%/ _-]{0,23}$|^$"
 # a trailing unit: starts with a letter (never "e6" of "1e6"), µ or %
@@ -46,7 +57,34 @@ _ANSWER = re.compile(r"^\s*(?P<number>.*?)\s*(?P<unit>(?:(?![eE][-+]?\d)[A-Za-z�
 
 
 class UnitProblem(ValueError):
-    """An answer's unit that cannot be compared with the question's."""
+    """An answer's unit of another quantity than the question's: a miss."""
+
+
+class UnreadableUnit(UnitProblem):
+    """A unit that cannot be read (unknown, or ambiguous by case): the answer
+    is refused and asked again, never scored."""
+
+
+def unreadable(unit: str, to_unit: str) -> UnreadableUnit:
+    """Why `unit` cannot be read, naming it (and what it may have meant)."""
+    byteish = _BYTEISH.match(unit)
+    if byteish:
+        prefix, rate = byteish.group(1).upper(), byteish.group(3) or ""
+        power = "KMGTP".index(prefix) + 1
+        if byteish.group(2):  # "gib", "KIB": binary is clear, the b is not
+            return UnreadableUnit(f"{unit!r} is not a unit the quiz reads (units are case-sensitive): "
+                                  f"write {prefix}iB{rate} for {1024 ** power:,} bytes{rate}")
+        return UnreadableUnit(f"{unit!r} is ambiguous (bits or bytes? 1000- or 1024-based?): write "
+                              f"{prefix}B{rate} for {1000 ** power:,} bytes{rate} or "
+                              f"{prefix}iB{rate} for {1024 ** power:,}")
+    near = sorted(u for u in UNITS if u.lower() == unit.lower())
+    if near:
+        return UnreadableUnit(f"{unit!r} is not a unit the quiz reads (units are case-sensitive): "
+                              f"did you mean {' or '.join(near)}?")
+    if to_unit not in UNITS:
+        return UnreadableUnit(f"unknown unit {unit!r}: the answer is counted in {to_unit}; "
+                              f"give a number, with or without {to_unit!r}")
+    return UnreadableUnit(f"unknown unit {unit!r}; the question asks for {to_unit}")
 
 
 def is_known(unit: str) -> bool:
@@ -71,16 +109,17 @@ def convert(value: float, unit: str, to_unit: str) -> float:
     """`value` in `unit` expressed in `to_unit` (the question's unit).
 
     An empty `unit` means the question's. Raises UnitProblem when the two do
-    not measure the same quantity."""
+    not measure the same quantity, UnreadableUnit when `unit` cannot be read."""
     if not unit or unit == to_unit:
         return value
     if to_unit not in UNITS:  # a label unit: "32 warps" for a question in warps
         if unit.lower() == to_unit.lower() or (to_unit == "x" and unit in ("×", "X")):
             return value
-        raise UnitProblem(f"the answer is in {to_unit!r}; give a number (with or without {to_unit!r})")
+        if unit in UNITS:
+            raise UnitProblem(f"{unit!r} is a unit of {UNITS[unit][0]}, but the question counts {to_unit}")
+        raise unreadable(unit, to_unit)
     if unit not in UNITS:
-        hint = " (write KB for 1000 bytes or KiB for 1024)" if unit.lower() in _LOWER_ALIASES else ""
-        raise UnitProblem(f"unknown unit {unit!r}{hint}; the question asks for {to_unit}")
+        raise unreadable(unit, to_unit)
     quantity, factor = UNITS[unit]
     want_quantity, want_factor = UNITS[to_unit]
     if quantity != want_quantity:
@@ -90,8 +129,8 @@ def convert(value: float, unit: str, to_unit: str) -> float:
 
 def prefix_hint(unit: str) -> Optional[str]:
     """A reminder when a decimal prefix was probably meant as binary, or the other way."""
-    if unit in ("KB", "MB", "GB", "TB"):
-        return f"{unit} is {1000 ** ('KMGT'.index(unit[0]) + 1):,} bytes; {unit[0]}iB is 1024-based"
+    if unit in ("KB", "kB", "MB", "GB", "TB"):
+        return f"{unit} is {1000 ** ('KMGT'.index(unit[0].upper()) + 1):,} bytes; {unit[0].upper()}iB is 1024-based"
     if unit in ("KiB", "MiB", "GiB", "TiB"):
         return f"{unit} is 1024-based; {unit[0]}B is 1000-based"
     return None

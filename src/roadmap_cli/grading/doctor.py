@@ -51,6 +51,7 @@ class DoctorReport:
     device: str = "cpu"
     cuda: bool = False
     labs: list[dict] = field(default_factory=list)  # {id, gradable: [...], not_gradable: [...]}
+    manifest: dict = field(default_factory=dict)  # grading/manifest.py's status: source, ok, first changed file
     notes: list[str] = field(default_factory=list)
 
 
@@ -97,6 +98,17 @@ def run_doctor() -> DoctorReport:
     add(Check("nvcc", bool(nvcc) or None, nvcc or "not found (CUDA C parts need it with a GPU)"))
     git = _tool_version(["git", "--version"], r"git version (\S+)")
     add(Check("git", bool(git), git or "not found (workspaces and dev check need git)"))
+    from roadmap_cli.grading_kit import oswall
+
+    try:
+        strength, why = oswall.status()
+    except oswall.WallUnavailable as exc:
+        strength, why = oswall.WEAK, str(exc)
+    if strength == oswall.STRONG:
+        add(Check("sandbox", True, "strong: learner code runs behind bubblewrap (own namespaces, references absent)"))
+    else:
+        add(Check("sandbox", None, f"weak: {why}; grades use the in-process sandbox only (install bubblewrap, "
+                                   "e.g. the Debian package `bubblewrap`)"))
     add(Check("grading mode", True, "CUDA: every part" if device.cuda else
               "CPU: Triton under TRITON_INTERPRET=1; parts that need a CUDA GPU are not graded here"))
     if device.cuda and not torch_info.get("cuda_available"):
@@ -104,6 +116,16 @@ def run_doctor() -> DoctorReport:
     specs, broken = load_all()
     for lab_id, exc in broken.items():
         report.notes.append(f"lab {lab_id} is invalid: {exc.details[0] if exc.details else exc.message}")
+    from roadmap_cli.grading import manifest
+
+    report.manifest = manifest.status([spec.root for spec in specs])
+    add(Check("grader files", report.manifest["ok"], report.manifest["line"]))
+    if report.manifest["ok"] is False:
+        # Every grade refuses until the files are what was installed again.
+        report.notes.append(f"{report.manifest['line']}. Grades are refused until the grader's files match the "
+                            "install: reinstall roadmap (pip install --force-reinstall roadmap-cli, or in a "
+                            "checkout `git checkout -- FILE` / `pip install -e .`); lab authors who change a lab "
+                            f"on purpose set {manifest.UNLOCK_ENV}=1")
     for spec in specs:
         here = gradable_parts(spec, device)
         report.labs.append({"id": spec.id, "stage": spec.stage, "gradable": here,

@@ -122,7 +122,9 @@ def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=
     from roadmap_cli.labs import hints
 
     number = attempt_number(store, spec.id, attempt_id)
-    offer = hints.offer_line(store, spec, lang)
+    # An interrupted run says nothing about the code: the offer would be about
+    # the two failures before it, stale news after Ctrl-C.
+    offer = None if run.outcome in hints.NOT_COUNTED else hints.offer_line(store, spec, lang)
     return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
 
 
@@ -136,11 +138,24 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
 _ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
                     "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
-                    "workspace", "grader_sha256", "message", "imported", "learner")
+                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner")
 _INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
 _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
                 "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
+
+
+def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
+    done: set[str] = set()
+    for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
+                             "AND outcome NOT IN ('timeout', 'interrupted') AND score > 0", lab=lab_id, learner=learner):
+        try:
+            entries = json.loads(parts or "[]")
+        except ValueError:
+            continue
+        done.update(e.get("id") for e in entries if isinstance(e, dict) and e.get("status") == "passed")
+    return done
 
 
 def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
@@ -159,22 +174,29 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
         device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
         triton_version=run.triton_version, interpret_mode=bool(run.interpret_mode), commit_sha=commit_sha,
         dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        sandbox=run.sandbox,
         imported=False, learner=learner,
     )
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
+        passed = _parts_passed_before(sql, spec.id, learner) if any(p.status == "passed" for p in run.parts) else set()
         attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
         for t in run.tests:
             sql.execute(_INSERT_TEST, attempt_id=attempt_id, nodeid=t.nodeid, part_id=t.part or "?",
                         outcome=t.outcome, duration_s=t.duration_s, message=t.message, learner=learner)
+        passed |= {p.id for p in run.parts if p.status == "passed"}
         for p in run.parts:
             if p.status != "passed":
                 continue
             for checkpoint in spec.part(p.id).proves:
+                # Marked only when every part that proves it has passed (here or in an earlier
+                # counted attempt): a GPU part not graded on this machine keeps it open.
+                if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
+                    continue
                 _, already = mark_done_sql(sql, learner, checkpoint, f"lab:{spec.id}/{p.id}",
                                            f"grade attempt {attempt_id}")
-                if not already:
+                if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked
 

@@ -29,6 +29,63 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
     return sorted(paths)
 
 
+def learner_view(spec: "LabSpec", workspace: str, scratch: str) -> dict:
+    """What the learner's file system looks like behind the OS wall
+    (grading_kit/oswall.py): hidden, shown read-only, writable.
+
+    Hidden: every labs folder (the shipped one and a $ROADMAP_LABS_DIR one),
+    kernels/, the project's .git (whose objects hold every reference
+    solution), each `roadmap_cli/_data` copy on sys.path (an editable install
+    leaves one in site-packages), and the data home (progress, attempts).
+    Shown read-only: this lab's tests/ (the learner side imports its adapter
+    from there), its data/ (inputs such as a corpus) and the C++ build cache (the grader compiles, the learner
+    loads). Writable: the workspace, the grade's scratch folder (pytest's
+    tmp_path) and a Triton cache of the learner's own."""
+    import sys
+    from pathlib import Path
+
+    from roadmap_cli import paths
+    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.labs.plan import labs_root
+
+    hide: set[str] = set()
+    for labs in {labs_root(), paths.labs_root()}:
+        hide.update({str(labs), str(labs.parent / "kernels"), str(labs.parent / ".git")})
+    for entry in sys.path:
+        if entry:
+            hide.add(os.path.join(entry, "roadmap_cli", "_data"))
+    hide.update(_data_homes())
+    triton_cache = Path(scratch) / "triton-cache"
+    triton_cache.mkdir(exist_ok=True)
+    return {"hide": sorted(hide),
+            # The lab's data/ (a corpus, say) is input the learner's code is handed paths into.
+            "read_only": [str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"),
+                          str(cpp_build.cache_root())],
+            "read_write": [str(workspace), str(scratch)],
+            "cwd": str(workspace), "triton_cache": str(triton_cache)}
+
+
+def _data_homes() -> list[str]:
+    """Every place this grade's data home may be: $ROADMAP_HOME, `--home`
+    (when the command line set it) and the platform default."""
+    import sys
+
+    homes = [os.environ.get("ROADMAP_HOME")]
+    context = sys.modules.get("roadmap_cli.context")  # only if the CLI loaded it: never imported for this
+    if context is not None:
+        try:
+            homes.append(context.current().home_option)
+        except Exception:  # noqa: BLE001 - no context yet: nothing to add
+            pass
+    try:
+        from platformdirs import user_data_dir
+
+        homes.append(user_data_dir("roadmap", appauthor=False))
+    except ImportError:
+        pass
+    return [os.path.realpath(os.path.expanduser(h)) for h in homes if h]
+
+
 def not_dumpable() -> None:
     """The engine holds the results key: no other process of this user (the
     learner process, without capabilities) may read its memory or descriptors."""

@@ -68,6 +68,7 @@ class GradeRun:
     message: Optional[str] = None
     unassigned: list[str] = field(default_factory=list)
     log_tail: str = ""
+    sandbox: Optional[str] = None  # "strong" (behind bubblewrap) or "weak" (in-process only): grading_kit/oswall.py
 
     @property
     def exit_code(self) -> int:

@@ -35,7 +35,8 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import forbidden_sources, not_dumpable, void, write_and_close
+from roadmap_cli.grading.isolation import forbidden_sources, learner_view, not_dumpable, void, write_and_close
+from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
@@ -88,11 +89,24 @@ def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
 # reserves tens of GB of virtual address space at initialisation.
 DEFAULT_MEMORY_LIMIT_MB = 4096
 LEARNER_NOFILE = 1024
+# Processes the learner's tree may have at once behind the OS wall (RLIMIT_NPROC counts per user namespace there;
+# the kernel exempts root, see grading_kit/oswall.py). gloo workers, a server and torch's threads fit well inside.
+LEARNER_NPROC = 512
 FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
 _DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
              "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+
+
+def pycache_args() -> list[str]:
+    """`-X pycache_prefix=DIR`: the grader reads and writes bytecode only in a
+    cache of its own (kept across grades, or torch would be compiled again
+    every time); `-B` (nothing written) when no such folder can be made."""
+    from roadmap_cli.grading.manifest import pycache_dir
+
+    where = pycache_dir()
+    return ["-X", f"pycache_prefix={where}"] if where is not None else ["-B"]
 
 
 def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
@@ -128,8 +142,9 @@ def grade_workspace(
     (a fresh random one otherwise), so a mutant and the reference see the
     same inputs; `extra_env` is set in the grader's environment last (e.g.
     ROADMAP_OUTPUT_DIGESTS)."""
+    # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed)
+                   extra_env=extra_env, secret_seed=secret_seed, verify_install=False)
     job.start()
     return job.finish(on_event)
 
@@ -145,8 +160,9 @@ class GradeJob:
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
                  secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
-                 cancel: Optional[threading.Event] = None) -> None:
+                 cancel: Optional[threading.Event] = None, verify_install: bool = True) -> None:
         self.spec = spec
+        self.verify_install = verify_install  # False only for the authoring tools (grade_workspace)
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
         self.workspace = Path(workspace).resolve()
@@ -168,12 +184,23 @@ class GradeJob:
         self.stop_part_on_fail = stop_part_on_fail
         self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
         self.proc: Optional[subprocess.Popen] = None
+        from roadmap_cli.grading_kit import oswall
+
+        try:
+            # "strong": learner code runs behind bubblewrap; "weak": the in-process sandbox only (and why).
+            self.sandbox, self.sandbox_why = oswall.status()
+        except oswall.WallUnavailable as exc:
+            raise GraderError(str(exc)) from None
 
     def start(self) -> "GradeJob":
-        from roadmap_cli.grading import channel, integrity
+        from roadmap_cli.grading import channel, integrity, manifest
         from roadmap_cli.grading_kit.boundedlog import PipeDrain
 
         spec, tests_dir = self.spec, self.spec.tests_dir
+        if self.verify_install:
+            verdict = manifest.verify(spec.root)  # what judges must be what was installed (grading/manifest.py)
+            if not verdict.ok:
+                raise GraderError(verdict.line())
         targets: list[str] = []
         for part in spec.parts:
             if part.id in self.selected:
@@ -195,9 +222,12 @@ class GradeJob:
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
         grader = [
-            sys.executable, "-I", "-B", "-u", "-m", "pytest",
+            # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
+            sys.executable, "-I", *pycache_args(), "-u", "-m", "pytest",
             "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            # tmp_path inside the grade's scratch folder: the one folder both sides of the OS wall can write.
+            "--basetemp", str(tmpdir / "pytest-tmp"),
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
@@ -232,7 +262,7 @@ class GradeJob:
 
     def _config(self, results_w: int) -> bytes:
         """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
-        from roadmap_cli.grading import integrity
+        from roadmap_cli.grading import integrity, manifest
 
         spec, tests_dir = self.spec, self.spec.tests_dir
         memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
@@ -250,9 +280,13 @@ class GradeJob:
                 "memory_limit_mb": memory,
                 "nofile": LEARNER_NOFILE,
                 "forbidden_read": forbidden_sources(spec),
-                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE)],
+                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE),
+                                    *(str(p) for p in [manifest.pycache_dir()] if p is not None)],
                 "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
                 "grade_token": self.grade_token,
+                # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
+                "os_wall": learner_view(spec, str(self.workspace), self.tmp.name) if self.sandbox == STRONG else None,
+                "nproc": LEARNER_NPROC,
             },
         }
         return json.dumps(config).encode()
@@ -323,6 +357,7 @@ class GradeJob:
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
+        run.sandbox = self.sandbox
         run.duration_s = round(time.monotonic() - self.t0, 3)
         if interrupted:
             mark_interrupted(run)

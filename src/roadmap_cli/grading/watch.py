@@ -204,11 +204,8 @@ class Watcher:
     def _hint(self) -> None:
         from roadmap_cli.labs import hints
 
-        data = hints.next_hint(self.store, self.spec.id, self.ctx.lang)
-        if not data["total"]:
-            self.say(f"{self.spec.id} has no hints.")
-            return
-        self.say(f"Hint {data['index']}/{data['total']}: {data['text']}" + ("" if data["new"] else " (that was the last hint)"))
+        for line in hints.lines(hints.next_hint(self.store, self.spec.id, self.ctx.lang)):
+            self.say(line)
 
     # ------------------------------------------------------------ loop
 

@@ -177,8 +177,14 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     the learner's code: no inherited secrets, no core dumps)."""
     env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1",
            "LSAN_OPTIONS": "exitcode=87"}
-    return subprocess.run([str(binary), case], capture_output=True, text=True, timeout=timeout_s, env=env,
-                          cwd=binary.parent, stdin=subprocess.DEVNULL)
+    from roadmap_cli.grading_kit import oswall, sandbox
+
+    # Behind the same OS wall as the learner process when the engine set one up (grading_kit/oswall.py).
+    wall = (sandbox.config() or {}).get("os_wall")
+    if wall:
+        wall = {**wall, "cwd": str(binary.parent)}
+    return subprocess.run(oswall.wrap([str(binary), case], wall), capture_output=True, text=True,
+                          timeout=timeout_s, env=env, cwd=binary.parent, stdin=subprocess.DEVNULL)
 
 
 def sanitizer_summary(output: str, header_name: str) -> str:

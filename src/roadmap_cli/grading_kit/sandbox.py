@@ -65,6 +65,11 @@ def configure(config: Optional[dict]) -> None:
     _config = config
 
 
+def config() -> Optional[dict]:
+    """The engine's sandbox settings in the grader process (None when tests run by hand)."""
+    return _config
+
+
 def active() -> bool:
     return _config is not None and not _in_learner
 
@@ -132,6 +137,11 @@ def learner_env(config: dict) -> dict:
         # long before they run out of memory.
         env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
+    wall = config.get("os_wall")
+    if wall and wall.get("triton_cache"):
+        # Behind the wall the home folder is read-only: Triton compiles into a cache of the learner's own
+        # (never the grader's, which the learner could otherwise fill with kernels of its choosing).
+        env["TRITON_CACHE_DIR"] = wall["triton_cache"]
     return env
 
 
@@ -164,6 +174,10 @@ class LearnerClient:
         out_r, out_w = os.pipe()
         flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])
         cmd = [sys.executable, *flags, "-c", _LEARNER_CMD, str(req_r), str(rep_w)]
+        from roadmap_cli.grading_kit import oswall
+
+        # Behind bubblewrap when the engine chose the OS wall (the pipes' descriptors pass through bwrap).
+        cmd = oswall.wrap(cmd, self.config.get("os_wall"))
         try:
             self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
                                          stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
@@ -177,7 +191,8 @@ class LearnerClient:
         self.ready = False
         self.released = []
         settings = {k: self.config.get(k) for k in ("workspace", "tests_dir", "memory_limit_mb", "nofile",
-                                                      "forbidden_read", "forbidden_write", "preload")}
+                                                      "forbidden_read", "forbidden_write", "preload", "nproc")}
+        settings["walled"] = bool(self.config.get("os_wall"))
         wire.send(self.req_w, pickle.dumps(settings))
 
     def _stop(self) -> Optional[int]:

@@ -8,8 +8,10 @@ A hint in lab.yaml may name the part(s) and/or test(s) it helps with:
       - {en: "General advice"}          # no parts/tests: for any failure
 
 `roadmap lab hint` gives the next unseen hint for the part that failed last
-(hints for it first, then general ones, then the rest in order), so a
-causal-mask failure no longer gets hint 1 about parts 2 and 3. Hints stay
+(or `--part`), so a causal-mask failure never gets hint 1 about parts 2 and 3.
+When that part's hints are used up it says so, and only then gives a general
+hint or another part's, naming the part it is for. Every hint of a real lab
+names its parts (tests/test_lab_hints.py). Hints stay
 earned: each one shown is recorded (table lab_hints), and none is ever
 written into the workspace.
 """
@@ -70,29 +72,64 @@ def seen_indexes(store, lab_id: str) -> set[int]:
         lab=lab_id, learner=store.learner))}
 
 
-def next_hint(store, lab_id: str, lang: str) -> dict:
-    """The next hint (recorded as seen), chosen by the part that failed last."""
+def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict:
+    """The next hint (recorded as seen), for `part` or else the part that failed last.
+
+    That part's own hints come first. Once they are all seen the answer says
+    so (`part_used_up`) and only then gives a hint for another part, naming
+    it (`other_part`), so a learner never mistakes a later part's hint for
+    help with the one that failed."""
     from roadmap_cli.store.tables import LabHint
 
     spec = find_lab(lab_id)
     total = len(spec.hints)
-    part, tests = last_failure(store, spec.id)
-    base = {"lab": spec.id, "total": total, "for_part": part}
+    failed, tests = last_failure(store, spec.id)
+    if part is not None:
+        spec.part(part)  # an unknown part is a user error naming the lab's parts
+        tests = tests if part == failed else []
+    want = part or failed
+    base = {"lab": spec.id, "total": total, "for_part": want}
     if total == 0:
-        return {**base, "index": 0, "text": None, "new": False, "seen": 0}
+        return {**base, "index": 0, "text": None, "new": False, "seen": 0, "parts": [],
+                "part_hints": 0, "part_used_up": False, "other_part": False}
     seen = seen_indexes(store, spec.id)
-    index = choose(spec, seen, part, tests)
+    mine = [i for i, h in enumerate(spec.hints) if _for(h, want, tests)]
+    index = next((i for i in mine if i not in seen), None)
+    if index is None:
+        index = choose(spec, seen, None, [])  # general hints first, then the other parts' in file order
     new = index is not None
     if not new:
         # Every hint seen: repeat the most relevant one rather than nothing.
-        index = next((i for i, h in enumerate(spec.hints) if _for(h, part, tests)), total - 1)
+        index = mine[0] if mine else total - 1
     else:
         with store.session() as s:
             s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
         seen.add(index)
     hint = spec.hints[index]
     return {**base, "index": index + 1, "text": hint.get(lang), "new": new, "seen": len(seen),
-            "parts": list(hint.parts)}
+            "parts": list(hint.parts), "part_hints": len(mine),
+            "part_used_up": bool(want) and (index not in mine or not new),
+            "other_part": bool(want) and index not in mine and bool(hint.parts or hint.tests)}
+
+
+def lines(data: dict) -> list[str]:
+    """`roadmap lab hint` for people (plain text: the CLI escapes it, `watch` prints it)."""
+    if not data["total"]:
+        return [f"{data['lab']} has no hints."]
+    want, out = data["for_part"], []
+    if want and data["part_used_up"]:
+        n = data["part_hints"]
+        out.append(f"{want}: {'its hint is' if n == 1 else f'all {n} of its hints are'} used up."
+                   if n else f"{want} has no hints of its own.")
+    label = ", ".join(data["parts"]) or "any part"
+    if data["other_part"]:
+        head = f"Hint {data['index']}/{data['total']}, for part {label} (not {want})"
+    else:
+        head = f"Hint {data['index']}/{data['total']} ({label})"
+    out.append(f"{head}: {data['text']}")
+    if not data["new"]:
+        out.append("(every hint has been seen: that one again)")
+    return out
 
 
 def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:

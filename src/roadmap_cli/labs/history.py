@@ -10,11 +10,47 @@ from __future__ import annotations
 import json
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.labs.spec import find_lab
+
+# README's rule ("GPU first, CPU honest"): a grade is "passed" only when every
+# part was graded and passed. Stored rows keep the engine's "passed" (old rows
+# and every reader that counts passes stay as they were); the word people and
+# JSON consumers see is derived here from the stored per-part statuses.
+PASSED_ON_CPU = "passed-on-cpu"
+
+
+def _status(part) -> str | None:
+    return part.get("status") if isinstance(part, dict) else getattr(part, "status", None)
+
+
+def not_graded_count(parts) -> int:
+    """How many parts (dicts from a stored row, or PartResults) were not graded here (need a CUDA GPU)."""
+    return sum(_status(p) == "not-graded-here" for p in parts or [])
+
+
+def outcome_word(outcome: str, parts) -> str:
+    """`passed` only when no part was left ungraded; `passed-on-cpu` otherwise; other outcomes unchanged."""
+    if outcome == "passed" and not_graded_count(parts):
+        return PASSED_ON_CPU
+    return outcome
+
+
+def outcome_text(outcome: str, parts) -> str:
+    """The word with its count, as people read it: `passed-on-cpu (1 part not graded here)`."""
+    word = outcome_word(outcome, parts)
+    if word != PASSED_ON_CPU:
+        return word
+    n = not_graded_count(parts)
+    return f"{word} ({n} part{'s' if n != 1 else ''} not graded here)"
+
+
+def outcome_fields(outcome: str, parts) -> dict:
+    """The keys every --json view of an attempt carries (README, "Grading words")."""
+    return {"outcome": outcome_word(outcome, parts), "outcome_text": outcome_text(outcome, parts),
+            "parts_not_graded_here": not_graded_count(parts)}
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
-    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message "
+    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox "
     "FROM grade_attempts WHERE lab_id = :lab AND learner = :learner) AS numbered"
 )
 
@@ -22,6 +58,8 @@ _NUMBERED = (
 def lab_history(store, lab_id: str, limit: int = 20) -> dict:
     """The last `limit` attempts of a lab, newest first."""
     import sqlalchemy as sa
+
+    from roadmap_cli.labs.spec import find_lab
 
     spec = find_lab(lab_id)
     with store.connection() as conn:
@@ -31,13 +69,15 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
         rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {**mine, "n": limit}).all()
     attempts = []
     for r in rows:
+        parts = json.loads(r.parts or "[]")
         attempts.append({
             "number": r.number, "id": r.id, "started_at": r.started_at, "duration_s": r.duration_s,
-            "outcome": r.outcome, "score": r.score, "max_score": r.max_score, "device": r.device,
+            **outcome_fields(r.outcome, parts), "score": r.score, "max_score": r.max_score, "device": r.device,
             "interpret_mode": bool(r.interpret_mode), "commit_sha": r.commit_sha, "dirty": r.dirty,
             "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
+            "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
             "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
-                      for p in json.loads(r.parts or "[]")],
+                      for p in parts],
         })
     return {"lab": spec.id, "total": int(total or 0), "attempts": attempts, "part_ids": [p.id for p in spec.parts]}
 
@@ -62,6 +102,8 @@ def diff(store, lab_id: str, first: int, second: int) -> dict:
     A test one attempt did not run (another --part, -k, -x) is not compared:
     it is counted in "not_comparable".
     """
+    from roadmap_cli.labs.spec import find_lab
+
     spec = find_lab(lab_id)
     with store.connection() as conn:
         row_a, tests_a = _attempt(conn, spec.id, first, store.learner)
@@ -78,9 +120,9 @@ def diff(store, lab_id: str, first: int, second: int) -> dict:
     summary = {k: sum(c["kind"] == k for c in changed) for k in ("fixed", "broken", "other")}
     return {
         "lab": spec.id,
-        "a": {"number": first, "outcome": row_a.outcome, "score": row_a.score, "max_score": row_a.max_score,
+        "a": {"number": first, **outcome_fields(row_a.outcome, json.loads(row_a.parts or "[]")), "score": row_a.score, "max_score": row_a.max_score,
               "commit_sha": row_a.commit_sha, "started_at": row_a.started_at},
-        "b": {"number": second, "outcome": row_b.outcome, "score": row_b.score, "max_score": row_b.max_score,
+        "b": {"number": second, **outcome_fields(row_b.outcome, json.loads(row_b.parts or "[]")), "score": row_b.score, "max_score": row_b.max_score,
               "commit_sha": row_b.commit_sha, "started_at": row_b.started_at},
         "changed": changed, "unchanged": same, "not_comparable": unknown, "summary": summary,
     }

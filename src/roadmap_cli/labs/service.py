@@ -351,23 +351,27 @@ def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
 
 
 def _attempt_dict(a, number: Optional[int] = None) -> dict:
+    from roadmap_cli.labs.history import outcome_fields
+
+    parts = json.loads(a.parts or "[]")
     return {
-        "id": a.id, "number": number, "started_at": a.started_at, "outcome": a.outcome, "score": a.score, "max_score": a.max_score,
-        "duration_s": a.duration_s, "parts": json.loads(a.parts or "[]"), "perf": json.loads(a.perf or "[]"),
+        "id": a.id, "number": number, "started_at": a.started_at, **outcome_fields(a.outcome, parts), "score": a.score,
+        "max_score": a.max_score, "duration_s": a.duration_s, "parts": parts, "perf": json.loads(a.perf or "[]"),
         "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
         "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
         "dirty": a.dirty, "grader_sha256": a.grader_sha256, "message": a.message,
+        "sandbox": getattr(a, "sandbox", None),
     }
 
 
 # ---------------------------------------------------------------- hints, solution
 
 
-def next_hint(store, lab_id: str, lang: str) -> dict:
-    """The next unseen hint for the part that failed last (labs/hints.py)."""
+def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict:
+    """The next unseen hint for `part` or the part that failed last (labs/hints.py)."""
     from roadmap_cli.labs import hints
 
-    return hints.next_hint(store, lab_id, lang)
+    return hints.next_hint(store, lab_id, lang, part)
 
 
 def solution(store, lab_id: str) -> dict:

@@ -42,6 +42,13 @@ class Hint(Text):
     tests: list[str] = Field(default_factory=list)  # node-id prefixes relative to tests/
 
 
+def _relative_test_prefixes(value: list[str]) -> list[str]:
+    for prefix in value:
+        if not prefix.strip() or prefix.startswith("/") or ".." in Path(prefix.split("::")[0]).parts:
+            raise ValueError(f"test prefix {prefix!r} must be relative to tests/ and stay inside it")
+    return value
+
+
 class Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=KEBAB)
@@ -54,10 +61,25 @@ class Part(BaseModel):
     @field_validator("tests")
     @classmethod
     def _relative_prefixes(cls, value: list[str]) -> list[str]:
-        for prefix in value:
-            if not prefix.strip() or prefix.startswith("/") or ".." in Path(prefix.split("::")[0]).parts:
-                raise ValueError(f"test prefix {prefix!r} must be relative to tests/ and stay inside it")
-        return value
+        return _relative_test_prefixes(value)
+
+
+class Rule(BaseModel):
+    """One thing the handout says code must do, must not do or must return
+    (docs/labs.md, "Rules"). `section` is an exact heading of README.md;
+    `tests` are node-id prefixes relative to tests/ that check it. An empty
+    `tests` list loads (so `lab list` keeps working) but fails `dev check`."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=KEBAB)
+    section: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    tests: list[str] = Field(default_factory=list)
+
+    @field_validator("tests")
+    @classmethod
+    def _relative_prefixes(cls, value: list[str]) -> list[str]:
+        return _relative_test_prefixes(value)
 
 
 class WrongVariant(BaseModel):
@@ -65,6 +87,7 @@ class WrongVariant(BaseModel):
     id: str = Field(pattern=KEBAB)
     description: str = Field(min_length=1)
     fails: list[str] = Field(min_length=1)
+    breaks: list[str] = Field(default_factory=list)  # ids of the rules this variant breaks
 
 
 class KnownSurvivor(BaseModel):
@@ -110,6 +133,9 @@ class LabSpec(BaseModel):
     parts: list[Part] = Field(min_length=1)
     hints: list[Hint] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
+    # None: the lab's rules are not written yet (dev check warns); [] would
+    # claim a lab whose handout states nothing checkable.
+    rules: Optional[list[Rule]] = None
     wrong: list[WrongVariant] = Field(default_factory=list)
     known_survivors: list[KnownSurvivor] = Field(default_factory=list)
 
@@ -246,8 +272,16 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
         for j, part_id in enumerate(hint.parts):
             if part_id not in seen:
                 problems.append(f"{at('hints', i, 'parts', j)}: unknown part {part_id!r}")
+    rule_seen: set[str] = set()
+    for i, rule in enumerate(spec.rules or []):
+        if rule.id in rule_seen:
+            problems.append(f"{at('rules', i, 'id')}: duplicate rule id {rule.id!r}")
+        rule_seen.add(rule.id)
     wrong_seen: set[str] = set()
     for i, wrong in enumerate(spec.wrong):
+        for j, rule_id in enumerate(wrong.breaks):
+            if rule_id not in rule_seen:
+                problems.append(f"{at('wrong', i, 'breaks', j)}: unknown rule {rule_id!r}")
         if wrong.id in wrong_seen:
             problems.append(f"{at('wrong', i, 'id')}: duplicate wrong variant id {wrong.id!r}")
         wrong_seen.add(wrong.id)

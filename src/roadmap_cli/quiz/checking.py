@@ -86,7 +86,7 @@ def check(question, answer: str, lang: str = "en") -> Verdict:
 
 def _numeric(q, answer: str, lang: str) -> Verdict:
     from roadmap_cli.curriculum.formula import FormulaError, evaluate
-    from roadmap_cli.curriculum.units import UnitProblem, convert, prefix_hint, split_answer
+    from roadmap_cli.curriculum.units import UnitProblem, UnreadableUnit, convert, prefix_hint, split_answer
 
     if not answer:
         raise AnswerProblem("give a number (arithmetic such as 2*32*128 is fine)")
@@ -102,6 +102,9 @@ def _numeric(q, answer: str, lang: str) -> Verdict:
             raise AnswerProblem(f"{answer!r} is not a number (arithmetic such as 2*32*128 is fine; a unit may follow)") from None
     try:
         given = convert(value, unit, q.unit)
+    except UnreadableUnit as exc:
+        # Not an answer to score: asked again (an answers file is refused whole).
+        raise AnswerProblem(str(exc)) from None
     except UnitProblem as exc:
         return Verdict(q.id, "numeric", answer, False, AGAIN, expected, [str(exc), _why(q, lang)])
     error = abs(given - q.answer) / abs(q.answer)

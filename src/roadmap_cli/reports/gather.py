@@ -62,11 +62,13 @@ class LabLine:
     title: str
     attempt: int  # number within the lab, as `roadmap lab history` shows it
     day: str
-    outcome: str
+    outcome: str  # "passed" only when every part was graded; "passed-on-cpu" otherwise (labs/history.py)
+    outcome_text: str  # with the count: "passed-on-cpu (1 part not graded here)"
     score: float
     max_score: float
     device: str
     interpret_mode: bool
+    sandbox: Optional[str]  # "strong" (behind bubblewrap), "weak" (in-process only), None (before migration 7)
     parts: list[PartLine]
     not_graded_here: list[str]  # parts that need a CUDA GPU, not graded on this attempt's machine
     perf: list[PerfLine]
@@ -220,11 +222,12 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
 
     import sqlalchemy as sa
 
+    from roadmap_cli.labs.history import outcome_text, outcome_word
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
         rows = conn.execute(sa.text(
-            "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode "
+            "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode, sandbox "
             "FROM grade_attempts WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
@@ -251,9 +254,11 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
             figures = []
         perf = [PerfLine(str(f.get("name")), float(f["value"]), str(f.get("unit", "")), _pct_of_baseline(f))
                 for f in figures if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
+        stored = parse_parts(row.parts)
         lines.append(LabLine(
-            lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(), row.outcome,
-            float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), parts,
+            lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(),
+            outcome_word(row.outcome, stored), outcome_text(row.outcome, stored),
+            float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), row.sandbox, parts,
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}
     return sorted(lines, key=lambda lab: (stage.get(lab.lab_id, 99), lab.lab_id))

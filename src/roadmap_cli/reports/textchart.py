@@ -115,5 +115,13 @@ def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: in
             text += " ✓" if value >= target[0] else "  "
         lines.append(text.rstrip()[:width])
     if target:
-        lines.append((" " * (label_w + 1) + f"| target {target[0]:g}–{target[1]:g} {unit}   ✓ minimum reached")[:width])
+        # The legend states facts about these rows: "✓" is explained only when one is drawn, and the
+        # last row (this week) says how it stands, so a 2.5 h week never sits above "minimum reached".
+        legend = f"| target {target[0]:g}–{target[1]:g} {unit}"
+        if any(v >= target[0] for _, v in rows):
+            legend += "   ✓ = minimum reached"
+        last, value = rows[-1]
+        legend += (f"   {last}: minimum reached" if value >= target[0] else
+                   f"   {last}: {value:g} {unit}, {target[0] - value:g} {unit} short of the minimum")
+        lines.append((" " * (label_w + 1) + legend)[:width])
     return lines

@@ -328,6 +328,10 @@ def _engine_from_url(url: str):
     except ArgumentError:
         raise StoreError("DATABASE_URL is not a database URL (expected e.g. postgresql://user@host/db "
                          "or sqlite:////path/to/roadmap.db)") from None
+    if parsed.get_backend_name() == "postgres":
+        # postgres://, the form hosting providers print: SQLAlchemy only knows "postgresql".
+        driver = parsed.drivername.partition("+")[2]
+        parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
     database = str(parsed.database or "")
     if parsed.get_backend_name() == "sqlite" and (
             database in ("", ":memory:") or ":memory:" in database or "mode=memory" in database

@@ -298,6 +298,14 @@ def m006_quiz_review(conn: sa.Connection) -> None:
     )
 
 
+def m007_attempt_sandbox(conn: sa.Connection) -> None:
+    """grade_attempts.sandbox: "strong" when the learner's code ran behind
+    the OS wall (bubblewrap namespaces), "weak" when only the in-process
+    sandbox guarded it. NULL for attempts recorded before this existed (or
+    imported from such a database): shown as unknown, ranked as weak."""
+    conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN sandbox VARCHAR"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -306,6 +314,7 @@ MIGRATIONS: list[Migration] = [
     ("imported_attempts", m004_imported_attempts),
     ("learners", m005_learners),
     ("quiz_review", m006_quiz_review),
+    ("attempt_sandbox", m007_attempt_sandbox),
 ]
 
 LATEST = len(MIGRATIONS)

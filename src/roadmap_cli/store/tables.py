@@ -76,6 +76,8 @@ class GradeAttempt(SQLModel, table=True):
     # not graded here, so it never unlocks a solution by itself.
     imported: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # "strong": graded behind the OS wall (bubblewrap); "weak": the in-process sandbox only; None: before migration 7.
+    sandbox: Optional[str] = None
 
 
 class GradeTestResult(SQLModel, table=True):

@@ -1,0 +1,127 @@
+"""Remote machines: remote add|list|remove|check (a rented GPU reached over ssh)."""
+
+from typing import Optional
+
+import typer
+from typing_extensions import Annotated
+
+from roadmap_cli import context
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
+NameArg = Annotated[str, typer.Argument(help="The remote's name (see `roadmap remote list`).")]
+
+remote_app = typer.Typer(
+    help="Machines you grade on over ssh (e.g. a rented GPU): add, list, remove, check. "
+         "ssh uses your ~/.ssh/config and ssh-agent; roadmap never stores a password.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(remote_app, name="remote")
+
+
+def _home():
+    from roadmap_cli.paths import resolve_home
+
+    return resolve_home(context.current().home_option)
+
+
+def _row(remote) -> dict:
+    return {"name": remote.name, "url": remote.url, "user": remote.user, "host": remote.host, "port": remote.port,
+            "added": remote.added}
+
+
+@remote_app.command("add")
+def add(
+    name: NameArg,
+    url: Annotated[str, typer.Argument(help="ssh://user@host[:port] (a Host alias from ~/.ssh/config works too: "
+                                            "ssh://gpu-box).")],
+    replace: Annotated[bool, typer.Option("--replace", help="Point an existing name at this URL.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
+    from roadmap_cli import remotes
+    from roadmap_cli.output import emit
+
+    remote = remotes.add(_home(), name, url, replace=replace)
+    emit("remote add", _row(remote), as_json=as_json,
+         render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
+                                              f"Next: `roadmap remote check {remote.name}`."))
+
+
+@remote_app.command("list")
+def list_(as_json: JsonOpt = False) -> None:
+    """Every remote, with its URL."""
+    from roadmap_cli import remotes
+    from roadmap_cli.output import emit
+
+    rows = [_row(r) for r in remotes.load(_home()).values()]
+
+    def render(console):
+        from rich.table import Table
+
+        if not rows:
+            console.print("No remotes yet: `roadmap remote add NAME ssh://user@host[:port]`.")
+            return
+        table = Table()
+        for column in ("name", "url", "added"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(row["name"], row["url"], row["added"])
+        console.print(table)
+
+    emit("remote list", {"remotes": rows}, as_json=as_json, render=render)
+
+
+@remote_app.command("remove")
+def remove(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Forget a remote (nothing on the machine itself is touched)."""
+    from roadmap_cli import remotes
+    from roadmap_cli.output import emit
+
+    remote = remotes.remove(_home(), name)
+    emit("remote remove", _row(remote), as_json=as_json,
+         render=lambda console: console.print(f"Removed remote {remote.name} ({remote.url})."))
+
+
+def _gib(value: Optional[int]) -> str:
+    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+@remote_app.command("check")
+def check(
+    name: NameArg,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the machine.")] = 60,
+    as_json: JsonOpt = False,
+) -> None:
+    """Connect once: python, torch and its CUDA, GPU model, driver and free disk on the far side."""
+    from dataclasses import asdict
+
+    from roadmap_cli import remotes
+    from roadmap_cli.output import emit
+
+    facts = remotes.check(_home(), name, timeout_s=timeout)
+    data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
+
+    def render(console):
+        from rich.table import Table
+
+        torch = facts.torch or "not installed"
+        if facts.torch and facts.torch_cuda:
+            torch += f" (CUDA {facts.torch_cuda}, {'GPU visible' if facts.cuda_available else 'no GPU visible'})"
+        elif facts.torch:
+            torch += " (CPU build)"
+        table = Table(title=f"{facts.name} — {facts.url}", show_header=False)
+        table.add_column("what")
+        table.add_column("value")
+        table.add_row("reached in", f"{facts.round_trip_s:.2f} s")
+        table.add_row("host", f"{facts.hostname or '-'} ({facts.os or '-'}, {facts.cpus or '-'} CPUs)")
+        table.add_row("python", facts.python or "python3 not found")
+        table.add_row("torch", torch)
+        table.add_row("GPU", ", ".join(g["name"] for g in facts.gpus) if facts.gpus else "none (no nvidia-smi)")
+        table.add_row("driver", facts.driver or "-")
+        table.add_row("free disk (home)", _gib(facts.disk_free_bytes))
+        console.print(table)
+
+    emit("remote check", data, as_json=as_json, render=render)

@@ -1,0 +1,275 @@
+"""Remote machines a learner can grade on: `roadmap remote add|list|remove|check`.
+
+Most people on this roadmap rent their GPU by the hour. A remote is a name
+for such a machine and the ssh URL that reaches it (`ssh://user@host[:port]`).
+The system's OpenSSH client does the connecting, so `~/.ssh/config` (host
+aliases, jump hosts, identity files) and a running ssh-agent work exactly as
+they do for `ssh` itself; roadmap never asks for or stores a password.
+
+Remotes belong to this machine, not to the learner's progress: they live in a
+small JSON file in the data home (`remotes.json`), not in the database a
+cohort may share. `ROADMAP_SSH_CONFIG` names an ssh_config to use instead of
+`~/.ssh/config` (OpenSSH reads the config from the account's real home
+directory, not from $HOME, so this is how a test, or a second set of keys,
+points ssh elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlsplit
+
+from roadmap_cli.errors import ExitCode, NotFoundError, RoadmapError, StoreError, UserError
+from roadmap_cli.timeutil import utc_now_iso
+
+FILE_NAME = "remotes.json"
+FORMAT_VERSION = 1
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+SSH_CONFIG_VAR = "ROADMAP_SSH_CONFIG"
+# ssh exits 255 when the connection itself failed (host unknown, refused, key rejected); any other status is the
+# remote command's own.
+SSH_CONNECTION_FAILED = 255
+
+
+class RemoteError(RoadmapError):
+    """The remote could not be reached, or what ran there failed."""
+
+    exit_code = ExitCode.REMOTE
+
+
+@dataclass(frozen=True)
+class Remote:
+    name: str
+    host: str
+    user: Optional[str] = None
+    port: Optional[int] = None
+    added: str = ""
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        return f"ssh://{self.user + '@' if self.user else ''}{host}{':' + str(self.port) if self.port else ''}"
+
+    def ssh_argv(self, command: str, *, connect_timeout_s: int = 10) -> list[str]:
+        """`ssh ... HOST COMMAND`, never prompting: a password prompt in a
+        command that is not interactive would hang, so keys or an agent are
+        required (BatchMode) and the line says so when they are missing."""
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}",
+                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
+        config = os.environ.get(SSH_CONFIG_VAR)
+        if config:
+            argv += ["-F", config]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        if self.user:
+            argv += ["-l", self.user]
+        # "--" ends ssh's options: a host can never be read as one.
+        return argv + ["--", self.host, command]
+
+
+def parse_url(url: str) -> tuple[Optional[str], str, Optional[int]]:
+    """`ssh://user@host:port` -> (user, host, port). The user and port are
+    optional (ssh's config or defaults fill them in); anything else (another
+    scheme, a path, a password in the URL) is refused with one line."""
+    text = url.strip()
+    if "://" not in text:
+        raise UserError(f"remote URL {url!r} must look like ssh://user@host or ssh://user@host:port")
+    parts = urlsplit(text)
+    if parts.scheme.lower() != "ssh":
+        raise UserError(f"remote URL {url!r} uses {parts.scheme!r}; only ssh:// is supported")
+    if parts.password is not None:
+        raise UserError("a remote URL must not carry a password: use an ssh key or ssh-agent "
+                        "(roadmap never stores passwords)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise UserError(f"remote URL {url!r} has a path or query; give only ssh://user@host[:port]")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UserError(f"remote URL {url!r} has a port that is not a number between 1 and 65535") from None
+    host = parts.hostname
+    if not host:
+        raise UserError(f"remote URL {url!r} names no host")
+    if host.startswith("-") or (parts.username or "").startswith("-"):
+        raise UserError(f"remote URL {url!r}: a host or user may not start with '-'")
+    if port is not None and not 1 <= port <= 65535:
+        raise UserError(f"remote URL {url!r} has port {port}; ports are 1-65535")
+    return parts.username or None, host, port
+
+
+# ---------------------------------------------------------------- the file in the data home
+
+
+def _path(home: Path) -> Path:
+    return home / FILE_NAME
+
+
+def load(home: Path) -> dict[str, Remote]:
+    """Every remote, by name (empty when none was ever added)."""
+    path = _path(home)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(f"unknown version {data.get('version')!r}")
+        return {name: Remote(name=name, host=entry["host"], user=entry.get("user"), port=entry.get("port"),
+                             added=entry.get("added", ""))
+                for name, entry in data["remotes"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreError(f"{path} is not a remotes file roadmap can read ({exc}); fix or delete it, then add "
+                         "the remotes again") from None
+
+
+def _save(home: Path, remotes: dict[str, Remote]) -> None:
+    """Written to a temporary file and renamed over the old one: a crash
+    mid-write never leaves half a file (and never loses the other remotes)."""
+    path = _path(home)
+    body = {"version": FORMAT_VERSION,
+            "remotes": {name: {k: v for k, v in asdict(r).items() if k != "name" and v is not None}
+                        for name, r in sorted(remotes.items())}}
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def get(home: Path, name: str) -> Remote:
+    remotes = load(home)
+    if name not in remotes:
+        raise NotFoundError("remote", name, remotes, hint="see `roadmap remote list`; add one with "
+                            "`roadmap remote add NAME ssh://user@host`")
+    return remotes[name]
+
+
+def add(home: Path, name: str, url: str, *, replace: bool = False) -> Remote:
+    if not NAME_PATTERN.match(name):
+        raise UserError(f"remote name {name!r}: use letters, digits, '.', '_' or '-' (at most 40, starting "
+                        "with a letter or digit)")
+    user, host, port = parse_url(url)
+    remotes = load(home)
+    if name in remotes and not replace:
+        raise UserError(f"remote {name!r} already exists ({remotes[name].url}); use --replace to point it "
+                        "elsewhere, or choose another name")
+    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso())
+    remotes[name] = remote
+    _save(home, remotes)
+    return remote
+
+
+def remove(home: Path, name: str) -> Remote:
+    remotes = load(home)
+    remote = get(home, name)
+    del remotes[name]
+    _save(home, remotes)
+    return remote
+
+
+# ---------------------------------------------------------------- what is on the far side
+
+# Runs on the remote with its own python3, whatever roadmap version (if any) is
+# installed there: standard library only, and torch only if it imports. One
+# JSON line on stdout, so nothing a login banner prints can be mistaken for it.
+_PROBE = r'''
+import json, os, platform, shutil, subprocess, sys
+out = {"python": platform.python_version(), "executable": sys.executable, "os": platform.platform(),
+       "hostname": platform.node(), "cpus": os.cpu_count()}
+try:
+    usage = shutil.disk_usage(os.path.expanduser("~"))
+    out["disk_free_bytes"] = usage.free
+except OSError:
+    out["disk_free_bytes"] = None
+try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=20)
+    rows = [[c.strip() for c in line.split(",")] for line in smi.stdout.splitlines() if line.strip()]
+    out["gpus"] = [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) >= 3]
+except (OSError, subprocess.TimeoutExpired):
+    out["gpus"] = []
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["torch_cuda"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+except Exception as exc:
+    out["torch"] = None
+    out["torch_error"] = type(exc).__name__
+print("ROADMAP-PROBE " + json.dumps(out))
+'''
+_PROBE_MARK = "ROADMAP-PROBE "
+# The remote's login shell runs this; the probe arrives on stdin. No python3 is an answer, not a failure.
+_PROBE_COMMAND = "command -v python3 >/dev/null 2>&1 && exec python3 - || echo 'ROADMAP-PROBE {\"python\": null}'"
+
+
+@dataclass
+class RemoteFacts:
+    name: str
+    url: str
+    reachable: bool
+    round_trip_s: float
+    python: Optional[str] = None
+    hostname: Optional[str] = None
+    os: Optional[str] = None
+    cpus: Optional[int] = None
+    torch: Optional[str] = None
+    torch_cuda: Optional[str] = None
+    cuda_available: Optional[bool] = None
+    gpus: Optional[list] = None
+    disk_free_bytes: Optional[int] = None
+
+    @property
+    def gpu_model(self) -> Optional[str]:
+        return self.gpus[0]["name"] if self.gpus else None
+
+    @property
+    def driver(self) -> Optional[str]:
+        return self.gpus[0]["driver"] if self.gpus else None
+
+
+def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else "ssh exited without a message"
+    hint = ""
+    if "Permission denied" in last:
+        hint = " (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config)"
+    elif "Host key verification failed" in last:
+        hint = f" (connect once with `ssh {remote.host}` to accept the host key)"
+    return RemoteError(f"cannot reach remote {remote.name!r} ({remote.url}): {last}{hint}")
+
+
+def check(home: Path, name: str, *, timeout_s: float = 60) -> RemoteFacts:
+    """Connect once and report what the far side has: python, torch and its
+    CUDA, the GPU model and driver, free disk in the remote home."""
+    remote = get(home, name)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(remote.ssh_argv(_PROBE_COMMAND), input=_PROBE, capture_output=True, text=True,
+                              timeout=timeout_s)
+    except FileNotFoundError:
+        raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
+                          "package openssh-client)") from None
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"remote {name!r} ({remote.url}) did not answer within {timeout_s:.0f} s") from None
+    elapsed = time.perf_counter() - start
+    if proc.returncode == SSH_CONNECTION_FAILED:
+        raise _ssh_failure(remote, proc.stderr)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
+    if line is None:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RemoteError(f"remote {name!r} answered, but its probe did not run (exit {proc.returncode}): {tail}")
+    data = json.loads(line[len(_PROBE_MARK):])
+    fields = {k: data.get(k) for k in ("python", "hostname", "os", "cpus", "torch", "torch_cuda", "cuda_available",
+                                       "gpus", "disk_free_bytes")}
+    return RemoteFacts(name=name, url=remote.url, reachable=True, round_trip_s=round(elapsed, 3), **fields)

@@ -1,0 +1,103 @@
+"""A throwaway OpenSSH server for the remote tests (as pgcluster.py is for PostgreSQL).
+
+`sshd -D` from Debian's `openssh-server`, on 127.0.0.1 and a free port, with
+a host key and a client key generated for this run, key authentication only,
+and an ssh_config for the client side (`ROADMAP_SSH_CONFIG`) that knows the
+host key: nothing in the real ~/.ssh is read or written. `stop()` kills the
+server and removes the directory.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+PACKAGE_HINT = "install the Debian packages `openssh-server` and `openssh-client`"
+
+
+def find_sshd() -> Optional[str]:
+    for candidate in (os.environ.get("ROADMAP_SSHD"), "/usr/sbin/sshd", shutil.which("sshd")):
+        if candidate and Path(candidate).is_file() and shutil.which("ssh") and shutil.which("ssh-keygen"):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, sshd: str) -> None:
+        self.sshd = sshd
+        self.root = Path(tempfile.mkdtemp(prefix="roadmap-sshd-"))
+        self.root.chmod(0o755)  # sshd's StrictModes-style checks dislike group/other-writable parents
+        self.port = free_port()
+        self.user = getpass.getuser()
+        self.proc: Optional[subprocess.Popen] = None
+        self.client_config = self.root / "ssh_config"
+        self.log = self.root / "sshd.log"
+
+    def _keygen(self, path: Path) -> None:
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True,
+                       capture_output=True, timeout=30)
+
+    def start(self) -> "Server":
+        host_key, client_key = self.root / "host_ed25519", self.root / "client_ed25519"
+        self._keygen(host_key)
+        self._keygen(client_key)
+        authorized = self.root / "authorized_keys"
+        authorized.write_text(client_key.with_suffix(".pub").read_text())
+        authorized.chmod(0o600)
+        config = self.root / "sshd_config"
+        config.write_text("\n".join([
+            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
+            f"AuthorizedKeysFile {authorized}", f"PidFile {self.root / 'sshd.pid'}",
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
+            "PermitRootLogin prohibit-password", "UsePAM no", "StrictModes no", "PrintMotd no",
+            "AcceptEnv NONE", "X11Forwarding no", "AllowTcpForwarding no",
+            f"AllowUsers {self.user}", "LogLevel ERROR",
+        ]) + "\n")
+        # sshd refuses to start without its privilege-separation directory (normally made by systemd).
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        known_hosts = self.root / "known_hosts"
+        known_hosts.write_text(f"[127.0.0.1]:{self.port} " + host_key.with_suffix(".pub").read_text())
+        self.client_config.write_text("\n".join([
+            "Host *", f"  IdentityFile {client_key}", "  IdentitiesOnly yes", f"  UserKnownHostsFile {known_hosts}",
+            "  StrictHostKeyChecking yes", "  LogLevel ERROR",
+        ]) + "\n")
+        self.proc = subprocess.Popen([self.sshd, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited at start: {self.log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
+                    if conn.recv(4).startswith(b"SSH-"):
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"sshd did not listen on {self.port} within 20 s: {self.log.read_text()[-2000:]}")
+
+    @property
+    def url(self) -> str:
+        return f"ssh://{self.user}@127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
