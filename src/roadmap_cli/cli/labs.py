@@ -307,13 +307,18 @@ def doctor(as_json: JsonOpt = False) -> None:
 def dev_check(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Only this lab (default: every lab).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Checks to run at once (each is one pytest process).")] = 1,
+    walk: Annotated[bool, typer.Option("--walk", help="Instead: solve the starter one file at a time, forward and "
+                                       "in reverse, grading after each step; every subset must grade cleanly.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.authoring.devcheck import run_dev_check
-    from roadmap_cli.labs.spec import find_lab, load_all
+    from roadmap_cli.labs.spec import all_labs, find_lab, load_all
 
+    if walk:
+        _dev_walk([find_lab(lab_id)] if lab_id else all_labs(), jobs, as_json)
+        return
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
     render.dev_check_start(specs, jobs)
     report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken)
@@ -321,6 +326,41 @@ def dev_check(
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
     if not report.ok:
+        raise typer.Exit(1)
+
+
+def _dev_walk(specs: list, jobs: int, as_json: bool) -> None:
+    """`dev check --walk`: one line per graded state, then the problems."""
+    from dataclasses import asdict
+
+    from rich.markup import escape
+
+    from roadmap_cli.authoring.walk import run_walk
+    from roadmap_cli.labs.device import detect_device
+    from roadmap_cli.output import console, emit
+
+    device = detect_device()
+
+    def line(st) -> None:
+        if not as_json:
+            statuses = " ".join(f"{p}:{s}" for p, s in st.statuses.items())
+            console.print(f"  {escape(st.name)} ({st.seconds:.0f}s): {st.outcome}  {escape(statuses)}", soft_wrap=True)
+
+    reports = []
+    for spec in specs:
+        if not as_json:
+            console.print(f"{spec.id}: walking {jobs} at a time")
+        reports.append(run_walk(spec, device, jobs=jobs, on_state=line))
+
+    def render(c) -> None:
+        for rep in reports:
+            mark = "[green]ok[/]" if rep.ok else "[red]problems[/]"
+            c.print(f"{rep.lab}: {mark} ({len(rep.states)} states, {rep.seconds:.0f}s; order {', '.join(rep.order)})")
+            for problem in rep.problems:
+                c.print(f"  {escape(problem)}", soft_wrap=True)
+
+    emit("dev check walk", {"labs": [asdict(r) for r in reports]}, as_json=as_json, render=render)
+    if not all(r.ok for r in reports):
         raise typer.Exit(1)
 
 

@@ -42,6 +42,8 @@ nothing is written, and learner code runs in-process (no sandbox).
 
 from __future__ import annotations
 
+import ast
+import gc
 import json
 import math
 import os
@@ -115,7 +117,37 @@ def _not_dumpable() -> None:
         pass
 
 
+_plain_ast_parse = ast.parse
+
+
+def _ast_parse_without_gc(*args: Any, **kwargs: Any) -> Any:
+    """`ast.parse` that the cyclic garbage collector cannot interrupt.
+
+    CPython 3.11 counts the AST constructor's depth in ONE counter per
+    interpreter and resets it at the start of every parse, then raises
+    "SystemError: AST constructor recursion depth mismatch" if it does not
+    come back to where it started. A parse started inside another parse
+    breaks the outer one, and that happens in a grader: the collector runs
+    in the middle of pytest's parse of a failing test's source, finalizes an
+    asyncio Task whose exception nobody retrieved (a test that gave up on a
+    learner's server leaves such tasks behind), the Task logs it, logging
+    formats the traceback, and 3.11's traceback calls ast.parse. The
+    SystemError escaped pytest's report building as an INTERNALERROR and
+    ended the whole session (llm-serving, issue 26). With the collector off
+    nothing else runs Python code during the C parse, so it cannot nest."""
+    if not gc.isenabled():
+        return _plain_ast_parse(*args, **kwargs)
+    gc.disable()
+    try:
+        return _plain_ast_parse(*args, **kwargs)
+    finally:
+        gc.enable()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest (failure reports, assertion rewriting) and traceback look
+    # ast.parse up on the module at call time, so this reaches them all.
+    ast.parse = _ast_parse_without_gc
     spec = _read_engine_config()
     if spec:
         from roadmap_cli.grading_kit import sandbox
@@ -307,6 +339,24 @@ def _message(report: pytest.TestReport) -> Optional[str]:
     return _trim(str(longrepr))
 
 
+def _bare_report(item: pytest.Item, call, exc: BaseException) -> pytest.TestReport:
+    """The test's report without pytest's source rendering, for when that
+    rendering itself raised: an error inside pytest's report building would
+    otherwise be an INTERNALERROR that ends the whole grade (every later part
+    unrecorded). The test keeps the outcome its exception gave it."""
+    excinfo = call.excinfo
+    value = excinfo.value
+    if isinstance(value, pytest.skip.Exception):
+        outcome, longrepr = "skipped", (str(item.path), item.location[1] or 0, f"Skipped: {value}")
+    else:
+        outcome = "failed"
+        longrepr = (f"{type(value).__name__}: {value}\n  (pytest could not show where: "
+                    f"{type(exc).__name__}: {exc})")
+    return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr,
+                             call.when, duration=call.duration, start=call.start, stop=call.stop,
+                             user_properties=item.user_properties)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
     """Learner crashes and timeouts get their own outcome; an exception from
@@ -317,7 +367,11 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         return
     from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 
-    report = outcome.get_result()
+    try:
+        report = outcome.get_result()
+    except Exception as exc:  # pytest could not render this failure: fail the test, never the session
+        report = _bare_report(item, call, exc)
+        outcome.force_result(report)
     frames: list = []
     if report.failed:
         try:
