@@ -175,7 +175,10 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
 
     def one(part: str) -> tuple[str, Optional[set[tuple[str, str]]]]:
         with tempfile.TemporaryDirectory(prefix=f"roadmap-coverage-{spec.id}-") as tmp:
-            hits = Path(tmp) / "hits.txt"
+            path = Path(tmp) / "ws"
+            path.mkdir()
+            # Inside the workspace: behind the OS wall it is the one folder the learner process may write.
+            hits = path / ".roadmap-coverage-hits.txt"
             hits.touch()
             overrides = {}
             for rel, text in sources.items():
@@ -183,8 +186,6 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
                     overrides[rel] = instrument(text, rel, hits)
                 except SyntaxError:
                     continue
-            path = Path(tmp) / "ws"
-            path.mkdir()
             ws.write_solution(spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
             run = grade_workspace(spec, path, parts=[part], timeout=timeout, device=device, secret_seed=seed,
