@@ -195,7 +195,8 @@ class LearnerClient:
         settings["walled"] = bool(self.config.get("os_wall"))
         wire.send(self.req_w, pickle.dumps(settings))
 
-    def _stop(self) -> Optional[int]:
+    def _stop(self, grace_s: float = 0.0) -> Optional[int]:
+        """End the learner process (after `grace_s` for it to end by itself); its status, as Popen gives it."""
         proc, self.proc = self.proc, None
         for fd in (self.req_w, self.rep_r):
             try:
@@ -205,12 +206,23 @@ class LearnerClient:
         self.req_w = self.rep_r = -1
         if proc is None:
             return None
+        if grace_s:
+            import subprocess
+
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 proc.kill()
-        return proc.wait()
+        status = proc.wait()
+        if self.config.get("os_wall") and status > 128 and status - 128 < signal.NSIG:
+            # bwrap stands between us and the learner process: it exits 128 + N when the learner died of signal N.
+            return -(status - 128)
+        return status
 
     def close(self) -> None:
         import subprocess
@@ -254,7 +266,9 @@ class LearnerClient:
         return b"".join(chunks)
 
     def _crashed(self, label: str) -> LearnerCrashed:
-        status = self._stop()
+        # The pipe closed: the learner process is dying. A moment to finish (behind bwrap its monitor reports
+        # the signal as its exit status) rather than a SIGKILL of our own that would hide the real cause.
+        status = self._stop(grace_s=2.0)
         self.drain.settle()
         if status is not None and status < 0:
             try:
