@@ -41,7 +41,7 @@ def _run(lab, *, tests_status: list[str], part_status: str = "passed"):
         started_at="2026-12-03T10:00:00+00:00", duration_s=1.5, outcome=part_status, score=parts[0].points,
         max_score=parts[0].max_points, parts=parts, perf=[{"name": "ops", "value": 12.5}], device="cpu",
         device_capability=None, torch_version="2.13.0", triton_version=None, interpret_mode=True,
-        workspace="/tmp/ws/a b", grader_sha256="f" * 64, message=None, tests=tests)
+        workspace="/tmp/ws/a b", grader_sha256="f" * 64, message=None, sandbox="strong", tests=tests)
 
 
 def _rows(db: Path) -> dict:
