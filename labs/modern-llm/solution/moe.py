@@ -35,7 +35,9 @@ def route(router_logits: torch.Tensor, top_k: int, normalize: bool = True) -> tu
     # BEGIN SOLUTION
     # float32 at least (a float16 softmax over many experts loses the small gates)
     probs = torch.softmax(_at_least_float32(router_logits), dim=-1)
-    gates, experts = torch.topk(probs, top_k, dim=-1, sorted=True)
+    # a stable descending sort keeps tied experts in index order (torch.topk does not promise that)
+    gates, experts = torch.sort(probs, dim=-1, descending=True, stable=True)
+    gates, experts = gates[:, :top_k], experts[:, :top_k]
     if normalize:
         gates = gates / gates.sum(dim=-1, keepdim=True)
     return gates.to(router_logits.dtype), experts
@@ -104,7 +106,7 @@ def load_balancing_loss(router_logits: torch.Tensor, top_k: int = 1) -> torch.Te
     # BEGIN SOLUTION
     n, n_experts = router_logits.shape
     probs = torch.softmax(_at_least_float32(router_logits), dim=-1)
-    chosen = torch.topk(probs, top_k, dim=-1).indices                     # (N, k)
+    chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :top_k]  # (N, k), ties: lower index
     f = torch.bincount(chosen.reshape(-1), minlength=n_experts).to(probs.dtype) / (n * top_k)
     p = probs.mean(dim=0)
     return n_experts * (f * p).sum()

@@ -120,6 +120,12 @@ def route(logits, top_k, normalize):
 
 
 @learner_side
+def capacity(n_tokens, n_experts, top_k, capacity_factor):
+    got = _m("moe").expert_capacity(n_tokens, n_experts, top_k, capacity_factor)
+    return None if got is None else int(got)
+
+
+@learner_side
 def balance_loss(logits, top_k) -> float:
     return float(_m("moe").load_balancing_loss(logits, top_k=top_k))
 

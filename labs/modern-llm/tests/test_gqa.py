@@ -40,6 +40,27 @@ def test_matches_per_head_reference(heads):
                              f"reference (README.md, section \"{SECTION}\")")
 
 
+@pytest.mark.parametrize("heads", [(6, 2), (4, 1)], ids=lambda h: f"{h[0]}q-{h[1]}kv")
+def test_decode_offsets_and_left_padding(heads):
+    """Cases the random sweep may miss under some seed: causal with T < S (the
+    queries are the LAST T positions) and left padding, alone and together."""
+    h, kvh = heads
+    r = refs.rng(f"gqa-fixed-{h}-{kvh}")
+    g = refs.gen(r)
+    b, d, s = 2, 8, 7
+    mask = torch.ones(b, s, dtype=torch.bool)
+    mask[1, :3] = False  # row 1: three pad positions on the left
+    for t, causal, m in ((1, True, None), (3, True, None), (s, False, mask), (2, True, mask)):
+        q = torch.randn(b, h, t, d, generator=g, dtype=torch.float64)
+        k, v = (torch.randn(b, kvh, s, d, generator=g, dtype=torch.float64) for _ in range(2))
+        got = adapter.gqa(q, k, v, causal, m)
+        want = refs.attention_per_head(q, k, v, causal, m)
+        err = float((got.double() - want).abs().max())
+        assert err <= 1e-9, (f"gqa_attention(T={t} queries over S={s} keys, causal={causal}, "
+                             f"left padding={'yes' if m is not None else 'no'}): max |diff| {err:.3g}; query t sees "
+                             f"keys 0 .. S - T + t and never a padded key (README.md, section \"{SECTION}\")")
+
+
 def test_heads_must_divide():
     q = torch.zeros(1, 4, 2, 8, dtype=torch.float64)
     kv = torch.zeros(1, 3, 2, 8, dtype=torch.float64)

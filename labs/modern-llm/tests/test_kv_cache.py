@@ -34,6 +34,9 @@ def test_left_pad():
     assert positions[mask].tolist() == [0, 1, 2, 0, 0, 1], (
         f"positions of real tokens {positions[mask].tolist()}: each prompt's first real token is position 0 "
         f"(README.md, section \"{SECTION}\")")
+    assert positions.tolist() == [[0, 1, 2], [0, 0, 0], [0, 0, 1]], (
+        f"left_pad positions {positions.tolist()}: cumsum(mask) - 1 clamped at 0, so padding is position 0 "
+        f"(README.md, section \"{SECTION}\")")
 
 
 def test_cache_update_returns_everything_so_far():

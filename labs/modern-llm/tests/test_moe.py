@@ -57,6 +57,28 @@ def test_route_orders_and_normalises():
             f"route(top_k={k}, normalize={norm}): gates {gates.tolist()} (README.md, section \"{SECTION}\")")
 
 
+def test_route_ties_go_to_the_lower_expert_index():
+    logits = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 2.0, 2.0, 2.0], [3.0, 0.0, 3.0, 3.0]], dtype=torch.float64)
+    for k in (1, 2, 3):
+        _, experts = adapter.route(logits, k, True)
+        want = [[0, 1, 2][:k], [1, 2, 3][:k], [0, 2, 3][:k]]
+        assert experts.tolist() == want, (f"route(top_k={k}) on tied logits {logits.tolist()}: experts "
+                                          f"{experts.tolist()}, expected {want}: ties go to the lower expert index "
+                                          f"(README.md, section \"{SECTION}\")")
+
+
+# (N, E, k, capacity_factor, capacity): fractions round UP, k counts, None is unlimited, exact products stay.
+CAPACITIES = [(10, 4, 1, 1.0, 3), (10, 4, 2, 1.0, 5), (7, 3, 2, 1.25, 6), (8, 4, 2, 1.0, 4), (1, 8, 1, 1.0, 1),
+              (5, 2, 2, 0.5, 3), (6, 4, 1, None, None)]
+
+
+def test_expert_capacity_edge_sizes():
+    for n, e, k, cf, want in CAPACITIES:
+        got = adapter.capacity(n, e, k, cf)
+        assert got == want, (f"expert_capacity(n_tokens={n}, n_experts={e}, top_k={k}, capacity_factor={cf}) = {got}, "
+                             f"expected ceil(cf * N * k / E) = {want} (None: no limit) (README.md, section \"{SECTION}\")")
+
+
 def test_balanced_router_loss_is_one():
     logits = torch.zeros(8, 4, dtype=torch.float64)
     logits[torch.arange(8), torch.arange(8) % 4] = 3.0  # 2 tokens per expert, symmetric probabilities

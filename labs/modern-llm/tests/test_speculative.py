@@ -117,6 +117,21 @@ def test_every_draw_comes_from_the_given_generator(k):
         f"does not use `generator` (README.md, section \"{SECTION}\")")
 
 
+def test_a_different_generator_changes_the_draws():
+    """The other half of the replay: under ONE global seed, two generator seeds
+    must give different runs; code that ignores `generator` (its own fixed
+    generator, or none) gives the same tokens both times."""
+    r = refs.rng("spec-other-generator")
+    v = 6
+    target, draft = TableModel(_table(r, v, v)), TableModel(_table(r, v, v))
+    prefix, seed = [r.randrange(v)], r.randrange(2**31)
+    first = adapter.speculative_replays(target, draft, prefix, 60, 2, seed, [7])[0]
+    second = adapter.speculative_replays(target, draft, prefix, 60, 2, seed + 1, [7])[0]
+    assert first != second, (
+        f"generator seeds {seed} and {seed + 1} under the same global seed gave the same 60 tokens {first[:12]} ...: "
+        f"the draws do not come from `generator` (README.md, section \"{SECTION}\")")
+
+
 def test_expected_tokens_edge_cases():
     assert adapter.expected_tokens(1.0, 4) == 5.0, "acceptance 1.0: every step yields k + 1 tokens"
     assert abs(adapter.expected_tokens(0.0, 4) - 1.0) <= 1e-12, "acceptance 0: one token per step"

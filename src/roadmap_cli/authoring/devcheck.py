@@ -11,8 +11,10 @@ existing file, starter/ is the one `dev build-starter` makes from the single
 source, and `proves` agrees with the curriculum's `proved_by`
 (disagreement is a warning: the curriculum is owned elsewhere).
 Then each lab's `rules:` (authoring/rules.py) against what those runs saw:
-a variant that lists rules in `breaks:` runs its parts in full, so every
-test it fails is known, not just the first of each part.
+a variant that lists rules in `breaks:` runs exactly the tests of those
+rules (every one of them, so each rule's verdict is known), plus the whole
+of any `fails` part no such test belongs to. A rule test that fails fails its
+part, so that proves `fails` too, at a fraction of the cost of the parts.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from roadmap_cli.errors import RoadmapError, ValidationError
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
+from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
 from roadmap_cli.labs.spec import LabSpec
@@ -165,9 +168,10 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
         ws.apply_patch(spec.patch_file(wrong.id), d)
 
     t0 = time.monotonic()
+    focus = _rule_focus(spec, wrong.breaks, parts) if wrong.breaks else None
     try:
-        # A variant that claims to break rules must show which tests it fails: run its parts in full.
-        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks)
+        # A variant that claims to break rules must show which of their tests it fails: all of them run.
+        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks, focus=focus)
     except RoadmapError as exc:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
     failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
@@ -176,6 +180,25 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
                             "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
     return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail,
                     failed_tests)
+
+
+def _rule_focus(spec: LabSpec, breaks: list[str], parts: list[str]) -> Focus:
+    """The tests a rule-breaking variant runs: its rules' tests in the parts
+    graded here, and every test of a `fails` part that none of them is in."""
+    from roadmap_cli.labs.nodeids import part_for
+
+    prefixes = spec.part_prefixes()
+    rules = {r.id: r for r in spec.rules or []}
+    tests: list[str] = []
+    for rule_id in breaks:
+        for test in rules[rule_id].tests if rule_id in rules else []:
+            if part_for(test, prefixes) in parts and test not in tests:
+                tests.append(test)
+    covered = {part_for(t, prefixes) for t in tests}
+    for part in spec.parts:
+        if part.id in parts and part.id not in covered:
+            tests += [t for t in part.tests if t not in tests]
+    return Focus(tests=tests)
 
 
 def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],

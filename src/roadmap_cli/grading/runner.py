@@ -135,16 +135,18 @@ def grade_workspace(
     on_event: Optional[Callable[[dict], None]] = None,
     extra_env: Optional[dict[str, str]] = None,
     secret_seed: Optional[int] = None,
+    focus: Optional[Focus] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests.
     For `roadmap dev mutate`: `secret_seed` fixes the grader's secret seed
     (a fresh random one otherwise), so a mutant and the reference see the
     same inputs; `extra_env` is set in the grader's environment last (e.g.
-    ROADMAP_OUTPUT_DIGESTS)."""
+    ROADMAP_OUTPUT_DIGESTS); `focus` runs only some tests (`dev check`: a
+    wrong variant's rule tests)."""
     # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed, verify_install=False)
+                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False)
     job.start()
     return job.finish(on_event)
 
