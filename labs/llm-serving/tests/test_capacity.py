@@ -98,3 +98,21 @@ def test_capacity_formulas():
     plans = [_expected(c)["plan"] for c in cases]
     assert all(p is not None and p["max_seqs"] == 1 for p in plans[-3:]), "grader: one-sequence cases"
     assert any(p is None for p in plans) and len({p["tp"] for p in plans if p}) >= 2, "grader: weak case mix"
+
+
+def test_kv_heads_per_gpu_round_up():
+    """KV heads that do not divide by tp (12 heads on 8 GPUs, 40 on 16, 3 on 2):
+    each GPU holds ceil(n_kv_heads / tp) of them, never the floor (README.md, "Part 5")."""
+    rng = random.Random(kit.seeded("kv-heads-ceil"))
+    cases = []
+    for kvh, tp in ((12, 8), (40, 16), (3, 2), (6, 4), (5, 8)):
+        case = _random_case(rng)
+        case["model"]["n_kv_heads"], case["tp"] = kvh, tp
+        case.update(capacity=rng.randrange(0, 10 ** 6), seq_len=rng.randrange(1, 9000), service=0.01,
+                    rate_per_replica=1.0)
+        cases.append(case)
+    for case, got in zip(cases, adapter.capacity_answers(cases)):
+        want = rc.kv_bytes_per_token(rc.ModelSpec(**case["model"]), case["tp"])
+        assert _same(got["kv_bytes_per_token"], want), (
+            f"kv_bytes_per_token with n_kv_heads={case['model']['n_kv_heads']} and tp={case['tp']}: expected {want} "
+            f"(ceil(n_kv_heads / tp) heads per GPU), got {got['kv_bytes_per_token']!r} (README.md, section \"Part 5\")")

@@ -259,3 +259,65 @@ def test_continuous_batching_beats_sequential(tmp_path):
     assert lines == want, (f"write_report: the plot's polylines are {lines}, expected {want}: series \"p50\" and "
                            "\"p99\" of the e2e latency against load, drawn with svg_line_plot "
                            "(README.md, section \"Report\")")
+
+
+CHUNKS = ["ab", "", "cde", "f"]          # 6 tokens in 3 text chunks (and an empty one between)
+CHUNK_GAP_S = 0.2
+
+
+def test_tokens_are_characters_not_chunks():
+    """A stub that streams several characters per chunk (a server releasing
+    held-back text does): num_tokens counts characters, and the record's
+    timings are bounded below by the stub's own clock (the same monotonic
+    clock, another process): first_token - start >= what the stub waited
+    before its first text, end - start >= the whole stream."""
+    stamps: dict = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            stamps["received"] = time.perf_counter()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for i, text in enumerate([""] + CHUNKS):
+                if i:
+                    time.sleep(CHUNK_GAP_S)
+                finish = "length" if i == len(CHUNKS) else None
+                data = {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+                if text and "first_text" not in stamps:
+                    stamps["first_text"] = time.perf_counter()
+                self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+            stamps["done"] = time.perf_counter()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        records = adapter.run_load(f"http://127.0.0.1:{server.server_address[1]}", [("p", 6)], [0.0], None,
+                                   "stub-model", 0.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    (r,) = records
+    want = "".join(CHUNKS)
+    assert r["text"] == want and r["num_tokens"] == len(want), (
+        f"the stub streamed {want!r} in {sum(1 for c in CHUNKS if c)} text chunks: expected num_tokens={len(want)} "
+        f"(characters: one token per character), got num_tokens={r['num_tokens']}, text={r['text']!r}: a chunk is "
+        "not a token (README.md, section \"Measuring TTFT\")")
+    ttft_floor = stamps["first_text"] - stamps["received"]
+    assert r["first_token"] - r["start"] >= ttft_floor, (
+        f"TTFT {r['first_token'] - r['start']:.3f} s, but the stub itself held its first text for {ttft_floor:.3f} s "
+        "after receiving the request (README.md, section \"Measuring TTFT\")")
+    e2e_floor = stamps["done"] - stamps["received"]
+    assert r["end"] - r["start"] >= e2e_floor, (
+        f"end - start = {r['end'] - r['start']:.3f} s, but the stub took {e2e_floor:.3f} s to stream the answer")

@@ -298,6 +298,106 @@ def test_batch_limit(url):
         "(README.md, section \"Metrics\")")
 
 
+def test_stop_earliest_occurrence_wins(url):
+    """Two stop strings complete at the same token: the cut is at the one that
+    STARTS earliest in the text, whichever is listed first."""
+    rng = _rng("stop-earliest")
+    for _ in range(60):
+        prompt, n = _prompt(rng), 40
+        want_full = _reference(prompt, n)
+        # k >= 1 with want[k:k+3] (long) and want[k+1:k+3] (short) both first seen there.
+        ks = [k for k in range(1, len(want_full) - 3)
+              if want_full.find(want_full[k:k + 3]) == k and want_full.find(want_full[k + 1:k + 3]) == k + 1]
+        if ks:
+            break
+    else:
+        pytest.fail("grader: no prompt gave an output with two stop strings ending together")
+    k = rng.choice(ks)
+    long_stop, short_stop = want_full[k:k + 3], want_full[k + 1:k + 3]
+    want = want_full[:k]
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": n, "temperature": 0, "stop": [short_stop, long_stop]}
+    got = post(url, "/v1/completions", body).json()
+    assert got["choices"][0]["text"] == want, (
+        f"stop={body['stop']!r} on an output that reads {want_full!r}: both complete with the same token; the "
+        f"earliest occurrence is {long_stop!r} at {k}, so expected {want!r}, got {got['choices'][0]['text']!r} "
+        "(the earliest occurrence of ANY stop string, not the first one listed) (README.md, section \"Stop strings\")")
+    events = stream(url, "/v1/completions", body)
+    text = "".join(chunk_text(e, False) for e in events[:-1])
+    assert text == want, f"streamed with stop={body['stop']!r}: chunks concatenate to {text!r}, expected {want!r}"
+
+
+def test_fifo_admission_and_ttft_from_arrival(url):
+    """A long request A holds most KV blocks; B (does not fit) waits at the
+    head of the queue; C, sent after B, would fit but must wait behind B
+    (FIFO: admission never skips the head). B's TTFT, as /metrics observes it,
+    must include its time in the queue: it is at least the span between the
+    grader's first poll that saw B waiting and its last one."""
+    a_body = {"model": MODEL, "prompt": "a" * 150, "max_tokens": 80, "temperature": 0}    # 29 blocks
+    b_body = {"model": MODEL, "prompt": "b" * 150, "max_tokens": 10, "temperature": 0}    # 20: 29 + 20 > 48
+    c_body = {"model": MODEL, "prompt": "c", "max_tokens": 3, "temperature": 0}           # 1 block: fits beside A
+    assert _blocks(a_body["prompt"], 80) + _blocks(b_body["prompt"], 10) > NUM_BLOCKS, "grader: block budget"
+    assert _blocks(a_body["prompt"], 80) + _blocks("c", 3) <= NUM_BLOCKS, "grader: block budget"
+
+    async def scenario():
+        events: list = []
+        polls: list = []      # (sent, answered, waiting)
+        async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+            async def poll():
+                sent = time.perf_counter()
+                m = parse_metrics((await client.get(url + "/metrics")).text)
+                polls.append((sent, time.perf_counter(), m.get("serving_num_requests_waiting")))
+                return m
+
+            deadline = time.monotonic() + 60
+            while (m := await poll()).get("serving_num_requests_running") or m.get("serving_num_requests_waiting"):
+                assert time.monotonic() < deadline, "grader: earlier requests still run"
+                await asyncio.sleep(0.02)
+            before = m
+            tasks = [asyncio.create_task(_stream_until_done(client, url, a_body, events, "A"))]
+
+            def chunks(tag):
+                return sum(1 for e in events if e[0] == tag and e[1] == "chunk")
+
+            while chunks("A") < 2:
+                assert time.monotonic() < deadline, "timed out waiting for the first request to stream"
+                await asyncio.sleep(0.01)
+            polls.clear()
+            tasks.append(asyncio.create_task(_stream_until_done(client, url, b_body, events, "B")))
+            while (await poll()).get("serving_num_requests_waiting") != 1 and not tasks[0].done():
+                await asyncio.sleep(0.01)
+            tasks.append(asyncio.create_task(_stream_until_done(client, url, c_body, events, "C")))
+            while not tasks[0].done():
+                if (await poll()).get("serving_num_requests_waiting") == 0:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.wait_for(asyncio.gather(*tasks), 120)
+            after = await poll()
+        return events, polls, before, after
+
+    events, polls, before, after = asyncio.run(scenario())
+    a_chunks_when_c_done = 0
+    for tag, kind, _ in events:
+        if tag == "A" and kind == "chunk":
+            a_chunks_when_c_done += 1
+        if tag == "C" and kind == "done":
+            break
+    assert a_chunks_when_c_done >= 80 // 2, (
+        f"a 3-token request C, sent while request B waited for KV blocks at the head of the queue, finished when A "
+        f"(which B waits for) had streamed only {a_chunks_when_c_done} of 80 tokens: C was admitted ahead of B. "
+        "Admission is FIFO: when the head does not fit, stop and wait (README.md, section \"Continuous batching\")")
+    seen = [p for p in polls if p[2] is not None and p[2] >= 1]
+    assert seen, f"/metrics never showed request B waiting (polls: {[p[2] for p in polls][:20]})"
+    queued_at_least = seen[-1][0] - seen[0][1]
+    ttft_sum = after["serving_time_to_first_token_seconds_sum"] - before["serving_time_to_first_token_seconds_sum"]
+    count = after["serving_time_to_first_token_seconds_count"] - before["serving_time_to_first_token_seconds_count"]
+    assert count == 3, f"serving_time_to_first_token_seconds_count rose by {count} over 3 requests, expected 3"
+    assert ttft_sum >= queued_at_least, (
+        f"request B waited in the queue for at least {queued_at_least:.3f} s (the grader's own /metrics polls saw "
+        f"it waiting over that span), yet the TTFT histogram's sum rose by only {ttft_sum:.3f} s over all 3 "
+        "requests: TTFT runs from the request's ARRIVAL at the server, not from its admission into the batch "
+        "(README.md, section \"Metrics\")")
+
+
 def test_disconnect_frees_kv_blocks(url):
     before = metrics(url)
     max_tokens = 200
