@@ -125,3 +125,38 @@ def random_layouts(rng: random.Random, q, kc, vc, tables, lens):
     tables, lens = table_layout(tables, lens, kinds["tables"])
     return (query_layout(q, kinds["query"]), cache_layout(kc, kinds["key_cache"]),
             cache_layout(vc, kinds["value_cache"]), tables, lens, kinds)
+
+
+def offset_view(t: torch.Tensor, offset: int = 5, fill: float = float("nan")) -> torch.Tensor:
+    """The same values, `t`'s strides, starting `offset` elements into a larger storage
+    whose other elements hold `fill` (a slice of a bigger buffer: storage_offset() > 0).
+    Reading it as if it began at its storage's start reads `fill` and shifted values."""
+    size = t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    fill = fill if t.dtype.is_floating_point else -1
+    storage = torch.full((offset + size + offset,), fill, dtype=t.dtype)
+    view = storage.as_strided(t.shape, t.stride(), offset + t.storage_offset())
+    view.copy_(t)
+    return view
+
+
+# Every layout of every input at least once, K and V different in most rows; the last
+# column says whether each tensor is then moved into a larger buffer at an offset.
+# (query, key_cache, value_cache, tables, offset views)
+FIXED_LAYOUTS = [
+    ("heads-outer", "padded-rows", "heads-outer", "int64-sliced", False),
+    ("padded-rows", "heads-outer", "contiguous", "int64", False),
+    ("contiguous", "contiguous", "padded-rows", "int32", False),
+    ("contiguous", "contiguous", "contiguous", "int32", True),
+    ("padded-rows", "heads-outer", "padded-rows", "int64-sliced", True),
+]
+
+
+def fixed_layout(q, kc, vc, tables, lens, kinds):
+    """Apply one FIXED_LAYOUTS row. Returns (q, kc, vc, tables, lens, description)."""
+    qk, kk, vk, tk, offset = kinds
+    tables, lens = table_layout(tables, lens, tk)
+    q, kc, vc = query_layout(q, qk), cache_layout(kc, kk), cache_layout(vc, vk)
+    if offset:
+        q, kc, vc, tables = offset_view(q), offset_view(kc), offset_view(vc), offset_view(tables)
+    what = {"query": qk, "key_cache": kk, "value_cache": vk, "tables": tk, "offset views": offset}
+    return q, kc, vc, tables, lens, what

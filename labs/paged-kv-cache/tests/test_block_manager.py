@@ -39,6 +39,41 @@ def test_blocks_per_length(block_size):
     c.run()
 
 
+def test_can_allocate_and_can_append_at_the_boundary():
+    """can_allocate is ceil(L / block_size) <= free blocks (an exact fit is True, one
+    token more is False); can_append needs a free block when the last block is full
+    *or* partial and shared (copy-on-write), and none for an unshared partial one."""
+    c = checked(5, 2, caching=False)
+    c.allocate(0, [1, 2, 3])                    # blocks 0, 1 (block 1 partial); 3 free
+    c.can_allocate([5, 6, 7, 8, 9, 10])         # exactly 3 blocks: True
+    c.can_allocate([5, 6, 7, 8, 9, 10, 11])     # 4 blocks: False
+    c.allocate(1, [5, 6, 7, 8, 9, 10])          # 0 free
+    c.can_append(0)                             # partial, unshared: True without a free block
+    c.fork(0, 2)                                # block 1 (partial) now shared
+    c.can_append(2)                             # copy-on-write needs a block: False
+    c.can_append(1)                             # full last block: False
+    c.free_all()
+    c.run()                                     # the replay checks every can_* answer
+
+
+def test_no_hits_after_the_first_miss():
+    """Block 0's prefix [1, 2] lost its hash entry (the newer duplicate that held it was
+    evicted) while block 1's entry for [1, 2, 3, 4] survives: a request for [1, 2, 3, 4]
+    misses its first block, and after the first miss nothing is a hit."""
+    c = checked(4, 2)
+    c.allocate(0, [1, 2, 3, 4])                 # blocks 0, 1: prefixes [1, 2] and [1, 2, 3, 4]
+    c.allocate(1, [1])                          # block 2
+    c.append(1, 2)                              # block 2 fills with [1, 2]: the newest registration
+    c.free(1)                                   # free list [3, 2]
+    c.allocate(2, [9, 9, 9, 9])                 # takes 3, 2: evicting 2 drops the [1, 2] entry
+    c.free(2)
+    again = c.allocate(3, [1, 2, 3, 4])
+    c.free_all()
+    c.run()
+    expect("cached tokens for [1, 2, 3, 4] when its first block misses", 0, c.result(again), PREFIX,
+           "at the first miss, stop looking: a hit must continue a run of hits from block 0")
+
+
 def test_fork_shares_blocks_and_copies_on_write():
     c = checked(8, 4, caching=False)
     c.allocate(0, [1, 2, 3, 4, 5, 6])           # blocks [0, 1]; block 1 holds 2 of 4 tokens

@@ -104,10 +104,24 @@ def test_outputs_equal_decoding_each_request_alone(scenario):
            "blocks leaked")
 
 
-def test_metrics_in_steps():
+# Two equal block-aligned prompts admitted in one step share both prompt blocks (the
+# second hits the first's) while a third request queues behind them (max_num_seqs 2):
+# a shared block, a TTFT longer than one step and TPOT over several outputs, every run.
+SHARED_PROMPT = [11, 12, 13, 14, 15, 16, 17, 18]
+METRIC_WORKLOADS = {
+    "mixed": lambda: (_workload("engine-metrics", 10),
+                      dict(block_size=BLOCK_SIZE, num_blocks=40, max_num_seqs=4, max_num_batched_tokens=48,
+                           max_model_len=64)),
+    "shared-prefix": lambda: ([(0, SHARED_PROMPT, 4), (0, SHARED_PROMPT, 4), (0, [21, 22, 23], 3)],
+                              dict(block_size=BLOCK_SIZE, num_blocks=16, max_num_seqs=2, max_num_batched_tokens=48,
+                                   max_model_len=64, enable_prefix_caching=True)),
+}
+
+
+@pytest.mark.parametrize("workload", list(METRIC_WORKLOADS))
+def test_metrics_in_steps(workload):
     """TTFT/TPOT per request, tokens per step and KV utilisation, recomputed by the grader."""
-    requests = _workload("engine-metrics", 10)
-    config = dict(block_size=BLOCK_SIZE, num_blocks=40, max_num_seqs=4, max_num_batched_tokens=48, max_model_len=64)
+    requests, config = METRIC_WORKLOADS[workload]()
     result = _run(config, requests)
     first: dict[int, int] = {}
     last: dict[int, int] = {}

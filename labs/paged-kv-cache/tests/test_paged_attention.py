@@ -15,7 +15,7 @@ import torch
 from roadmap_cli.grading_kit import assert_close, assert_nontrivial, seeded
 
 import adapter
-from cases import paged_case, random_layouts, random_scale
+from cases import FIXED_LAYOUTS, fixed_layout, paged_case, random_layouts, random_scale
 from reference import gather_then_attend
 from report import expect, require
 
@@ -92,6 +92,29 @@ def test_paged_attention_matches_gather_then_attend(block_size, num_heads, num_k
         expect(f"{what}: inputs modified in place", [], changed, PAGED)
         expect(f"{what}: output dtype", q.dtype, got.dtype, PAGED, "the output has the query's dtype")
         _assert_attention_close(got, want, what)
+        if q.dtype == torch.float64:
+            # float64 in, float64 math: fp32 anywhere in between costs ~1e-7, far above this.
+            require(bool(((got.double() - want).abs() <= 1e-9).all()),
+                    f"{what}: float64 query, max |error| {float((got.double() - want).abs().max()):.3g} vs the "
+                    f"float64 reference, expected <= 1e-9 (compute in the query's dtype when it is wider than fp32)",
+                    PAGED)
+
+
+@pytest.mark.parametrize("layout", range(len(FIXED_LAYOUTS)))
+def test_paged_attention_layouts_and_offset_views(layout):
+    """Each memory layout of q, K, V and the tables at least once, K and V laid out
+    differently, and views that start inside a larger buffer (storage_offset > 0, NaN
+    around them): nothing may assume contiguous inputs or a zero storage offset."""
+    rng = random.Random(seeded(f"paged-layout-{layout}"))
+    q, kc, vc, tables, lens, scale = paged_case(
+        rng, num_seqs=3, num_heads=4, num_kv_heads=2, head_dim=8, block_size=3, max_len=14,
+        scale=random_scale(rng, 8), poison=POISON)
+    want = gather_then_attend(q, kc, vc, tables, lens, scale)
+    q, kc, vc, tables, lens, layouts = fixed_layout(q, kc, vc, tables, lens, FIXED_LAYOUTS[layout])
+    got, changed = adapter.paged_attention(q, kc, vc, tables, lens, scale)
+    what = f"paged_attention (lens {lens.tolist()}, layouts {layouts})"
+    expect(f"{what}: inputs modified in place", [], changed, PAGED)
+    _assert_attention_close(got, want, what)
 
 
 def _assert_attention_close(got, want, what):

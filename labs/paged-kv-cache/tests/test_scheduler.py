@@ -156,6 +156,37 @@ def test_exact_preemption_of_the_newest():
     expect("step 2 front of waiting", 2, steps[2]["after_waiting"][0], CB)
 
 
+def test_preempted_sequence_goes_before_older_waiting_requests():
+    """As above, with a 1-token request waiting since step 1 (no block was free): the
+    preempted sequence goes to the front of waiting, ahead of it."""
+    requests = [([10 * i + 1, 10 * i + 2, 10 * i + 3], 8, _tokens(8)) for i in range(3)] + [([99], 2, _tokens(2))]
+    steps, _ = run_and_check(6, 2, False, 4, 64, requests, [3, 1])
+    expect("step 1 prefills (no free block for the new request)", [], steps[1]["prefills"], CB)
+    expect("step 2 preempted", [2], steps[2]["preempted"], CB)
+    expect("step 2 waiting after preemption (the preempted sequence first)", [2, 3], steps[2]["after_waiting"], CB)
+
+
+@pytest.mark.parametrize("limit", ["budget", "blocks"])
+def test_head_of_line_request_that_does_not_fit_blocks_later_ones(limit):
+    """FIFO admission: when waiting[0] does not fit (token budget, or free blocks), stop;
+    a later request that would fit must not jump ahead of it."""
+    if limit == "budget":       # budget 10, two decodes running: 8 left; the head needs 9, the next 2
+        requests = [([1, 2], 3, _tokens(3)), ([3, 4], 3, _tokens(3)), (list(range(20, 29)), 1, _tokens(1)),
+                    ([5, 6], 1, _tokens(1))]
+        num_blocks, block_size, budget = 64, 4, 10
+    else:                       # 6 blocks of 2, the first request holds 3: the head needs 4, the next 1
+        requests = [([1, 2, 3, 4, 5], 4, _tokens(4)), (list(range(20, 27)), 1, _tokens(1)), ([5, 6], 1, _tokens(1))]
+        num_blocks, block_size, budget = 6, 2, 20
+    arrivals = [len(requests) - 2, 2]
+    steps, _ = run_and_check(num_blocks, block_size, False, 8, budget, requests, arrivals)
+    head, later = len(requests) - 2, len(requests) - 1
+    order = [sid for step in steps for sid in step["prefills"]]      # admissions, in order
+    require(order.index(head) < order.index(later),
+            f"request {later} was admitted before the head of waiting (request {head}), which did not fit "
+            f"({limit}); admissions in order: {order}. Admission is FIFO and stops at the first request that "
+            f"does not fit", CB)
+
+
 @pytest.mark.parametrize("max_num_seqs,budget,admitted", [(2, 64, [0, 1]), (4, 10, [0, 1]), (3, 12, [0, 1, 2]),
                                                           (4, 11, [0, 1])])
 def test_limits_on_admission(max_num_seqs, budget, admitted):

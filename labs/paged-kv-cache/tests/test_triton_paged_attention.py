@@ -22,7 +22,7 @@ import pytest
 from roadmap_cli.grading_kit import assert_close, assert_nontrivial, device, interpret_mode, seeded
 
 import adapter
-from cases import paged_case, random_layouts, random_scale
+from cases import FIXED_LAYOUTS, fixed_layout, paged_case, random_layouts, random_scale
 from reference import gather_then_attend
 from report import expect, require
 
@@ -121,3 +121,29 @@ def test_triton_kernel_matches_gather_then_attend(block_size, num_heads, num_kv_
                         "caches) holds NaN here, so an unmasked read of one gives NaN (so does 0/0 in the final "
                         "acc / l)")
             raise AssertionError(f"{exc}{hint} (README.md, section \"{TRITON}\")") from None
+
+
+@pytest.mark.parametrize("layout", range(len(FIXED_LAYOUTS)))
+def test_triton_layouts_and_offset_views(layout):
+    """Each memory layout of q, K, V and the tables at least once (K and V laid out
+    differently), and views starting inside a larger NaN-filled buffer, handed to the
+    launcher as they are: whatever the kernel assumes about strides, the launcher must
+    make true first."""
+    rng = random.Random(seeded(f"triton-layout-{layout}"))
+    q, kc, vc, tables, lens, scale = paged_case(
+        rng, num_seqs=2, num_heads=4, num_kv_heads=2, head_dim=16, block_size=4, max_len=10,
+        scale=random_scale(rng, 16), poison=float("nan"))
+    want = gather_then_attend(q, kc, vc, tables, lens, scale)
+    q, kc, vc, tables, lens, layouts = fixed_layout(q, kc, vc, tables, lens, FIXED_LAYOUTS[layout])
+    dev = device()
+    result = adapter.triton_paged_attention(q.to(dev), kc.to(dev), vc.to(dev), tables.to(dev), lens.to(dev), scale)
+    what = f"Triton paged attention (lens {lens.tolist()}, layouts {layouts})"
+    require(result["launches"] >= 1, f"{what}: launched {result['launches']} Triton kernels, expected >= 1", TRITON)
+    expect(f"{what}: inputs modified in place", [], result["changed"], TRITON)
+    got = result["out"].cpu()
+    try:
+        assert_close(got, want, atol=ATOL, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc} (the kernel indexes K and V with one set of strides and assumes unit stride "
+                             f"along head_dim: the launcher makes every input contiguous first; README.md, "
+                             f"section \"{TRITON}\")") from None
