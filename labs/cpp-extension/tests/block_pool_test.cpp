@@ -146,8 +146,27 @@ static void case_copy_is_deleted() {
   }  // a shallow copy and p both free the buffer here: ASan reports the double free
   CHECK(!std::is_copy_constructible_v<BlockPool>, "BlockPool is copy-constructible: delete the copy constructor");
   CHECK(!std::is_copy_assignable_v<BlockPool>, "BlockPool is copy-assignable: delete the copy assignment");
+}
+
+static void case_moves_are_noexcept() {
   CHECK(std::is_nothrow_move_constructible_v<BlockPool>, "the move constructor must be noexcept (std::vector only moves noexcept types)");
   CHECK(std::is_nothrow_move_assignable_v<BlockPool>, "the move assignment must be noexcept");
+}
+
+// A rejected free() (out of range or not in use) changes nothing: the free
+// list, the counts and which blocks are in use are as before the call.
+static void case_rejected_calls_change_nothing() {
+  BlockPool p(4, 8);
+  int a = p.allocate(), b = p.allocate(), c = p.allocate();  // 0, 1, 2 in use; 3 free
+  p.free(b);                                                  // free list: 3, then 1 (1 comes out first)
+  for (int bad : {b, 3, -1, 4}) {
+    try { p.free(bad); } catch (const std::exception&) {}
+    CHECK(p.num_free() == 2, "after a rejected free(%d), num_free()=%zu, expected 2 (a rejected call changes nothing)", bad, p.num_free());
+  }
+  int x = p.allocate(), y = p.allocate(), z = p.allocate();
+  CHECK(x == b && y == 3 && z == -1, "after rejected frees, allocate() gave %d, %d, %d, expected %d, 3, -1 (a rejected call changes nothing)", x, y, z, b);
+  p.free(a); p.free(c);  // still in use, so these must succeed
+  CHECK(p.num_free() == 2, "num_free()=%zu after freeing blocks %d and %d, expected 2", p.num_free(), a, c);
 }
 
 static void case_many_pools() {
@@ -166,6 +185,7 @@ int main(int argc, char** argv) {
       {"data_checks_range", case_data_checks_range},
       {"move_construct", case_move_construct},   {"move_assign", case_move_assign},
       {"self_move_assign", case_self_move_assign}, {"copy_is_deleted", case_copy_is_deleted},
+      {"moves_are_noexcept", case_moves_are_noexcept}, {"rejected_calls_change_nothing", case_rejected_calls_change_nothing},
       {"many_pools", case_many_pools},
   };
   if (argc != 2) { std::printf("usage: %s <case>\n", argv[0]); return 2; }

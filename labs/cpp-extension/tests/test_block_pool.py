@@ -5,16 +5,19 @@ the others."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
 
 import build
+from roadmap_cli import grading_kit as kit
 from roadmap_cli.grading_kit import cpp_build
 
 SECTION = "Part 1: RAII and ownership"
 CASES = ["allocate_order", "free_reuse_lifo", "blocks_are_disjoint", "bad_free_throws", "data_checks_range",
-         "move_construct", "move_assign", "self_move_assign", "copy_is_deleted", "many_pools"]
+         "move_construct", "move_assign", "self_move_assign", "copy_is_deleted", "moves_are_noexcept",
+         "rejected_calls_change_nothing", "many_pools"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -38,3 +41,22 @@ def test_block_pool(case):
                     f"(README.md, section \"{SECTION}\")", pytrace=False)
     pytest.fail(f"block_pool_test {case} exited with status {proc.returncode}: {out.strip()[-400:]} "
                 f"(README.md, section \"{SECTION}\")", pytrace=False)
+
+
+# Comments, string and character literals: the words "new" and "delete" in them are not code.
+_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def test_no_raw_new_or_delete():
+    """"No `new`/`delete` in your code": the storage is owned by a
+    std::unique_ptr, so no path can leak it or free it twice. ASan only sees
+    the paths the cases run; this reads the source (`= delete` is allowed)."""
+    # Blank out what is not code but keep its newlines, so line numbers stay right.
+    code = _NOT_CODE.sub(lambda m: "\n" * m.group(0).count("\n"), (kit.workspace() / "block_pool.h").read_text())
+    code = re.sub(r"=\s*delete\b", " ", code)
+    found = [(code.count("\n", 0, m.start()) + 1, m.group(0)) for m in re.finditer(r"\b(?:new|delete)\b", code)]
+    if found:
+        where = ", ".join(f"`{word}` on line {line}" for line, word in found[:3])
+        pytest.fail(f"block_pool.h uses {where} (README.md says no new/delete: own the storage with "
+                    f"std::unique_ptr<std::byte[]> and std::make_unique) (README.md, section \"{SECTION}\")",
+                    pytrace=False)

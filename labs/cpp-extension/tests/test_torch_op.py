@@ -41,6 +41,8 @@ BAD_INPUTS = [
     ("weight longer than a row", torch.randn(4, 8), torch.randn(9), 1e-6, "weight"),
     ("weight shorter than a row (an out-of-bounds read without a check)", torch.randn(3, 200_000), torch.randn(2), 1e-6, "weight"),
     ("2-D weight", torch.randn(4, 8), torch.randn(1, 8), 1e-6, "weight"),
+    # As many elements as a row, so only the 1-D check can refuse it.
+    ("2-D weight of x.size(-1) rows", torch.randn(4, 8), torch.randn(8, 1), 1e-6, "weight"),
     ("weight longer than a 1-D x", torch.randn(8), torch.randn(9), 1e-6, "weight"),
     ("0-d x", torch.tensor(1.0), torch.randn(1), 1e-6, "x"),
     ("x float32, weight float64", torch.randn(4, 8), torch.randn(8, dtype=torch.float64), 1e-6, "dtype"),
