@@ -144,7 +144,7 @@ def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = Tr
     leaf copies of q, k, v, dO, with INTERPRETER_BLOCKS set to `tiles` when given.
 
     Returns a dict of facts: o, lse, dq, dk, dv (None where no gradient arrived),
-    launches_fwd, launches_bwd, has_grad_fn, violations (forward and backward).
+    launches_fwd, launches_bwd, has_grad_fn, lse_requires_grad, violations (forward and backward).
     """
     module = _module("flash_attention")
     gq, gk, gv, gdo = (_guarded(t, pad_rows) for t in (q, k, v, do))
@@ -152,13 +152,13 @@ def flash_forward_backward(q, k, v, do, causal: bool, scale, pad_rows: bool = Tr
         t.requires_grad_(True)
     labels = bounds.storage_labels(q=gq, k=gk, v=gv, dO=gdo)
     facts = {"o": None, "lse": None, "dq": None, "dk": None, "dv": None, "launches_fwd": 0,
-             "launches_bwd": 0, "has_grad_fn": False, "violations": []}
+             "launches_bwd": 0, "has_grad_fn": False, "lse_requires_grad": None, "violations": []}
     with bounds.check_bounds(labels) as report, _tiles(module, tiles):
         with kit.forbid_torch_ops(*KERNEL_FORBIDDEN), kit.count_triton_launches() as launches, \
                 kit.inputs_unchanged(gq, gk, gv, what="q/k/v"):
             o, lse = module.flash_attention(gq, gk, gv, causal=causal, scale=scale)
         facts.update(o=o.detach(), lse=lse.detach(), launches_fwd=launches.count,
-                     has_grad_fn=o.grad_fn is not None)
+                     has_grad_fn=o.grad_fn is not None, lse_requires_grad=bool(lse.requires_grad))
         if o.grad_fn is not None:
             with kit.forbid_torch_ops(*KERNEL_FORBIDDEN), kit.count_triton_launches() as launches, \
                     kit.inputs_unchanged(gq, gk, gv, gdo, what="q/k/v/dO"):

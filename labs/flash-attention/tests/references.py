@@ -181,6 +181,9 @@ def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: 
                              f"(README.md, '{section}')")
     if o.dtype != q.dtype:
         raise AssertionError(f"O has dtype {o.dtype}, expected q's dtype {q.dtype} (README.md, '{section}')")
+    # The handout fixes the LSE's dtype: fp32 whatever q's dtype (an fp16 LSE can pass the tolerance).
+    if lse.dtype != torch.float32:
+        raise AssertionError(f"LSE has dtype {lse.dtype}, expected torch.float32 (README.md, '{section}')")
     _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O" + context)
     _with_section(section, kit.assert_close, lse, ref_lse, atol=atol,
                   what="LSE (natural log of sum_j exp(scale * q.k_j))" + context)

@@ -30,6 +30,9 @@ def check_backward(facts, q, k, v, do, causal, scale, loose=False, tiles=None):
     if not facts["has_grad_fn"]:
         raise AssertionError(f"{what} returned an O without a grad_fn: wrap it in a torch.autograd.Function "
                              f"(README.md, '{SECTION}')")
+    if facts["lse_requires_grad"]:
+        raise AssertionError(f"{what} returned an LSE that requires grad: mark it non-differentiable "
+                             f"(ctx.mark_non_differentiable) (README.md, '{SECTION}')")
     ref.check_kernel_facts(facts, SECTION, f"{what} (backward)", "launches_bwd")
     context = _context(q, k, v, causal, scale, tiles)
     ref.check_forward(facts["o"], facts["lse"], q, k, v, causal, scale, SECTION, loose=loose, context=context)

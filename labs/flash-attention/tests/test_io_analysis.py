@@ -32,7 +32,16 @@ def _cases():
 SECTION = "Part 7: io-analysis"
 
 
+def _exact_ints(value) -> bool:
+    values = value if isinstance(value, tuple) else (value,)
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in values)
+
+
 def _check(call: str, got, want) -> None:
+    # "All results are exact integers": a float that happens to equal the count does not pass.
+    if not _exact_ints(got):
+        raise AssertionError(f"{call}: expected exact int(s), got {got!r} of type {type(got).__name__} "
+                             f"(README.md, '{SECTION}')")
     if got != want:
         raise AssertionError(f"{call}: expected {want}, got {got} (README.md, '{SECTION}')")
 

@@ -9,21 +9,28 @@ from roadmap_cli import grading_kit as kit
 import adapter
 import references as ref
 
-CASES = [  # (batch, heads, kv_heads, seq, head_dim, causal, block_size)
-    (1, 2, 2, 129, 32, False, 16),
-    (1, 2, 2, 64, 16, True, 16),
-    (2, 4, 2, 50, 16, True, 8),
-    (1, 1, 1, 1, 16, False, 16),
+CASES = [  # (batch, heads, kv_heads, seq, head_dim, causal, block_size, dtype)
+    (1, 2, 2, 129, 32, False, 16, torch.float32),
+    (1, 2, 2, 64, 16, True, 16, torch.float32),
+    (2, 4, 2, 50, 16, True, 8, torch.float32),
+    (1, 1, 1, 1, 16, False, 16, torch.float32),
+    # fp16 in: O must come back in q's dtype (the LSE stays fp32).
+    (1, 2, 2, 40, 16, False, 16, torch.float16),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"n{c[3]}-d{c[4]}-{'causal' if c[5] else 'full'}-bs{c[6]}")
+def _case_id(c) -> str:
+    dtype = "" if c[7] == torch.float32 else "-" + str(c[7]).replace("torch.", "")
+    return f"n{c[3]}-d{c[4]}-{'causal' if c[5] else 'full'}-bs{c[6]}{dtype}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_tiled_matches_reference(case):
-    batch, heads, kv_heads, seq, head_dim, causal, block = case
+    batch, heads, kv_heads, seq, head_dim, causal, block, dtype = case
     for trial in range(5):
         dist = ref.DISTRIBUTIONS[trial % 2]
         q, k, v = ref.make_qkv(kit.seeded(f"tiled-{case}-{trial}"), batch, heads, kv_heads, seq, head_dim,
-                               torch.float32, dist)
+                               dtype, dist)
         o, lse, shapes = adapter.tiled_attention(q, k, v, causal, None, block)
         ref.check_forward(o, lse, q, k, v, causal, None)
         # Tiled means: never a score matrix wider than one block of keys.
