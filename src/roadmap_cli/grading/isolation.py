@@ -57,9 +57,14 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str) -> dict:
     hide.update(_data_homes())
     triton_cache = Path(scratch) / "triton-cache"
     triton_cache.mkdir(exist_ok=True)
+    # The Python the learner process runs, shown again on top of the private /tmp: a project or virtual
+    # environment that lives under /tmp (a CI checkout, say) would otherwise vanish with it.
+    python = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              *(entry for entry in sys.path if entry)}
     return {"hide": sorted(hide),
             # The lab's data/ (a corpus, say) is input the learner's code is handed paths into.
-            "read_only": [str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"),
+            "read_only": [*sorted(p for p in python if os.path.isdir(p)),
+                          str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"),
                           str(cpp_build.cache_root())],
             "read_write": [str(workspace), str(scratch)],
             "cwd": str(workspace), "triton_cache": str(triton_cache)}
