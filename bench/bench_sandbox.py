@@ -27,8 +27,8 @@ ROADMAP = [sys.executable, "-m", "roadmap_cli"]
 BUDGET = 1.15
 
 
-def grade(lab_id: str, workspace: Path, env: dict) -> tuple[float, bool, str]:
-    """(wall seconds, every gradable part passed, the sandbox the attempt recorded)."""
+def grade(lab_id: str, workspace: Path, env: dict) -> tuple[float, bool, str, str]:
+    """(wall seconds, every gradable part passed, the sandbox the attempt recorded, why not passed)."""
     t0 = time.perf_counter()
     proc = subprocess.run(ROADMAP + ["grade", lab_id, "--json"], cwd=workspace, env=env, capture_output=True,
                           text=True)
@@ -36,9 +36,12 @@ def grade(lab_id: str, workspace: Path, env: dict) -> tuple[float, bool, str]:
     try:
         data = json.loads(proc.stdout)["data"]
     except (ValueError, KeyError):
-        return wall, False, "?"
+        return wall, False, "?", (proc.stderr.strip().splitlines() or ["no output"])[-1]
     passed = all(p["status"] in ("passed", "not-graded-here") for p in data["parts"])
-    return wall, passed, data.get("sandbox") or "?"
+    # A false fail must be diagnosable afterwards: the failing tests, their first message line.
+    why = "; ".join(f"{t['nodeid']}: {(t.get('message') or t['outcome']).splitlines()[0][:200]}"
+                    for t in data.get("tests", []) if t["outcome"] not in ("passed", "skipped"))[:1500]
+    return wall, passed, data.get("sandbox") or "?", why or (data.get("message") or "")
 
 
 def main() -> None:
@@ -65,19 +68,19 @@ def main() -> None:
             subprocess.run(ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)], env=base, check=True,
                            stdout=subprocess.DEVNULL)
             ws.write_solution(spec, workspace)
-            grade(lab_id, workspace, base)  # warm: C++ builds, the grader's bytecode cache
+            grade(lab_id, workspace, base)  # warm: C++ builds, the grader's bytecode cache (not counted)
             strong, weak, false_fails, seen = [], [], 0, set()
             for round_ in range(args.rounds):
                 # Alternate which goes first: a machine that gets busier over time penalises neither.
                 order = [("strong", base), ("weak", weak_env)] if round_ % 2 == 0 else [("weak", weak_env),
                                                                                          ("strong", base)]
                 for name, env in order:
-                    wall, passed, recorded = grade(lab_id, workspace, env)
+                    wall, passed, recorded, why = grade(lab_id, workspace, env)
                     seen.add((name, recorded))
                     (strong if name == "strong" else weak).append(wall)
                     if not passed:
                         false_fails += 1
-                        print(f"  {lab_id}: the reference did not pass ({name} sandbox, round {round_ + 1})",
+                        print(f"  {lab_id}: the reference did not pass ({name} sandbox, round {round_ + 1}): {why}",
                               file=sys.stderr)
             if ("strong", "strong") not in seen or ("weak", "weak") not in seen:
                 sys.exit(f"{lab_id}: the attempts did not record the sandbox asked for: {sorted(seen)}")
