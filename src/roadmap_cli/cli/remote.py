@@ -21,12 +21,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(remote_app, name="remote")
 
 
-def _home():
-    from roadmap_cli.paths import resolve_home
-
-    return resolve_home(context.current().home_option)
-
-
 def _row(remote) -> dict:
     return {"name": remote.name, "url": remote.url, "user": remote.user, "host": remote.host, "port": remote.port,
             "added": remote.added}
@@ -44,7 +38,7 @@ def add(
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    remote = remotes.add(_home(), name, url, replace=replace)
+    remote = remotes.add(context.current().home, name, url, replace=replace)
     emit("remote add", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
                                               f"Next: `roadmap remote check {remote.name}`."))
@@ -56,7 +50,7 @@ def list_(as_json: JsonOpt = False) -> None:
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    rows = [_row(r) for r in remotes.load(_home()).values()]
+    rows = [_row(r) for r in remotes.load(context.current().home).values()]
 
     def render(console):
         from rich.table import Table
@@ -80,7 +74,7 @@ def remove(name: NameArg, as_json: JsonOpt = False) -> None:
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    remote = remotes.remove(_home(), name)
+    remote = remotes.remove(context.current().home, name)
     emit("remote remove", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Removed remote {remote.name} ({remote.url})."))
 
@@ -101,7 +95,7 @@ def check(
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    facts = remotes.check(_home(), name, timeout_s=timeout)
+    facts = remotes.check(context.current().home, name, timeout_s=timeout)
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):

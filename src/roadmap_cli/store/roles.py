@@ -72,14 +72,18 @@ class Session:
     instructor: bool  # owns the tables (or is a superuser / bypasses RLS): not scoped
 
 
+def _table_owner(conn) -> Optional[str]:
+    """The role that owns the cohort's tables (the instructor); None before the first migration."""
+    return conn.exec_driver_sql("SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
+                                "AND schemaname = current_schema()").scalar()
+
+
 def session(conn) -> Session:
     """The logged-in role, and whether row-level security scopes it."""
-    row = conn.exec_driver_sql(
+    role, privileged = conn.exec_driver_sql(
         "SELECT current_user, "
-        "       COALESCE((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false), "
-        "       (SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
-        "                                         AND schemaname = current_schema())").one()
-    role, privileged, owner = row
+        "       COALESCE((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)").one()
+    owner = _table_owner(conn)
     # Before the first migration there are no tables: whoever runs it becomes their owner.
     instructor = bool(privileged) or owner is None or bool(conn.exec_driver_sql(
         "SELECT pg_has_role(current_user, %(owner)s, 'MEMBER')", {"owner": owner}).scalar())
@@ -169,8 +173,7 @@ def remove_learner(conn, name: str) -> int:
 
 def learner_roles(conn) -> list[dict]:
     """Every login role the policies scope (not the instructor, not superusers), with its row count."""
-    owner = conn.exec_driver_sql("SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
-                                 "AND schemaname = current_schema()").scalar()
+    owner = _table_owner(conn)
     if owner is None:
         raise StoreError("the cohort database has no tables yet: run `roadmap db status` once as the instructor")
     rows = conn.exec_driver_sql(
