@@ -159,3 +159,19 @@ def test_a_key_the_server_does_not_know_says_how_to_fix_it_and_never_prompts(run
     run_cli("remote", "add", "local", ssh_config.url)
     result = run_cli("remote", "check", "local", "--timeout", "20")
     assert result.exit_code == 5 and "Permission denied" in result.stderr and "ssh-agent" in result.stderr, result
+
+
+def test_a_long_name_and_url_are_never_cut_on_an_80_column_terminal(tmp_path: Path):
+    """On a real terminal (a pty, 80 columns) `remote list` shows the whole name and URL (it wraps, never cuts)."""
+    import pexpect
+
+    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), COLUMNS="80", LINES="40", TERM="xterm")
+    url = "ssh://ubuntu-user@gpu-instance-0042.us-east-1.compute.example.com:2222"
+    name = "lambda-h100-long-name-box"
+    add = pexpect.run(f"{sys.executable} -m roadmap_cli remote add {name} {url}", env=env, encoding="utf-8",
+                      timeout=60, dimensions=(40, 80))
+    assert "Added remote" in add
+    out = pexpect.run(f"{sys.executable} -m roadmap_cli remote list", env=env, encoding="utf-8", timeout=60,
+                      dimensions=(40, 80))
+    joined = "".join(out.splitlines())  # the terminal's own wrapping splits long lines; nothing may be dropped
+    assert name in joined and url in joined and "…" not in out, out

@@ -53,17 +53,14 @@ def list_(as_json: JsonOpt = False) -> None:
     rows = [_row(r) for r in remotes.load(context.current().home).values()]
 
     def render(console):
-        from rich.table import Table
-
         if not rows:
             console.print("No remotes yet: `roadmap remote add NAME ssh://user@host[:port]`.")
             return
-        table = Table()
-        for column in ("name", "url", "added"):
-            table.add_column(column)
+        # Lines, not a table: a name or URL is never cut to fit a narrow terminal (it wraps whole there).
+        width = max(len(row["name"]) for row in rows)
         for row in rows:
-            table.add_row(row["name"], row["url"], row["added"])
-        console.print(table)
+            console.print(f"{row['name']:<{width}}  {row['url']}  (added {row['added']})", markup=False,
+                          highlight=False, soft_wrap=True)
 
     emit("remote list", {"remotes": rows}, as_json=as_json, render=render)
 
@@ -99,23 +96,23 @@ def check(
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):
-        from rich.table import Table
-
         torch = facts.torch or "not installed"
         if facts.torch and facts.torch_cuda:
             torch += f" (CUDA {facts.torch_cuda}, {'GPU visible' if facts.cuda_available else 'no GPU visible'})"
         elif facts.torch:
             torch += " (CPU build)"
-        table = Table(title=f"{facts.name} — {facts.url}", show_header=False)
-        table.add_column("what")
-        table.add_column("value")
-        table.add_row("reached in", f"{facts.round_trip_s:.2f} s")
-        table.add_row("host", f"{facts.hostname or '-'} ({facts.os or '-'}, {facts.cpus or '-'} CPUs)")
-        table.add_row("python", facts.python or "python3 not found")
-        table.add_row("torch", torch)
-        table.add_row("GPU", ", ".join(g["name"] for g in facts.gpus) if facts.gpus else "none (no nvidia-smi)")
-        table.add_row("driver", facts.driver or "-")
-        table.add_row("free disk (home)", _gib(facts.disk_free_bytes))
-        console.print(table)
+        lines = [
+            ("reached in", f"{facts.round_trip_s:.2f} s"),
+            ("host", f"{facts.hostname or '-'} ({facts.os or '-'}, {facts.cpus or '-'} CPUs)"),
+            ("python", facts.python or "python3 not found"),
+            ("torch", torch),
+            ("GPU", ", ".join(g["name"] for g in facts.gpus) if facts.gpus else "none (no nvidia-smi)"),
+            ("driver", facts.driver or "-"),
+            ("free disk (home)", _gib(facts.disk_free_bytes)),
+        ]
+        # Lines, not a table: a host name, OS string or URL is never cut at a narrow terminal.
+        console.print(f"{facts.name} — {facts.url}", markup=False, highlight=False, soft_wrap=True)
+        for label, value in lines:
+            console.print(f"  {label:<17} {value}", markup=False, highlight=False, soft_wrap=True)
 
     emit("remote check", data, as_json=as_json, render=render)
