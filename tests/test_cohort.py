@@ -118,3 +118,29 @@ def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monk
     assert run_cli("cohort", "export", "-o", str(target), "--json").exit_code == 0
     assert json.loads(target.read_text())["status"]["learners"] == doc["status"]["learners"]
     assert run_cli("cohort", "export", "-o", str(target)).exit_code == 2  # never overwrites
+
+
+def test_the_board_never_cuts_a_learner_id_on_an_80_column_terminal(tmp_path: Path):
+    """A real terminal (pty, 80 columns): a long learner id and the outcome words come out whole."""
+    import os
+    import sys
+
+    import pexpect
+
+    learner = "ada.lovelace.long-address@example-university.org"
+    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LEARNER=learner, COLUMNS="80",
+               TERM="xterm")
+    env.pop("DATABASE_URL", None)
+    record = ("from roadmap_cli import context\nfrom roadmap_cli.grading.grade import record_attempt\n"
+              "from roadmap_cli.labs.spec import find_lab\nfrom pg_writer import fake_run\n"
+              "lab = find_lab('cuda-matmul'); run = fake_run(lab, 0, 0); run.sandbox = 'strong'\n"
+              "record_attempt(context.current().store(), lab, run, None, None)\n")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", record], env=dict(env, PYTHONPATH=str(Path(__file__).parent)),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = pexpect.run(f"{sys.executable} -m roadmap_cli cohort board cuda-matmul", env=env, encoding="utf-8",
+                      timeout=60, dimensions=(40, 80))
+    joined = "".join(out.splitlines())
+    assert learner in joined and "sandbox strong" in joined and "…" not in out, out

@@ -62,21 +62,21 @@ def board(
     data = lab_board(context.current().store(), lab)
 
     def render(console):
-        from rich.table import Table
-
         if not data["devices"]:
             console.print(f"No graded attempts of {data['lab']} yet.")
             return
+        # One line per learner, not a table: at a narrow terminal a table cuts learner ids ("…") or squeezes
+        # every other column to one letter; a line wraps whole instead.
         for group in data["devices"]:
-            table = Table(title=f"{data['lab']} on {group['device']}")
-            for column in ("#", "learner", "best score", "outcome", "perf vs baseline", "sandbox", "attempts",
-                           "graded at"):
-                table.add_column(column)
+            console.print(f"{data['lab']} on {group['device']}", style="bold", markup=False, highlight=False,
+                          soft_wrap=True)
+            width = max(len(e["learner"]) for e in group["learners"])
             for e in group["learners"]:
                 ratio = "-" if e["perf_ratio"] is None else f"{e['perf_ratio']:.2f}x"
-                table.add_row(str(e["rank"]), e["learner"], f"{e['best_score']:g}/{e['max_score']:g}",
-                              e["outcome_text"], ratio, e["sandbox"], str(e["attempts"]), e["graded_at"])
-            console.print(table)
+                console.print(f"  #{e['rank']} {e['learner']:<{width}}  {e['best_score']:g}/{e['max_score']:g}  "
+                              f"{e['outcome_text']}  perf vs baseline {ratio}  sandbox {e['sandbox']}  "
+                              f"attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
+                              soft_wrap=True)
         console.print("Ranks compare results from the same device model only; a strong-sandbox result (graded "
                       "behind bubblewrap) ranks above any weak or unknown one.")
 
