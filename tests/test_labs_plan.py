@@ -106,3 +106,20 @@ def test_pytest_starts_before_pydantic_or_typer_is_imported(solved_adder):
     proc = subprocess.run([sys.executable, "-c", probe], cwd=solved_adder, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip() == "True []", proc.stdout + proc.stderr
+
+
+def test_a_plan_is_read_again_when_its_lab_yaml_changes(tmp_path):
+    """read_plan caches by the file's signature (dev check grades ~500 times in
+    one process): an edited lab.yaml must never be served from the cache."""
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "lab.yaml").write_text("id: x\nparts: [{id: a, tests: [t.py]}]\n")
+    first = plan.read_plan(lab)
+    assert first is not None and plan.read_plan(lab) is first  # unchanged: the same object
+    (lab / "lab.yaml").write_text("id: x\ntime_limit_s: 7\nparts: [{id: a, tests: [t.py]}, {id: b, tests: [u.py]}]\n")
+    second = plan.read_plan(lab)
+    assert second is not None and [p.id for p in second.parts] == ["a", "b"] and second.time_limit_s == 7
+    (lab / "lab.yaml").write_text("- not a lab\n")
+    assert plan.read_plan(lab) is None
+    (lab / "lab.yaml").unlink()
+    assert plan.read_plan(lab) is None

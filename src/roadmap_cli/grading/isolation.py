@@ -16,9 +16,10 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
     """What no learner process may open: every lab's solution/ folder and
     solution_files, and the project's kernels/ folder (kernel-lab references).
 
-    Every lab is read as a plan (labs/plan.py: no pydantic), so listing them
-    costs a grade ~50 ms instead of validating every spec; a lab.yaml that does
-    not read still has its solution/ folder forbidden (the glob below)."""
+    Every lab is read as a plan (labs/plan.py: no pydantic, and read again
+    only when its lab.yaml changed), so a process that grades many times
+    (dev check, watch) pays for it once; a lab.yaml that does not read
+    still has its solution/ folder forbidden (the glob below)."""
     from roadmap_cli.labs.plan import all_plans, labs_root, project_root
 
     paths = {str(project_root() / "kernels")}

@@ -104,11 +104,32 @@ def solution_sources(solution_dir: Path, solution_files: dict[str, str]) -> dict
     return sources
 
 
+# lab.yaml path -> (its stat signature, the plan read from it). Every grade lists every lab's
+# solutions (grading/isolation.py); with rules and wrong variants a lab.yaml is ~50 KB, and
+# reading nine of them is ~0.1-0.5 s, paid again by each of dev check's ~500 grades.
+_PLANS: dict[Path, tuple[tuple[int, int, int], Optional["LabPlan"]]] = {}
+
+
 def read_plan(lab_dir: Path) -> Optional[LabPlan]:
-    """The plan of `lab_dir/lab.yaml`, or None when it does not read cleanly."""
+    """The plan of `lab_dir/lab.yaml`, or None when it does not read cleanly.
+    Read again only when the file changed (its inode, size or mtime)."""
+    path = Path(lab_dir) / SPEC_FILE
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _PLANS.get(path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    plan = _read_plan(lab_dir, path)
+    _PLANS[path] = (signature, plan)
+    return plan
+
+
+def _read_plan(lab_dir: Path, path: Path) -> Optional[LabPlan]:
     from roadmap_cli.yamlsafe import YamlProblem, check_file_size, load_yaml
 
-    path = Path(lab_dir) / SPEC_FILE
     try:
         check_file_size(path)
         data = load_yaml(path.read_bytes())
