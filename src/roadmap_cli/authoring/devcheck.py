@@ -33,6 +33,8 @@ from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
+from roadmap_cli.grading.runner import warm_graders
+from roadmap_cli.grading.warm import WarmGraders
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
 from roadmap_cli.labs.starter_build import stale_files
@@ -131,10 +133,10 @@ def _first_problem(run: GradeRun, parts: list[str], bad_status: str) -> str:
     return ""
 
 
-def check_starter(spec: LabSpec, device: DeviceInfo) -> CheckRow:
+def check_starter(spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders] = None) -> CheckRow:
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
-    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True)
+    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True, warm=warm)
     ok = run.outcome in ("failed", "crash") and all(run.part(p).status != "passed" for p in parts)
     if run.unassigned:
         ok = False
@@ -143,11 +145,12 @@ def check_starter(spec: LabSpec, device: DeviceInfo) -> CheckRow:
                     round(time.monotonic() - t0, 2), detail)
 
 
-def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[str, list[str]]] = None) -> CheckRow:
+def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[str, list[str]]] = None,
+                   warm: Optional[WarmGraders] = None) -> CheckRow:
     """`collected`, when given, receives spec.id -> the node ids the run collected (for the rules check)."""
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
-    run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device)
+    run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device, warm=warm)
     if collected is not None:
         collected[spec.id] = [t.nodeid for t in run.tests]
     ok = run.outcome == "passed" and not run.unassigned
@@ -156,7 +159,7 @@ def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[s
                     round(time.monotonic() - t0, 2), detail)
 
 
-def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
+def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional[WarmGraders] = None) -> CheckRow:
     wrong = next(w for w in spec.wrong if w.id == wrong_id)
     parts = [p for p in wrong.fails if p in gradable_parts(spec, device)]
     expected = f"fails {', '.join(wrong.fails)}"
@@ -171,11 +174,12 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo) -> CheckRow:
     focus = _rule_focus(spec, wrong.breaks, parts) if wrong.breaks else None
     try:
         # A variant that claims to break rules must show which of their tests it fails: all of them run.
-        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks, focus=focus)
+        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks, focus=focus,
+                        warm=warm)
         if focus is not None and run.outcome == "error":
             # A rule names a test the grader does not have (pytest refuses the whole selection): grade the
             # parts in full instead, and let the rules row name the missing test.
-            run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=False)
+            run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=False, warm=warm)
     except RoadmapError as exc:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
     failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
@@ -223,8 +227,11 @@ def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
 
 
 def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
-                  device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None) -> DevCheckReport:
-    """Run every check; `invalid` (lab id -> ValidationError) become failed rows."""
+                  device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None,
+                  cold_graders: bool = False) -> DevCheckReport:
+    """Run every check; `invalid` (lab id -> ValidationError) become failed rows.
+    `cold_graders`: start every grader as a new Python, not forked from a warm
+    one (grading/warm.py; to compare the two)."""
     device = device or detect_device()
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
     for lab_id, exc in (invalid or {}).items():
@@ -235,28 +242,35 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     report.warnings = curriculum_warnings(specs)
     report.warnings += [f"{s.id}: {NO_RULES_WARNING}" for s in specs if s.rules is None]
     collected: dict[str, list[str]] = {}  # lab id -> node ids its solution run collected
-    tasks: list[Callable[[], CheckRow]] = []
+    tasks: list[Callable[[Optional[WarmGraders]], CheckRow]] = []
     for spec in specs:
         for problem in static_problems(spec):
             row = CheckRow(spec.id, "static", "a consistent lab", "problem", False, 0.0, problem)
             report.rows.append(row)
             if on_row:
                 on_row(row)
-        tasks.append(lambda s=spec: check_starter(s, device))
-        tasks.append(lambda s=spec: check_solution(s, device, collected))
-        tasks.extend(lambda s=spec, w=w.id: check_wrong(s, w, device) for w in spec.wrong)
+        tasks.append(lambda warm, s=spec: check_starter(s, device, warm))
+        tasks.append(lambda warm, s=spec: check_solution(s, device, collected, warm))
+        tasks.extend(lambda warm, s=spec, w=w.id: check_wrong(s, w, device, warm) for w in spec.wrong)
 
-    def run(task: Callable[[], CheckRow]) -> CheckRow:
-        row = task()
+    def run(task: Callable[[Optional[WarmGraders]], CheckRow]) -> CheckRow:
+        row = task(warm)
         if on_row:
             on_row(row)
         return row
 
-    if jobs <= 1:
-        report.rows.extend(run(t) for t in tasks)
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            report.rows.extend(pool.map(run, tasks))
+    # ~500 grades in a run: each forks a warm grader instead of importing torch and pytest again.
+    # Started here, in the calling thread: its parent-death signal follows the thread that starts it.
+    warm = None if cold_graders else warm_graders(device)
+    try:
+        if jobs <= 1:
+            report.rows.extend(run(t) for t in tasks)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                report.rows.extend(pool.map(run, tasks))
+    finally:
+        if warm is not None:
+            warm.close()
     for spec in specs:
         if spec.rules is not None:
             row = check_rules_row(spec, device, report.rows, collected.get(spec.id))

@@ -53,6 +53,8 @@ from roadmap_cli.authoring.mutants import Mutant
 from roadmap_cli.authoring.mutate_coverage import Coverage, measure
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
+from roadmap_cli.grading.runner import warm_graders
+from roadmap_cli.grading.warm import WarmGraders
 from roadmap_cli.labs.spec import LabSpec
 
 TARGET = 0.95
@@ -94,8 +96,9 @@ class _Grader:
     """Grades the reference and mutants under fixed secret seeds, collecting output digests."""
 
     def __init__(self, spec: LabSpec, device: DeviceInfo, parts: list[str], seeds: tuple[int, int],
-                 timeout: Optional[float]) -> None:
+                 timeout: Optional[float], warm: Optional[WarmGraders] = None) -> None:
         self.spec, self.device, self.parts, self.seeds, self.timeout = spec, device, parts, seeds, timeout
+        self.warm = warm  # each grade forks a warm grader (grading/warm.py) when there is one
         self.user_timeout = timeout is not None
         self.reference: dict[int, list] = {}
         self.unstable: set[tuple] = set()  # (test, call, n) whose digest varies between reference runs
@@ -115,7 +118,7 @@ class _Grader:
             run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=timeout, device=self.device,
                                   stop_part_on_fail=True, secret_seed=seed,
                                   extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests),
-                                             "ROADMAP_CPP_BUILD_LOG": str(builds)})
+                                             "ROADMAP_CPP_BUILD_LOG": str(builds)}, warm=self.warm)
             if build_failures is not None:
                 build_failures.extend(read_build_failures(builds))
             return run, _read_digests(digests)
@@ -254,8 +257,18 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
                part: Optional[str] = None, timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
                on_start: Optional[Callable[[int], None]] = None,
                on_result: Optional[Callable[[MutantResult], None]] = None) -> MutateReport:
-    t_start = time.monotonic()
     device = device or detect_device()
+    # Hundreds of grades: each forks a warm grader instead of importing torch and pytest again.
+    # Started here, in the calling thread: its parent-death signal follows the thread that starts it.
+    with warm_graders(device) as warm:
+        return _run_mutate(spec, home, jobs=jobs, sample=sample, seed=seed, part=part, timeout=timeout,
+                           device=device, on_start=on_start, on_result=on_result, warm=warm)
+
+
+def _run_mutate(spec: LabSpec, home: Path, *, jobs: int, sample: Optional[int], seed: int, part: Optional[str],
+                timeout: Optional[float], device: DeviceInfo, on_start: Optional[Callable[[int], None]],
+                on_result: Optional[Callable[[MutantResult], None]], warm: WarmGraders) -> MutateReport:
+    t_start = time.monotonic()
     here = gradable_parts(spec, device)
     if part is not None:
         spec.part(part)  # NotFoundError with did-you-mean
@@ -292,7 +305,7 @@ def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int
             # (their results are cached); a rerun picks up from there.
             executor.shutdown(wait=True, cancel_futures=True)
 
-    grader = _Grader(spec, device, parts, seeds, None)
+    grader = _Grader(spec, device, parts, seeds, None, warm)
     coverage: Optional[Coverage] = None
     if part is not None:  # only the mutants in code this part runs: the others would survive trivially
         coverage = _coverage(spec, device, here, seeds[0], cache, coverage_key, run_parallel, notes, grader)
@@ -374,7 +387,7 @@ def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes, grader
     elif key in cache["coverage"]:
         cov = Coverage.from_json(cache["coverage"][key])
     else:
-        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel, _read_digests)
+        cov = measure(spec, device, parts, seed, spec.time_limit_s, run_parallel, _read_digests, warm=grader.warm)
         cov.unstable = _unstable(grader.reference_digests(seed), cov.digests)
         cache["coverage"][key] = cov.to_json()
     if cov.blind:

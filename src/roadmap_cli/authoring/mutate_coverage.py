@@ -162,8 +162,9 @@ class Coverage:
 
 
 def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float], run_parallel,
-            read_digests) -> Coverage:
-    """Grade the probed reference once per part (through `run_parallel`, a map over jobs)."""
+            read_digests, warm=None) -> Coverage:
+    """Grade the probed reference once per part (through `run_parallel`, a map over jobs;
+    `warm`: the run's warm graders, grading/warm.py)."""
     cov = Coverage(parts)
     sources = {rel: solution_text(src.read_text(encoding="utf-8"), rel)
                for rel, src in spec.solution_sources().items() if rel.endswith(".py")}
@@ -189,7 +190,7 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
             ws.write_solution(spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
             run = grade_workspace(spec, path, parts=[part], timeout=timeout, device=device, secret_seed=seed,
-                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)})
+                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)}, warm=warm)
             if run.outcome != "passed":
                 return part, None
             cov.digests.extend(read_digests(digests))
@@ -206,7 +207,7 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
             path.mkdir()
             broken = "#include \"roadmap_coverage_probe_missing.h\"\n" + cpp_sources[rel]
             ws.write_solution(spec, path, {rel: broken})
-            run = grade_workspace(spec, path, parts=parts, timeout=timeout, device=device, secret_seed=seed)
+            run = grade_workspace(spec, path, parts=parts, timeout=timeout, device=device, secret_seed=seed, warm=warm)
             if run.outcome == "error":
                 return rel, None
             return rel, {p for p in parts if run.part(p).status != "passed"}

@@ -150,7 +150,8 @@ def run_walk(spec: LabSpec, device: DeviceInfo, *, jobs: int = 1, steps: Optiona
     """Grade every walk state of one lab in its own temporary workspace
     (`steps`: see walk_states; a partial walk judges fewer states, and a part
     that never passes in them is taken to need the last file of each walk)."""
-    from roadmap_cli.grading.runner import gradable_parts, grade_workspace
+    from roadmap_cli.grading.runner import gradable_parts, grade_workspace, warm_graders
+    from roadmap_cli.grading.warm import WarmGraders
 
     t0 = time.monotonic()
     texts = solution_files(spec)
@@ -158,13 +159,13 @@ def run_walk(spec: LabSpec, device: DeviceInfo, *, jobs: int = 1, steps: Optiona
     states = walk_states(order, steps)
     parts = gradable_parts(spec, device)
 
-    def grade(st: WalkState) -> WalkState:
+    def grade(st: WalkState, warm: WarmGraders) -> WalkState:
         s0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"roadmap-walk-{spec.id}-") as tmp:
             path = Path(tmp) / "ws"
             path.mkdir()
             build_state(spec, texts, st.files, path)
-            run = grade_workspace(spec, path, device=device)
+            run = grade_workspace(spec, path, device=device, warm=warm)
         st.outcome = run.outcome
         st.statuses = {p: run.part(p).status for p in parts}
         st.detail = (run.message or "") + ("\n" + run.log_tail[-600:] if run.outcome in ("error", "timeout") else "")
@@ -173,10 +174,12 @@ def run_walk(spec: LabSpec, device: DeviceInfo, *, jobs: int = 1, steps: Optiona
             on_state(st)
         return st
 
-    if jobs <= 1:
-        for st in states:
-            grade(st)
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(grade, states))
+    # Every state is a grade: each forks a warm grader instead of importing torch and pytest again.
+    with warm_graders(device) as warm:
+        if jobs <= 1:
+            for st in states:
+                grade(st, warm)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                list(pool.map(lambda st: grade(st, warm), states))
     return WalkReport(spec.id, order, states, judge(states, order, parts), round(time.monotonic() - t0, 2))

@@ -309,6 +309,8 @@ def dev_check(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Checks to run at once (each is one pytest process).")] = 1,
     walk: Annotated[bool, typer.Option("--walk", help="Instead: solve the starter one file at a time, forward and "
                                        "in reverse, grading after each step; every subset must grade cleanly.")] = False,
+    cold: Annotated[bool, typer.Option("--cold", help="Start every grader as a new Python instead of forking a "
+                                       "warm one (slower; to compare the two).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
@@ -321,7 +323,7 @@ def dev_check(
         return
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
     render.dev_check_start(specs, jobs)
-    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken)
+    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken, cold_graders=cold)
     from roadmap_cli.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))

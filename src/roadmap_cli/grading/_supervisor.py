@@ -110,12 +110,21 @@ def main() -> None:
     argv = sys.argv[1:]
     if argv and argv[0] == "--":
         argv = argv[1:]
+    supervise(lambda: os.execv(argv[0], argv))
+
+
+def supervise(run_grader) -> None:
+    """Be the grade's supervisor: fork, call `run_grader()` in the child (it
+    must never return: exec, or run the grader and exit), and wait for it;
+    never returns. Warm graders (grading/warm.py) call this in a process
+    forked from a warm interpreter, with a `run_grader` that runs pytest in
+    place instead of exec'ing a new Python."""
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
-    if os.getppid() == 1:  # the engine died before PDEATHSIG was armed
-        sys.exit(1)
+    if os.getppid() == 1:  # our parent (the engine, or a warm grader) died before PDEATHSIG was armed
+        _exit(1)
     status = None
     try:
         child = os.fork()
@@ -123,7 +132,7 @@ def main() -> None:
             try:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
-                os.execv(argv[0], argv)
+                run_grader()
             finally:
                 os._exit(127)
         # Our copies of the inherited descriptors (results channel, config
@@ -141,7 +150,7 @@ def main() -> None:
     except _Stop as stop:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         reap_all()
-        sys.exit(128 + int(stop.args[0]))
+        _exit(128 + int(stop.args[0]))
     except ChildProcessError:
         status = 0
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -151,7 +160,13 @@ def main() -> None:
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
-    sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    _exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def _exit(code: int) -> None:
+    """Exit at once: in a process forked from a warm grader, interpreter
+    teardown (atexit handlers, torch's among them) is not ours to run."""
+    os._exit(code)
 
 
 if __name__ == "__main__":

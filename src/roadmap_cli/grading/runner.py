@@ -29,7 +29,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
@@ -40,6 +40,7 @@ from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
+    from roadmap_cli.grading.warm import WarmGraders, WarmProc
     from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -109,18 +110,35 @@ def pycache_args() -> list[str]:
     return ["-X", f"pycache_prefix={where}"] if where is not None else ["-B"]
 
 
-def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
+def grader_env(device: DeviceInfo) -> dict:
+    """Every grader process's environment on this device, less what is per
+    grade: also the environment a warm grader (grading/warm.py) starts with."""
     env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
     env.update(
-        ROADMAP_WORKSPACE=str(workspace),
         ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
-        ROADMAP_GRADE_FD=str(config_fd),  # a descriptor number, read once and closed by the plugin
         # Only our plugin: third-party plugins (e.g. hypothesis, ~0.5 s) stay out of
         # the grader unless a test imports them itself.
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
     )
     if not device.cuda:
         env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
+    return env
+
+
+def warm_graders(device: DeviceInfo) -> "WarmGraders":
+    """A warm grader (grading/warm.py) for many grades on `device`, started
+    with the same interpreter flags and environment as a cold grader."""
+    from roadmap_cli.grading.warm import WarmGraders
+
+    return WarmGraders(grader_env(device), pycache_args())
+
+
+def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
+    env = grader_env(device)
+    env.update(
+        ROADMAP_WORKSPACE=str(workspace),
+        ROADMAP_GRADE_FD=str(config_fd),  # a descriptor number, read once and closed by the plugin
+    )
     return env
 
 
@@ -136,6 +154,7 @@ def grade_workspace(
     extra_env: Optional[dict[str, str]] = None,
     secret_seed: Optional[int] = None,
     focus: Optional[Focus] = None,
+    warm: Optional["WarmGraders"] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests.
@@ -143,10 +162,11 @@ def grade_workspace(
     (a fresh random one otherwise), so a mutant and the reference see the
     same inputs; `extra_env` is set in the grader's environment last (e.g.
     ROADMAP_OUTPUT_DIGESTS); `focus` runs only some tests (`dev check`: a
-    wrong variant's rule tests)."""
+    wrong variant's rule tests); `warm` forks the grader from a warm
+    interpreter (grading/warm.py) instead of starting Python again."""
     # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False)
+                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm)
     job.start()
     return job.finish(on_event)
 
@@ -162,8 +182,10 @@ class GradeJob:
                  timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
                  secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
-                 cancel: Optional[threading.Event] = None, verify_install: bool = True) -> None:
+                 cancel: Optional[threading.Event] = None, verify_install: bool = True,
+                 warm: Optional["WarmGraders"] = None) -> None:
         self.spec = spec
+        self.warm = warm
         self.verify_install = verify_install  # False only for the authoring tools (grade_workspace)
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
@@ -185,7 +207,7 @@ class GradeJob:
         self.timeout = float(timeout or spec.time_limit_s)
         self.stop_part_on_fail = stop_part_on_fail
         self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[Union[subprocess.Popen, "WarmProc"]] = None
         from roadmap_cli.grading_kit import oswall
 
         try:
@@ -223,22 +245,24 @@ class GradeJob:
         config_r, config_w = os.pipe()
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
-        grader = [
-            # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
-            sys.executable, "-I", *pycache_args(), "-u", "-m", "pytest",
+        pytest_args = [
             "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
             "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
             # tmp_path inside the grade's scratch folder: the one folder both sides of the OS wall can write.
             "--basetemp", str(tmpdir / "pytest-tmp"),
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
+        # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
+        grader = [sys.executable, "-I", *pycache_args(), "-u", "-m", "pytest", *pytest_args]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
         try:
-            self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         pass_fds=(config_r, results_w))
+            self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, (config_r, results_w))
+            if self.proc is None:
+                self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
+                                             stdin=subprocess.DEVNULL, start_new_session=True,
+                                             pass_fds=(config_r, results_w))
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
@@ -261,6 +285,20 @@ class GradeJob:
         self._config_writer = write_and_close(config_w, blob)
         self.sha = tests_sha256(tests_dir)
         return self
+
+    def _spawn_warm(self, pytest_args: list[str], env: dict, cwd: Path, out_w: int,
+                    pass_fds: tuple[int, int]) -> Optional["WarmProc"]:
+        """The grader forked from the warm interpreter, when there is one that
+        works; None: start it cold (a zygote that died costs speed, never a grade)."""
+        if self.warm is None:
+            return None
+        from roadmap_cli.grading.warm import WarmUnavailable
+
+        try:
+            return self.warm.spawn(pytest_args, env=env, cwd=str(cwd), output_fd=out_w, pass_fds=pass_fds)
+        except WarmUnavailable:
+            self.warm = None
+            return None
 
     def _config(self, results_w: int) -> bytes:
         """The engine's config for the plugin (and, in "sandbox", for the learner process)."""

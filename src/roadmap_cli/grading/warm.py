@@ -1,0 +1,315 @@
+"""Warm graders: one Python with pytest and torch already imported, forked
+for each grade instead of starting a new interpreter.
+
+A grade's grader process spends most of a small grade importing: torch alone
+is ~1.4 s of CPU, pytest ~0.4 s, while a wrong variant's focused tests run in
+milliseconds. `roadmap dev check` grades ~500 times, `dev mutate` hundreds,
+so the authoring tools keep one *warm* interpreter (the zygote) per run:
+
+    engine ──(socket: argv, env, cwd + the grade's descriptors)──▶ zygote
+    zygote ──fork──▶ supervisor (grading/_supervisor.supervise: subreaper)
+                         └──fork──▶ grader (pytest.console_main, in place)
+
+Everything a grade can observe is what a cold start gives it: its own
+environment, working folder, stdin/stdout/stderr and descriptors at the same
+numbers, its own session, a fresh `random` stream, the same supervisor (a
+subreaper that kills every descendant at the end), and the learner process is
+started exactly as before (grading_kit/learner.py: bubblewrap, a new
+interpreter). Only start-up state is shared, and it is the same as a cold
+start's: the zygote runs with the engine's environment for this device
+(TRITON_INTERPRET, thread variables) and imports modules without running
+anything of a lab. What the zygote never preloads: the grading plugin and
+any lab or test module (pytest must import them itself: assertion rewriting,
+conftest order), and triton (whose behaviour follows TRITON_INTERPRET at
+import).
+
+The engine gets a `WarmProc` for the supervisor with the part of
+subprocess.Popen's interface GradeJob uses (pid, poll, wait, send_signal,
+kill, returncode). The supervisor is the zygote's child, not the engine's:
+the zygote reaps it and writes its wait status to a pipe the engine reads,
+and hands over a pidfd, so a signal can never reach a recycled pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Optional
+
+# Imported once in the zygote: the cost every grade would pay again. Import-time
+# state only (no lab code runs), and none of them reads the grade's variables.
+PRELOAD = ("numpy", "torch", "pytest", "roadmap_cli.grading_kit", "roadmap_cli.labs.nodeids")
+_STATUS = struct.Struct("!i")  # a raw wait status, as os.waitpid gives it
+_MAX_MESSAGE = 1 << 20
+_MAX_FDS = 16
+
+
+class WarmUnavailable(Exception):
+    """The zygote could not start or died: the caller grades cold."""
+
+
+class WarmProc:
+    """The per-grade supervisor, forked by the zygote: Popen's interface as
+    GradeJob uses it, with the exit status read from the zygote's pipe."""
+
+    def __init__(self, pid: int, pidfd: int, status_fd: int) -> None:
+        self.pid = pid
+        self._pidfd = pidfd
+        self._status_fd = status_fd
+        self.returncode: Optional[int] = None
+
+    def _collect(self, timeout: Optional[float]) -> Optional[int]:
+        if self.returncode is not None:
+            return self.returncode
+        ready, _, _ = select.select([self._status_fd], [], [], timeout)
+        if not ready:
+            return None
+        data = os.read(self._status_fd, _STATUS.size)
+        # No status at all: the zygote died (it was killed with the engine), so its children are gone too.
+        self.returncode = (os.waitstatus_to_exitcode(_STATUS.unpack(data)[0]) if len(data) == _STATUS.size
+                           else -signal.SIGKILL)
+        for fd in (self._status_fd, self._pidfd):
+            os.close(fd)
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._collect(0)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        code = self._collect(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"warm grader {self.pid}", timeout)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            except ProcessLookupError:
+                pass  # exited; its status is on the way
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class WarmGraders:
+    """One zygote for a run of many grades (dev check, dev mutate) on one
+    device. Start it from the main thread (its parent-death signal follows
+    the thread that started it); `spawn` may be called from any thread. Use
+    as a context manager, or call close()."""
+
+    def __init__(self, env: dict[str, str], python_flags: list[str]) -> None:
+        """`env`: the grader environment for the device, less what is per grade;
+        `python_flags`: the grader's interpreter flags after -I (the bytecode cache).
+        (grading/runner.py's warm_graders(device) gives both.)"""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
+        self._lock = threading.Lock()
+        self._ready = False
+        self._log = tempfile.TemporaryFile()  # the zygote's own stderr: shown if it fails to start
+        cmd = [sys.executable, "-I", *python_flags, "-u", "-c",
+               "from roadmap_cli.grading.warm import serve; serve()", str(theirs.fileno())]
+        try:
+            self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd="/")
+        finally:
+            theirs.close()
+
+    def __enter__(self) -> "WarmGraders":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _why(self) -> str:
+        self._log.seek(0)
+        tail = self._log.read()[-600:].decode(errors="replace").strip()
+        return tail.splitlines()[-1] if tail else f"exit status {self._proc.poll()}"
+
+    def spawn(self, pytest_args: list[str], *, env: dict[str, str], cwd: str, output_fd: int,
+              pass_fds: tuple[int, ...]) -> WarmProc:
+        """Start one grade: `python -m pytest *pytest_args` under a supervisor,
+        stdout and stderr on `output_fd`, `pass_fds` at the same numbers."""
+        request = json.dumps({"args": pytest_args, "env": env, "cwd": cwd, "targets": list(pass_fds)}).encode()
+        status_r, status_w = os.pipe()
+        try:
+            with self._lock:
+                if not self._ready:
+                    if self._sock.recv(16) != b"ready":
+                        raise WarmUnavailable(f"the warm grader did not start: {self._why()}")
+                    self._ready = True
+                socket.send_fds(self._sock, [request], [output_fd, status_w, *pass_fds])
+                reply, fds, _, _ = socket.recv_fds(self._sock, 256, 1)
+        except OSError as exc:
+            os.close(status_r)
+            raise WarmUnavailable(f"the warm grader is gone: {exc}") from None
+        except WarmUnavailable:
+            os.close(status_r)
+            raise
+        finally:
+            os.close(status_w)
+        if not reply or not fds:
+            os.close(status_r)
+            raise WarmUnavailable(f"the warm grader is gone: {self._why()}")
+        return WarmProc(json.loads(reply)["pid"], fds[0], status_r)
+
+    def close(self) -> None:
+        """Closing the socket ends the zygote (it stops every grade still running)."""
+        self._sock.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._log.close()
+
+
+# ------------------------------------------------------------------ the zygote
+
+
+def serve() -> None:
+    """The zygote's main loop: `python -I -u -c "...serve()" SOCKET_FD`."""
+    import importlib
+
+    from roadmap_cli.grading._supervisor import PR_SET_PDEATHSIG, _prctl
+
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the engine died: so do we, and (by theirs) every grade
+    if os.getppid() == 1:
+        os._exit(1)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select() through the wakeup fd
+    sock.send(b"ready")
+    status_fds: dict[int, int] = {}
+    try:
+        while True:
+            readable, _, _ = select.select([sock, wake_r], [], [])
+            if wake_r in readable:
+                os.read(wake_r, 4096)
+            _reap(status_fds)
+            if sock not in readable:
+                continue
+            message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, _MAX_FDS)
+            if not message:
+                break  # the engine closed its end: we are done
+            pid = os.fork()
+            if pid == 0:
+                _become_supervisor(json.loads(message), fds, close=(sock.fileno(), wake_r, wake_w))
+            # Taken before we could reap it: the pid cannot be recycled while the pidfd exists.
+            pidfd = os.pidfd_open(pid)
+            status_fds[pid] = fds[1]
+            for fd in fds[:1] + fds[2:]:
+                os.close(fd)
+            socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
+            os.close(pidfd)
+    finally:
+        for pid in status_fds:
+            try:
+                os.kill(pid, signal.SIGTERM)  # each supervisor kills and reaps its own grade
+            except ProcessLookupError:
+                pass
+
+
+def _reap(status_fds: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = status_fds.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, _STATUS.pack(status))
+            except OSError:
+                pass  # the engine stopped waiting
+            os.close(fd)
+
+
+def _become_supervisor(request: dict, fds: list[int], close: tuple[int, ...]) -> None:
+    """In the forked child: look like `Popen(supervisor cmd, cwd, env,
+    stdout=stderr=output, stdin=DEVNULL, start_new_session, pass_fds)`, then
+    supervise a grader that runs pytest in place. Never returns."""
+    import fcntl
+
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in close:
+            os.close(fd)
+        os.setsid()
+        output, status, passed = fds[0], fds[1], fds[2:]
+        os.close(status)  # the zygote reports our status, we do not
+        # Move every received descriptor above the numbers we are about to
+        # fill, so no dup2 below can clobber one that is still needed.
+        output = fcntl.fcntl(output, fcntl.F_DUPFD, 1024)
+        passed = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in passed]
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        targets = request["targets"]
+        for fd, target in zip(passed, targets):
+            os.dup2(fd, target)  # inheritable, as pass_fds makes them
+        keep = {0, 1, 2, *targets}
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from roadmap_cli.grading._supervisor import supervise
+
+        supervise(lambda: _run_pytest(request["args"]))
+    except BaseException:  # noqa: BLE001 - nothing may return into the zygote's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(126)
+
+
+def _run_pytest(args: list[str]) -> None:
+    """`python -m pytest *args`, in this already-warm interpreter. Never returns."""
+    import random
+
+    code = 1
+    try:
+        # A new interpreter seeds `random` (and numpy's legacy global stream) from the OS: so do we,
+        # or every grade would replay the zygote's stream. torch's default seed is a constant anyway.
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        import pytest
+
+        sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *args]
+        code = pytest.console_main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)

@@ -1,0 +1,181 @@
+"""grading/warm.py: a grade forked from a warm grader must be the same grade
+a new Python gives (same verdicts, same process contract), and a warm grader
+that fails must cost speed, never a grade."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders
+from roadmap_cli.grading.warm import WarmProc
+from roadmap_cli.labs import workspace as ws_ops
+
+FIXTURES = Path(__file__).parent / "fixtures_labs"
+ADDER = FIXTURES / "labs" / "adder"
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
+        mp.setenv("ROADMAP_DEVICE", "cpu")
+        from roadmap_cli.labs.device import detect_device
+
+        detect_device.cache_clear()
+        yield detect_device()
+        detect_device.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def warm(cpu):
+    with warm_graders(cpu) as graders:
+        yield graders
+
+
+@pytest.fixture
+def adder():
+    from roadmap_cli.labs.spec import find_lab
+
+    return find_lab("adder")
+
+
+def _workspace(spec, tmp_path: Path, kind: str) -> Path:
+    ws = tmp_path / kind
+    ws.mkdir()
+    if kind == "starter":
+        ws_ops.write_starter(spec, ws)
+    else:
+        ws_ops.write_solution(spec, ws)
+        if kind != "solution":
+            ws_ops.apply_patch(spec.patch_file(kind), ws)
+    return ws
+
+
+def _verdict(run) -> tuple:
+    return (run.outcome, sorted((t.nodeid, t.outcome) for t in run.tests),
+            sorted((p.id, p.status, p.points, p.tests_passed, p.tests_total) for p in run.parts))
+
+
+@pytest.mark.parametrize("kind", ["starter", "solution", "add-off-by-one", "mul-adds"])
+def test_a_warm_grade_gives_the_verdict_a_cold_grade_gives(kind, adder, cpu, warm, tmp_path):
+    ws = _workspace(adder, tmp_path, kind)
+    cold = grade_workspace(adder, ws, device=cpu)
+    forked = grade_workspace(adder, ws, device=cpu, warm=warm)
+    assert _verdict(forked) == _verdict(cold)
+    assert forked.outcome == ("passed" if kind == "solution" else "failed")
+
+
+def test_the_grader_is_forked_from_the_warm_interpreter(adder, cpu, warm, tmp_path):
+    ws = _workspace(adder, tmp_path, "solution")
+    shutil.copy(FIXTURES / "variants" / "loop_adder.py", ws / "adder.py")  # keeps the grade alive to look at
+    job = GradeJob(adder, ws, device=cpu, timeout=20, warm=warm, verify_install=False).start()
+    try:
+        assert isinstance(job.proc, WarmProc)
+        with open(f"/proc/{job.proc.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        parent, session = int(fields[1]), int(fields[3])
+        assert parent == warm._proc.pid  # the supervisor is the zygote's child...
+        assert session == job.proc.pid  # ...in a session of its own, as start_new_session gives
+    finally:
+        job.cancel()
+        run = job.finish()
+    assert run.outcome != "passed"
+
+
+def test_a_warm_grade_that_hangs_is_killed_at_its_limit_with_all_it_started(adder, cpu, warm, tmp_path):
+    from tests.test_labs_engine import _alive, _host_pid
+
+    ws = _workspace(adder, tmp_path, "solution")
+    shutil.copy(FIXTURES / "variants" / "loop_adder.py", ws / "adder.py")
+    t0 = time.monotonic()
+    run = grade_workspace(adder, ws, device=cpu, timeout=3, parts=["add"], warm=warm)
+    assert run.outcome == "timeout"
+    assert time.monotonic() - t0 < 3 + 4
+    _pid, started = (ws / "grandchild.pid").read_text().split()
+    host_pid = _host_pid(started, "time.sleep(120)")
+    assert host_pid is None or not _alive(host_pid)
+
+
+def _spawn_probe(warm, tmp_path: Path, name: str):
+    """A warm grade of a one-test pytest file that writes what it sees."""
+    probe = tmp_path / f"test_probe_{name}.py"
+    probe.write_text(
+        "import json, os, random, sys\n"
+        "def test_probe():\n"
+        "    fd = int(os.environ['PROBE_FD'])\n"
+        "    seen = {'cwd': os.getcwd(), 'mark': os.environ.get('PROBE_MARK'), 'pid': os.getpid(),\n"
+        "            'sid': os.getsid(0), 'random': random.random(), 'stdin': os.readlink('/proc/self/fd/0'),\n"
+        "            'argv0': sys.argv[0]}\n"
+        "    os.write(fd, json.dumps(seen).encode())\n"
+        "    print('visible on the output pipe')\n"
+        "    assert os.environ.get('PROBE_FAIL') != '1'\n")
+    cwd = tmp_path / f"cwd_{name}"
+    cwd.mkdir()
+    probe_r, probe_w = os.pipe()
+    out_r, out_w = os.pipe()
+    # The descriptor lands at the number the engine gave it, whatever number the zygote received it as.
+    env = {"PATH": os.environ.get("PATH", ""), "PROBE_FD": str(probe_w), "PROBE_MARK": name,
+           "PROBE_FAIL": "1" if name == "fails" else "0"}
+    proc = warm.spawn(["-q", "-s", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(probe)],
+                      env=env, cwd=str(cwd), output_fd=out_w, pass_fds=(probe_w,))
+    os.close(probe_w)
+    os.close(out_w)
+    code = proc.wait(timeout=60)
+    with os.fdopen(probe_r, "rb") as fh:
+        seen = fh.read()
+    with os.fdopen(out_r, "rb") as fh:
+        output = fh.read().decode(errors="replace")
+    return code, seen, output, cwd
+
+
+def test_a_forked_grader_has_its_own_cwd_environment_session_and_random_stream(warm, tmp_path):
+    import json
+
+    code_a, seen_a, output_a, cwd_a = _spawn_probe(warm, tmp_path, "a")
+    code_b, seen_b, _, cwd_b = _spawn_probe(warm, tmp_path, "b")
+    assert code_a == 0 and code_b == 0, output_a
+    a, b = json.loads(seen_a), json.loads(seen_b)
+    assert (a["cwd"], b["cwd"]) == (str(cwd_a), str(cwd_b))
+    assert (a["mark"], b["mark"]) == ("a", "b")
+    assert a["sid"] != b["sid"] and a["sid"] != os.getsid(0)  # each grade in a new session
+    assert a["stdin"] == "/dev/null"
+    assert a["random"] != b["random"]  # not the zygote's stream replayed
+    assert a["argv0"].endswith(os.path.join("pytest", "__main__.py"))  # as `python -m pytest` has it
+    assert "visible on the output pipe" in output_a and "1 passed" in output_a
+
+
+def test_a_failing_warm_grader_exits_with_pytests_status(warm, tmp_path):
+    code, _, output, _ = _spawn_probe(warm, tmp_path, "fails")
+    assert code == 1, output
+
+
+def test_a_dead_warm_grader_costs_speed_never_a_grade(adder, cpu, tmp_path):
+    ws = _workspace(adder, tmp_path, "solution")
+    with warm_graders(cpu) as broken:
+        broken._proc.send_signal(signal.SIGKILL)
+        broken._proc.wait()
+        job = GradeJob(adder, ws, device=cpu, warm=broken, verify_install=False).start()
+        assert not isinstance(job.proc, WarmProc)  # started cold instead
+        assert job.finish().outcome == "passed"
+
+
+def test_closing_the_warm_grader_ends_the_grades_it_started(cpu, tmp_path):
+    sleeper = tmp_path / "test_sleeps.py"
+    sleeper.write_text("import time\ndef test_sleeps():\n    time.sleep(120)\n")
+    graders = warm_graders(cpu)
+    out_r, out_w = os.pipe()
+    proc = graders.spawn(["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(sleeper)],
+                         env={"PATH": os.environ.get("PATH", "")}, cwd=str(tmp_path), output_fd=out_w, pass_fds=())
+    os.close(out_w)
+    t0 = time.monotonic()
+    graders.close()
+    assert proc.wait(timeout=10) != 0
+    assert time.monotonic() - t0 < 10
+    with os.fdopen(out_r, "rb") as fh:
+        fh.read()  # EOF: no process holds the output pipe any more (the pytest grandchild is gone too)
