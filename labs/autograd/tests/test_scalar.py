@@ -42,7 +42,8 @@ def test_each_operation_alone(op):
 
 def test_relu_at_and_below_zero():
     for x in (-1.5, 0.0, 2.0):
-        program = {"leaves": [x], "ops": [["relu", 0, None], ["mul", 1, 0]]}
+        # times a constant: relu(x) * x would hide relu'(0) (its gradient at 0 is 0 whatever relu'(0) is)
+        program = {"leaves": [x], "ops": [["relu", 0, None], ["rmul", 1, 3.0]]}
         _compare(program, adapter.scalar_program(program), programs.torch_scalar(program), f"relu at {x}")
 
 
