@@ -91,3 +91,40 @@ def test_multihead_attention(batch_first):
             assert got["weights"] is None, f"{label}: need_weights=False must return None as the weights"
         else:
             _close(got["weights"], want_w.detach(), f"{label}: attention weights")
+
+
+# Fixed cases, one per option rule, with 2 heads of 3 (so head split, scaling and averaging all show): the
+# random cases above draw their options, and one option may be missing from a run.
+MHA_CASES = {
+    "plain": (False, {"need_weights": True}),
+    "batch-first": (True, {"need_weights": True}),
+    "per-head-weights": (False, {"need_weights": True, "average_attn_weights": False}),
+    "no-weights": (False, {"need_weights": False}),
+    "key-padding-mask": (False, {"need_weights": True, "key_padding_mask": [[False, True, False, True],
+                                                                           [False, False, True, False]]}),
+    "attn-mask": (False, {"need_weights": True, "attn_mask": [[False, True, True, False], [False, False, True, True],
+                                                              [False, True, False, False]]}),
+}
+
+
+@pytest.mark.parametrize("name", list(MHA_CASES))
+def test_multihead_attention_options(name):
+    batch_first, raw = MHA_CASES[name]
+    options = {k: torch.tensor(v) if isinstance(v, list) else v for k, v in raw.items()}
+    r = programs.rng(f"mha-fixed-{name}")
+    e, h, n, length, source = 6, 2, 2, 3, 4
+    torch.manual_seed(r.randrange(2**31))
+    ref = torch.nn.MultiheadAttention(e, h, batch_first=batch_first).double().eval()
+    with torch.no_grad():  # non-zero biases so a missing bias shows
+        ref.in_proj_bias.normal_()
+        ref.out_proj.bias.normal_()
+    shape_q, shape_kv = ((n, length, e), (n, source, e)) if batch_first else ((length, n, e), (source, n, e))
+    q, k, v = (torch.randn(*s, dtype=torch.float64) for s in (shape_q, shape_kv, shape_kv))
+    want_out, want_w = ref(q, k, v, **options)
+    got = adapter.mha_forward(ref.state_dict(), e, h, batch_first, q, k, v, options)
+    label = f"MultiheadAttention(E={e}, heads={h}, batch_first={batch_first}) with {raw}"
+    _close(got["out"], want_out.detach(), f"{label}: output")
+    if want_w is None:
+        assert got["weights"] is None, f"{label}: need_weights=False must return None as the weights"
+    else:
+        _close(got["weights"], want_w.detach(), f"{label}: attention weights")

@@ -4,6 +4,8 @@ random expression DAGs with shared sub-expressions, reversed operands, a
 
 from __future__ import annotations
 
+import pytest
+
 import adapter
 import programs
 
@@ -23,23 +25,25 @@ def _compare(program: dict, got: dict, want: dict, label: str) -> None:
                                  f"(README.md, section \"{SECTION}\")")
 
 
-def test_each_operation_alone():
-    r = programs.rng("scalar-each-op")
-    for op in programs.UNARY + programs.BINARY + programs.CONST:
-        x, y = r.uniform(0.3, 2.0), r.uniform(0.3, 2.0)
-        if op in programs.UNARY:
-            ops = [[op, 0, None]]
-        elif op in programs.BINARY:
-            ops = [[op, 0, 1]]
-        else:
-            ops = [[op, 0, r.choice([2.5, -1.25, 3]) if op != "pow" else r.choice([3, -2, 0.5])]]
-        program = {"leaves": [x, y], "ops": ops}
-        _compare(program, adapter.scalar_program(program), programs.torch_scalar(program), f"{op}({x:.3f}, {y:.3f})")
+# One test per operation, so each derivative rule in lab.yaml names the test that proves it.
+@pytest.mark.parametrize("op", programs.UNARY + programs.BINARY + programs.CONST)
+def test_each_operation_alone(op):
+    r = programs.rng(f"scalar-each-op-{op}")
+    x, y = r.uniform(0.3, 2.0), r.uniform(0.3, 2.0)
+    if op in programs.UNARY:
+        ops = [[op, 0, None]]
+    elif op in programs.BINARY:
+        ops = [[op, 0, 1]]
+    else:
+        ops = [[op, 0, r.choice([2.5, -1.25, 3]) if op != "pow" else r.choice([3, -2, 0.5])]]
+    program = {"leaves": [x, y], "ops": ops}
+    _compare(program, adapter.scalar_program(program), programs.torch_scalar(program), f"{op}({x:.3f}, {y:.3f})")
 
 
 def test_relu_at_and_below_zero():
     for x in (-1.5, 0.0, 2.0):
-        program = {"leaves": [x], "ops": [["relu", 0, None], ["mul", 1, 0]]}
+        # times a constant: relu(x) * x would hide relu'(0) (its gradient at 0 is 0 whatever relu'(0) is)
+        program = {"leaves": [x], "ops": [["relu", 0, None], ["rmul", 1, 3.0]]}
         _compare(program, adapter.scalar_program(program), programs.torch_scalar(program), f"relu at {x}")
 
 

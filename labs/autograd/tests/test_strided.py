@@ -5,6 +5,7 @@ which views torch refuses, all exactly."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import adapter
@@ -111,20 +112,35 @@ def _check(shape, steps, label):
     assert len(got) == len(want), f"{label}: {len(got)} results for {len(want)} steps"
 
 
-def test_known_sequences():
-    cases = [
-        ((2, 3, 4), [["transpose", [0, 2]], ["index", [[1, None, None], [None, None, 2]]]]),
-        ((2, 3, 4), [["transpose", [0, 1]], ["view", [6, 4]]]),          # torch refuses
-        ((2, 3, 4), [["transpose", [1, 2]], ["contiguous", None], ["view", [-1]]]),
-        ((4, 6), [["index", [[None, None, 2]]], ["view", [2, 2, 6]]]),    # rows with stride 12: still viewable
-        ((4, 6), [["index", [[None, None, None], [None, None, 2]]], ["view", [12]]]),  # refused
-        ((3, 1, 4), [["permute", [1, 2, 0]], ["view", [4, 3]]]),
-        ((6,), [["view", [1, 6, 1]], ["transpose", [0, 2]], ["view", [6]]]),
-        ((2, 3), [["index", [1]], ["index", [-1]]]),
-        ((2, 3), [["index", [[5, 9, None]]]]),                           # an empty slice
-    ]
-    for i, (shape, steps) in enumerate(cases):
-        _check(shape, steps, f"case {i} on shape {shape}")
+# Hand-picked sequences, one id per rule they prove (lab.yaml names them).
+KNOWN = {
+    "transpose-then-slice": ((2, 3, 4), [["transpose", [0, 2]], ["index", [[1, None, None], [None, None, 2]]]]),
+    "view-of-transpose-refused": ((2, 3, 4), [["transpose", [0, 1]], ["view", [6, 4]]]),
+    "contiguous-copy-then-infer": ((2, 3, 4), [["transpose", [1, 2]], ["contiguous", None], ["view", [-1]]]),
+    "view-wrong-numel-refused": ((4, 6), [["index", [[None, None, 2]]], ["view", [2, 2, 6]]]),  # 12 elements, not 24
+    "view-across-step-merges": ((4, 6), [["index", [[None, None, None], [None, None, 2]]], ["view", [12]]]),
+    "permute-then-view": ((3, 1, 4), [["permute", [1, 2, 0]], ["view", [4, 3]]]),
+    "size-one-dims": ((6,), [["view", [1, 6, 1]], ["transpose", [0, 2]], ["view", [6]]]),
+    "int-index": ((2, 3), [["index", [1]], ["index", [-1]]]),
+    "empty-slice": ((2, 3), [["index", [[5, 9, None]]]]),
+    "permute-negative-dims": ((2, 3, 4), [["permute", [-1, 0, 1]]]),
+    "transpose-negative-dim": ((2, 3, 4), [["transpose", [-1, 0]], ["view", [4, 6]]]),  # (4, 3, 2): refused
+    "index-out-of-range": ((4, 6), [["index", [[0, 2, None]]], ["index", [2]]]),      # row 2 exists in storage
+    "slice-step-rounds-up": ((7,), [["index", [[None, None, 3]]]]),                  # 0, 3, 6: 3 elements
+    "slice-clamped": ((5, 2), [["index", [[-9, 99, 2]]], ["index", [[3, 1, None]]]]),
+    "empty-transposed-is-contiguous": ((2, 3), [["index", [[5, 9, None]]], ["transpose", [0, 1]]]),
+    "contiguous-of-contiguous-is-itself": ((3, 4), [["index", [[1, None, None]]], ["contiguous", None]]),
+    "view-keeps-offset-and-chunks": ((4, 6), [["index", [[1, None, 2]]], ["view", [2, 3, 2]]]),
+    "view-splits-row-chunk": ((2, 3, 4), [["index", [[None, None, None], [None, None, None], [1, 3, None]]],
+                                          ["view", [3, 2, 2]]]),
+    "zero-d-tensor": ((2, 3), [["index", [1, 2]], ["view", [1, 1]], ["contiguous", None]]),
+}
+
+
+@pytest.mark.parametrize("name", list(KNOWN))
+def test_known_sequences(name):
+    shape, steps = KNOWN[name]
+    _check(shape, steps, f"{name} on shape {shape}")
 
 
 def test_random_sequences():

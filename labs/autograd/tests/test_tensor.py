@@ -6,6 +6,7 @@ SGD loss curve must equal torch's step for step (1e-6)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import adapter
@@ -48,6 +49,49 @@ def test_random_broadcasting_programs():
             assert _same(g, np.asarray(w)), (
                 f"program #{trial} {program['ops']}: grad of leaf {i} {shape} is {g.ravel()[:4]}... (shape {g.shape}), "
                 f"torch says {np.ravel(w)[:4]}...: un-broadcast in backward (README.md, section \"{SECTION}\")")
+
+
+# Small fixed programs, one per backward rule, so lab.yaml can name the test that proves each rule
+# (the random programs above draw their ops, and a given op may be rare in one run).
+A = [[0.5, -1.25, 2.0], [1.5, 0.25, -0.75], [-2.0, 1.0, 0.0], [0.75, -0.5, 1.25]]  # (4, 3); one exact 0
+B = [[0.3, -0.7], [1.1, 0.4], [-0.6, 0.9]]                                          # (3, 2)
+FOCUSED = {
+    "add-row-broadcast": {"leaves": [A, [0.2, -0.4, 0.6]], "requires_grad": [True, True],
+                          "ops": [["add", 0, 1], ["mul", 2, 2]]},                 # (3,) added to every row
+    "mul-column-broadcast": {"leaves": [A, [[0.5], [-1.0], [2.0], [1.5]]], "requires_grad": [True, True],
+                             "ops": [["mul", 0, 1], ["mul", 2, 2]]},               # (4, 1) times (4, 3)
+    "sub-scalar-broadcast": {"leaves": [A, 0.7], "requires_grad": [True, True],
+                             "ops": [["sub", 0, 1], ["mul", 2, 2]]},               # a 0-d tensor
+    "matmul": {"leaves": [A, B], "requires_grad": [True, True], "ops": [["matmul", 0, 1], ["mul", 2, 2]]},
+    "sum-axis1": {"leaves": [A], "requires_grad": [True],
+                  "ops": [["sum", 0, {"axis": 1, "keepdims": False}], ["mul", 1, 1]]},
+    "sum-axis0-keepdims": {"leaves": [A], "requires_grad": [True],
+                           "ops": [["sum", 0, {"axis": 0, "keepdims": True}], ["mul", 1, 1]]},
+    "relu-at-zero": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
+                     "ops": [["relu", 0, None], ["mul", 2, 1]]},                # torch: relu'(0) = 0
+    "log_softmax-axis0": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
+                          "ops": [["log_softmax", 0, 0], ["mul", 2, 1]]},
+    "log_softmax-axis-1": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
+                           "ops": [["log_softmax", 0, -1], ["mul", 2, 1]]},
+    # node 2 (relu of a constant) is computed from constants only: backward must skip it
+    "constant-subgraph": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
+                          "ops": [["relu", 1, None], ["add", 0, 2], ["mul", 3, 3]]},
+}
+
+
+@pytest.mark.parametrize("name", list(FOCUSED))
+def test_focused_backward(name):
+    program = FOCUSED[name]
+    got, want = adapter.tensor_program(program), programs.torch_tensor(program)
+    assert abs(got["out"] - want["out"]) <= 1e-9 * max(1.0, abs(want["out"])), (
+        f"{name}: output {got['out']!r}, torch says {want['out']!r} (README.md, section \"{SECTION}\")")
+    for i, (g, w) in enumerate(zip(got["grads"], want["grads"])):
+        if w is None:
+            assert g is None, f"{name}: leaf {i} does not require grad but got a gradient"
+            continue
+        assert g is not None and _same(np.asarray(g), np.asarray(w)), (
+            f"{name}: grad of leaf {i} is {None if g is None else np.asarray(g).tolist()}, torch says "
+            f"{np.asarray(w).tolist()} (README.md, section \"{SECTION}\")")
 
 
 def test_log_softmax_is_stable():
