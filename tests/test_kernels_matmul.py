@@ -196,8 +196,9 @@ def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
 
     from roadmap_cli.labs.starter_build import solution_text
 
-    for name in ("vector_add.py", "matmul.py"):  # the solution view: markers and starter lines stripped
-        (tmp_path / name).write_text(solution_text((KERNELS / "triton" / name).read_text(), name))
+    # The solution view (markers and starter lines stripped) of every file a patch may touch.
+    for folder, name in (("triton", "vector_add.py"), ("triton", "matmul.py"), ("cuda", "vector_add.cu"), ("cuda", "matmul.cu")):
+        (tmp_path / name).write_text(solution_text((KERNELS / folder / name).read_text(), name))
     result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 

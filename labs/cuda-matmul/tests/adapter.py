@@ -154,30 +154,103 @@ def _blocks(module, blocks: dict | None) -> Iterator[None]:
             del module.INTERPRETER_BLOCKS
 
 
-def _guarded_triton_call(call, inputs: dict, forbid: tuple[str, ...] = ()) -> dict:
-    """Run call(*guarded inputs) inside every guard; return the facts as plain data."""
+def _strided_nan_copy(t: torch.Tensor, step: int, guard: int = 4096) -> torch.Tensor:
+    """A copy of the 1-D `t` as every `step`-th element of a NaN-filled buffer, `guard`
+    elements into it: a non-contiguous view at an offset. A kernel that indexes x_ptr + i
+    without the stride (or a wrapper that skips .contiguous()) reads the NaN in between."""
+    storage = torch.full((2 * guard + step * t.shape[0],), float("nan"), dtype=t.dtype, device=t.device)
+    view = storage[guard:guard + step * t.shape[0]:step]
+    view.copy_(t)
+    return view
+
+
+BLOCK_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+
+
+@contextlib.contextmanager
+def _launch_recorder() -> Iterator[dict]:
+    """Under the interpreter, record per launch the kernel name, its grid (x, y, z) and its
+    BLOCK_*/GROUP_M constexprs, and per store the program that made it and the lowest
+    address it wrote. Enter it inside check_bounds/count_triton_launches (they patch the
+    same functions; the patches are undone in reverse order)."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    record: dict = {"launches": [], "stores": []}
+    cls = interpreter.InterpretedFunction
+    builder = interpreter.interpreter_builder
+    original_run, original_grid, original_store = cls.run, builder.set_grid_dim, builder.create_masked_store
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            meta = dict(zip(self.arg_names, args))
+            meta.update(kwargs)
+            record["launches"].append({"kernel": getattr(self.fn, "__name__", "kernel"), "grid": None,
+                                       "blocks": {k: int(meta[k]) for k in BLOCK_KEYS if k in meta}})
+        return original_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    def set_grid_dim(nx, ny, nz):
+        if record["launches"]:
+            record["launches"][-1]["grid"] = [int(nx), int(ny), int(nz)]
+        return original_grid(nx, ny, nz)
+
+    def store(ptrs, value, mask, *rest, **kwargs):
+        addrs = np.asarray(ptrs.data).astype(np.uint64)
+        on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addrs.shape)
+        if on.any():
+            record["stores"].append((len(record["launches"]) - 1, int(builder.grid_idx[0]), int(addrs[on].min())))
+        return original_store(ptrs, value, mask, *rest, **kwargs)
+
+    cls.run, builder.set_grid_dim, builder.create_masked_store = run, set_grid_dim, store
+    try:
+        yield record
+    finally:
+        cls.run, builder.set_grid_dim, builder.create_masked_store = original_run, original_grid, original_store
+
+
+def _guarded_triton_call(call, inputs: dict, forbid: tuple[str, ...] = (), step: int = 1,
+                         record_launches: bool = False) -> dict:
+    """Run call(*guarded inputs) inside every guard; return the facts as plain data.
+    step > 1: 1-D inputs are passed as non-contiguous views (every step-th element)."""
     # Guard bands: 64 rows of a matrix (one full 64-row tile), 4096 elements after a vector
     # (four 1024-element blocks).
-    guarded = {name: bounds.nan_guarded(t, guard=bounds.guard_for_tile(64, t.shape[-1] + 16) if t.dim() == 2 else 4096)
+    guarded = {name: (_strided_nan_copy(t, step) if t.dim() == 1 and step > 1 else
+                      bounds.nan_guarded(t, guard=bounds.guard_for_tile(64, t.shape[-1] + 16) if t.dim() == 2 else 4096))
                for name, t in inputs.items()}
     labels = bounds.storage_labels(**guarded)
+    recorder = _launch_recorder() if record_launches else contextlib.nullcontext({"launches": [], "stores": []})
     with bounds.check_bounds(labels) as report, count_triton_launches() as launches, \
             guarded_allocations() as allocations, forbid_torch_ops(*forbid), \
-            kit.inputs_unchanged(*guarded.values(), what="/".join(inputs)):
+            kit.inputs_unchanged(*guarded.values(), what="/".join(inputs)), recorder as record:
         out = call(*guarded.values())
-    return {"out": out, "launches": launches.count, "violations": report.violations,
-            "overruns": allocations.overruns()}
+    facts = {"out": out, "launches": launches.count, "violations": report.violations,
+             "overruns": allocations.overruns(), "recorded": record["launches"]}
+    if record_launches and isinstance(out, torch.Tensor) and out.dim() == 2:
+        # Each program's lowest stored address, as the (row, column) of the output it is in.
+        base, size = out.data_ptr(), out.element_size()
+        rows, cols = out.shape
+        stride_m, stride_n = out.stride()
+        tiles = []
+        for launch, pid, addr in record["stores"]:
+            offset, rem = divmod(addr - base, size)
+            row, col = (offset // stride_m, (offset % stride_m) // stride_n) if stride_m >= stride_n \
+                else ((offset % stride_n) // stride_m, offset // stride_n)
+            if rem == 0 and 0 <= offset and 0 <= row < rows and 0 <= col < cols:
+                tiles.append([launch, pid, int(row), int(col)])
+        facts["stores"] = tiles
+    return facts
 
 
 # ---------------------------------------------------------------- Triton parts
 
 
 @kit.learner_side
-def vector_add(x: torch.Tensor, y: torch.Tensor) -> dict:
+def vector_add(x: torch.Tensor, y: torch.Tensor, step: int = 1) -> dict:
     """Facts of the learner's vector_add(x, y) on NaN-guarded copies: out, launches,
-    violations (out-of-bounds lanes), overruns (writes past allocations)."""
+    violations (out-of-bounds lanes), overruns (writes past allocations).
+    step > 1: x and y are passed as every step-th element of a NaN buffer."""
     module = learner_module("vector_add")
-    return _guarded_triton_call(module.vector_add, {"x": x, "y": y})
+    return _guarded_triton_call(module.vector_add, {"x": x, "y": y}, step=step)
 
 
 @kit.learner_side
@@ -187,6 +260,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, blocks: dict | None = None) -> dict
     module = learner_module("matmul")
     with _blocks(module, blocks):
         return _guarded_triton_call(module.matmul, {"A": a, "B": b}, forbid=MATMUL_OPS)
+
+
+@kit.learner_side
+def matmul_launches(a: torch.Tensor, b: torch.Tensor, blocks: dict) -> dict:
+    """matmul(a, b) with INTERPRETER_BLOCKS = blocks, as `matmul` returns it, plus
+    `recorded` (per launch: kernel, grid, blocks) and `stores` ([launch, program id,
+    row, column of C] of each store's lowest address). Interpreter only."""
+    module = learner_module("matmul")
+    with _blocks(module, blocks):
+        return _guarded_triton_call(module.matmul, {"A": a, "B": b}, forbid=MATMUL_OPS, record_launches=True)
 
 
 @kit.learner_side

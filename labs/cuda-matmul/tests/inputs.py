@@ -50,3 +50,14 @@ def nan_padded(values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
         view = storage[:cols, :rows].t()
     view.copy_(values.to(dev))
     return view
+
+
+def nan_strided(values: torch.Tensor, step: int = 2, offset: int = 64) -> torch.Tensor:
+    """The 1-D `values` (on the grading device) as every `step`-th element of a NaN buffer,
+    `offset` elements in: a non-contiguous view at an offset. A kernel handed its data_ptr
+    without .contiguous() reads the NaN in between."""
+    n = values.shape[0]
+    storage = torch.full((offset + step * n + PAD_1D,), float("nan"), dtype=values.dtype, device=device())
+    view = storage[offset:offset + step * n:step]
+    view.copy_(values.to(device()))
+    return view

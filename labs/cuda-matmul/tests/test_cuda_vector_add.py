@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import adapter
-from inputs import generator, nan_padded, random_values
+from inputs import generator, nan_padded, nan_strided, random_values
 from roadmap_cli.grading_kit import assert_close, has_cuda, inputs_unchanged
 
 TRIALS = 5
@@ -22,7 +22,9 @@ def test_cuda_vector_add(n):
         distribution = "normal" if trial % 2 == 0 else "uniform"
         x_values = random_values((n,), torch.float32, gen, distribution) * 100
         y_values = random_values((n,), torch.float32, gen, distribution) * 100
-        x, y = nan_padded(x_values), nan_padded(y_values)
+        # Trials 1 and 3: non-contiguous views (every other element, at an offset).
+        view = nan_strided if trial in (1, 3) else nan_padded
+        x, y = view(x_values), view(y_values)
         with inputs_unchanged(x, y):
             out = adapter.cuda_vector_add(x, y)
         assert out.is_cuda and out.dtype == torch.float32, f"output: {out.device} {out.dtype}"

@@ -159,3 +159,69 @@ def test_matmul_rejects_mismatched_shapes():
     if raised not in ("ValueError", "AssertionError", "TypeError"):
         raise AssertionError(f"matmul(A 4x5, B 6x3): expected a ValueError for mismatched inner dimensions, "
                              f"got {raised or 'no exception'} (README.md, '{SECTION}')")
+
+
+# One launch with unequal tiles and a partial last group: M = 5 tile-rows of 32 (the last
+# group of GROUP_M=3 has 2), N = 4 tile-columns of 32 (the last partial).
+LAUNCH_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 3}
+
+
+def _launch_facts(M: int, N: int, K: int, what: str) -> dict:
+    gen = generator(f"matmul-launch:{M}:{N}:{K}")
+    a = random_values((M, K), torch.float32, gen).to(device())
+    b = random_values((K, N), torch.float32, gen).to(device())
+    if a.is_cuda:
+        pytest.skip("the launch is recorded under the Triton interpreter only")
+    facts = adapter.matmul_launches(a, b, LAUNCH_BLOCKS)
+    kernels = [launch for launch in facts["recorded"] if launch["grid"] is not None]
+    if len(kernels) != 1:
+        _fail(what, f"expected one Triton launch per matmul call, got {len(kernels)}")
+    return {**facts, "launch": kernels[0]}
+
+
+def test_matmul_grid_is_one_program_per_tile():
+    """README Part 2: a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) programs, no more
+    (M = 128 is a multiple of BLOCK_M: `(M + BLOCK_M) // BLOCK_M` is one too many)."""
+    M, N, K = 128, 100, 40
+    what = f"matmul {M}x{K} @ {K}x{N} with INTERPRETER_BLOCKS={LAUNCH_BLOCKS}"
+    grid = _launch_facts(M, N, K, what)["launch"]["grid"]
+    expected = [-(-M // LAUNCH_BLOCKS["BLOCK_M"]) * -(-N // LAUNCH_BLOCKS["BLOCK_N"]), 1, 1]
+    if grid != expected:
+        _fail(what, f"grid: expected a 1-D grid of cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) = {expected[0]} programs, "
+                    f"got (x, y, z) = {tuple(grid)}")
+
+
+def test_matmul_uses_the_graders_blocks():
+    """README 'How it is graded': under the interpreter the kernel runs with the tiles in
+    INTERPRETER_BLOCKS as they are when matmul is called (the grader changes them)."""
+    M, N, K = 70, 50, 40
+    what = f"matmul {M}x{K} @ {K}x{N} with INTERPRETER_BLOCKS={LAUNCH_BLOCKS}"
+    used = _launch_facts(M, N, K, what)["launch"]["blocks"]
+    if used != LAUNCH_BLOCKS:
+        _fail(what, f"the kernel ran with {used}: read INTERPRETER_BLOCKS when matmul is called (not at import) "
+                    "and pass it to the launch under TRITON_INTERPRET=1")
+
+
+def test_matmul_grouped_program_order():
+    """README Part 2 / Background: program ids walk GROUP_M rows of tiles column by column;
+    the last group has fewer rows. Under the interpreter programs run in id order, so the
+    tile each program stores is its place in that order."""
+    M, N, K = 150, 100, 40
+    bm, bn, group = LAUNCH_BLOCKS["BLOCK_M"], LAUNCH_BLOCKS["BLOCK_N"], LAUNCH_BLOCKS["GROUP_M"]
+    what = f"matmul {M}x{K} @ {K}x{N} with INTERPRETER_BLOCKS={LAUNCH_BLOCKS}"
+    facts = _launch_facts(M, N, K, what)
+    num_m, num_n = -(-M // bm), -(-N // bn)
+    expected = {}
+    for pid in range(num_m * num_n):
+        first_m = pid // (group * num_n) * group
+        size_m = min(num_m - first_m, group)
+        expected[pid] = (first_m + (pid % (group * num_n)) % size_m, (pid % (group * num_n)) // size_m)
+    got: dict[int, set] = {}
+    for _launch, pid, row, col in facts["stores"]:
+        got.setdefault(pid, set()).add((row // bm, col // bn))
+    wrong = [f"program {pid} stored tile {sorted(got.get(pid, set()))}, expected {tile}"
+             for pid, tile in expected.items() if got.get(pid) != {tile}]
+    if wrong:
+        _fail(what, f"{len(wrong)} program(s) out of grouped order (tile = (row of tiles, column of tiles)): "
+                    + "; ".join(wrong[:3]) + ". Walk GROUP_M rows of tiles column by column; the last group "
+                    "may have fewer than GROUP_M rows")

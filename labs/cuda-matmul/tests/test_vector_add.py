@@ -37,9 +37,10 @@ def test_vector_add(n, dtype):
         assert_close_in_section(out, expected, TOLERANCE[dtype], f"vector_add(n={n}, {dtype}, trial {trial})")
 
 
-def run_vector_add(x, y, what: str):
-    """The learner's vector_add on NaN-guarded copies of x, y; fails on any guard's finding."""
-    facts = adapter.vector_add(x.to(device()), y.to(device()))
+def run_vector_add(x, y, what: str, step: int = 1):
+    """The learner's vector_add on NaN-guarded copies of x, y; fails on any guard's finding.
+    step > 1: x and y arrive as non-contiguous views (every step-th element of a NaN buffer)."""
+    facts = adapter.vector_add(x.to(device()), y.to(device()), step=step)
     if not facts["launches"]:
         raise AssertionError(f"{what}: returned without launching a @triton.jit kernel (README.md, '{SECTION}')")
     if facts["violations"]:
@@ -72,3 +73,19 @@ def test_vector_add_is_elementwise_not_broadcast():
     out = run_vector_add(x, y, "vector_add(arange, -2*arange+0.5)")
     assert_close_in_section(out, torch.arange(n, dtype=torch.float32) * -1 + 0.5, 1e-4,
                             "vector_add(arange, -2*arange+0.5)")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_vector_add_strided_inputs(dtype):
+    """x and y are every other element of a NaN-filled buffer, at an offset (README.md, 'How
+    it is graded': inputs are views into bigger buffers; never assume a layout). A kernel
+    that indexes x_ptr + i without the stride reads the NaN in between."""
+    n = 1500
+    gen = generator(f"vector-add-strided:{dtype}")
+    x = random_values((n,), dtype, gen) * 100
+    y = random_values((n,), dtype, gen) * 100
+    what = f"vector_add(x[::2], y[::2], n={n}, {dtype})"
+    out = run_vector_add(x, y, what, step=2)
+    if tuple(out.shape) != (n,):
+        raise AssertionError(f"{what}: output shape: expected {(n,)}, got {tuple(out.shape)} (README.md, '{SECTION}')")
+    assert_close_in_section(out, x.float() + y.float(), TOLERANCE[dtype], what)
