@@ -291,7 +291,10 @@ def test_history_validation_and_final_checkpoint(run, run_out_dir):
         f"{len(want) - 1} (every one in the loop) ({SECTION} 5.5)")
     tokens = c["max_iters"] * c["batch_size"] * c["block_size"]
     floor = tokens / run["seconds"]  # the whole call, setup and evaluation included: a lower bound
-    assert 0.9 * floor <= run["tokens_per_s"] <= 100 * floor, (
+    # The upper bound only catches a grossly inflated figure. The small run's 24 steps take milliseconds,
+    # so the call's one-time setup (reading and encoding the corpus) is most of it: ~30x on a first call.
+    slack = 100 if c["max_iters"] >= 100 else 1000
+    assert 0.9 * floor <= run["tokens_per_s"] <= slack * floor, (
         f"result.tokens_per_s is {run['tokens_per_s']:,.0f}; {tokens:,} tokens in {run['seconds']:.1f} s (the "
         f"whole train() call) is {floor:,.0f}: count steps x batch_size x block_size over the loop's time "
         f"({SECTION} 5.5)")
