@@ -15,6 +15,8 @@ it cannot fail on an unlucky seed (bench/bench_minigpt_false_fail.py shows it on
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -101,11 +103,41 @@ def test_estimate_loss_uses_eval_mode_its_own_generator_and_the_mean():
             f"from a fresh torch.Generator().manual_seed(cfg.seed + 1) for each split ({SECTION} 5.3)")
 
 
-@pytest.fixture(scope="module")
-def run(trained):
-    if trained.get("error"):
-        pytest.fail(f"train() raised: {trained['error']}")
-    return trained
+# A small watched run next to the graded one (conftest.TRAIN_CONFIG): the same loop checks on a
+# 1-layer, 16-wide model, 24 steps of 4 x 8 tokens, so a check can fail in a second, not after the
+# long run (the rules' tests in lab.yaml point here). Clipping is active (grad_clip 0.5 is below
+# the gradient norm of most steps) and bias=False as in the graded run. The same config passes
+# these checks on 200+ seeds for right loops (bench/bench_minigpt_false_fail.py, --size tiny).
+SMALL_CONFIG = dict(
+    n_layer=1, n_head=2, n_embd=16, block_size=8, dropout=0.0, bias=False, batch_size=4, max_iters=24,
+    learning_rate=1e-2, min_lr=1e-3, warmup_iters=3, lr_decay_iters=24, weight_decay=0.1, beta1=0.9, beta2=0.99,
+    grad_clip=0.5, eval_interval=8, eval_iters=2, seed=1337, resume=False, progress=False, device="cpu", threads=1,
+)
+
+
+@pytest.fixture(scope="module", params=["small", "watched"])
+def run(request, tmp_path_factory):
+    """The facts of a watched train() run: "small" (SMALL_CONFIG, made here) or "watched" (the
+    graded run of conftest.TRAIN_CONFIG, shared with the generation part)."""
+    if request.param == "watched":
+        trained = request.getfixturevalue("trained")
+        if trained.get("error"):
+            pytest.fail(f"train() raised: {trained['error']}")
+        return dict(trained, out_dir=str(request.getfixturevalue("trained_out_dir")))
+    out_dir = tmp_path_factory.mktemp("minigpt-small-run")
+    cfg = dict(SMALL_CONFIG, corpus=str(CORPUS), out_dir=str(out_dir))
+    torch.manual_seed(0)
+    try:
+        facts = adapter.watch_training(cfg, keep_steps=(1, 2, 3), single_steps=(6, 23))
+    except Exception as exc:
+        pytest.fail(f"train() raised: {type(exc).__name__}: {exc}")
+    return dict(facts, config=cfg, out_dir=str(out_dir))
+
+
+@pytest.fixture
+def run_out_dir(run) -> Path:
+    """The out_dir of that run (where its ckpt.pt is)."""
+    return Path(run["out_dir"])
 
 
 def corpus_train_split(corpus_text: str) -> torch.Tensor:
@@ -219,11 +251,11 @@ def test_the_model_follows_train_config_bias(run):
         f"{run['model_bias']}: pass bias=cfg.bias to GPTConfig ({SECTION} 4.3, 5)")
 
 
-def test_the_checkpoint_rebuilds_the_same_model(run, trained_out_dir):
+def test_the_checkpoint_rebuilds_the_same_model(run, run_out_dir):
     """sample.py rebuilds GPT(GPTConfig(**ckpt["model_config"])) and loads the weights: the
     checkpoint must keep every GPTConfig field, bias included (a missing "bias" reads as True)."""
     c = run["config"]
-    ckpt = adapter.read_checkpoint(str(trained_out_dir / "ckpt.pt"))
+    ckpt = adapter.read_checkpoint(str(run_out_dir / "ckpt.pt"))
     assert ckpt is not None, f"train() must write ckpt.pt into out_dir ({SECTION} 5.4)"
     config = ckpt.get("model_config")
     assert isinstance(config, dict), (
@@ -237,7 +269,7 @@ def test_the_checkpoint_rebuilds_the_same_model(run, trained_out_dir):
         f"work, got {ckpt['rebuild_error']} ({SECTION} 5.4)")
 
 
-def test_history_validation_and_final_checkpoint(run, trained_out_dir):
+def test_history_validation_and_final_checkpoint(run, run_out_dir):
     c = run["config"]
     hist = run["history"] or []
     iters = [int(h.get("iter", -1)) for h in hist]
@@ -259,11 +291,14 @@ def test_history_validation_and_final_checkpoint(run, trained_out_dir):
         f"{len(want) - 1} (every one in the loop) ({SECTION} 5.5)")
     tokens = c["max_iters"] * c["batch_size"] * c["block_size"]
     floor = tokens / run["seconds"]  # the whole call, setup and evaluation included: a lower bound
-    assert 0.9 * floor <= run["tokens_per_s"] <= 100 * floor, (
+    # The upper bound only catches a grossly inflated figure. The small run's 24 steps take milliseconds,
+    # so the call's one-time setup (reading and encoding the corpus) is most of it: ~30x on a first call.
+    slack = 100 if c["max_iters"] >= 100 else 1000
+    assert 0.9 * floor <= run["tokens_per_s"] <= slack * floor, (
         f"result.tokens_per_s is {run['tokens_per_s']:,.0f}; {tokens:,} tokens in {run['seconds']:.1f} s (the "
         f"whole train() call) is {floor:,.0f}: count steps x batch_size x block_size over the loop's time "
         f"({SECTION} 5.5)")
-    ckpt = adapter.read_checkpoint(str(trained_out_dir / "ckpt.pt"))
+    ckpt = adapter.read_checkpoint(str(run_out_dir / "ckpt.pt"))
     assert ckpt is not None, f"train() must write ckpt.pt into out_dir ({SECTION} 5.4)"
     assert ckpt["iter_num"] == c["max_iters"], (
         f"the final checkpoint has iter_num {ckpt['iter_num']}, expected max_iters = {c['max_iters']} ({SECTION} 5.4)")
