@@ -130,9 +130,11 @@ def test_unreachable_remote_is_exit_5(remote, run_cli):
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_a_killed_connection_is_interrupted_and_leaves_nothing_running(remote, run_cli, adder_workspace: Path,
-                                                                         roadmap_home: Path):
-    """The ssh client is killed mid-grade: one line, non-zero exit, attempt interrupted, nothing left there."""
+@pytest.mark.parametrize("how", ["kill-ssh", "ctrl-c"])
+def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running(remote, run_cli, adder_workspace: Path,
+                                                                                 roadmap_home: Path, how: str):
+    """The ssh client is killed mid-grade (one line, exit 5), or the learner presses Ctrl-C (exit 130): the
+    attempt is interrupted, and nothing is left running on the far side."""
     assert run_cli("grade", "--on", "box").exit_code == 1  # set up (venv, files) first
     # A grade that never ends by itself: mul sleeps, so the kill lands while tests run.
     (adder_workspace / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n    return a * b\n")
@@ -148,10 +150,15 @@ def test_a_killed_connection_is_interrupted_and_leaves_nothing_running(remote, r
                            None)
     assert ssh_pid is not None, "the far grade never started"
     time.sleep(1.0)
-    os.kill(ssh_pid, signal.SIGKILL)
+    os.kill(ssh_pid if how == "kill-ssh" else proc.pid, signal.SIGKILL if how == "kill-ssh" else signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 5, err
-    assert "connection to remote 'box' was lost" in err and "recorded as interrupted" in err
+    if how == "kill-ssh":
+        assert proc.returncode == 5, err
+        assert "connection to remote 'box' was lost" in err and "recorded as interrupted" in err
+        assert err.count("error:") == 1
+    else:
+        assert proc.returncode == 130, err
+        assert "stopping the grade on box" in err
     assert "Traceback" not in err
     deadline = time.monotonic() + 15
     while _far_processes(remote.far_root) and time.monotonic() < deadline:
