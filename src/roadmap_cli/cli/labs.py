@@ -220,9 +220,9 @@ def grade(
     on: Annotated[Optional[str], typer.Option("--on", metavar="REMOTE", help="Grade on a remote machine over ssh (see `roadmap remote add`): only changed files are sent; the attempt is recorded here.")] = None,
     as_json: JsonOpt = False,
     events: Annotated[bool, typer.Option("--events", hidden=True, help="The far side of --on: JSON lines, signed result.")] = False,
-    events_workspace: Annotated[Optional[str], typer.Option("--events-workspace", hidden=True)] = None,
-    events_key: Annotated[Optional[str], typer.Option("--events-key", hidden=True)] = None,
-    events_nonce: Annotated[Optional[str], typer.Option("--events-nonce", hidden=True)] = None,
+    events_workspace: Annotated[Optional[str], typer.Option("--events-workspace", hidden=True, help="The far side's copy of the workspace.")] = None,
+    events_key: Annotated[Optional[str], typer.Option("--events-key", hidden=True, help="The result key's file (signs the run).")] = None,
+    events_nonce: Annotated[Optional[str], typer.Option("--events-nonce", hidden=True, help="The near side's nonce for this grade.")] = None,
 ) -> None:
     """Run the lab's grader on your workspace (or on a remote with --on). Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 5: remote unreachable or lost; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render

@@ -294,6 +294,15 @@ def stop(proc):
             pass
 
 
+def torch_imports():
+    try:
+        import torch  # noqa: F401 - only whether it imports
+
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def main():
     stdin = sys.stdin.buffer
     req = read_line(stdin)
@@ -309,15 +318,12 @@ def main():
     ws = os.path.join(root, "work", key_id, ws_id)
     manifest_path = ws + ".manifest.json"
     os.makedirs(ws, exist_ok=True)
-    try:
-        import torch  # noqa: F401 - only whether it imports
-
-        has_torch = True
-    except Exception:  # noqa: BLE001
-        has_torch = False
     env_dir = os.path.join(root, "envs", tag)
+    ready = os.path.exists(os.path.join(env_dir, "ready"))
+    # Whether this python has torch matters only to set up a venv; importing it costs seconds, so only then.
+    has_torch = False if ready else torch_imports()
     files = current_files(ws, manifest_path)
-    say({"hello": {"venv": os.path.exists(os.path.join(env_dir, "ready")), "key": os.path.exists(key_path),
+    say({"hello": {"venv": ready, "key": os.path.exists(key_path),
                    "files": files, "torch": has_torch, "python": sys.version.split()[0], "root": root}})
     wheel = wheel_name = None
     want = files
@@ -340,11 +346,11 @@ def main():
     if not os.path.exists(os.path.join(env_dir, "ready")):
         if wheel is None:
             fail("the managed venv is not installed and no wheel was sent")
-        install(root, tag, wheel_name, wheel, has_torch)
+        install(root, tag, wheel_name, wheel, torch_imports())
     if not os.path.exists(key_path):
         fail("no result key here (it was not sent)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROADMAP_") or k in req.get("pass_env", ())}
-    env.update(ROADMAP_HOME=home, PYTHONDONTWRITEBYTECODE="1")
+    env.update(ROADMAP_HOME=home)
     for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP"):
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
