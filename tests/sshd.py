@@ -36,8 +36,9 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, sshd: str) -> None:
+    def __init__(self, sshd: str, extra_config: tuple[str, ...] = ()) -> None:
         self.sshd = sshd
+        self.extra_config = list(extra_config)  # more sshd_config lines (e.g. SetEnv for the far side's grades)
         self.root = Path(tempfile.mkdtemp(prefix="roadmap-sshd-"))
         self.root.chmod(0o755)  # sshd's StrictModes-style checks dislike group/other-writable parents
         self.port = free_port()
@@ -64,7 +65,7 @@ class Server:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password", "UsePAM no", "StrictModes no", "PrintMotd no",
             "AcceptEnv NONE", "X11Forwarding no", "AllowTcpForwarding no",
-            f"AllowUsers {self.user}", "LogLevel ERROR",
+            f"AllowUsers {self.user}", "LogLevel ERROR", *self.extra_config,
         ]) + "\n")
         # sshd refuses to start without its privilege-separation directory (normally made by systemd).
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)

@@ -51,6 +51,8 @@ class Remote:
     user: Optional[str] = None
     port: Optional[int] = None
     added: str = ""
+    # The far side's python (`remote add --python`); None: `python3` from the remote login's PATH.
+    python: Optional[str] = None
 
     @property
     def url(self) -> str:
@@ -124,7 +126,7 @@ def load(home: Path) -> dict[str, Remote]:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"unknown version {data.get('version')!r}")
         return {name: Remote(name=name, host=entry["host"], user=entry.get("user"), port=entry.get("port"),
-                             added=entry.get("added", ""))
+                             added=entry.get("added", ""), python=entry.get("python"))
                 for name, entry in data["remotes"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(f"{path} is not a remotes file roadmap can read ({exc}); fix or delete it, then add "
@@ -154,7 +156,7 @@ def get(home: Path, name: str) -> Remote:
     return remotes[name]
 
 
-def add(home: Path, name: str, url: str, *, replace: bool = False) -> Remote:
+def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optional[str] = None) -> Remote:
     if not NAME_PATTERN.match(name):
         raise UserError(f"remote name {name!r}: use letters, digits, '.', '_' or '-' (at most 40, starting "
                         "with a letter or digit)")
@@ -163,9 +165,13 @@ def add(home: Path, name: str, url: str, *, replace: bool = False) -> Remote:
     if name in remotes and not replace:
         raise UserError(f"remote {name!r} already exists ({remotes[name].url}); use --replace to point it "
                         "elsewhere, or choose another name")
-    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso())
+    if python is not None and (not python.startswith("/") or any(c.isspace() or c in "'\"$`\\;&|<>" for c in python)):
+        raise UserError(f"--python {python!r}: give the absolute path of the far side's python (no spaces or "
+                        "shell characters), e.g. /usr/bin/python3")
+    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso(), python=python)
     remotes[name] = remote
     _save(home, remotes)
+    new_key(home, name)  # a fresh key: a replaced remote is another machine, and must not share the old one's
     return remote
 
 
@@ -174,7 +180,52 @@ def remove(home: Path, name: str) -> Remote:
     remote = get(home, name)
     del remotes[name]
     _save(home, remotes)
+    try:
+        _key_path(home, name).unlink()
+    except FileNotFoundError:
+        pass
     return remote
+
+
+# ---------------------------------------------------------------- the result key
+#
+# `grade --on` results travel signed (HMAC-SHA256) with a key made here at `remote add`: this side keeps it in
+# the data home (0600), the far side in the data home of its managed folder, which the OS wall hides from the
+# learner's code exactly as it hides this data home from a local grade (grading/isolation.learner_view).
+# A remote added before keys existed gets one on its first `grade --on` (key()).
+
+
+def _key_path(home: Path, name: str) -> Path:
+    return home / "remote-keys" / name
+
+
+def new_key(home: Path, name: str) -> bytes:
+    import secrets
+
+    folder = home / "remote-keys"
+    key = secrets.token_bytes(32)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = _key_path(home, name)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(key.hex() + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreError(f"cannot write the key of remote {name!r} in {folder}: {exc.strerror or exc}") from None
+    return key
+
+
+def key(home: Path, name: str) -> bytes:
+    """The remote's result key (made now if it was added before keys existed)."""
+    try:
+        return bytes.fromhex(_key_path(home, name).read_text().strip())
+    except FileNotFoundError:
+        return new_key(home, name)
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"the key of remote {name!r} ({_key_path(home, name)}) is unreadable ({exc}); "
+                         f"`roadmap remote add {name} URL --replace` makes a new one") from None
 
 
 # ---------------------------------------------------------------- what is on the far side

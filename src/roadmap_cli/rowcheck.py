@@ -37,7 +37,8 @@ TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "ap
                      "taken_at", "reviewed_at", "updated_at")
 SHORT_TEXT = {"key", "checkpoint_id", "source", "lab_id", "kind", "status", "outcome", "part_id", "tag",
               "arxiv_id", "doi", "device", "device_capability", "torch_version", "triton_version",
-              "commit_sha", "grader_sha256", "bibtex_key", "learner", "item", "due", "due_after", "sandbox"}
+              "commit_sha", "grader_sha256", "bibtex_key", "learner", "item", "due", "due_after", "sandbox",
+              "graded_on"}
 
 
 class RowProblem(Exception):

@@ -217,15 +217,36 @@ def grade(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Full assertion diff and the traceback through your code and the test's check.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")] = False,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s).")] = None,
+    on: Annotated[Optional[str], typer.Option("--on", metavar="REMOTE", help="Grade on a remote machine over ssh (see `roadmap remote add`): only changed files are sent; the attempt is recorded here.")] = None,
     as_json: JsonOpt = False,
+    events: Annotated[bool, typer.Option("--events", hidden=True, help="The far side of --on: JSON lines, signed result.")] = False,
+    events_workspace: Annotated[Optional[str], typer.Option("--events-workspace", hidden=True, help="The far side's copy of the workspace.")] = None,
+    events_key: Annotated[Optional[str], typer.Option("--events-key", hidden=True, help="The result key's file (signs the run).")] = None,
+    events_nonce: Annotated[Optional[str], typer.Option("--events-nonce", hidden=True, help="The near side's nonce for this grade.")] = None,
 ) -> None:
-    """Run the lab's grader on your workspace. Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 130: interrupted."""
+    """Run the lab's grader on your workspace (or on a remote with --on). Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 5: remote unreachable or lost; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.errors import UserError
     from roadmap_cli.grading.focus import Focus
     from roadmap_cli.grading.grade import grade
     from roadmap_cli.output import console, emit
 
+    if events:
+        from pathlib import Path
+
+        from roadmap_cli.grading.remote_grade import events_grade
+
+        if not (lab_id and events_workspace and events_key and events_nonce):
+            raise UserError("--events is the far side of `grade --on`: it needs ID, --events-workspace, "
+                            "--events-key and --events-nonce")
+        raise typer.Exit(events_grade(lab_id, Path(events_workspace), part=part, timeout=timeout,
+                                      key_path=Path(events_key), nonce=events_nonce))
     ctx = _ctx()
+    if on is not None:
+        if watch or keyword or test or first_failure or verbose:
+            raise UserError("--on grades whole parts: combine it with --part, --timeout and --json only "
+                            "(not --watch, -k, --test, -x or -v)")
+        return _grade_on(ctx, on, lab_id, part, timeout, as_json)
     if watch:
         if as_json:
             from roadmap_cli.errors import UserError
@@ -241,6 +262,27 @@ def grade(
     data = render.grade_data(outcome)
     emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
         c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))
+    if outcome.run.exit_code:
+        raise typer.Exit(outcome.run.exit_code)
+
+
+def _grade_on(ctx, remote: str, lab_id, part, timeout, as_json: bool) -> None:
+    from rich.markup import escape
+
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.grading.remote_grade import grade_on
+    from roadmap_cli.output import console, emit, err_console
+
+    def progress_line(line: str) -> None:
+        err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
+
+    with render.GradeProgress(None if as_json else console) as progress:
+        outcome = grade_on(ctx.lean_store, ctx.home, remote, lab_id, _cwd(), part=part, timeout=timeout,
+                           on_event=progress.on_event, on_progress=progress_line)
+    data = render.grade_data(outcome)
+    data.update(graded_on=outcome.graded_on, sent=outcome.sent)
+    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
+        c, outcome, ctx.lang, precheck_shown=progress.precheck_shown))
     if outcome.run.exit_code:
         raise typer.Exit(outcome.run.exit_code)
 

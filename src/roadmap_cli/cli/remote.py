@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 def _row(remote) -> dict:
     return {"name": remote.name, "url": remote.url, "user": remote.user, "host": remote.host, "port": remote.port,
-            "added": remote.added}
+            "added": remote.added, "python": remote.python}
 
 
 @remote_app.command("add")
@@ -32,13 +32,16 @@ def add(
     url: Annotated[str, typer.Argument(help="ssh://user@host[:port] (a Host alias from ~/.ssh/config works too: "
                                             "ssh://gpu-box).")],
     replace: Annotated[bool, typer.Option("--replace", help="Point an existing name at this URL.")] = False,
+    python: Annotated[Optional[str], typer.Option("--python", help="The far side's python for `grade --on` "
+                                                  "(absolute path; default: python3 on the remote's PATH). "
+                                                  "If it imports torch, its packages are reused.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    remote = remotes.add(context.current().home, name, url, replace=replace)
+    remote = remotes.add(context.current().home, name, url, replace=replace, python=python)
     emit("remote add", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
                                               f"Next: `roadmap remote check {remote.name}`."))

@@ -138,7 +138,7 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
 _ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
                     "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
-                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner")
+                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner", "graded_on")
 _INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
 _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
@@ -158,7 +158,8 @@ def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
     return done
 
 
-def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool]) -> tuple[int, list[str]]:
+def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *,
+                   graded_on: Optional[str] = None) -> tuple[int, list[str]]:
     """Store the attempt and its per-test results; mark the checkpoints of passed parts.
 
     Plain SQL (store/sql.py) in one write transaction, on either store: the
@@ -175,7 +176,7 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
         triton_version=run.triton_version, interpret_mode=bool(run.interpret_mode), commit_sha=commit_sha,
         dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
         sandbox=run.sandbox,
-        imported=False, learner=learner,
+        imported=False, learner=learner, graded_on=graded_on,  # None: this machine; else the remote's name
     )
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)

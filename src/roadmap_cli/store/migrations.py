@@ -320,6 +320,13 @@ def m008_cohort_security(conn: sa.Connection) -> None:
         roles.enable_row_security(conn, tables)
 
 
+def m009_attempt_graded_on(conn: sa.Connection) -> None:
+    """grade_attempts.graded_on: the remote (`roadmap grade --on NAME`) whose
+    machine graded the attempt; NULL for a grade on this machine (and every
+    attempt recorded before this existed)."""
+    conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN graded_on VARCHAR"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -330,6 +337,7 @@ MIGRATIONS: list[Migration] = [
     ("quiz_review", m006_quiz_review),
     ("attempt_sandbox", m007_attempt_sandbox),
     ("cohort_security", m008_cohort_security),
+    ("attempt_graded_on", m009_attempt_graded_on),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -78,6 +78,8 @@ class GradeAttempt(SQLModel, table=True):
     learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
     # "strong": graded behind the OS wall (bubblewrap); "weak": the in-process sandbox only; None: before migration 7.
     sandbox: Optional[str] = None
+    # The remote that graded it (`grade --on NAME`, migration 9); None: graded on this machine.
+    graded_on: Optional[str] = None
 
 
 class GradeTestResult(SQLModel, table=True):

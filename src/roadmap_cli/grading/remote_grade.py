@@ -1,0 +1,454 @@
+"""`roadmap grade --on NAME`: grade this workspace on a remote machine (a rented GPU) over ssh.
+
+Near side (`grade_on`): the workspace's files (git's tracked and untracked-
+not-ignored files, never .git) are hashed; one ssh connection runs the far
+side's agent (grading/remote_agent.py, sent as text to the remote's python),
+which answers with what it already has (its manifest of sent hashes, whether
+the managed venv of this roadmap build and the result key are there); only
+changed files go, in one tar, and files deleted here are deleted there. On
+first use the wheel of this very install goes too (built from the checkout,
+or repacked from an installed wheel; cached in the data home). The far side
+then runs `roadmap grade --events` from its managed venv: the same engine,
+pre-check, sandbox and OS wall as a local grade, with its progress streamed
+back here as JSON lines and the run itself last, signed (HMAC-SHA256 with the
+remote's key, over the run and a fresh nonce of this grade). The attempt is
+recorded here, with the remote's device and versions, `graded_on` = NAME,
+and checkpoints are marked exactly as a local grade marks them.
+
+Far side (`events_grade`): what `roadmap grade --events` runs.
+
+What is not promised: the far machine's owner (root there) can sign anything
+with the key; the signature keeps the learner's code that runs there (behind
+the OS wall, which hides the key) and the network path from forging a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import os
+import shlex
+import signal
+import subprocess
+import tarfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Optional
+
+from roadmap_cli.errors import UserError
+from roadmap_cli.remotes import SSH_CONNECTION_FAILED, RemoteError
+
+AGENT = Path(__file__).with_name("remote_agent.py")
+MAX_UPLOAD_BYTES = 200 * 2**20  # a workspace is source code; anything near this is a mistake (a dataset, a checkpoint)
+STOP_WAIT_S = 10.0  # after Ctrl-C: how long the far side gets to stop its grade before ssh itself is killed
+
+
+# ---------------------------------------------------------------- the far side: `roadmap grade --events`
+
+
+def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: Optional[float], key_path: Path,
+                 nonce: str) -> int:
+    """Grade `workspace` with the engine (pre-check, GradeJob: manifest check, sandbox, OS wall), print each
+    channel event as a JSON line, then the run signed with the key. Records nothing here: the near side does."""
+    import sys
+
+    from roadmap_cli import __version__
+    from roadmap_cli.grading import precheck
+    from roadmap_cli.grading.runner import GradeJob
+    from roadmap_cli.labs.spec import find_lab
+
+    def interrupt(signum, frame):  # the agent's stop: stopped as interrupted, the supervisor kills the tree
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def emit(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    try:
+        key = bytes.fromhex(key_path.read_text().strip())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"no usable result key at {key_path}: {exc}") from None
+    spec = find_lab(lab_id)
+    problem = precheck.check_workspace(workspace)
+    job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout)
+    emit({"event": "remote-device", "cuda": job.device.cuda, "name": job.device.name})
+    if problem is not None:
+        run = precheck.failed_run(job, problem)
+    else:
+        job.start()
+        try:
+            emit({"event": "started"})
+            run = job.finish(emit)
+        except BaseException:
+            job.abort()
+            raise
+    body = json.dumps({"nonce": nonce, "run": asdict(run), "precheck": asdict(problem) if problem else None,
+                       "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
+    emit({"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()})
+    return run.exit_code
+
+
+# ---------------------------------------------------------------- this install as a wheel
+
+
+def _fingerprint_files(root: Path) -> list[Path]:
+    out = [root / "curriculum.yaml", root / "pyproject.toml", root / "hatch_build.py"]
+    for folder in (root / "src" / "roadmap_cli", root / "labs", root / "kernels"):
+        for dirpath, dirnames, filenames in os.walk(folder):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            out += [Path(dirpath) / f for f in sorted(filenames) if not f.endswith(".pyc")]
+    return [p for p in out if p.is_file()]
+
+
+def build_tag(home: Path) -> tuple[str, Callable[[], Path]]:
+    """(TAG, make_wheel): TAG names this install's build (version + a hash of its files' contents), so the
+    far side keeps one managed venv per build; make_wheel() returns the wheel (cached under the data home)."""
+    from importlib import metadata
+
+    from roadmap_cli import __version__
+    from roadmap_cli.paths import data_root
+
+    cache = home / "cache" / "remote-wheels"
+    root = data_root()
+    if root.name == "_data":  # installed from a wheel: its RECORD hashes every installed file
+        dist = metadata.distribution("roadmap-cli")
+        record = dist.read_text("RECORD") or ""
+        fp = hashlib.sha256(record.encode()).hexdigest()
+
+        def make() -> Path:
+            return _cached(cache, fp, lambda out: _repack(dist, out))
+    else:
+        files = _fingerprint_files(root)
+        stat_sig = hashlib.sha256(repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
+                                  .encode()).hexdigest()
+        memo = cache / "fingerprints.json"
+        try:
+            known = json.loads(memo.read_text())
+        except (OSError, ValueError):
+            known = {}
+        fp = known.get(stat_sig)
+        if fp is None:
+            digest = hashlib.sha256()
+            for p in files:
+                digest.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+            fp = digest.hexdigest()
+            cache.mkdir(parents=True, exist_ok=True)
+            memo.write_text(json.dumps({stat_sig: fp}))
+
+        def make() -> Path:
+            return _cached(cache, fp, lambda out: _build_checkout(root, out))
+    return f"{__version__}-{fp[:12]}", make
+
+
+def _cached(cache: Path, fp: str, build: Callable[[Path], Path]) -> Path:
+    target = cache / f"{fp[:16]}.whl"
+    if not target.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        built = build(cache)
+        os.replace(built, target)
+    return target
+
+
+def _build_checkout(root: Path, cache: Path) -> Path:
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                               "-w", tmp, str(root)], capture_output=True, text=True, timeout=600)
+        wheels = list(Path(tmp).glob("roadmap_cli-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            last = (proc.stderr.strip().splitlines() or ["no wheel was written"])[-1]
+            raise RemoteError(f"cannot build this roadmap's wheel to send (pip wheel {root}): {last} "
+                              "(a checkout needs hatchling: pip install -e '.[dev]')")
+        out = cache / (wheels[0].name + ".part")
+        os.replace(wheels[0], out)
+        return out
+
+
+def _repack(dist, cache: Path) -> Path:
+    """The installed wheel's files back into a wheel: the package and its dist-info (no scripts, no caches)."""
+    import zipfile
+
+    out = cache / "repacked.whl.part"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as whl:
+        for f in dist.files or []:
+            name = str(f)
+            if name.startswith(("roadmap_cli/", "roadmap_cli-")) and "__pycache__" not in name \
+                    and not name.endswith((".pyc", "/RECORD", "/INSTALLER", "/direct_url.json")):
+                whl.write(dist.locate_file(f), name)
+    return out
+
+
+# ---------------------------------------------------------------- the workspace's files
+
+
+def workspace_files(path: Path) -> dict[str, str]:
+    """{relative path: sha256}: git's tracked and untracked-but-not-ignored files (what a local grade reads),
+    never .git; every regular file when the workspace is not a git repository."""
+    rels: list[str] = []
+    if (path / ".git").exists():
+        proc = subprocess.run(["git", "-C", str(path), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                              capture_output=True, timeout=60)
+        if proc.returncode == 0:
+            rels = [r for r in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if r]
+    if not rels:
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            rels += [os.path.relpath(os.path.join(dirpath, f), path) for f in filenames]
+    out: dict[str, str] = {}
+    total = 0
+    for rel in sorted(set(rels)):
+        full = path / rel
+        if ".git" in Path(rel).parts or full.is_symlink() or not full.is_file():
+            continue  # a tracked file deleted here is simply not sent (and is deleted there)
+        data = full.read_bytes()
+        total += len(data)
+        if total > MAX_UPLOAD_BYTES:
+            raise UserError(f"the workspace {path} holds more than {MAX_UPLOAD_BYTES // 2**20} MB of files to send "
+                            f"(at {rel}): ignore big data files in .gitignore")
+        out[rel] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def _tar(path: Path, rels: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for rel in rels:
+            info = tar.gettarinfo(str(path / rel), arcname=rel)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(path / rel, "rb") as f:
+                tar.addfile(info, f)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- the near side
+
+
+class _Session:
+    """One ssh connection running the agent: JSON lines both ways, byte blobs to it."""
+
+    def __init__(self, remote, request: dict) -> None:
+        agent = AGENT.read_bytes()
+        boot = f"import sys; exec(compile(sys.stdin.buffer.read({len(agent)}), 'roadmap-remote-agent', 'exec'))"
+        python = remote.python or "python3"
+        command = f"{shlex.quote(python)} -c {shlex.quote(boot)}"
+        self.remote = remote
+        try:
+            # Its own session: a Ctrl-C in the terminal reaches us only; we end the far grade in order.
+            self.proc = subprocess.Popen(remote.ssh_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+        except FileNotFoundError:
+            raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
+                              "package openssh-client)") from None
+        self.stderr = b""
+        import threading
+
+        def drain_stderr() -> None:
+            for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):
+                self.stderr = (self.stderr + chunk)[-8192:]
+
+        self._stderr_thread = threading.Thread(target=drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        self.send(agent + (json.dumps(request) + "\n").encode())
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # the connection is gone: reading says how
+
+    def put(self, kind: str, blob: bytes, **extra) -> None:
+        self.send((json.dumps({"put": kind, "size": len(blob), **extra}) + "\n").encode() + blob)
+
+    def lines(self):
+        for raw in self.proc.stdout:
+            text = raw.decode("utf-8", "replace").strip()
+            if text.startswith("{"):
+                try:
+                    yield json.loads(text)
+                except ValueError:
+                    continue  # not ours (a login script's output)
+
+    def failure(self) -> RemoteError:
+        """Why the connection ended without an answer, in one line."""
+        rc = self.proc.wait()
+        self._stderr_thread.join(timeout=2)
+        text = self.stderr.decode("utf-8", "replace")
+        if rc == SSH_CONNECTION_FAILED:
+            from roadmap_cli.remotes import _ssh_failure
+
+            return _ssh_failure(self.remote, text)
+        last = (text.strip().splitlines() or [f"exit status {rc}"])[-1].strip()
+        if rc == 127:
+            return RemoteError(f"remote {self.remote.name!r} has no {self.remote.python or 'python3'} ({last}); "
+                               f"point `roadmap remote add {self.remote.name} URL --replace --python PATH` at one")
+        return RemoteError(f"remote {self.remote.name!r}: the connection ended ({last})")
+
+    def close(self, wait_s: float = STOP_WAIT_S) -> None:
+        """End our side: the agent sees its stdin end and stops the grade; ssh is killed if it lingers."""
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _state_path(home: Path, remote: str, ws_id: str) -> Path:
+    return home / "remote-state" / remote / f"{ws_id}.json"
+
+
+def _run_from(data: dict):
+    from roadmap_cli.grading.results import GradeRun, PartResult, TestResult
+
+    run = dict(data)
+    run["parts"] = [PartResult(**p) for p in run["parts"]]
+    run["tests"] = [TestResult(**t) for t in run["tests"]]
+    return GradeRun(**run)
+
+
+def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_id: Optional[str], cwd: Path, *,
+             part: Optional[str] = None, timeout: Optional[float] = None,
+             on_event: Optional[Callable[[dict], None]] = None,
+             on_progress: Optional[Callable[[str], None]] = None):
+    """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted)."""
+    import secrets
+
+    from roadmap_cli import remotes
+    from roadmap_cli.grading.grade import GradeOutcome, _outcome, record_attempt
+    from roadmap_cli.labs.service import resolve_workspace, start_command, workspaces, workspaces_fast
+    from roadmap_cli.labs.workspace import head_info
+
+    say = on_progress or (lambda line: None)
+    remote = remotes.get(home, remote_name)
+    rows = workspaces_fast(home)
+    if rows is None:
+        rows = workspaces(get_store())
+    spec, path = resolve_workspace(None, lab_id, cwd, rows)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
+    if part:
+        spec.part(part)
+    key = remotes.key(home, remote.name)
+    key_id = hashlib.sha256(key).hexdigest()[:16]
+    ws_id = f"{spec.id}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    files = workspace_files(path)
+    tag, make_wheel = build_tag(home)
+    nonce = secrets.token_hex(16)
+    argv = [spec.id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
+    t0 = time.monotonic()
+    session = _Session(remote, {"tag": tag, "key_id": key_id, "ws": ws_id, "argv": argv, "nonce": nonce})
+    events: list[dict] = []
+    signed = None
+    started = interrupted = False
+    sent = {"changed": 0, "deleted": 0, "bytes": 0, "installed": False}
+    device = {"cuda": False, "name": "?"}
+    try:
+        lines = session.lines()
+        hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
+        if hello is None:
+            raise session.failure()
+        theirs = hello["files"]
+        changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
+        deleted = sorted(set(theirs) - set(files))
+        if not hello["venv"]:
+            wheel = make_wheel()
+            say(f"first use of {remote.name}: sending roadmap {tag} ({wheel.stat().st_size / 2**20:.1f} MB) to set up "
+                f"its managed venv" + ("" if hello.get("torch") else " (its python has no torch: torch will be "
+                                        "installed there with pip)"))
+            session.put("wheel", wheel.read_bytes(), name=wheel.name.split(".whl")[0][:40] + ".whl")
+            sent["installed"] = True
+        if not hello["key"]:
+            session.put("key", key.hex().encode() + b"\n")
+        if changed or deleted:
+            blob = _tar(path, changed)
+            say(f"sending {len(changed)} changed file(s) ({len(blob) / 1024:.0f} KiB)"
+                + (f", deleting {len(deleted)}" if deleted else "") + f" to {remote.name}")
+            session.put("files", blob, delete=deleted, manifest=files)
+            sent.update(changed=len(changed), deleted=len(deleted), bytes=len(blob))
+        session.send(b'{"go": true}\n')
+        for msg in lines:
+            if "progress" in msg:
+                say(f"{remote.name}: {msg['progress']}")
+            elif "error" in msg:
+                _raise(msg, remote)
+            elif "signed" in msg:
+                signed = msg
+            elif msg.get("event") == "remote-device":
+                device = msg
+            elif "event" in msg:
+                started = started or msg["event"] == "started"
+                events.append(msg)
+                if on_event:
+                    on_event(msg)
+            elif "exit" in msg:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        say(f"stopping the grade on {remote.name}…")
+    finally:
+        session.close(STOP_WAIT_S if interrupted or signed is None else 2.0)
+    if started or signed is not None:
+        state = _state_path(home, remote.name, ws_id)
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_text(json.dumps(files))  # what the far side now holds (it keeps the same manifest)
+    precheck_problem = None
+    if signed is not None:
+        expected = hmac.new(key, signed["signed"].encode(), hashlib.sha256).hexdigest()
+        body = json.loads(signed["signed"])
+        if not hmac.compare_digest(expected, str(signed.get("sig"))) or body.get("nonce") != nonce:
+            raise RemoteError(f"the result from remote {remote.name!r} is not signed with its key (or is a replay): "
+                              "nothing was recorded")
+        run = _run_from(body["run"])
+        run.workspace = str(path)
+        if body.get("precheck"):
+            from roadmap_cli.grading.precheck import Problem
+
+            precheck_problem = Problem(**body["precheck"])
+    elif started or interrupted:
+        run = _interrupted_run(spec, path, device, part, events, t0)
+    else:
+        raise session.failure()
+    sha, dirty = head_info(path)
+    store = get_store()
+    attempt_id, marked = record_attempt(store, spec, run, sha, dirty, graded_on=remote.name)
+    outcome: GradeOutcome = _outcome(store, spec, attempt_id, run, sha, dirty, marked, "en", problem=precheck_problem)
+    outcome.sent = sent  # type: ignore[attr-defined]
+    outcome.graded_on = remote.name  # type: ignore[attr-defined]
+    if signed is None and not interrupted:
+        raise RemoteError(f"the connection to remote {remote.name!r} was lost during the grade: attempt "
+                          f"{outcome.attempt_number} of {spec.id} is recorded as interrupted")
+    return outcome
+
+
+def _raise(msg: dict, remote) -> bool:
+    raise RemoteError(f"remote {remote.name!r}: {msg['error']}")
+
+
+def _interrupted_run(spec, path: Path, device: dict, part: Optional[str], events: list[dict], t0: float):
+    """What arrived before the grade stopped, marked interrupted: nothing of it counts."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from roadmap_cli.grading.results import assemble, mark_interrupted
+
+    dev = SimpleNamespace(cuda=bool(device.get("cuda")), name=device.get("name") or "?", capability=None,
+                          torch_version=None, triton_version=None)
+    selected = [p.id for p in spec.parts if (part is None or p.id == part) and (dev.cuda or not p.needs_cuda)]
+    run = assemble(spec, path, dev, selected, events, None, False, 0.0, "")
+    mark_interrupted(run)
+    run.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run.duration_s = round(time.monotonic() - t0, 3)
+    run.grader_sha256 = ""
+    return run

@@ -1,0 +1,200 @@
+"""`roadmap grade --on NAME` (issue 28, part 2) against a real OpenSSH server on loopback (tests/sshd.py).
+
+The "remote" is this machine through a throwaway sshd. Its far side is set up
+the way a real one is, with one honest shortcut for a CPU machine with no
+network: the remote's python (`remote add --python`) is this test run's own
+interpreter, which imports torch, so the managed venv reuses its packages
+(system site-packages) and nothing is downloaded. The far side's sshd sets
+(SetEnv) what the local grades of this suite run with: the fixture labs
+(ROADMAP_LABS_DIR, the `adder` lab), ROADMAP_DEVICE=cpu and
+ROADMAP_DEV_UNLOCKED=1, and ROADMAP_REMOTE_ROOT (the managed folder, instead of
+~/.roadmap-remote), so the remote and the local grade judge the same lab the
+same way and can be compared part by part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_LABS
+
+
+@pytest.fixture(scope="module")
+def far(tmp_path_factory):
+    from sshd import PACKAGE_HINT, Server, find_sshd
+
+    sshd = find_sshd()
+    if sshd is None:
+        message = f"no OpenSSH server here: {PACKAGE_HINT}"
+        if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
+            pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
+        pytest.skip(message)
+    root = tmp_path_factory.mktemp("far-root")
+    server = Server(sshd, extra_config=(
+        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
+        "ROADMAP_DEV_UNLOCKED=1",)).start()
+    server.far_root = root
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def remote(far, run_cli, adder_workspace, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ROADMAP_SSH_CONFIG", str(far.client_config))
+    assert run_cli("remote", "add", "box", far.url, "--python", sys.executable).exit_code == 0
+    return far
+
+
+def _far_processes(root: Path) -> list[str]:
+    """Command lines of live processes that run from (or in) the far side's managed folder."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if str(root) in cmd or f"ROADMAP_HOME={root}".encode() in environ:
+            out.append(f"{pid}: {cmd[:200]}")
+    return out
+
+
+def _parts(data: dict) -> list[tuple]:
+    return [(p["id"], p["status"], p["points"], p["max_points"], p["tests_passed"], p["tests_total"])
+            for p in data["parts"]]
+
+
+def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, run_cli, adder_workspace: Path,
+                                                                        roadmap_home: Path):
+    first = run_cli("grade", "--on", "box", "--json")
+    assert first.exit_code == 1, first  # the starter fails (as it does locally)
+    far = first.json()["data"]
+    assert far["graded_on"] == "box" and far["sent"]["installed"] is True and far["sent"]["changed"] >= 2
+    assert "first use of box" in first.stderr and "installing roadmap" in first.stderr
+    local = run_cli("grade", "--json").json()["data"]
+    assert _parts(far) == _parts(local)
+    assert (far["outcome"], far["score"], far["max_score"]) == (local["outcome"], local["score"], local["max_score"])
+    assert sorted((t["nodeid"], t["outcome"]) for t in far["tests"]) == \
+        sorted((t["nodeid"], t["outcome"]) for t in local["tests"])
+    assert far["device"] == local["device"] and far["sandbox"] == local["sandbox"]
+
+    # The second grade: the venv is reused, only the changed file goes, a deleted file is deleted there.
+    (adder_workspace / "adder.py").write_text("def add(a, b):\n    return a + b\n")
+    (adder_workspace / "mul.py").write_text("def mul(a, b):\n    return a * b\n")
+    (adder_workspace / "notes.txt").write_text("scratch\n")
+    second = run_cli("grade", "--on", "box", "--json")
+    data = second.json()["data"]
+    assert second.exit_code == 0, second
+    assert data["sent"] == {"changed": 3, "deleted": 0, "bytes": data["sent"]["bytes"], "installed": False}
+    assert "installing roadmap" not in second.stderr
+    # Marked from the remote's grade, as a local one would; the GPU part is not graded there (a CPU box).
+    assert set(data["checkpoints_marked"]) == {"fake-add", "fake-mul"}
+    assert data["not_graded_here"] == ["gpu"]
+    (adder_workspace / "notes.txt").unlink()
+    third = run_cli("grade", "--on", "box", "--json").json()["data"]
+    assert (third["sent"]["changed"], third["sent"]["deleted"]) == (0, 1)
+    far_ws = next(p for p in (remote.far_root / "work").glob("*/adder-*") if p.is_dir())
+    assert not (far_ws / "notes.txt").exists() and (far_ws / "mul.py").read_text().endswith("a * b\n")
+
+    import sqlite3
+
+    rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
+        "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
+    assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed")]
+
+
+def test_unknown_remote_is_one_line_with_did_you_mean(remote, run_cli):
+    result = run_cli("grade", "--on", "bx")
+    assert result.exit_code == 2 and "unknown remote 'bx' (did you mean 'box'?)" in result.stderr, result
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_remote_is_exit_5(remote, run_cli):
+    from sshd import free_port
+
+    run_cli("remote", "add", "gone", f"ssh://{remote.user}@127.0.0.1:{free_port()}")
+    result = run_cli("grade", "--on", "gone")
+    assert result.exit_code == 5 and "cannot reach remote 'gone'" in result.stderr, result
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("how", ["kill-ssh", "ctrl-c"])
+def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running(remote, run_cli, adder_workspace: Path,
+                                                                                 roadmap_home: Path, how: str):
+    """The ssh client is killed mid-grade (one line, exit 5), or the learner presses Ctrl-C (exit 130): the
+    attempt is interrupted, and nothing is left running on the far side."""
+    assert run_cli("grade", "--on", "box").exit_code == 1  # set up (venv, files) first
+    # A grade that never ends by itself: mul sleeps, so the kill lands while tests run.
+    (adder_workspace / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n    return a * b\n")
+    env = dict(os.environ, ROADMAP_SSH_CONFIG=str(remote.client_config))
+    proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "grade", "--on", "box"], cwd=adder_workspace,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    ssh_pid = None
+    while time.monotonic() < deadline and ssh_pid is None:
+        time.sleep(0.2)
+        if any("pytest" in p for p in _far_processes(remote.far_root)):
+            ssh_pid = next((int(p) for p in os.listdir("/proc") if p.isdigit() and _is_ssh_child(int(p), proc.pid)),
+                           None)
+    assert ssh_pid is not None, "the far grade never started"
+    time.sleep(1.0)
+    os.kill(ssh_pid if how == "kill-ssh" else proc.pid, signal.SIGKILL if how == "kill-ssh" else signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if how == "kill-ssh":
+        assert proc.returncode == 5, err
+        assert "connection to remote 'box' was lost" in err and "recorded as interrupted" in err
+        assert err.count("error:") == 1
+    else:
+        assert proc.returncode == 130, err
+        assert "stopping the grade on box" in err
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 15
+    while _far_processes(remote.far_root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _far_processes(remote.far_root) == []
+    import sqlite3
+
+    last = sqlite3.connect(roadmap_home / "roadmap.db").execute(
+        "SELECT outcome, score, graded_on FROM grade_attempts ORDER BY id DESC LIMIT 1").fetchone()
+    assert last == ("interrupted", 0.0, "box")
+
+
+def _is_ssh_child(pid: int, parent: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == parent and cmd.endswith(b"ssh")
+
+
+def test_a_result_signed_with_another_key_is_not_recorded(remote, run_cli, roadmap_home: Path):
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    # This side's key changes (as if the far side's answer were forged by someone without the key).
+    (roadmap_home / "remote-keys" / "box").write_text(os.urandom(32).hex() + "\n")
+    # The far side has a key file under the new id only if it is sent: it is (a new key id), so the grade signs
+    # with the new key and passes; break the far copy instead to simulate a forger without the key.
+    import hashlib
+
+    new_key = bytes.fromhex((roadmap_home / "remote-keys" / "box").read_text().strip())
+    far_key = remote.far_root / "home" / "keys" / hashlib.sha256(new_key).hexdigest()[:16]
+    far_key.parent.mkdir(parents=True, exist_ok=True)
+    far_key.write_text(os.urandom(32).hex() + "\n")
+    result = run_cli("grade", "--on", "box")
+    assert result.exit_code == 5 and "not signed with its key" in result.stderr, result
+    import sqlite3
+
+    count = sqlite3.connect(roadmap_home / "roadmap.db").execute("SELECT count(*) FROM grade_attempts").fetchone()
+    assert count == (1,)
