@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_LABS
+FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"  # not imported from conftest: two conftest modules share that name
 
 
 @pytest.fixture(scope="module")
