@@ -249,8 +249,14 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
             report.rows.append(row)
             if on_row:
                 on_row(row)
-        tasks.append(lambda warm, s=spec: check_starter(s, device, warm))
+    # Longest first, so the last minutes are not one long grade on one core while the others idle:
+    # every lab's solution (all its parts, to the end), then its starter, then the wrong variants
+    # (each a few focused tests). The report lists them lab by lab again.
+    for spec in specs:
         tasks.append(lambda warm, s=spec: check_solution(s, device, collected, warm))
+    for spec in specs:
+        tasks.append(lambda warm, s=spec: check_starter(s, device, warm))
+    for spec in specs:
         tasks.extend(lambda warm, s=spec, w=w.id: check_wrong(s, w, device, warm) for w in spec.wrong)
 
     def run(task: Callable[[Optional[WarmGraders]], CheckRow]) -> CheckRow:
@@ -271,6 +277,9 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     finally:
         if warm is not None:
             warm.close()
+    lab_order = {spec.id: i for i, spec in enumerate(specs)}
+    kind_order = {"spec": 0, "static": 1, "starter": 2, "solution": 3}
+    report.rows.sort(key=lambda r: (lab_order.get(r.lab, -1), kind_order.get(r.check, 4)))  # stable: variants keep their order
     for spec in specs:
         if spec.rules is not None:
             row = check_rules_row(spec, device, report.rows, collected.get(spec.id))
