@@ -93,10 +93,37 @@ def test_top_k_1_is_greedy_decoding(weights):
         f"({SECTION})")
 
 
+def _prompts_with_different_thresholds(weights, k: int, temperature: float) -> torch.Tensor:
+    """Two prompts (2, 3) whose k-th largest last logits differ so that one
+    threshold for both rows shows: the first row's k-th logit is below some
+    logit of the second row outside that row's top k. A top_k that takes the
+    first row's threshold for every row then keeps that token in row 2, and
+    the pair is picked so it holds a good share of the probability (at least
+    0.1 at this temperature: sampled ~200 times, it shows up). The weights
+    are random per secret seed, so fixed prompts would catch it only sometimes."""
+    gen = torch.Generator().manual_seed(_seed(f"generation-topk-prompts-{k}"))
+    candidates = torch.randint(CFG["vocab_size"], (12, 3), generator=gen)
+    logits = _last_logits(weights, candidates)  # (12, V)
+    kth = torch.topk(logits, k, dim=-1).values[:, -1]  # (12,) each row's own threshold
+    best, best_mass = None, 0.0
+    for a in range(len(candidates)):
+        for b in range(len(candidates)):
+            wrongly_kept = (logits[b] >= kth[a]) & (logits[b] < kth[b])  # outside b's top k, above a's threshold
+            if a == b or not wrongly_kept.any():
+                continue
+            kept = logits[b] >= torch.minimum(kth[a], kth[b])
+            probs = torch.softmax(torch.where(kept, logits[b] / temperature, float("-inf")), -1)
+            mass = float(probs[wrongly_kept].sum())
+            if mass > best_mass:
+                best, best_mass = (a, b), mass
+    assert best is not None and best_mass >= 0.1, "test is too weak: no prompt pair shows a shared top_k threshold"
+    return candidates[list(best)]
+
+
 @pytest.mark.parametrize("k", [3, 5])
 def test_top_k_samples_only_among_the_k_likeliest(weights, k):
     B = 400
-    prompts = torch.tensor([[2, 7, 1], [9, 9, 4]])
+    prompts = _prompts_with_different_thresholds(weights, k, temperature=2.0)
     idx = prompts.repeat_interleave(B // 2, dim=0)
     out = adapter.generate(weights, CFG, idx.clone(), 1, _seed(f"generation-topk-{k}"), temperature=2.0, top_k=k)
     allowed = torch.topk(_last_logits(weights, prompts), k, dim=-1).indices
