@@ -80,8 +80,9 @@ def pack(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Snapshot:
     files = workspace_files(workspace)
     total = sum(size for _, size in files)
     if total > max_bytes:
-        biggest = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in sorted(files, key=lambda f: -f[1])[:3])
-        raise UserError(f"the workspace's files add up to {total / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB a "
+        mb = 1024 * 1024  # MB here is MiB, as the cap is written: 20 MB = 20 * 2**20 bytes
+        biggest = ", ".join(f"{name} ({size / mb:.1f} MB)" for name, size in sorted(files, key=lambda f: -f[1])[:3])
+        raise UserError(f"the workspace's files add up to {total / mb:.1f} MB, over the {max_bytes / mb:.0f} MB a "
                         f"submission may carry (biggest: {biggest}); ignore large outputs in .gitignore")
     if len(files) > MAX_FILES:
         raise UserError(f"the workspace holds {len(files)} files, over the {MAX_FILES} a submission may carry; "
