@@ -54,9 +54,11 @@ def _instructor(store) -> bool:
 
 def _ensure_queue(store) -> None:
     from roadmap_cli.store.queue import ensure_queue
+    from roadmap_cli.store.roles import learner_roles, session
 
     with store.connection() as conn:
-        ensure_queue(conn)
+        ensure_queue(conn, instructor=session(conn).instructor,
+                     learners=lambda: [row["learner"] for row in learner_roles(conn)])
 
 
 # ---------------------------------------------------------------- submit

@@ -94,13 +94,14 @@ def exists(conn) -> bool:
     return bool(conn.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": TABLE}).scalar())
 
 
-def ensure_queue(conn) -> None:
-    """Create the queue's tables once (the instructor); a learner before that gets one line."""
-    from roadmap_cli.store.roles import learner_roles, session
+def ensure_queue(conn, *, instructor: bool, learners) -> None:
+    """Create the queue's tables once (the instructor); a learner before that gets one line.
 
+    `instructor`: store/roles.session(conn).instructor; `learners()`: the learner roles to grant to (roles.py
+    imports this module, so the caller asks it)."""
     if exists(conn):
         return
-    if not session(conn).instructor:
+    if not instructor:
         raise UserError("the cohort's grading queue is not set up yet: the instructor (the database's owner) "
                         "runs `roadmap worker` once on the GPU box, then submit again")
     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({QUEUE_LOCK})")
@@ -115,8 +116,8 @@ def ensure_queue(conn) -> None:
     import psycopg.sql
 
     raw.execute(_DDL.replace("{schema}", psycopg.sql.Identifier(schema).as_string(raw)))
-    for row in learner_roles(conn):
-        grant_learner(conn, row["learner"])
+    for name in learners():
+        grant_learner(conn, name)
 
 
 def grant_learner(conn, name: str) -> None:
