@@ -241,6 +241,15 @@ def test_user_mistakes_are_one_line(run_cli, cohort, monkeypatch, tmp_path, pg_c
     mine = run_cli("submissions", "--json").json()["data"]
     assert [s["learner"] for s in mine["submissions"]] == [learner]
     assert mine["submissions"][0]["position"] == 2  # the instructor's submission is ahead
+    # A learner cannot mark their own submission graded, nor read another's files.
+    import psycopg
+
+    with _sql(url) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE roadmap_submissions SET status = 'done', score = 100")
+        assert conn.execute("SELECT count(*) FROM roadmap_submissions").fetchone()[0] == 1  # their own row only
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO procrastinate_jobs (queue_name, task_name, args) VALUES ('x', 'y', '{}')")
     # A stopped (unreachable) server: one line, both sides.
     dead = teacher_url.replace(f":{pg_cluster.port}/", f":{_closed_port()}/")
     _as(monkeypatch, dead)
