@@ -257,6 +257,23 @@ def test_user_mistakes_are_one_line(run_cli, cohort, monkeypatch, tmp_path, pg_c
     one_line(run_cli("worker"), 3, "cannot reach the database server")
 
 
+@pytest.mark.slow
+def test_a_server_that_stops_under_a_running_worker_is_one_line(fake_labs, tmp_path):
+    from pgcluster import start_cluster
+
+    cluster = start_cluster()  # its own: stopping the session's cluster would stop the other tests' databases
+    try:
+        url = cluster.new_database("stop")
+        worker = WorkerProc(url, tmp_path / "worker")
+        worker.wait_for(lambda e: e["event"] == "ready", 60)
+        cluster.stop("fast")
+        assert worker.proc.wait(60) == 3
+        err = worker.proc.stderr.read()
+        assert err.count("\n") == 1 and "database server 127.0.0.1" in err and "Traceback" not in err, err
+    finally:
+        cluster.destroy()
+
+
 def test_not_in_cohort_mode(run_cli, fake_labs, tmp_path):
     assert run_cli("lab", "start", "adder", "--dir", str(tmp_path / "ws")).exit_code == 0
     for args in (["submit", "adder"], ["worker"], ["submissions"]):

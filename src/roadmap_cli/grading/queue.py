@@ -320,10 +320,8 @@ class Worker:
 
     def run(self, *, max_seconds: Optional[float] = None) -> dict:
         import asyncio
-        import logging
 
         _quiet_library_logs()
-        logging.getLogger("procrastinate")
         try:
             asyncio.run(self._main(max_seconds))
         except StoreError:
@@ -343,7 +341,7 @@ class Worker:
 
         opts = self.options
         app = procrastinate.App(connector=PsycopgConnector(
-            conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=15))
+            conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=10))
 
         # Only _Stopping is retried: a grade that failed is recorded as failed, not run again.
         @app.task(name=TASK, retry=RetryStrategy(max_attempts=1000, wait=0, retry_exceptions={_Stopping}))
@@ -407,10 +405,12 @@ def _quiet_library_logs() -> None:
     """procrastinate logs each job's exception with its traceback; the worker prints its own one-line events."""
     import logging
 
-    logger = logging.getLogger("procrastinate")
-    logger.propagate = False
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
+    # psycopg_pool logs every failed reconnection while the server is down: the worker's one line says it once.
+    for name in ("procrastinate", "psycopg.pool"):
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
 
 
 def _server_line(exc: BaseException, store) -> str:
