@@ -257,6 +257,24 @@ def test_user_mistakes_are_one_line(run_cli, cohort, monkeypatch, tmp_path, pg_c
     one_line(run_cli("worker"), 3, "cannot reach the database server")
 
 
+def test_ctrl_c_mid_grade_puts_the_job_back(run_cli, cohort, tmp_path):
+    assert run_cli("lab", "start", "adder", "--dir", str(tmp_path / "ws")).exit_code == 0
+    assert run_cli("submit", "adder").exit_code == 0
+    worker = WorkerProc(cohort["url"], tmp_path / "worker")
+    try:
+        worker.wait_for(lambda e: e["event"] == "start", 60)
+        worker.proc.send_signal(signal.SIGINT)
+        assert worker.proc.wait(60) == 0
+    finally:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+    with _sql(cohort["url"]) as conn:
+        assert conn.execute("SELECT status, tries, attempt_id FROM roadmap_submissions").fetchall() == [
+            ("queued", 1, None)]
+        assert conn.execute("SELECT status FROM procrastinate_jobs").fetchall() == [("todo",)]
+        assert conn.execute("SELECT count(*) FROM grade_attempts").fetchone()[0] == 0  # nothing recorded
+
+
 @pytest.mark.slow
 def test_a_server_that_stops_under_a_running_worker_is_one_line(fake_labs, tmp_path):
     from pgcluster import start_cluster
