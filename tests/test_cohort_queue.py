@@ -259,6 +259,8 @@ def test_user_mistakes_are_one_line(run_cli, cohort, monkeypatch, tmp_path, pg_c
 
 def test_ctrl_c_mid_grade_puts_the_job_back(run_cli, cohort, tmp_path):
     assert run_cli("lab", "start", "adder", "--dir", str(tmp_path / "ws")).exit_code == 0
+    # A learner module that takes its time on import: the grade is surely still running at Ctrl-C.
+    (tmp_path / "ws" / "adder.py").write_text("import time\ntime.sleep(20)\n\n\n" + RIGHT)
     assert run_cli("submit", "adder").exit_code == 0
     worker = WorkerProc(cohort["url"], tmp_path / "worker")
     try:
