@@ -58,6 +58,7 @@ COMMAND_MODULES = {
     "stats": "stats", "report": "report",
     "cohort": "cohort",
     "remote": "remote",
+    "submit": "queue", "worker": "queue", "submissions": "queue",
 }
 _registered: set[str] = set()
 
