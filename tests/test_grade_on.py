@@ -52,7 +52,21 @@ def far(tmp_path_factory):
 def remote(far, run_cli, adder_workspace, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ROADMAP_SSH_CONFIG", str(far.client_config))
     assert run_cli("remote", "add", "box", far.url, "--python", sys.executable).exit_code == 0
-    return far
+    yield far
+    run_cli("remote", "remove", "box")  # closes the shared ssh connection the grades left open
+
+
+def _masters(home: Path) -> list[int]:
+    """Pids of live ssh master processes (connection sharing) whose socket is in `home`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if cmd.startswith("ssh: ") and str(home / "ssh-mux") in cmd:
+            out.append(int(pid))
+    return out
 
 
 def _far_processes(root: Path) -> list[str]:
@@ -198,3 +212,30 @@ def test_a_result_signed_with_another_key_is_not_recorded(remote, run_cli, roadm
 
     count = sqlite3.connect(roadmap_home / "roadmap.db").execute("SELECT count(*) FROM grade_attempts").fetchone()
     assert count == (1,)
+
+
+def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_closes_it(remote, run_cli,
+                                                                                        roadmap_home: Path):
+    from roadmap_cli import remotes
+
+    box = remotes.get(roadmap_home, "box")
+    control = remotes.control_path(roadmap_home, box)
+    assert control is not None and control.parent.stat().st_mode & 0o777 == 0o700
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    masters = _masters(roadmap_home)
+    assert len(masters) == 1 and control.exists()
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    assert _masters(roadmap_home) == masters  # the second grade went through the same connection
+    # The master dies (a reboot, an OOM kill): its socket is left behind, and the next grade still works.
+    os.kill(masters[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _masters(roadmap_home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert control.exists()
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    assert len(_masters(roadmap_home)) == 1
+    assert run_cli("remote", "remove", "box").exit_code == 0
+    deadline = time.monotonic() + 10
+    while _masters(roadmap_home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _masters(roadmap_home) == [] and not control.exists()

@@ -69,18 +69,30 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()
 
+    from roadmap_cli.grading import prestart
+
     try:
         key = bytes.fromhex(key_path.read_text().strip())
     except (OSError, ValueError) as exc:
+        prestart.discard()
         raise UserError(f"no usable result key at {key_path}: {exc}") from None
-    spec = find_lab(lab_id)
-    problem = precheck.check_workspace(workspace)
-    job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout)
+    try:
+        spec = find_lab(lab_id)
+        # A grader started by events_main (before this module's imports) pre-checked this very folder.
+        problem = None if prestart.prechecked(workspace) else precheck.check_workspace(workspace)
+        job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout,
+                       device=prestart.started_device())
+    except BaseException:
+        prestart.discard()
+        raise
     emit({"event": "remote-device", "cuda": job.device.cuda, "name": job.device.name})
     if problem is not None:
+        prestart.discard()
         run = precheck.failed_run(job, problem)
     else:
-        job.start()
+        job = prestart.claim(job)  # the early one when it is exactly this job
+        if job.proc is None:
+            job.start()
         try:
             emit({"event": "started"})
             run = job.finish(emit)
@@ -91,6 +103,50 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
                        "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
     emit({"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()})
     return run.exit_code
+
+
+def events_main(argv: list[str]) -> None:
+    """`python -m roadmap_cli.grading.remote_grade LAB [--part P] [--timeout S] --events-workspace W
+    --events-key K --events-nonce N`: what the far agent runs. The same as `roadmap grade ... --events`, with
+    the grader started first, from the lab's plan, before typer, rich and pydantic are imported
+    (grading/prestart.py): the learner waits for that import on every grade --on otherwise. Anything this
+    reader does not expect goes through the command line as before, which reports it."""
+    known = {"--part": "part", "--timeout": "timeout", "--events-workspace": "workspace", "--events-key": "key",
+             "--events-nonce": "nonce"}
+    opts: dict = {}
+    rest = list(argv)
+    lab_id = rest.pop(0) if rest and not rest[0].startswith("-") else None
+    while len(rest) >= 2 and rest[0] in known and known[rest[0]] not in opts:
+        name, value = rest.pop(0), rest.pop(0)
+        opts[known[name]] = value
+    timeout: Optional[float] = None
+    try:
+        timeout = float(opts["timeout"]) if "timeout" in opts else None
+    except ValueError:
+        rest.append("?")
+    if rest or lab_id is None or not {"workspace", "key", "nonce"} <= set(opts) or (timeout is not None
+                                                                                    and not timeout >= 1):
+        from roadmap_cli.entry import main
+
+        main(["grade", *argv, "--events"])
+        return
+    from roadmap_cli.grading import prestart
+
+    workspace = Path(opts["workspace"])
+    prestart.start_job(lab_id, workspace, part=opts.get("part"), timeout=timeout)
+    from roadmap_cli.errors import RoadmapError
+
+    try:
+        code = events_grade(lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]),
+                            nonce=opts["nonce"])
+    except RoadmapError as exc:  # one line on stderr, as the command line would say it
+        import sys
+
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(int(getattr(exc, "exit_code", 1))) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    raise SystemExit(code)
 
 
 # ---------------------------------------------------------------- this install as a wheel
@@ -234,7 +290,7 @@ def _tar(path: Path, rels: list[str]) -> bytes:
 class _Session:
     """One ssh connection running the agent: JSON lines both ways, byte blobs to it."""
 
-    def __init__(self, remote, request: dict) -> None:
+    def __init__(self, remote, request: dict, control: Optional[Path] = None) -> None:
         agent = AGENT.read_bytes()
         boot = f"import sys; exec(compile(sys.stdin.buffer.read({len(agent)}), 'roadmap-remote-agent', 'exec'))"
         python = remote.python or "python3"
@@ -242,7 +298,7 @@ class _Session:
         self.remote = remote
         try:
             # Its own session: a Ctrl-C in the terminal reaches us only; we end the far grade in order.
-            self.proc = subprocess.Popen(remote.ssh_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen(remote.ssh_argv(command, control=control), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError:
             raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
@@ -348,7 +404,8 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     nonce = secrets.token_hex(16)
     argv = [spec.id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
     t0 = time.monotonic()
-    session = _Session(remote, {"tag": tag, "key_id": key_id, "ws": ws_id, "argv": argv, "nonce": nonce})
+    session = _Session(remote, {"tag": tag, "key_id": key_id, "ws": ws_id, "argv": argv, "nonce": nonce},
+                       control=remotes.control_path(home, remote))
     events: list[dict] = []
     signed = None
     started = interrupted = False
@@ -452,3 +509,9 @@ def _interrupted_run(spec, path: Path, device: dict, part: Optional[str], events
     run.duration_s = round(time.monotonic() - t0, 3)
     run.grader_sha256 = ""
     return run
+
+
+if __name__ == "__main__":
+    import sys
+
+    events_main(sys.argv[1:])
