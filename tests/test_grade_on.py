@@ -239,3 +239,23 @@ def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_c
     while _masters(roadmap_home) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _masters(roadmap_home) == [] and not control.exists()
+
+
+def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli, monkeypatch: pytest.MonkeyPatch):
+    """grading/prestart.py opens the grade's ssh session before typer parses (remote_grade.start_early), and
+    grade_on takes that very session: one session per grade, opened early."""
+    from roadmap_cli.grading import remote_grade
+
+    openers: list[str] = []
+    real = remote_grade._Opened.__init__
+
+    def spy(self, *args, **kwargs):
+        openers.append(sys._getframe(1).f_code.co_name)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(remote_grade._Opened, "__init__", spy)
+    assert run_cli("grade", "--on", "box", "--part", "mul").exit_code == 1
+    assert openers == ["start_early"] and remote_grade._early is None
+    # An option --on refuses: nothing is opened early, and the refusal is one line.
+    result = run_cli("grade", "--on", "box", "-x")
+    assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr

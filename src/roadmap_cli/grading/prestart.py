@@ -27,13 +27,13 @@ from typing import Optional
 _started: Optional[object] = None  # the runner.GradeJob started here, until claimed or discarded
 
 _FLAGS = {"-x": "first_failure", "--first-failure": "first_failure", "-v": "verbose", "--verbose": "verbose"}
-_VALUED = {"--part", "-k", "--test", "--timeout"}
+_VALUED = {"--part", "-k", "--test", "--timeout", "--on"}
 
 
 def _read(args: list[str]) -> Optional[dict]:
     """The options of `roadmap grade ARGS`, or None for anything but the plain forms."""
     out: dict = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
-                 "first_failure": False, "verbose": False}
+                 "first_failure": False, "verbose": False, "on": None}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -58,6 +58,8 @@ def _read(args: list[str]) -> Optional[dict]:
                 out["keyword"] = value
             elif name == "--test":
                 out["tests"].append(value)
+            elif name == "--on":
+                out["on"] = value
             else:
                 try:
                     out["timeout"] = float(value)
@@ -78,7 +80,10 @@ def start(args: list[str]) -> bool:
     workspace that passes the pre-check; True when one was started. Never
     raises and never prints: whatever goes wrong, the normal path says it."""
     global _started
-    if _started is not None:
+    import sys
+
+    remote_grade = sys.modules.get("roadmap_cli.grading.remote_grade")
+    if _started is not None or getattr(remote_grade, "_early", None) is not None:
         return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
     if options is None or os.environ.get("_ROADMAP_COMPLETE"):
@@ -88,10 +93,19 @@ def start(args: list[str]) -> bool:
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
         from roadmap_cli.paths import resolve_home
 
-        rows = workspaces_fast(resolve_home(None))
+        home = resolve_home(None)
+        rows = workspaces_fast(home)
         if rows is None:
             return False  # another database, or none yet: the store is needed first
         lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+        if options["on"] is not None:
+            # `grade --on NAME`: the ssh session to the remote opens now (grading/remote_grade.start_early).
+            if options["keyword"] or options["tests"] or options["first_failure"] or options["verbose"]:
+                return False  # refused by the command (--on grades whole parts): it says so
+            from roadmap_cli.grading import remote_grade
+
+            return remote_grade.start_early(home, options["on"], lab_id, path, part=options["part"],
+                                            timeout=options["timeout"])
         focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
                       verbose=options["verbose"])
     except Exception:  # noqa: BLE001 - the normal path reports every problem properly
@@ -158,6 +172,10 @@ def discard() -> None:
     started, _started = _started, None
     if started is not None:
         started.abort()
+    import sys
+
+    if "roadmap_cli.grading.remote_grade" in sys.modules:
+        sys.modules["roadmap_cli.grading.remote_grade"].discard_early()
 
 
 def _same(a, b) -> bool:

@@ -361,6 +361,72 @@ class _Session:
             self.proc.wait()
 
 
+class _Opened:
+    """A grade's ssh session, opened and sent its request: what the hello will be compared against."""
+
+    def __init__(self, home: Path, remote, lab_id: str, path: Path, part: Optional[str],
+                 timeout: Optional[float]) -> None:
+        import secrets
+
+        from roadmap_cli import remotes
+
+        self.remote, self.lab_id, self.path, self.part, self.timeout = remote, lab_id, path, part, timeout
+        self.key = remotes.key(home, remote.name)
+        key_id = hashlib.sha256(self.key).hexdigest()[:16]
+        self.ws_id = f"{lab_id}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        self.files = workspace_files(path)
+        self.tag, self.make_wheel = build_tag(home)
+        self.nonce = secrets.token_hex(16)
+        argv = [lab_id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
+        self.t0 = time.monotonic()
+        self.session = _Session(remote, {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv,
+                                         "nonce": self.nonce}, control=remotes.control_path(home, remote))
+
+    def matches(self, remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]) -> bool:
+        return (self.remote == remote and self.lab_id == lab_id and self.path == path and self.part == part
+                and (self.timeout or None) == (timeout or None))
+
+
+_early: Optional[_Opened] = None  # opened by start_early (before typer loads), until grade_on takes it
+
+
+def start_early(home: Path, remote_name: str, lab_id: str, path: Path, *, part: Optional[str] = None,
+                timeout: Optional[float] = None) -> bool:
+    """`roadmap grade --on NAME`, called by grading/prestart.py before the command line is parsed: open the
+    ssh session now, so the connection, the far login and the far agent's start overlap with this side's
+    imports (typer, rich, pydantic). grade_on takes it only when it is for the very same grade; anything
+    going wrong here opens nothing, and the normal path reports it. Never raises."""
+    global _early
+    try:
+        from roadmap_cli import remotes
+
+        remote = remotes.get(home, remote_name)
+        if not path.is_dir():
+            return False
+        _early = _Opened(home, remote, lab_id, path, part, timeout)
+    except Exception:  # noqa: BLE001 - the normal path says what is wrong
+        return False
+    return True
+
+
+def discard_early() -> None:
+    """Close an early session nobody took (the command failed first): the far agent sees its stdin end
+    before the grade and exits, with nothing started there."""
+    global _early
+    opened, _early = _early, None
+    if opened is not None:
+        opened.session.close(2.0)
+
+
+def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]):
+    global _early
+    opened, _early = _early, None
+    if opened is not None and not opened.matches(remote, lab_id, path, part, timeout):
+        opened.session.close(2.0)
+        return None
+    return opened
+
+
 def _state_path(home: Path, remote: str, ws_id: str) -> Path:
     return home / "remote-state" / remote / f"{ws_id}.json"
 
@@ -379,8 +445,6 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
              on_event: Optional[Callable[[dict], None]] = None,
              on_progress: Optional[Callable[[str], None]] = None):
     """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted)."""
-    import secrets
-
     from roadmap_cli import remotes
     from roadmap_cli.grading.grade import GradeOutcome, _outcome, record_attempt
     from roadmap_cli.labs.service import resolve_workspace, start_command, workspaces, workspaces_fast
@@ -396,16 +460,10 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     if part:
         spec.part(part)
-    key = remotes.key(home, remote.name)
-    key_id = hashlib.sha256(key).hexdigest()[:16]
-    ws_id = f"{spec.id}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
-    files = workspace_files(path)
-    tag, make_wheel = build_tag(home)
-    nonce = secrets.token_hex(16)
-    argv = [spec.id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
-    t0 = time.monotonic()
-    session = _Session(remote, {"tag": tag, "key_id": key_id, "ws": ws_id, "argv": argv, "nonce": nonce},
-                       control=remotes.control_path(home, remote))
+    # The session opened before the command line was parsed (start_early) when it is for this grade.
+    opened = _take_early(remote, spec.id, path, part, timeout) or _Opened(home, remote, spec.id, path, part, timeout)
+    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.make_wheel
+    nonce, t0, session = opened.nonce, opened.t0, opened.session
     events: list[dict] = []
     signed = None
     started = interrupted = False
