@@ -127,6 +127,10 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
         "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
     assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed")]
+    # `lab history` says where each attempt was graded (newest first).
+    history = run_cli("lab", "history", "--json").json()["data"]["attempts"]
+    assert [a["graded_on"] for a in history] == ["box", "box", None, "box"]
+    assert run_cli("lab", "history").stdout.count("on remote box") == 3
 
 
 def test_unknown_remote_is_one_line_with_did_you_mean(remote, run_cli):

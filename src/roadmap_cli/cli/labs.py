@@ -305,7 +305,7 @@ def lab_history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show the last N attempts.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Attempts of one lab, numbered per lab: outcome, score per part, device, commit, duration."""
+    """Attempts of one lab, numbered per lab: outcome, score per part, device (and the remote it was graded on), commit, duration."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import history, service
     from roadmap_cli.output import emit
