@@ -263,3 +263,39 @@ def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli
     # An option --on refuses: nothing is opened early, and the refusal is one line.
     result = run_cli("grade", "--on", "box", "-x")
     assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr
+
+
+def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(remote, adder_workspace: Path,
+                                                                            roadmap_home: Path):
+    pexpect = pytest.importorskip("pexpect")
+    pytest.importorskip("watchfiles")
+    child = pexpect.spawn(sys.executable, ["-m", "roadmap_cli", "watch", "--on", "box"], cwd=str(adder_workspace),
+                          env=dict(os.environ), encoding="utf-8", timeout=60)
+    try:
+        child.expect("watching adder")
+        child.expect(r"first grade on box: all parts")
+        child.expect(r"attempt #1")  # the starter fails; the CPU remote cannot grade the GPU part
+        tmp = adder_workspace / "adder.new"
+        tmp.write_text("def add(a, b):\n    return a + b\n")
+        os.replace(tmp, adder_workspace / "adder.py")
+        child.expect(r"grading part add \(saved adder.py\)")
+        child.expect(r"sending 1 changed file\(s\)")
+        child.expect(r"✓ add: passed")
+        child.expect(r"attempt #2")
+        child.expect(r"grading part mul \(next part: mul\)")
+        child.expect(r"attempt #3")
+        child.send("q")
+        child.expect("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    deadline = time.monotonic() + 15
+    while _far_processes(remote.far_root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _far_processes(remote.far_root) == []
+    import sqlite3
+
+    rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
+        "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
+    assert rows == [("box", "failed"), ("box", "passed"), ("box", "failed")]

@@ -348,12 +348,16 @@ class _Session:
                                f"point `roadmap remote add {self.remote.name} URL --replace --python PATH` at one")
         return RemoteError(f"remote {self.remote.name!r}: the connection ended ({last})")
 
-    def close(self, wait_s: float = STOP_WAIT_S) -> None:
-        """End our side: the agent sees its stdin end and stops the grade; ssh is killed if it lingers."""
+    def end_input(self) -> None:
+        """The agent sees its stdin end: it stops the grade there (nothing is left running) and exits."""
         try:
             self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):
             pass
+
+    def close(self, wait_s: float = STOP_WAIT_S) -> None:
+        """End our side: the agent sees its stdin end and stops the grade; ssh is killed if it lingers."""
+        self.end_input()
         try:
             self.proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
@@ -443,8 +447,10 @@ def _run_from(data: dict):
 def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_id: Optional[str], cwd: Path, *,
              part: Optional[str] = None, timeout: Optional[float] = None,
              on_event: Optional[Callable[[dict], None]] = None,
-             on_progress: Optional[Callable[[str], None]] = None):
-    """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted)."""
+             on_progress: Optional[Callable[[str], None]] = None, cancel=None):
+    """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted).
+    `cancel`: a threading.Event that stops the grade there (`roadmap watch --on`: a save during a run); the
+    attempt is then recorded as interrupted, as a cancelled local grade is."""
     from roadmap_cli import remotes
     from roadmap_cli.grading.grade import GradeOutcome, _outcome, record_attempt
     from roadmap_cli.labs.service import resolve_workspace, start_command, workspaces, workspaces_fast
@@ -469,10 +475,23 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     started = interrupted = False
     sent = {"changed": 0, "deleted": 0, "bytes": 0, "installed": False}
     device = {"cuda": False, "name": "?"}
+    finished = False
+    if cancel is not None:
+        import threading
+
+        def stop_on_cancel() -> None:
+            while not finished:
+                if cancel.wait(0.1):
+                    session.end_input()  # the agent stops the grade there, as for Ctrl-C
+                    return
+
+        threading.Thread(target=stop_on_cancel, daemon=True).start()
     try:
         lines = session.lines()
         hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
         if hello is None:
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
             raise session.failure()
         theirs = hello["files"]
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
@@ -509,10 +528,14 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
                     on_event(msg)
             elif "exit" in msg:
                 break
+    except _Cancelled:
+        pass  # before the grade started there: recorded as interrupted below
     except KeyboardInterrupt:
         interrupted = True
         say(f"stopping the grade on {remote.name}…")
     finally:
+        finished = True
+        interrupted = interrupted or (cancel is not None and cancel.is_set() and signed is None)
         session.close(STOP_WAIT_S if interrupted or signed is None else 2.0)
     if started or signed is not None:
         state = _state_path(home, remote.name, ws_id)
@@ -545,6 +568,10 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         raise RemoteError(f"the connection to remote {remote.name!r} was lost during the grade: attempt "
                           f"{outcome.attempt_number} of {spec.id} is recorded as interrupted")
     return outcome
+
+
+class _Cancelled(Exception):
+    """The grade's `cancel` was set before the far side answered."""
 
 
 def _raise(msg: dict, remote) -> bool:
