@@ -80,32 +80,20 @@ def start(args: list[str]) -> bool:
     workspace that passes the pre-check; True when one was started. Never
     raises and never prints: whatever goes wrong, the normal path says it."""
     global _started
-    import sys
-
-    remote_grade = sys.modules.get("roadmap_cli.grading.remote_grade")
-    if _started is not None or getattr(remote_grade, "_early", None) is not None:
+    if _started is not None:
         return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
-    if options is None or os.environ.get("_ROADMAP_COMPLETE"):
-        return False
+    if options is None or options["on"] is not None or os.environ.get("_ROADMAP_COMPLETE"):
+        return False  # `--on NAME`: grading/remote_grade.start_early_args opens the ssh session instead
     try:
         from roadmap_cli.grading.focus import Focus
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
         from roadmap_cli.paths import resolve_home
 
-        home = resolve_home(None)
-        rows = workspaces_fast(home)
+        rows = workspaces_fast(resolve_home(None))
         if rows is None:
             return False  # another database, or none yet: the store is needed first
         lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
-        if options["on"] is not None:
-            # `grade --on NAME`: the ssh session to the remote opens now (grading/remote_grade.start_early).
-            if options["keyword"] or options["tests"] or options["first_failure"] or options["verbose"]:
-                return False  # refused by the command (--on grades whole parts): it says so
-            from roadmap_cli.grading import remote_grade
-
-            return remote_grade.start_early(home, options["on"], lab_id, path, part=options["part"],
-                                            timeout=options["timeout"])
         focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
                       verbose=options["verbose"])
     except Exception:  # noqa: BLE001 - the normal path reports every problem properly
@@ -172,10 +160,6 @@ def discard() -> None:
     started, _started = _started, None
     if started is not None:
         started.abort()
-    import sys
-
-    if "roadmap_cli.grading.remote_grade" in sys.modules:
-        sys.modules["roadmap_cli.grading.remote_grade"].discard_early()
 
 
 def _same(a, b) -> bool:

@@ -126,10 +126,10 @@ def events_main(argv: list[str]) -> None:
         rest.append("?")
     if rest or lab_id is None or not {"workspace", "key", "nonce"} <= set(opts) or (timeout is not None
                                                                                     and not timeout >= 1):
-        from roadmap_cli.entry import main
+        import sys
 
-        main(["grade", *argv, "--events"])
-        return
+        # The command line says what is wrong, in one line (this process becomes it: same pid, same pipes).
+        os.execv(sys.executable, [sys.executable, "-m", "roadmap_cli", "grade", *argv, "--events"])
     from roadmap_cli.grading import prestart
 
     workspace = Path(opts["workspace"])
@@ -411,6 +411,32 @@ def start_early(home: Path, remote_name: str, lab_id: str, path: Path, *, part: 
     except Exception:  # noqa: BLE001 - the normal path says what is wrong
         return False
     return True
+
+
+def start_early_args(args: list[str]) -> bool:
+    """`roadmap grade ARGS` with `--on NAME` (the plain forms grading/prestart.py reads): start_early for the
+    workspace the command will grade. Called by the console script and cli.main before typer parses;
+    never raises (the normal path reports every problem)."""
+    from roadmap_cli.grading import prestart
+
+    if _early is not None:
+        return True  # the console script opened it already
+    options = prestart._read(args)
+    if options is None or options["on"] is None or os.environ.get("_ROADMAP_COMPLETE") \
+            or options["keyword"] or options["tests"] or options["first_failure"] or options["verbose"]:
+        return False  # not a plain --on grade (or one the command refuses: it says so)
+    try:
+        from roadmap_cli.labs.service import locate_workspace, workspaces_fast
+        from roadmap_cli.paths import resolve_home
+
+        home = resolve_home(None)
+        rows = workspaces_fast(home)
+        if rows is None:
+            return False  # another database, or none yet: the store is needed first
+        lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+    except Exception:  # noqa: BLE001
+        return False
+    return start_early(home, options["on"], lab_id, path, part=options["part"], timeout=options["timeout"])
 
 
 def discard_early() -> None:
