@@ -70,6 +70,7 @@ def main() -> None:
             print(f"local grade:         median {lm:.2f} s  ({', '.join(f'{t:.2f}' for t in local)})")
             print(f"grade --on (warm):   median {rm:.2f} s  ({', '.join(f'{t:.2f}' for t in remote)})")
             print(f"ratio --on / local:  {rm / lm:.2f}x (budget 1.30x)")
+            roadmap("remote", "remove", "loop")  # closes the shared ssh connection the grades left open
         finally:
             server.stop()
 

@@ -52,7 +52,21 @@ def far(tmp_path_factory):
 def remote(far, run_cli, adder_workspace, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ROADMAP_SSH_CONFIG", str(far.client_config))
     assert run_cli("remote", "add", "box", far.url, "--python", sys.executable).exit_code == 0
-    return far
+    yield far
+    run_cli("remote", "remove", "box")  # closes the shared ssh connection the grades left open
+
+
+def _masters(home: Path) -> list[int]:
+    """Pids of live ssh master processes (connection sharing) whose socket is in `home`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if cmd.startswith("ssh: ") and str(home / "ssh-mux") in cmd:
+            out.append(int(pid))
+    return out
 
 
 def _far_processes(root: Path) -> list[str]:
@@ -113,6 +127,10 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
         "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
     assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed")]
+    # `lab history` says where each attempt was graded (newest first).
+    history = run_cli("lab", "history", "--json").json()["data"]["attempts"]
+    assert [a["graded_on"] for a in history] == ["box", "box", None, "box"]
+    assert run_cli("lab", "history").stdout.count("on remote box") == 3
 
 
 def test_unknown_remote_is_one_line_with_did_you_mean(remote, run_cli):
@@ -198,3 +216,86 @@ def test_a_result_signed_with_another_key_is_not_recorded(remote, run_cli, roadm
 
     count = sqlite3.connect(roadmap_home / "roadmap.db").execute("SELECT count(*) FROM grade_attempts").fetchone()
     assert count == (1,)
+
+
+def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_closes_it(remote, run_cli,
+                                                                                        roadmap_home: Path):
+    from roadmap_cli import remotes
+
+    box = remotes.get(roadmap_home, "box")
+    control = remotes.control_path(roadmap_home, box)
+    assert control is not None and control.parent.stat().st_mode & 0o777 == 0o700
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    masters = _masters(roadmap_home)
+    assert len(masters) == 1 and control.exists()
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    assert _masters(roadmap_home) == masters  # the second grade went through the same connection
+    # The master dies (a reboot, an OOM kill): its socket is left behind, and the next grade still works.
+    os.kill(masters[0], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _masters(roadmap_home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert control.exists()
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    assert len(_masters(roadmap_home)) == 1
+    assert run_cli("remote", "remove", "box").exit_code == 0
+    deadline = time.monotonic() + 10
+    while _masters(roadmap_home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _masters(roadmap_home) == [] and not control.exists()
+
+
+def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli, monkeypatch: pytest.MonkeyPatch):
+    """grading/prestart.py opens the grade's ssh session before typer parses (remote_grade.start_early), and
+    grade_on takes that very session: one session per grade, opened early."""
+    from roadmap_cli.grading import remote_grade
+
+    openers: list[str] = []
+    real = remote_grade._Opened.__init__
+
+    def spy(self, *args, **kwargs):
+        openers.append(sys._getframe(1).f_code.co_name)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(remote_grade._Opened, "__init__", spy)
+    assert run_cli("grade", "--on", "box", "--part", "mul").exit_code == 1
+    assert openers == ["start_early"] and remote_grade._early is None
+    # An option --on refuses: nothing is opened early, and the refusal is one line.
+    result = run_cli("grade", "--on", "box", "-x")
+    assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr
+
+
+def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(remote, adder_workspace: Path,
+                                                                            roadmap_home: Path):
+    pexpect = pytest.importorskip("pexpect")
+    pytest.importorskip("watchfiles")
+    child = pexpect.spawn(sys.executable, ["-m", "roadmap_cli", "watch", "--on", "box"], cwd=str(adder_workspace),
+                          env=dict(os.environ), encoding="utf-8", timeout=60)
+    try:
+        child.expect("watching adder")
+        child.expect(r"first grade on box: all parts")
+        child.expect(r"attempt #1")  # the starter fails; the CPU remote cannot grade the GPU part
+        tmp = adder_workspace / "adder.new"
+        tmp.write_text("def add(a, b):\n    return a + b\n")
+        os.replace(tmp, adder_workspace / "adder.py")
+        child.expect(r"grading part add \(saved adder.py\)")
+        child.expect(r"sending 1 changed file\(s\)")
+        child.expect(r"✓ add: passed")
+        child.expect(r"attempt #2")
+        child.expect(r"grading part mul \(next part: mul\)")
+        child.expect(r"attempt #3")
+        child.send("q")
+        child.expect("bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    deadline = time.monotonic() + 15
+    while _far_processes(remote.far_root) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _far_processes(remote.far_root) == []
+    import sqlite3
+
+    rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
+        "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
+    assert rows == [("box", "failed"), ("box", "passed"), ("box", "failed")]

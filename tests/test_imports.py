@@ -17,12 +17,15 @@ try:
     main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy', 'git', 'psycopg'))
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy', 'git', 'psycopg',
+                                                         'procrastinate'))
 # Defining the SQLModel table classes costs status more than its queries: the
 # status path reads with plain SQL (store/settings.py explains).
 heavy += [m for m in ('roadmap_cli.store.tables',) if m in sys.modules]
 # Cohort mode (PostgreSQL) costs the SQLite path nothing: no driver, no server module.
-heavy += [m for m in ('roadmap_cli.store.server', 'roadmap_cli.cohort') if m in sys.modules]
+# (store/queue.py itself is a few constants and SQL, read by the first migration's person_tables.)
+heavy += [m for m in ('roadmap_cli.store.server', 'roadmap_cli.cohort', 'roadmap_cli.grading.queue')
+          if m in sys.modules]
 sys.stderr.write('\\nPROBE' + json.dumps({'code': code, 'heavy': heavy}) + '\\n')
 """
 

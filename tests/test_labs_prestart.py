@@ -33,10 +33,11 @@ def workspace(adder_workspace: Path) -> Path:
     (["--part", "mul", "-x", "-v"], {"part": "mul", "first_failure": True, "verbose": True}),
     (["--part=mul", "-k", "small", "--test", "a.py::t", "--test=b.py", "--timeout", "30"],
      {"part": "mul", "keyword": "small", "tests": ["a.py::t", "b.py"], "timeout": 30.0}),
+    (["adder", "--on", "box", "--timeout=5"], {"lab_id": "adder", "on": "box", "timeout": 5.0}),
 ])
 def test_the_plain_forms_are_read(args, want):
     base = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
-            "first_failure": False, "verbose": False}
+            "first_failure": False, "verbose": False, "on": None}
     assert prestart._read(args) == {**base, **want}
 
 

@@ -33,6 +33,9 @@ FILE_NAME = "remotes.json"
 FORMAT_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 SSH_CONFIG_VAR = "ROADMAP_SSH_CONFIG"
+CONTROL_DIR = "ssh-mux"  # in the data home (0700): the sockets of shared ssh connections, one per remote
+CONTROL_PERSIST_S = 600  # a shared connection stays open this long after its last grade
+SHARE_VAR = "ROADMAP_SSH_SHARE"  # "0": a fresh ssh connection for every grade (no connection sharing)
 # ssh exits 255 when the connection itself failed (host unknown, refused, key rejected); any other status is the
 # remote command's own.
 SSH_CONNECTION_FAILED = 255
@@ -59,12 +62,20 @@ class Remote:
         host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
         return f"ssh://{self.user + '@' if self.user else ''}{host}{':' + str(self.port) if self.port else ''}"
 
-    def ssh_argv(self, command: str, *, connect_timeout_s: int = 10) -> list[str]:
+    def ssh_argv(self, command: str, *, connect_timeout_s: int = 10, control: Optional[Path] = None) -> list[str]:
         """`ssh ... HOST COMMAND`, never prompting: a password prompt in a
         command that is not interactive would hang, so keys or an agent are
-        required (BatchMode) and the line says so when they are missing."""
+        required (BatchMode) and the line says so when they are missing.
+        `control`: the socket of a shared connection (control_path())."""
         argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
+        if control is not None:
+            # OpenSSH's connection sharing: the first grade's ssh leaves a master connection behind (its own
+            # session, stdio on /dev/null) for CONTROL_PERSIST_S; the next grades open a session on it and
+            # skip the TCP and key exchange. A socket left by a master that is gone is removed by ssh
+            # itself (ControlMaster=auto unlinks a refused socket and connects afresh).
+            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}",
+                     "-o", f"ControlPersist={CONTROL_PERSIST_S}"]
         config = os.environ.get(SSH_CONFIG_VAR)
         if config:
             argv += ["-F", config]
@@ -169,6 +180,8 @@ def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optio
         raise UserError(f"--python {python!r}: give the absolute path of the far side's python (no spaces or "
                         "shell characters), e.g. /usr/bin/python3")
     remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso(), python=python)
+    if name in remotes:
+        close_shared(home, remotes[name])  # replaced: its shared connection goes to the old machine
     remotes[name] = remote
     _save(home, remotes)
     new_key(home, name)  # a fresh key: a replaced remote is another machine, and must not share the old one's
@@ -180,11 +193,56 @@ def remove(home: Path, name: str) -> Remote:
     remote = get(home, name)
     del remotes[name]
     _save(home, remotes)
+    close_shared(home, remote)
     try:
         _key_path(home, name).unlink()
     except FileNotFoundError:
         pass
     return remote
+
+
+# ---------------------------------------------------------------- shared connections (OpenSSH ControlMaster)
+
+# A unix socket's path is at most 108 bytes, and ssh binds a temporary name (the path + 17 characters) first.
+_MAX_SOCKET_PATH = 90
+
+
+def control_path(home: Path, remote: Remote) -> Optional[Path]:
+    """The control socket of `remote`'s shared connection, or None for no sharing (ROADMAP_SSH_SHARE=0, or a
+    data home whose path is too long for a unix socket). The name hashes where the remote points and the ssh
+    config in use, so a replaced remote never reuses a connection to the old machine."""
+    if os.environ.get(SHARE_VAR) == "0":
+        return None
+    import hashlib
+
+    ident = "\0".join([remote.name, remote.user or "", remote.host, str(remote.port or ""),
+                       os.environ.get(SSH_CONFIG_VAR, "")])
+    folder = home / CONTROL_DIR
+    path = folder / hashlib.sha256(ident.encode()).hexdigest()[:12]
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        return None
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)  # whoever can open the socket can run commands on the remote as this user
+    except OSError:
+        return None
+    return path
+
+
+def close_shared(home: Path, remote: Remote) -> None:
+    """End `remote`'s shared connection, if one is open (`remote remove`, `remote add --replace`)."""
+    path = control_path(home, remote)
+    if path is None or not path.exists():
+        return
+    try:
+        subprocess.run(remote.ssh_argv("true", control=path)[:-3] + ["-O", "exit", "--", remote.host],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        path.unlink()  # a master that did not answer: its socket must not outlive the remote
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------- the result key

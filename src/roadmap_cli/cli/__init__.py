@@ -58,6 +58,7 @@ COMMAND_MODULES = {
     "stats": "stats", "report": "report",
     "cohort": "cohort",
     "remote": "remote",
+    "submit": "queue", "worker": "queue", "submissions": "queue",
 }
 _registered: set[str] = set()
 
@@ -125,18 +126,26 @@ def main(argv: Optional[list[str]] = None) -> None:
     if os.environ.get("_ROADMAP_COMPLETE"):
         _complete(args)  # a TAB: no output module, only the group being completed
         return
-    prestarted = False
+    prestarted = opened_early = False
     if args[:1] == ["grade"]:
         # The grader starts now, while typer parses and rich loads (grading/prestart.py);
         # the console script (roadmap_cli/entry.py) started it earlier still, before typer was imported.
         from roadmap_cli.grading import prestart
 
         prestarted = prestart.start(args[1:])
+        if any(a == "--on" or a.startswith("--on=") for a in args):
+            from roadmap_cli.grading import remote_grade  # `grade --on`: its ssh session opens now
+
+            opened_early = remote_grade.start_early_args(args[1:])
     try:
         _run(args)
     finally:
         if prestarted:
             prestart.discard()  # not claimed: the command failed before grading
+        if opened_early:
+            from roadmap_cli.grading import remote_grade
+
+            remote_grade.discard_early()  # not taken: the command failed before grading
 
 
 def _run(args: list[str]) -> None:

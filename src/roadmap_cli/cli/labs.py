@@ -243,16 +243,17 @@ def grade(
                                       key_path=Path(events_key), nonce=events_nonce))
     ctx = _ctx()
     if on is not None:
-        if watch or keyword or test or first_failure or verbose:
-            raise UserError("--on grades whole parts: combine it with --part, --timeout and --json only "
-                            "(not --watch, -k, --test, -x or -v)")
-        return _grade_on(ctx, on, lab_id, part, timeout, as_json)
+        if keyword or test or first_failure or verbose:
+            raise UserError("--on grades whole parts: combine it with --part, --timeout, --watch and --json only "
+                            "(not -k, --test, -x or -v)")
+        if not watch:
+            return _grade_on(ctx, on, lab_id, part, timeout, as_json)
     if watch:
         if as_json:
             from roadmap_cli.errors import UserError
 
             raise UserError("--watch and --json cannot be combined: watch prints for people")
-        return watch_command(lab_id, part, timeout)
+        return watch_command(lab_id, part, timeout, on)
     focus = Focus(keyword=keyword, tests=list(test or []), first_failure=first_failure, verbose=verbose)
     with render.GradeProgress(None if as_json else console) as progress:
         # The store is opened only once pytest runs (and without SQLAlchemy when it can: store/lite.py);
@@ -291,12 +292,13 @@ def watch_command(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
     part: Annotated[Optional[str], typer.Option("--part", help="Start with this part (default: the first part not passed yet).")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit of each grade in seconds.")] = None,
+    on: Annotated[Optional[str], typer.Option("--on", metavar="REMOTE", help="Grade on a remote machine over ssh (see `roadmap remote add`): each save sends only the changed files; attempts are recorded here.")] = None,
 ) -> None:
     """Re-grade on every save, the part you are on first; keys: h hint, r re-run, a all parts, q quit."""
     from roadmap_cli.grading.watch import Watcher
 
     ctx = _ctx()
-    raise typer.Exit(Watcher(ctx, lab_id, _cwd(), part=part, timeout=timeout).run())
+    raise typer.Exit(Watcher(ctx, lab_id, _cwd(), part=part, timeout=timeout, on=on).run())
 
 
 @lab_app.command("history")
@@ -305,7 +307,7 @@ def lab_history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show the last N attempts.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """Attempts of one lab, numbered per lab: outcome, score per part, device, commit, duration."""
+    """Attempts of one lab, numbered per lab: outcome, score per part, device (and the remote it was graded on), commit, duration."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import history, service
     from roadmap_cli.output import emit

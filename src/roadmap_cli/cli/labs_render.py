@@ -289,6 +289,8 @@ def lab_history(console: Console, data: dict) -> None:
         outcome = a["outcome_text"] + ("" if a["counted"] else " (not counted)")
         commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
         device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
+        if a.get("graded_on"):
+            device += f"\non remote {a['graded_on']}"  # `grade --on NAME`: graded there, recorded here
         if a.get("sandbox") == "weak":
             device += "\nweak sandbox"  # graded without the OS wall (no bubblewrap there)
         table.add_row(str(a["number"]), (a["started_at"] or "").replace("T", " ")[5:16], outcome,

@@ -164,9 +164,15 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
 
     Plain SQL (store/sql.py) in one write transaction, on either store: the
     full one, or store/lite.py's, which spares the grade the SQLAlchemy import."""
+    return store.write_sql(attempt_writer(spec, run, commit_sha, dirty, learner=store.learner, graded_on=graded_on))
+
+
+def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *, learner: str,
+                   graded_on: Optional[str] = None) -> Callable[[object], tuple[int, list[str]]]:
+    """record_attempt's transaction body, `write(sql) -> (attempt id, checkpoints marked)`, for `learner`:
+    the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission."""
     from roadmap_cli.progress import mark_done_sql
 
-    learner = store.learner
     parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
                    "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
     row = dict(
@@ -201,4 +207,4 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
                     marked.append(checkpoint)
         return attempt_id, marked
 
-    return store.write_sql(write)
+    return write

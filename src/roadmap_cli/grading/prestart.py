@@ -27,13 +27,13 @@ from typing import Optional
 _started: Optional[object] = None  # the runner.GradeJob started here, until claimed or discarded
 
 _FLAGS = {"-x": "first_failure", "--first-failure": "first_failure", "-v": "verbose", "--verbose": "verbose"}
-_VALUED = {"--part", "-k", "--test", "--timeout"}
+_VALUED = {"--part", "-k", "--test", "--timeout", "--on"}
 
 
 def _read(args: list[str]) -> Optional[dict]:
     """The options of `roadmap grade ARGS`, or None for anything but the plain forms."""
     out: dict = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
-                 "first_failure": False, "verbose": False}
+                 "first_failure": False, "verbose": False, "on": None}
     i = 0
     while i < len(args):
         arg = args[i]
@@ -58,6 +58,8 @@ def _read(args: list[str]) -> Optional[dict]:
                 out["keyword"] = value
             elif name == "--test":
                 out["tests"].append(value)
+            elif name == "--on":
+                out["on"] = value
             else:
                 try:
                     out["timeout"] = float(value)
@@ -81,13 +83,10 @@ def start(args: list[str]) -> bool:
     if _started is not None:
         return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
-    if options is None or os.environ.get("_ROADMAP_COMPLETE"):
-        return False
+    if options is None or options["on"] is not None or os.environ.get("_ROADMAP_COMPLETE"):
+        return False  # `--on NAME`: grading/remote_grade.start_early_args opens the ssh session instead
     try:
-        from roadmap_cli.grading import precheck
         from roadmap_cli.grading.focus import Focus
-        from roadmap_cli.labs.plan import labs_root, read_plan
-        from roadmap_cli.grading.runner import GradeJob
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
         from roadmap_cli.paths import resolve_home
 
@@ -95,17 +94,32 @@ def start(args: list[str]) -> bool:
         if rows is None:
             return False  # another database, or none yet: the store is needed first
         lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+        focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
+                      verbose=options["verbose"])
+    except Exception:  # noqa: BLE001 - the normal path reports every problem properly
+        return False
+    return start_job(lab_id, path, part=options["part"], timeout=options["timeout"], focus=focus)
+
+
+def start_job(lab_id: str, path: Path, *, part: Optional[str] = None, timeout: Optional[float] = None,
+              focus=None) -> bool:
+    """Start the grader of lab `lab_id` on the workspace `path` (pre-checked first); True when one was
+    started. Also the far side of `grade --on` (grading/remote_grade.events_main), which knows its lab and
+    workspace from the near side. Never raises: whatever goes wrong, the normal path says it."""
+    global _started
+    try:
+        from roadmap_cli.grading import precheck
+        from roadmap_cli.grading.runner import GradeJob
+        from roadmap_cli.labs.plan import labs_root, read_plan
+
         # The lab as a plan (labs/plan.py), not the validated spec: pytest starts
         # ~0.2 s sooner, and claim() takes the job only if the spec agrees.
         spec = read_plan(labs_root() / lab_id)
         if spec is None or spec.id != lab_id or not path.is_dir() or precheck.check_workspace(path) is not None:
             return False
-        part = options["part"]
         if part:
             spec.part(part)
-        focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
-                      verbose=options["verbose"])
-        job = GradeJob(spec, path, parts=[part] if part else None, timeout=options["timeout"], focus=focus)
+        job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus)
         job.start()
     except Exception:  # noqa: BLE001 - the normal path reports every problem properly
         return False

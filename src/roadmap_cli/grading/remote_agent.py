@@ -273,6 +273,9 @@ def run_grade(cmd, env, stdin):
                 threading.Thread(target=stop, args=(proc,), daemon=True).start()
     rc = proc.wait()
     say({"exit": rc})
+    # Not a normal exit: the stdin thread is blocked in a read holding stdin's lock, and the interpreter's
+    # shutdown would wait a second for that lock, then abort (a core dump, and a second on every grade).
+    os._exit(0)
 
 
 def stop(proc):
@@ -354,8 +357,10 @@ def main():
     for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP"):
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
-    cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli", "grade", *req["argv"],
-           "--events", "--events-workspace", ws, "--events-key", key_path, "--events-nonce", req["nonce"]]
+    # grading/remote_grade.py's events_main: `roadmap grade --events` with the grader started before the
+    # command line's imports (typer, pydantic).
+    cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli.grading.remote_grade", *req["argv"],
+           "--events-workspace", ws, "--events-key", key_path, "--events-nonce", req["nonce"]]
     run_grade(cmd, env, stdin)
 
 

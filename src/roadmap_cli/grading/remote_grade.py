@@ -69,18 +69,30 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
         sys.stdout.write(json.dumps(obj) + "\n")
         sys.stdout.flush()
 
+    from roadmap_cli.grading import prestart
+
     try:
         key = bytes.fromhex(key_path.read_text().strip())
     except (OSError, ValueError) as exc:
+        prestart.discard()
         raise UserError(f"no usable result key at {key_path}: {exc}") from None
-    spec = find_lab(lab_id)
-    problem = precheck.check_workspace(workspace)
-    job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout)
+    try:
+        spec = find_lab(lab_id)
+        # A grader started by events_main (before this module's imports) pre-checked this very folder.
+        problem = None if prestart.prechecked(workspace) else precheck.check_workspace(workspace)
+        job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout,
+                       device=prestart.started_device())
+    except BaseException:
+        prestart.discard()
+        raise
     emit({"event": "remote-device", "cuda": job.device.cuda, "name": job.device.name})
     if problem is not None:
+        prestart.discard()
         run = precheck.failed_run(job, problem)
     else:
-        job.start()
+        job = prestart.claim(job)  # the early one when it is exactly this job
+        if job.proc is None:
+            job.start()
         try:
             emit({"event": "started"})
             run = job.finish(emit)
@@ -91,6 +103,50 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
                        "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
     emit({"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()})
     return run.exit_code
+
+
+def events_main(argv: list[str]) -> None:
+    """`python -m roadmap_cli.grading.remote_grade LAB [--part P] [--timeout S] --events-workspace W
+    --events-key K --events-nonce N`: what the far agent runs. The same as `roadmap grade ... --events`, with
+    the grader started first, from the lab's plan, before typer, rich and pydantic are imported
+    (grading/prestart.py): the learner waits for that import on every grade --on otherwise. Anything this
+    reader does not expect goes through the command line as before, which reports it."""
+    known = {"--part": "part", "--timeout": "timeout", "--events-workspace": "workspace", "--events-key": "key",
+             "--events-nonce": "nonce"}
+    opts: dict = {}
+    rest = list(argv)
+    lab_id = rest.pop(0) if rest and not rest[0].startswith("-") else None
+    while len(rest) >= 2 and rest[0] in known and known[rest[0]] not in opts:
+        name, value = rest.pop(0), rest.pop(0)
+        opts[known[name]] = value
+    timeout: Optional[float] = None
+    try:
+        timeout = float(opts["timeout"]) if "timeout" in opts else None
+    except ValueError:
+        rest.append("?")
+    if rest or lab_id is None or not {"workspace", "key", "nonce"} <= set(opts) or (timeout is not None
+                                                                                    and not timeout >= 1):
+        import sys
+
+        # The command line says what is wrong, in one line (this process becomes it: same pid, same pipes).
+        os.execv(sys.executable, [sys.executable, "-m", "roadmap_cli", "grade", *argv, "--events"])
+    from roadmap_cli.grading import prestart
+
+    workspace = Path(opts["workspace"])
+    prestart.start_job(lab_id, workspace, part=opts.get("part"), timeout=timeout)
+    from roadmap_cli.errors import RoadmapError
+
+    try:
+        code = events_grade(lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]),
+                            nonce=opts["nonce"])
+    except RoadmapError as exc:  # one line on stderr, as the command line would say it
+        import sys
+
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(int(getattr(exc, "exit_code", 1))) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    raise SystemExit(code)
 
 
 # ---------------------------------------------------------------- this install as a wheel
@@ -234,7 +290,7 @@ def _tar(path: Path, rels: list[str]) -> bytes:
 class _Session:
     """One ssh connection running the agent: JSON lines both ways, byte blobs to it."""
 
-    def __init__(self, remote, request: dict) -> None:
+    def __init__(self, remote, request: dict, control: Optional[Path] = None) -> None:
         agent = AGENT.read_bytes()
         boot = f"import sys; exec(compile(sys.stdin.buffer.read({len(agent)}), 'roadmap-remote-agent', 'exec'))"
         python = remote.python or "python3"
@@ -242,7 +298,7 @@ class _Session:
         self.remote = remote
         try:
             # Its own session: a Ctrl-C in the terminal reaches us only; we end the far grade in order.
-            self.proc = subprocess.Popen(remote.ssh_argv(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen(remote.ssh_argv(command, control=control), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError:
             raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
@@ -292,17 +348,113 @@ class _Session:
                                f"point `roadmap remote add {self.remote.name} URL --replace --python PATH` at one")
         return RemoteError(f"remote {self.remote.name!r}: the connection ended ({last})")
 
-    def close(self, wait_s: float = STOP_WAIT_S) -> None:
-        """End our side: the agent sees its stdin end and stops the grade; ssh is killed if it lingers."""
+    def end_input(self) -> None:
+        """The agent sees its stdin end: it stops the grade there (nothing is left running) and exits."""
         try:
             self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):
             pass
+
+    def close(self, wait_s: float = STOP_WAIT_S) -> None:
+        """End our side: the agent sees its stdin end and stops the grade; ssh is killed if it lingers."""
+        self.end_input()
         try:
             self.proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class _Opened:
+    """A grade's ssh session, opened and sent its request: what the hello will be compared against."""
+
+    def __init__(self, home: Path, remote, lab_id: str, path: Path, part: Optional[str],
+                 timeout: Optional[float]) -> None:
+        import secrets
+
+        from roadmap_cli import remotes
+
+        self.remote, self.lab_id, self.path, self.part, self.timeout = remote, lab_id, path, part, timeout
+        self.key = remotes.key(home, remote.name)
+        key_id = hashlib.sha256(self.key).hexdigest()[:16]
+        self.ws_id = f"{lab_id}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        self.files = workspace_files(path)
+        self.tag, self.make_wheel = build_tag(home)
+        self.nonce = secrets.token_hex(16)
+        argv = [lab_id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
+        self.t0 = time.monotonic()
+        self.session = _Session(remote, {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv,
+                                         "nonce": self.nonce}, control=remotes.control_path(home, remote))
+
+    def matches(self, remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]) -> bool:
+        return (self.remote == remote and self.lab_id == lab_id and self.path == path and self.part == part
+                and (self.timeout or None) == (timeout or None))
+
+
+_early: Optional[_Opened] = None  # opened by start_early (before typer loads), until grade_on takes it
+
+
+def start_early(home: Path, remote_name: str, lab_id: str, path: Path, *, part: Optional[str] = None,
+                timeout: Optional[float] = None) -> bool:
+    """`roadmap grade --on NAME`, called by grading/prestart.py before the command line is parsed: open the
+    ssh session now, so the connection, the far login and the far agent's start overlap with this side's
+    imports (typer, rich, pydantic). grade_on takes it only when it is for the very same grade; anything
+    going wrong here opens nothing, and the normal path reports it. Never raises."""
+    global _early
+    try:
+        from roadmap_cli import remotes
+
+        remote = remotes.get(home, remote_name)
+        if not path.is_dir():
+            return False
+        _early = _Opened(home, remote, lab_id, path, part, timeout)
+    except Exception:  # noqa: BLE001 - the normal path says what is wrong
+        return False
+    return True
+
+
+def start_early_args(args: list[str]) -> bool:
+    """`roadmap grade ARGS` with `--on NAME` (the plain forms grading/prestart.py reads): start_early for the
+    workspace the command will grade. Called by the console script and cli.main before typer parses;
+    never raises (the normal path reports every problem)."""
+    from roadmap_cli.grading import prestart
+
+    if _early is not None:
+        return True  # the console script opened it already
+    options = prestart._read(args)
+    if options is None or options["on"] is None or os.environ.get("_ROADMAP_COMPLETE") \
+            or options["keyword"] or options["tests"] or options["first_failure"] or options["verbose"]:
+        return False  # not a plain --on grade (or one the command refuses: it says so)
+    try:
+        from roadmap_cli.labs.service import locate_workspace, workspaces_fast
+        from roadmap_cli.paths import resolve_home
+
+        home = resolve_home(None)
+        rows = workspaces_fast(home)
+        if rows is None:
+            return False  # another database, or none yet: the store is needed first
+        lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+    except Exception:  # noqa: BLE001
+        return False
+    return start_early(home, options["on"], lab_id, path, part=options["part"], timeout=options["timeout"])
+
+
+def discard_early() -> None:
+    """Close an early session nobody took (the command failed first): the far agent sees its stdin end
+    before the grade and exits, with nothing started there."""
+    global _early
+    opened, _early = _early, None
+    if opened is not None:
+        opened.session.close(2.0)
+
+
+def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]):
+    global _early
+    opened, _early = _early, None
+    if opened is not None and not opened.matches(remote, lab_id, path, part, timeout):
+        opened.session.close(2.0)
+        return None
+    return opened
 
 
 def _state_path(home: Path, remote: str, ws_id: str) -> Path:
@@ -321,10 +473,10 @@ def _run_from(data: dict):
 def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_id: Optional[str], cwd: Path, *,
              part: Optional[str] = None, timeout: Optional[float] = None,
              on_event: Optional[Callable[[dict], None]] = None,
-             on_progress: Optional[Callable[[str], None]] = None):
-    """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted)."""
-    import secrets
-
+             on_progress: Optional[Callable[[str], None]] = None, cancel=None):
+    """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted).
+    `cancel`: a threading.Event that stops the grade there (`roadmap watch --on`: a save during a run); the
+    attempt is then recorded as interrupted, as a cancelled local grade is."""
     from roadmap_cli import remotes
     from roadmap_cli.grading.grade import GradeOutcome, _outcome, record_attempt
     from roadmap_cli.labs.service import resolve_workspace, start_command, workspaces, workspaces_fast
@@ -340,24 +492,32 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
     if part:
         spec.part(part)
-    key = remotes.key(home, remote.name)
-    key_id = hashlib.sha256(key).hexdigest()[:16]
-    ws_id = f"{spec.id}-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
-    files = workspace_files(path)
-    tag, make_wheel = build_tag(home)
-    nonce = secrets.token_hex(16)
-    argv = [spec.id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
-    t0 = time.monotonic()
-    session = _Session(remote, {"tag": tag, "key_id": key_id, "ws": ws_id, "argv": argv, "nonce": nonce})
+    # The session opened before the command line was parsed (start_early) when it is for this grade.
+    opened = _take_early(remote, spec.id, path, part, timeout) or _Opened(home, remote, spec.id, path, part, timeout)
+    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.make_wheel
+    nonce, t0, session = opened.nonce, opened.t0, opened.session
     events: list[dict] = []
     signed = None
     started = interrupted = False
     sent = {"changed": 0, "deleted": 0, "bytes": 0, "installed": False}
     device = {"cuda": False, "name": "?"}
+    finished = False
+    if cancel is not None:
+        import threading
+
+        def stop_on_cancel() -> None:
+            while not finished:
+                if cancel.wait(0.1):
+                    session.end_input()  # the agent stops the grade there, as for Ctrl-C
+                    return
+
+        threading.Thread(target=stop_on_cancel, daemon=True).start()
     try:
         lines = session.lines()
         hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
         if hello is None:
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
             raise session.failure()
         theirs = hello["files"]
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
@@ -394,10 +554,14 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
                     on_event(msg)
             elif "exit" in msg:
                 break
+    except _Cancelled:
+        pass  # before the grade started there: recorded as interrupted below
     except KeyboardInterrupt:
         interrupted = True
         say(f"stopping the grade on {remote.name}…")
     finally:
+        finished = True
+        interrupted = interrupted or (cancel is not None and cancel.is_set() and signed is None)
         session.close(STOP_WAIT_S if interrupted or signed is None else 2.0)
     if started or signed is not None:
         state = _state_path(home, remote.name, ws_id)
@@ -432,6 +596,10 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     return outcome
 
 
+class _Cancelled(Exception):
+    """The grade's `cancel` was set before the far side answered."""
+
+
 def _raise(msg: dict, remote) -> bool:
     raise RemoteError(f"remote {remote.name!r}: {msg['error']}")
 
@@ -452,3 +620,9 @@ def _interrupted_run(spec, path: Path, device: dict, part: Optional[str], events
     run.duration_s = round(time.monotonic() - t0, 3)
     run.grader_sha256 = ""
     return run
+
+
+if __name__ == "__main__":
+    import sys
+
+    events_main(sys.argv[1:])

@@ -50,26 +50,38 @@ def _watch_filter():
 
 class Watcher:
     def __init__(self, ctx, lab_id: Optional[str], cwd: Path, *, part: Optional[str] = None,
-                 timeout: Optional[float] = None, out=None) -> None:
+                 timeout: Optional[float] = None, out=None, on: Optional[str] = None) -> None:
         from roadmap_cli.labs import service
         from roadmap_cli.labs.device import detect_device
         from roadmap_cli.grading.runner import gradable_parts
 
         self.ctx = ctx
+        self.on = on  # a remote's name (`watch --on NAME`): every grade runs there (grading/remote_grade.py)
         self.store = ctx.store()  # created here, in the main thread; used by the grade thread
         self.spec, self.path = service.resolve_workspace(self.store, lab_id, cwd)
         if not self.path.is_dir():
             from roadmap_cli.errors import UserError
 
             raise UserError(f"workspace {self.path} is gone: run `{service.start_command(ctx.home, self.spec.id, self.path)}`")
-        self.device = detect_device()
-        self.gradable = gradable_parts(self.spec, self.device)
+        if on is not None:
+            from roadmap_cli import remotes
+
+            remotes.get(ctx.home, on)  # an unknown name is one line with did-you-mean, before anything starts
+            # What the remote can grade is known after its first grade (parts it cannot grade come back
+            # "not graded here"); until then every part is a candidate.
+            self.gradable = [p.id for p in self.spec.parts]
+            self.cuda = any(p.needs_cuda for p in self.spec.parts)
+        else:
+            device = detect_device()
+            self.gradable = gradable_parts(self.spec, device)
+            self.cuda = device.cuda
         if part is not None:
             self.spec.part(part)  # a typo is one line with did-you-mean
             if part not in self.gradable:
                 from roadmap_cli.errors import UserError
 
                 raise UserError(f"part {part} of {self.spec.id} needs a CUDA GPU: it cannot be graded here")
+        self.explicit_part = part
         self.current: Optional[str] = part or self._first_unpassed()
         self.timeout = timeout
         self.out = out or sys.stdout
@@ -110,7 +122,7 @@ class Watcher:
                 marks.append(f"{p.id} (needs a CUDA GPU)")
             else:
                 marks.append(f"{p.id} {'✓' if p.id in best else '·'}")
-        summary = service._summary(self.spec, best, 1, True, self.device.cuda)
+        summary = service._summary(self.spec, best, 1, True, self.cuda)
         return (f"{self.spec.id}: {summary['state_text']} · best {summary['best_score']:g}/{summary['max_score']:g} · "
                 + "  ".join(marks))
 
@@ -145,10 +157,17 @@ class Watcher:
     def _grade(self, parts: Optional[list[str]], cancel: threading.Event, reason: str) -> None:
         from roadmap_cli.grading.grade import grade
 
+        part = parts[0] if parts and len(parts) == 1 else None
         try:
-            outcome = grade(lambda: self.store, self.ctx.home, self.spec.id, self.path,
-                            part=parts[0] if parts and len(parts) == 1 else None, timeout=self.timeout,
-                            cancel=cancel, lang=self.ctx.lang)
+            if self.on is not None:
+                from roadmap_cli.grading.remote_grade import grade_on
+
+                # Only the files changed since the last send go; the attempt is recorded here.
+                outcome = grade_on(lambda: self.store, self.ctx.home, self.on, self.spec.id, self.path, part=part,
+                                   timeout=self.timeout, cancel=cancel, on_progress=lambda line: self.say(f"  {line}"))
+            else:
+                outcome = grade(lambda: self.store, self.ctx.home, self.spec.id, self.path, part=part,
+                                timeout=self.timeout, cancel=cancel, lang=self.ctx.lang)
             self.events.put(("done", outcome, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - a grader problem is shown, the watch goes on
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -222,7 +241,11 @@ class Watcher:
             tty.setcbreak(sys.stdin.fileno())  # keys arrive one at a time, no echo; Ctrl-C still works
             threading.Thread(target=self._read_keys, daemon=True).start()
         try:
-            if self.current is None:
+            if self.on is not None and not self.explicit_part and self.current is not None \
+                    and any(p.needs_cuda for p in self.spec.parts):
+                # Which parts the remote can grade is not known yet: its first grade takes them all.
+                self._start(f"first grade on {self.on}: all parts", everything=True)
+            elif self.current is None:
                 self.say(f"every part gradable here has passed: {self._summary_line()}")
                 self.say("save a file to grade all parts again")
             else:
@@ -248,7 +271,12 @@ class Watcher:
                             everything=self.current is None)
             elif kind == "done":
                 self.worker = None
-                if self._report(payload):
+                if self.on is not None:  # what the remote cannot grade (no GPU there) leaves the rotation
+                    lost = {p.id for p in payload.run.parts if p.status == "not-graded-here"}
+                    self.gradable = [p for p in self.gradable if p not in lost]
+                    self.cuda = any(p.needs_cuda for p in self.spec.parts if p.id in self.gradable)
+                moved = self._report(payload)
+                if moved or (self.current is not None and self.current not in self.gradable):
                     nxt = self._first_unpassed()
                     if nxt is None:
                         self.current = None

@@ -50,7 +50,7 @@ def outcome_fields(outcome: str, parts) -> dict:
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
-    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox "
+    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox, graded_on "
     "FROM grade_attempts WHERE lab_id = :lab AND learner = :learner) AS numbered"
 )
 
@@ -76,6 +76,7 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
             "interpret_mode": bool(r.interpret_mode), "commit_sha": r.commit_sha, "dirty": r.dirty,
             "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
             "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
+            "graded_on": r.graded_on,  # the remote's name (`grade --on NAME`); None: graded on this machine
             "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
                       for p in parts],
         })

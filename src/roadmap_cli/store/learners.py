@@ -194,9 +194,12 @@ PERSON_TABLES_V5 = ("settings", "checkpoint_progress", "checkpoint_notes", "lab_
 
 
 def person_tables(conn) -> list[str]:
-    """Every table with a `learner` column, by name."""
+    """Every table with a `learner` column, by name (the grading queue's submissions are not a person's
+    rows to write: a learner may only insert a snapshot there, store/queue.py grants that)."""
     import sqlalchemy as sa
+
+    from roadmap_cli.store.queue import TABLE as QUEUE_TABLE
 
     inspector = sa.inspect(conn)
     return sorted(t for t in inspector.get_table_names()
-                  if any(c["name"] == "learner" for c in inspector.get_columns(t)))
+                  if t != QUEUE_TABLE and any(c["name"] == "learner" for c in inspector.get_columns(t)))

@@ -144,6 +144,9 @@ def add_learner(conn, name: str, password: str, person_tables: list[str]) -> Non
     ]
     for statement in statements:
         conn.exec_driver_sql(statement)
+    from roadmap_cli.store.queue import grant_learner
+
+    grant_learner(conn, name)  # the grading queue, when the cohort has one (store/queue.py)
 
 
 def remove_learner(conn, name: str) -> int:

@@ -1,0 +1,429 @@
+"""The cohort's grading queue: `roadmap submit`, `roadmap worker`, `roadmap submissions`.
+
+The queue is procrastinate's (store/queue.py makes its tables): a learner's
+`submit` inserts a snapshot row into `roadmap_submissions`, whose trigger
+defers the job in the same transaction; `worker` runs a procrastinate worker
+whose task unpacks the snapshot into a temporary folder, grades it with the
+same engine as `roadmap grade` (pre-check, then GradeJob: the supervisor,
+the grader, the learner process behind the OS wall) and records the attempt
+for the submitting learner with this machine's device.
+
+Delivery is at least once; recording is exactly once:
+
+- a worker killed mid-grade (kill -9) stops sending heartbeats; every other
+  worker asks procrastinate for the stalled jobs (`get_stalled_jobs`: jobs
+  in `doing` whose worker's heartbeat is older than --stalled-after) and
+  puts them back (`retry_job`), so another worker grades them;
+- the attempt is inserted in the same transaction that sets the
+  submission's `attempt_id` (UNIQUE), after `SELECT ... FOR UPDATE` on the
+  submission: a job run twice (a rescued job whose first worker was only
+  slow, a crash after the commit) records the first result and no second.
+
+Ctrl-C stops the worker: running grades are cancelled (nothing recorded),
+their jobs go back to the queue (procrastinate's retry), the worker
+unregisters. procrastinate is imported only here, inside functions.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from roadmap_cli.errors import GraderError, StoreError, UserError
+
+GRADED_ON_PREFIX = "worker:"  # grade_attempts.graded_on of an attempt a cohort worker recorded
+
+
+def _require_server(store, command: str) -> None:
+    if store.path is not None:
+        raise UserError(f"`roadmap {command}` needs cohort mode: set DATABASE_URL to the cohort's PostgreSQL "
+                        "(postgresql+psycopg://user@host/db); this data home uses its own SQLite file")
+
+
+def _instructor(store) -> bool:
+    from roadmap_cli.store.roles import session
+
+    with store.connection() as conn:
+        return session(conn).instructor
+
+
+def _ensure_queue(store) -> None:
+    from roadmap_cli.store.queue import ensure_queue
+    from roadmap_cli.store.roles import learner_roles, session
+
+    with store.connection() as conn:
+        ensure_queue(conn, instructor=session(conn).instructor,
+                     learners=lambda: [row["learner"] for row in learner_roles(conn)])
+
+
+# ---------------------------------------------------------------- submit
+
+
+def submit(store, lab_id: Optional[str], cwd: Path) -> dict:
+    """Snapshot the workspace as a job for the current learner; its id and place in the queue."""
+    from roadmap_cli.grading.snapshot import pack
+    from roadmap_cli.labs.service import resolve_workspace, start_command
+    from roadmap_cli.labs.workspace import head_info
+    from roadmap_cli.store.queue import TABLE, VIEW
+
+    _require_server(store, "submit")
+    spec, path = resolve_workspace(store, lab_id, cwd)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `{start_command(store.home, spec.id, path)}`")
+    snap = pack(path)
+    sha, dirty = head_info(path)
+    learner = store.learner
+    _ensure_queue(store)
+
+    def write(sql):
+        sid, job_id, at = sql.rows(
+            f"INSERT INTO {TABLE} (learner, lab_id, files, size_bytes, file_count, commit_sha, dirty) "
+            "VALUES (:learner, :lab, :files, :size, :count, :sha, :dirty) RETURNING id, job_id, submitted_at",
+            learner=learner, lab=spec.id, files=snap.data, size=snap.size_bytes, count=snap.file_count, sha=sha,
+            dirty=dirty)[0]
+        position = sql.scalar(f"SELECT count(*) FROM {VIEW} WHERE status = 'queued' AND id <= :id", id=sid)
+        return sid, job_id, at, position
+
+    sid, job_id, at, position = store.write_sql(write)
+    return {"submission": int(sid), "job": int(job_id), "lab": spec.id, "learner": learner, "position": int(position),
+            "submitted_at": at.isoformat(timespec="seconds"), "size_bytes": snap.size_bytes,
+            "file_count": snap.file_count, "commit_sha": sha, "dirty": dirty}
+
+
+# ---------------------------------------------------------------- submissions
+
+
+def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
+    from roadmap_cli.store.queue import VIEW, exists
+
+    _require_server(store, "submissions")
+    learner = store.learner
+    if everyone and not _instructor(store):
+        raise UserError("`roadmap submissions --all` is for the cohort's instructor (the database's owner); "
+                        f"you are logged in as learner {learner!r}: drop --all to see your own")
+    with store.connection() as conn:
+        ready = exists(conn)
+    if not ready:
+        return {"learner": None if everyone else learner, "queue_ready": False, "counts": {}, "submissions": []}
+
+    def read(sql):
+        where = "" if everyone else "WHERE s.learner = :me"
+        rows = sql.rows(
+            "SELECT s.id, s.learner, s.lab_id, s.submitted_at, s.status, s.tries, s.worker, s.device, s.started_at, "
+            "s.finished_at, s.attempt_id, s.outcome, s.score, s.max_score, s.message, "
+            f"CASE WHEN s.status = 'queued' THEN (SELECT count(*) FROM {VIEW} q WHERE q.status = 'queued' "
+            "AND q.id <= s.id) END, "
+            "EXTRACT(EPOCH FROM (COALESCE(s.started_at, now()) - s.submitted_at)), "
+            "EXTRACT(EPOCH FROM (s.finished_at - s.started_at)) "
+            f"FROM {VIEW} s {where} ORDER BY s.id DESC LIMIT :limit", me=learner, limit=limit)
+        counts = dict(sql.rows(f"SELECT status, count(*) FROM {VIEW} s {where} GROUP BY status", me=learner))
+        return rows, counts
+
+    rows, counts = store.read_sql(read)
+    out = []
+    for (sid, who, lab, at, status, tries, worker, device, started, finished, attempt, outcome, score, max_score,
+         message, position, wait_s, grade_s) in rows:
+        out.append({"submission": int(sid), "learner": who, "lab": lab,
+                    "submitted_at": at.isoformat(timespec="seconds"), "status": status, "position": position,
+                    "wait_s": round(float(wait_s), 1) if wait_s is not None else None,
+                    "grade_s": round(float(grade_s), 1) if grade_s is not None else None,
+                    "tries": int(tries), "worker": worker, "device": device, "attempt_id": attempt,
+                    "outcome": outcome, "score": score, "max_score": max_score, "message": message})
+    return {"learner": None if everyone else learner, "queue_ready": True,
+            "counts": {s: int(counts.get(s, 0)) for s in ("queued", "running", "done", "failed")}, "submissions": out}
+
+
+# ---------------------------------------------------------------- the worker
+
+
+class _Stopping(Exception):
+    """The worker is stopping (Ctrl-C): the grade was cancelled and its job goes back to the queue."""
+
+
+def _conninfo() -> str:
+    """psycopg's connection string for procrastinate's pool, from DATABASE_URL (with its password)."""
+    from psycopg.conninfo import make_conninfo
+    from sqlalchemy.engine import make_url
+
+    url = make_url(os.environ["DATABASE_URL"])
+    params = {"host": url.host, "port": url.port, "user": url.username, "password": url.password,
+              "dbname": url.database, "connect_timeout": os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10")}
+    params.update({k: (v[0] if isinstance(v, tuple) else v) for k, v in url.query.items()})
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
+
+
+@dataclass
+class WorkerOptions:
+    labs: Optional[list[str]] = None  # None: every lab's queue
+    concurrency: int = 1
+    allow_weak_sandbox: bool = False
+    heartbeat_s: float = 10.0
+    stalled_after_s: float = 30.0
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+
+def check_worker_can_start(store, options: WorkerOptions) -> tuple[str, str]:
+    """Everything a worker refuses to start without, each as one line; (sandbox, why weak)."""
+    from roadmap_cli.grading_kit import oswall
+    from roadmap_cli.labs.service import find_lab
+
+    _require_server(store, "worker")
+    if options.concurrency < 1:
+        raise UserError(f"--concurrency must be at least 1 (got {options.concurrency})")
+    if options.stalled_after_s <= options.heartbeat_s:
+        raise UserError(f"--stalled-after ({options.stalled_after_s:g} s) must be longer than --heartbeat "
+                        f"({options.heartbeat_s:g} s): a live worker would be taken for a dead one")
+    for lab in options.labs or []:
+        find_lab(lab)  # an unknown id: did-you-mean
+    try:
+        sandbox, why = oswall.status()
+    except oswall.WallUnavailable as exc:
+        raise GraderError(str(exc)) from None
+    if sandbox != oswall.STRONG and not options.allow_weak_sandbox:
+        raise UserError(f"a worker grades other people's code, and the OS-level sandbox is not available here "
+                        f"({why}): install bubblewrap (Debian package `bubblewrap`) with user namespaces on, or "
+                        "pass --allow-weak-sandbox to accept the in-process sandbox only")
+    if not _instructor(store):
+        raise UserError(f"a worker records attempts for every learner, so it runs as the cohort's instructor (the "
+                        f"database's owner); you are logged in as learner {store.learner!r}")
+    _ensure_queue(store)
+    return sandbox, why
+
+
+class Worker:
+    """One `roadmap worker` process: procrastinate's worker plus the stalled-job rescue."""
+
+    def __init__(self, store, options: WorkerOptions, on_event: Callable[[dict], None]) -> None:
+        from roadmap_cli.labs.device import detect_device
+
+        self.store, self.options, self.on_event = store, options, on_event
+        self.device = detect_device()
+        self._cancels: set[threading.Event] = set()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.graded = 0
+
+    # -- one job (runs in a thread of procrastinate's worker)
+
+    def grade_submission(self, submission_id: int) -> None:
+        from roadmap_cli.store.queue import TABLE
+
+        row = self.store.read_sql(lambda sql: sql.rows(
+            f"SELECT learner, lab_id, files, commit_sha, dirty, attempt_id FROM {TABLE} WHERE id = :id",
+            id=submission_id))
+        if not row or row[0][5] is not None:
+            return  # gone, or graded and recorded before a crash: never twice
+        learner, lab_id, files, sha, dirty, _ = row[0]
+        self.store.write_sql(lambda sql: sql.execute(
+            f"UPDATE {TABLE} SET status = 'running', worker = :w, device = :d, started_at = now(), "
+            "tries = tries + 1 WHERE id = :id AND attempt_id IS NULL",
+            w=self.options.name, d=self.device.name, id=submission_id))
+        self.on_event({"event": "start", "submission": submission_id, "learner": learner, "lab": lab_id})
+        cancel = threading.Event()
+        with self._lock:
+            if self.stopping.is_set():
+                cancel.set()
+            self._cancels.add(cancel)
+        t0 = time.monotonic()
+        try:
+            spec, run = self._grade(lab_id, bytes(files), cancel)
+        except (UserError, GraderError, ValueError, OSError) as exc:
+            self._finish_failed(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            self.on_event({"event": "failed", "submission": submission_id, "learner": learner, "lab": lab_id,
+                           "message": str(exc)})
+            return
+        finally:
+            with self._lock:
+                self._cancels.discard(cancel)
+        if cancel.is_set():
+            self.store.write_sql(lambda sql: sql.execute(
+                f"UPDATE {TABLE} SET status = 'queued', worker = NULL WHERE id = :id AND attempt_id IS NULL",
+                id=submission_id))
+            raise _Stopping(f"submission {submission_id}: the worker stopped; back in the queue")
+        attempt_id, recorded = self._record(submission_id, learner, spec, run, sha, dirty)
+        self.graded += recorded
+        self.on_event({"event": "graded", "submission": submission_id, "learner": learner, "lab": lab_id,
+                       "attempt_id": attempt_id, "recorded": recorded, "outcome": run.outcome, "score": run.score,
+                       "max_score": run.max_score, "seconds": round(time.monotonic() - t0, 2)})
+
+    def _grade(self, lab_id: str, files: bytes, cancel: threading.Event):
+        import tempfile
+
+        from roadmap_cli.grading import precheck
+        from roadmap_cli.grading.runner import GradeJob
+        from roadmap_cli.grading.snapshot import unpack
+        from roadmap_cli.labs.service import find_lab
+
+        spec = find_lab(lab_id)
+        with tempfile.TemporaryDirectory(prefix="roadmap-submission-") as tmp:
+            ws = Path(tmp) / "workspace"
+            ws.mkdir()
+            try:
+                unpack(files, ws)
+            except Exception as exc:  # noqa: BLE001 - a broken archive is the submission's problem, one line
+                raise ValueError(f"the submission's files cannot be unpacked: {exc}") from None
+            job = GradeJob(spec, ws, cancel=cancel, device=self.device)
+            problem = precheck.check_workspace(ws)
+            if problem is not None:
+                run = precheck.failed_run(job, problem)
+            else:
+                job.start()
+                run = job.finish(None)
+        return spec, run
+
+    def _record(self, submission_id: int, learner: str, spec, run, sha, dirty) -> tuple[int, bool]:
+        from roadmap_cli.grading.grade import attempt_writer
+        from roadmap_cli.store.queue import TABLE
+
+        # The temporary folder is gone; the attempt says which submission it graded.
+        run = replace(run, workspace=f"submission {submission_id}")
+        body = attempt_writer(spec, run, sha, dirty, learner=learner,
+                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0])
+
+        def write(sql):
+            # The submitter's queue (store/server.py): their own commands never race this write.
+            sql.execute("SELECT pg_advisory_xact_lock(hashtext(:key))", key="roadmap-learner:" + learner)
+            existing = sql.scalar(f"SELECT attempt_id FROM {TABLE} WHERE id = :id FOR UPDATE", id=submission_id)
+            if existing is not None:
+                return int(existing), False  # another run of this job recorded it first
+            attempt_id, _marked = body(sql)
+            sql.execute(f"UPDATE {TABLE} SET status = 'done', attempt_id = :a, finished_at = now(), outcome = :o, "
+                        "score = :s, max_score = :m, message = :msg, worker = :w, device = :d WHERE id = :id",
+                        a=attempt_id, o=run.outcome, s=run.score, m=run.max_score, msg=run.message,
+                        w=self.options.name, d=run.device, id=submission_id)
+            return attempt_id, True
+
+        return self.store.write_sql(write)
+
+    def _finish_failed(self, submission_id: int, message: str) -> None:
+        from roadmap_cli.store.queue import TABLE
+
+        self.store.write_sql(lambda sql: sql.execute(
+            f"UPDATE {TABLE} SET status = 'failed', finished_at = now(), message = :m "
+            "WHERE id = :id AND attempt_id IS NULL", m=message[:2000], id=submission_id))
+
+    # -- stopping
+
+    def stop(self) -> None:
+        """Ctrl-C: cancel running grades (their jobs go back to the queue) and stop fetching."""
+        with self._lock:
+            self.stopping.set()
+            for cancel in self._cancels:
+                cancel.set()
+
+    # -- the loop
+
+    def run(self, *, max_seconds: Optional[float] = None) -> dict:
+        import asyncio
+
+        _quiet_library_logs()
+        try:
+            asyncio.run(self._main(max_seconds))
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a server gone away is one line, never a traceback
+            raise StoreError(_server_line(exc, self.store)) from None
+        return {"graded": self.graded, "worker": self.options.name}
+
+    async def _main(self, max_seconds: Optional[float]) -> None:
+        import asyncio
+        import signal
+
+        import procrastinate
+        from procrastinate import PsycopgConnector, RetryStrategy
+
+        from roadmap_cli.store.queue import QUEUE_PREFIX, TASK
+
+        opts = self.options
+        app = procrastinate.App(connector=PsycopgConnector(
+            conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=10))
+
+        # Only _Stopping is retried: a grade that failed is recorded as failed, not run again.
+        @app.task(name=TASK, retry=RetryStrategy(max_attempts=1000, wait=0, retry_exceptions={_Stopping}))
+        def grade_submission(submission: int) -> None:
+            self.grade_submission(int(submission))
+
+        queues = [QUEUE_PREFIX + lab for lab in opts.labs] if opts.labs else None
+        async with app.open_async():
+            worker = asyncio.create_task(app.run_worker_async(
+                queues=queues, concurrency=opts.concurrency, wait=True, install_signal_handlers=False,
+                name=opts.name, update_heartbeat_interval=opts.heartbeat_s,
+                stalled_worker_timeout=opts.stalled_after_s, listen_notify=True))
+            rescue = asyncio.create_task(self._rescue_stalled(app, queues))
+            loop = asyncio.get_running_loop()
+
+            def on_signal() -> None:
+                self.on_event({"event": "stopping"})
+                self.stop()
+                worker.cancel()  # procrastinate's graceful stop: waits for the (now cancelled) grades
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, on_signal)
+            if max_seconds is not None:
+                loop.call_later(max_seconds, on_signal)
+            self.on_event({"event": "ready", "worker": opts.name, "queues": queues, "device": self.device.name,
+                           "concurrency": opts.concurrency})
+            try:
+                await asyncio.wait({worker, rescue}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                rescue.cancel()
+                if not worker.done():
+                    self.stop()
+                    worker.cancel()
+                for task in (worker, rescue):
+                    try:
+                        await task
+                    except asyncio.CancelledError:
+                        pass
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+
+    async def _rescue_stalled(self, app, queues) -> None:
+        """Jobs of workers that stopped sending heartbeats (killed, machine gone) go back to the queue."""
+        import asyncio
+
+        from procrastinate.exceptions import ConnectorException
+
+        while not self.stopping.is_set():
+            for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=self.options.stalled_after_s):
+                if queues is not None and job.queue not in queues:
+                    continue
+                try:
+                    await app.job_manager.retry_job(job)
+                except ConnectorException:
+                    continue  # another worker put it back first
+                self.on_event({"event": "rescued", "job": job.id, "submission": job.task_kwargs.get("submission")})
+            await asyncio.sleep(self.options.heartbeat_s)
+
+
+def _quiet_library_logs() -> None:
+    """procrastinate logs each job's exception with its traceback; the worker prints its own one-line events."""
+    import logging
+
+    # psycopg_pool logs every failed reconnection while the server is down: the worker's one line says it once.
+    for name in ("procrastinate", "psycopg.pool"):
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+
+
+def _server_line(exc: BaseException, store) -> str:
+    """One line for whatever the worker's connection died of (the server stopped, unreachable)."""
+    from roadmap_cli.store.server import describe_server_error
+
+    seen = exc
+    for _ in range(10):  # procrastinate wraps psycopg's error: look down the chain
+        line = describe_server_error(seen, store.url)
+        if line:
+            return line
+        nxt = seen.__cause__ or seen.__context__
+        if nxt is None:
+            break
+        seen = nxt
+    return f"the worker stopped: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

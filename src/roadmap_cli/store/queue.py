@@ -1,0 +1,133 @@
+"""The cohort's grading queue on its PostgreSQL: procrastinate's tables plus `roadmap_submissions`.
+
+PostgreSQL only, and outside the numbered migrations (store/migrations.py
+runs on SQLite too; a queue only makes sense on a shared server). The
+instructor's first `roadmap submit` or `roadmap worker` creates it, once
+(under the migration advisory lock):
+
+- procrastinate's own schema (`procrastinate_jobs`, workers, events...), as
+  the library ships it;
+- `roadmap_submissions`: one row per submission, the snapshot (`files`, a
+  gzipped tar) and its state. Row-level security as on the person tables: a
+  learner role inserts and reads only rows whose `learner` is its login, and
+  may insert only the snapshot columns (column privileges): status,
+  attempt_id and the rest are the worker's;
+- a BEFORE INSERT trigger (SECURITY DEFINER, owned by the instructor) that
+  defers the procrastinate job in the same transaction as the row: a
+  submission and its job exist together or not at all, and learners need
+  no privilege on procrastinate's tables (they cannot forge a job);
+- `cohort_submission_queue`: the rows without the files, for everyone's
+  queue position (a security_barrier view, as the other cohort views).
+
+At-least-once with idempotent attempts: `roadmap_submissions.attempt_id` is
+UNIQUE and is set in the same transaction that inserts the attempt, after
+`SELECT ... FOR UPDATE` on the submission; a retried job whose submission
+already has an attempt records nothing.
+"""
+
+from __future__ import annotations
+
+from roadmap_cli.errors import UserError
+
+TABLE = "roadmap_submissions"
+VIEW = "cohort_submission_queue"
+TASK = "roadmap.grade_submission"
+QUEUE_PREFIX = "grade:"  # one procrastinate queue per lab: `worker --labs` listens to those only
+QUEUE_LOCK = 0x726F61646D7170  # "roadmapq": one process creates the queue's tables
+# What a learner may write: the snapshot. Everything else is the worker's.
+LEARNER_INSERT_COLUMNS = ("learner", "lab_id", "files", "size_bytes", "file_count", "commit_sha", "dirty")
+STATUSES = ("queued", "running", "done", "failed")
+
+_DDL = f"""
+CREATE TABLE {TABLE} (
+    id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY,
+    learner text NOT NULL,
+    lab_id text NOT NULL,
+    submitted_at timestamptz NOT NULL DEFAULT now(),
+    files bytea NOT NULL,
+    size_bytes bigint NOT NULL,
+    file_count integer NOT NULL,
+    commit_sha text,
+    dirty boolean,
+    job_id bigint,
+    status text NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'done', 'failed')),
+    tries integer NOT NULL DEFAULT 0,
+    worker text,
+    device text,
+    started_at timestamptz,
+    finished_at timestamptz,
+    attempt_id integer UNIQUE REFERENCES grade_attempts (id),
+    outcome text,
+    score double precision,
+    max_score double precision,
+    message text
+);
+CREATE INDEX {TABLE}_status ON {TABLE} (status, id);
+ALTER TABLE {TABLE} ENABLE ROW LEVEL SECURITY;
+CREATE POLICY roadmap_own_submissions ON {TABLE} USING (learner = current_user) WITH CHECK (learner = current_user);
+CREATE FUNCTION roadmap_enqueue_submission() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = {{schema}}, pg_temp AS $$
+BEGIN
+    -- Whatever the inserting role sent, a new submission starts queued and ungraded.
+    NEW.status := 'queued'; NEW.tries := 0; NEW.worker := NULL; NEW.device := NULL; NEW.started_at := NULL;
+    NEW.finished_at := NULL; NEW.attempt_id := NULL; NEW.outcome := NULL; NEW.score := NULL;
+    NEW.max_score := NULL; NEW.message := NULL; NEW.submitted_at := now();
+    NEW.job_id := (procrastinate_defer_jobs_v1(ARRAY[ROW(
+        '{QUEUE_PREFIX}' || NEW.lab_id, '{TASK}', 0, NULL, NULL,
+        jsonb_build_object('submission', NEW.id), NULL)::procrastinate_job_to_defer_v1]))[1];
+    RETURN NEW;
+END $$;
+CREATE TRIGGER roadmap_enqueue_submission BEFORE INSERT ON {TABLE}
+    FOR EACH ROW EXECUTE FUNCTION roadmap_enqueue_submission();
+CREATE VIEW {VIEW} WITH (security_barrier = true) AS
+    SELECT id, learner, lab_id, submitted_at, size_bytes, file_count, status, tries, worker, device, started_at,
+           finished_at, attempt_id, outcome, score, max_score, message
+      FROM {TABLE};
+"""
+
+
+def _raw(conn):
+    return conn.connection.driver_connection
+
+
+def exists(conn) -> bool:
+    return bool(conn.exec_driver_sql("SELECT to_regclass(%(t)s) IS NOT NULL", {"t": TABLE}).scalar())
+
+
+def ensure_queue(conn, *, instructor: bool, learners) -> None:
+    """Create the queue's tables once (the instructor); a learner before that gets one line.
+
+    `instructor`: store/roles.session(conn).instructor; `learners()`: the learner roles to grant to (roles.py
+    imports this module, so the caller asks it)."""
+    if exists(conn):
+        return
+    if not instructor:
+        raise UserError("the cohort's grading queue is not set up yet: the instructor (the database's owner) "
+                        "runs `roadmap worker` once on the GPU box, then submit again")
+    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({QUEUE_LOCK})")
+    if exists(conn):  # another process made it while we waited
+        return
+    from procrastinate.schema import SchemaManager
+
+    raw = _raw(conn)
+    if conn.exec_driver_sql("SELECT to_regclass('procrastinate_jobs') IS NULL").scalar():
+        raw.execute(SchemaManager.get_schema())  # no parameters: psycopg sends the script as it is
+    schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+    import psycopg.sql
+
+    raw.execute(_DDL.replace("{schema}", psycopg.sql.Identifier(schema).as_string(raw)))
+    for name in learners():
+        grant_learner(conn, name)
+
+
+def grant_learner(conn, name: str) -> None:
+    """What a learner role needs to submit and follow its submissions (store/roles.add_learner calls it too)."""
+    import psycopg.sql
+
+    if not exists(conn):
+        return
+    raw = _raw(conn)
+    who = psycopg.sql.Identifier(name).as_string(raw)
+    conn.exec_driver_sql(f"GRANT SELECT, INSERT ({', '.join(LEARNER_INSERT_COLUMNS)}) ON {TABLE} TO {who}")
+    conn.exec_driver_sql(f"GRANT SELECT ON {VIEW} TO {who}")
+
