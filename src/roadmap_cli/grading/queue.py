@@ -207,6 +207,7 @@ class Worker:
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self.graded = 0
+        self.warm = None  # warm graders for the worker's life (grading/warm.py), started by run()
 
     # -- one job (runs in a thread of procrastinate's worker)
 
@@ -267,7 +268,7 @@ class Worker:
                 unpack(files, ws)
             except Exception as exc:  # noqa: BLE001 - a broken archive is the submission's problem, one line
                 raise ValueError(f"the submission's files cannot be unpacked: {exc}") from None
-            job = GradeJob(spec, ws, cancel=cancel, device=self.device)
+            job = GradeJob(spec, ws, cancel=cancel, device=self.device, warm=self.warm)
             problem = precheck.check_workspace(ws)
             if problem is not None:
                 run = precheck.failed_run(job, problem)
@@ -321,13 +322,21 @@ class Worker:
     def run(self, *, max_seconds: Optional[float] = None) -> dict:
         import asyncio
 
+        from roadmap_cli.grading.runner import warm_graders
+
         _quiet_library_logs()
+        # A worker grades submission after submission: each forks a warm grader instead of
+        # importing torch and pytest again. Started here, in the thread that runs the worker
+        # (the zygote's parent-death signal follows the thread that starts it).
+        self.warm = warm_graders(self.device)
         try:
             asyncio.run(self._main(max_seconds))
         except StoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - a server gone away is one line, never a traceback
             raise StoreError(_server_line(exc, self.store)) from None
+        finally:
+            self.warm.close()
         return {"graded": self.graded, "worker": self.options.name}
 
     async def _main(self, max_seconds: Optional[float]) -> None:
