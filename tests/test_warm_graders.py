@@ -88,6 +88,12 @@ def test_the_grader_is_forked_from_the_warm_interpreter(adder, cpu, warm, tmp_pa
     assert run.outcome != "passed"
 
 
+def test_the_warm_grader_is_out_of_reach_of_the_terminals_ctrl_c(warm):
+    # In a session of its own: Ctrl-C goes to the engine (which cancels its grades, recorded as
+    # interrupted), never straight to the zygote, which would kill the grades under the engine.
+    assert os.getsid(warm._proc.pid) == warm._proc.pid != os.getsid(0)
+
+
 def test_a_warm_grade_that_hangs_is_killed_at_its_limit_with_all_it_started(adder, cpu, warm, tmp_path):
     from tests.test_labs_engine import _alive, _host_pid
 

@@ -118,8 +118,11 @@ class WarmGraders:
         cmd = [sys.executable, "-I", *python_flags, "-u", "-c",
                "from roadmap_cli.grading.warm import serve; serve()", str(theirs.fileno())]
         try:
+            # A session of its own: Ctrl-C in the terminal reaches the engine, which cancels its
+            # grades (recorded as interrupted); it must not kill the zygote under them first.
             self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd="/")
+                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd="/",
+                                          start_new_session=True)
         finally:
             theirs.close()
 
