@@ -40,7 +40,7 @@ from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
-    from roadmap_cli.grading.warm import WarmGraders, WarmProc
+    from roadmap_cli.grading.warm import WarmGraders, WarmLearners, WarmProc
     from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -97,7 +97,8 @@ FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
 _DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
-             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME",
+             "ROADMAP_WARM_LEARNER_FD", "ROADMAP_WARM_LEARNER_ROOT")
 
 
 def pycache_args() -> list[str]:
@@ -155,6 +156,7 @@ def grade_workspace(
     secret_seed: Optional[int] = None,
     focus: Optional[Focus] = None,
     warm: Optional["WarmGraders"] = None,
+    learners: Optional["WarmLearners"] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests.
@@ -163,10 +165,13 @@ def grade_workspace(
     same inputs; `extra_env` is set in the grader's environment last (e.g.
     ROADMAP_OUTPUT_DIGESTS); `focus` runs only some tests (`dev check`: a
     wrong variant's rule tests); `warm` forks the grader from a warm
-    interpreter (grading/warm.py) instead of starting Python again."""
+    interpreter (grading/warm.py) instead of starting Python again;
+    `learners` forks the learner process from dev check's warm learner
+    (its root must hold `workspace`, or the learner starts cold)."""
     # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm)
+                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm,
+                   learners=learners)
     job.start()
     return job.finish(on_event)
 
@@ -183,9 +188,14 @@ class GradeJob:
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
                  secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
                  cancel: Optional[threading.Event] = None, verify_install: bool = True,
-                 warm: Optional["WarmGraders"] = None) -> None:
+                 warm: Optional["WarmGraders"] = None, learners: Optional["WarmLearners"] = None,
+                 scratch_parent: Optional[str] = None) -> None:
         self.spec = spec
         self.warm = warm
+        self.learners = learners
+        # The grade's scratch folder (pytest's basetemp, the learner's Triton cache) goes here: under a warm
+        # learner's root, the one folder its learners can write.
+        self.scratch_parent = scratch_parent or (learners.root if learners is not None else None)
         self.verify_install = verify_install  # False only for the authoring tools (grade_workspace)
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
@@ -236,7 +246,7 @@ class GradeJob:
         not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
-        self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
+        self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-", dir=self.scratch_parent)
         tmpdir = Path(self.tmp.name)
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
@@ -257,12 +267,17 @@ class GradeJob:
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        pass_fds: tuple[int, ...] = (config_r, results_w)
+        if self.learners is not None and self.sandbox == STRONG:
+            # The warm learner's socket, at the same number in the grader (grading_kit/warm_learner.py).
+            env.update(self.learners.grade_env())
+            pass_fds += (self.learners.fd,)
         try:
-            self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, (config_r, results_w))
+            self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, pass_fds)
             if self.proc is None:
                 self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                             pass_fds=(config_r, results_w))
+                                             pass_fds=pass_fds)
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
@@ -287,7 +302,7 @@ class GradeJob:
         return self
 
     def _spawn_warm(self, pytest_args: list[str], env: dict, cwd: Path, out_w: int,
-                    pass_fds: tuple[int, int]) -> Optional["WarmProc"]:
+                    pass_fds: tuple[int, ...]) -> Optional["WarmProc"]:
         """The grader forked from the warm interpreter, when there is one that
         works; None: start it cold (a zygote that died costs speed, never a grade)."""
         if self.warm is None:

@@ -1,0 +1,415 @@
+"""Warm learners (`roadmap dev check` only): one learner interpreter with
+torch already imported, behind the OS wall, forked for each grade's learner
+process instead of starting bubblewrap and Python again.
+
+A cold learner process costs ~1.5 s of CPU before it runs a line of the
+learner's code (bwrap, the interpreter, torch). dev check starts one per
+grade (~550), so the engine starts one *learner zygote* per run
+(grading/warm.py `WarmLearners`): `python -I -B -P` behind bubblewrap with
+the learner's view of the file system, except that its one writable folder
+is a common root under which dev check puts every workspace and every
+grade's scratch folder. It imports torch, numpy and the grading_kit modules
+a learner process imports, and waits on a unix socket that every grader of
+the run inherits (ENV_FD names its number, ENV_ROOT the root):
+
+    grader ──(socket: env, cwd, fd numbers + req/reply/output pipes + a fresh
+              per-learner socket)──▶ zygote
+    zygote ──fork──▶ keeper (own session, child subreaper)
+                        └──fork──▶ learner (_learner_main.main, in place)
+
+The keeper answers over the per-learner socket: the learner's pidfd first
+(its host pid is in the pidfd's fdinfo), its wait status when it exits. When
+the learner exits, or the grader closes that socket (it is done, or it died),
+the keeper SIGKILLs the learner's group and every descendant left (they are
+re-parented to it), as the end of a cold learner's pid namespace does. The
+grade's supervisor cannot do that itself: the learner is not its descendant.
+If a keeper dies, the zygote (a subreaper too) kills whatever was orphaned.
+
+The learner itself starts as a cold one does: own session, cwd = the
+workspace, the learner environment, stdin /dev/null, stdout and stderr on the
+output pipe, the pipes at the numbers in argv, nothing else open, a fresh
+`random` stream; then `_learner_main.main()` sets limits, drops capabilities,
+installs the audit hook and the import layout, all after the fork (the
+zygote has none of them). What differs from a cold learner, on purpose
+(authoring runs, on the project's own reference code and variants): the
+zygote's view shows every checked lab's tests/ and data/ read-only (not only
+this grade's), the private /tmp and the RLIMIT_NPROC count are shared by the
+run's learners, and the engine's grade-token net (grading/runner.py
+`_kill_marked`) does not see forked learners (their /proc environ is the
+zygote's): the keeper stands in for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+from typing import Optional
+
+ENV_FD = "ROADMAP_WARM_LEARNER_FD"  # the grader's end of the zygote's socket (dev check only)
+ENV_ROOT = "ROADMAP_WARM_LEARNER_ROOT"  # the one folder the zygote's learners can write
+# What a learner process imports anyway (the grading_kit package and its modules, torch with the adapter).
+PRELOAD = ("numpy", "torch", "roadmap_cli.grading_kit", "roadmap_cli.grading_kit._learner_main",
+           "roadmap_cli.grading_kit.learner", "roadmap_cli.grading_kit.sandbox")
+_STATUS = struct.Struct("!i")  # a raw wait status
+_MAX_MESSAGE = 1 << 20
+_PIDFD_WAIT_S = 60.0  # the first request waits for the zygote's imports
+_unavailable = False  # this grader found the zygote gone: every later learner starts cold
+
+
+class WarmUnavailable(Exception):
+    """No zygote answered: the caller starts the learner cold."""
+
+
+# ----------------------------------------------------------------- grader side
+
+
+def usable(config: dict) -> Optional[int]:
+    """The zygote's socket when this grade's learner can be forked from it:
+    the engine set one up (dev check), the grade is behind the OS wall, and
+    every path the cold learner could write lies under the zygote's root."""
+    fd, root = os.environ.get(ENV_FD), os.environ.get(ENV_ROOT)
+    wall = config.get("os_wall")
+    if _unavailable or not fd or not root or not wall:
+        return None
+    root = os.path.join(os.path.realpath(root), "")
+    writable = [config["workspace"], *wall.get("read_write", [])]
+    if not all(os.path.join(os.path.realpath(p), "").startswith(root) for p in writable):
+        return None
+    return int(fd)
+
+
+class WarmLearnerProc:
+    """A forked learner: the part of Popen's interface LearnerClient uses,
+    with the exit status as Popen gives it (-N for signal N)."""
+
+    def __init__(self, sock: socket.socket, pidfd: int) -> None:
+        self._sock = sock
+        self._pidfd = pidfd
+        self.pid = _host_pid(pidfd)
+        self.returncode: Optional[int] = None
+
+    def _collect(self, timeout: Optional[float]) -> Optional[int]:
+        if self.returncode is not None:
+            return self.returncode
+        ready, _, _ = select.select([self._sock], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            data = self._sock.recv(_STATUS.size)
+        except OSError:
+            data = b""
+        if len(data) == _STATUS.size:
+            self.returncode = os.waitstatus_to_exitcode(_STATUS.unpack(data)[0])
+        else:
+            # The keeper is gone without a status (killed): make sure the learner is too.
+            self._signal(signal.SIGKILL)
+            self.returncode = -signal.SIGKILL
+        self._sock.close()
+        os.close(self._pidfd)
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._collect(0)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        code = self._collect(timeout)
+        if code is None:
+            import subprocess
+
+            raise subprocess.TimeoutExpired(f"warm learner {self.pid}", timeout)
+        return code
+
+    def _signal(self, sig: int) -> None:
+        try:
+            signal.pidfd_send_signal(self._pidfd, sig)
+        except (ProcessLookupError, OSError):
+            pass
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            self._signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL the learner and its process group (the keeper does the group: pids are its namespace's)."""
+        if self.returncode is None:
+            self._signal(signal.SIGKILL)
+            try:
+                self._sock.send(b"kill")
+            except OSError:
+                pass
+
+
+def _host_pid(pidfd: int) -> int:
+    """The learner's pid as this process sees it (the keeper's number is its pid namespace's)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as fh:
+        for line in fh:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise WarmUnavailable("no pid in the pidfd's fdinfo")
+
+
+def spawn(zygote_fd: int, *, env: dict, cwd: str, req_r: int, rep_w: int, out_w: int) -> WarmLearnerProc:
+    """Fork a learner process from the zygote on `zygote_fd`: what
+    `Popen(python -c _LEARNER_CMD req_r rep_w, cwd, env, stdout=stderr=out_w,
+    stdin=DEVNULL, pass_fds=(req_r, rep_w), start_new_session=True)` starts."""
+    global _unavailable
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    request = json.dumps({"env": env, "cwd": cwd, "fds": [req_r, rep_w]}).encode()
+    try:
+        shared = socket.socket(fileno=os.dup(zygote_fd))  # a copy: the inherited number stays open
+        try:
+            socket.send_fds(shared, [request], [req_r, rep_w, out_w, theirs.fileno()])
+        finally:
+            shared.close()
+        theirs.close()
+        ready, _, _ = select.select([mine], [], [], _PIDFD_WAIT_S)
+        reply, fds, _, _ = socket.recv_fds(mine, 64, 1) if ready else (b"", [], 0, None)
+    except OSError as exc:
+        theirs.close()
+        mine.close()
+        _unavailable = True
+        raise WarmUnavailable(f"the learner zygote is gone: {exc}") from None
+    if reply != b"pid" or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        mine.close()  # a keeper that still comes kills its learner at once: we are gone
+        _unavailable = True
+        raise WarmUnavailable("the learner zygote did not answer")
+    try:
+        return WarmLearnerProc(mine, fds[0])
+    except (OSError, WarmUnavailable):
+        os.close(fds[0])
+        mine.close()
+        raise WarmUnavailable("cannot read the warm learner's pid") from None
+
+
+# -------------------------------------------------------------------- zygote
+
+
+def serve() -> None:
+    """The zygote's loop, behind bubblewrap: `python -I -B -P -c "...serve()" SOCKET_FD`.
+    bwrap's --die-with-parent ends it (and every learner, with its pid namespace) with the engine."""
+    import importlib
+
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    for name in PRELOAD:
+        importlib.import_module(name)
+    _subreaper()  # a keeper that dies leaves its learner's processes to us
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select() through the wakeup fd
+    keepers: set[int] = set()
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap_orphans(keepers)
+        if sock not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 8)
+        if not message:
+            return  # every grader and the engine closed the socket: the run is over
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _keep(json.loads(message), fds, close=(sock.fileno(), wake_r, wake_w))
+        keepers.add(pid)
+        for fd in fds:
+            os.close(fd)
+
+
+def _subreaper() -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> list[int]:
+    """Our direct children (orphans re-parented to us among them), from /proc (our pid namespace's)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == me:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _reap_orphans(keepers: set[int]) -> None:
+    """Reap exited keepers; SIGKILL any other child (a dead keeper's orphan)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        keepers.discard(pid)
+    for pid in _children():
+        if pid not in keepers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _kill_all(learner: int) -> Optional[int]:
+    """SIGKILL the learner's group and every descendant of ours, until none
+    is left; the learner's wait status if it was reaped here."""
+    status = None
+    try:
+        os.killpg(learner, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(1000):
+        for pid in _children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            while True:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                if pid == learner:
+                    status = st
+        except ChildProcessError:
+            return status
+        select.select([], [], [], 0.005)
+    return status
+
+
+def _keep(request: dict, fds: list[int], close: tuple[int, ...]) -> None:
+    """The keeper, in a child of the zygote: fork the learner, report it, end
+    it and everything it started. Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for fd in close:
+            os.close(fd)
+        os.setsid()
+        _subreaper()  # orphans of the learner's processes come to us, to be killed with it
+        req_r, rep_w, out_w, sock_fd = fds
+        sock = socket.socket(fileno=sock_fd)
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        learner = os.fork()
+        if learner == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _become_learner(request, req_r, rep_w, out_w, close=(sock_fd, wake_r, wake_w))
+        for fd in (req_r, rep_w, out_w):
+            os.close(fd)
+        pidfd = os.pidfd_open(learner)
+        socket.send_fds(sock, [b"pid"], [pidfd])
+        os.close(pidfd)
+        status: Optional[int] = None
+        while status is None:
+            readable, _, _ = select.select([sock, wake_r], [], [])
+            if wake_r in readable:
+                os.read(wake_r, 4096)
+            try:
+                while True:
+                    pid, st = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        break
+                    if pid == learner:
+                        status = st
+            except ChildProcessError:
+                pass
+            if status is None and sock in readable:
+                try:
+                    data = sock.recv(16)
+                except OSError:
+                    data = b""
+                if not data:  # the grader is done with it, or gone
+                    _kill_all(learner)
+                    os._exit(0)
+                if data == b"kill":
+                    status = _kill_all(learner)
+        _kill_all(learner)  # what it left running ends with it, as with a cold learner's pid namespace
+        try:
+            sock.send(_STATUS.pack(status))
+        except OSError:
+            pass
+    except BaseException:  # noqa: BLE001 - nothing may return into the zygote's loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def _become_learner(request: dict, req_r: int, rep_w: int, out_w: int, close: tuple[int, ...]) -> None:
+    """In the learner child: look like the cold learner's Popen, then run
+    `_learner_main.main()` in place. Never returns."""
+    import fcntl
+
+    code = 1
+    try:
+        for fd in close:
+            os.close(fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        # Above every number we fill below, so no dup2 clobbers one still needed.
+        out, req, rep = (fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in (out_w, req_r, rep_w))
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        req_t, rep_t = request["fds"]
+        os.dup2(req, req_t)
+        os.dup2(rep, rep_t)
+        keep = {0, 1, 2, req_t, rep_t}
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) not in keep:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import random
+
+        # A new interpreter seeds `random` (and numpy's legacy stream) from the OS: so do we, or every
+        # learner would replay the zygote's stream.
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        sys.argv = ["-c", str(req_t), str(rep_t)]
+        from roadmap_cli.grading_kit._learner_main import main
+
+        main()  # exits itself (os._exit) when the grader closes the request pipe
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - as an uncaught exception ends a cold learner: a traceback, status 1
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
