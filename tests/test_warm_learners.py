@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders
-from roadmap_cli.grading.warm import warm_learners
+from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders, warm_learners
 from roadmap_cli.grading_kit import oswall
 from roadmap_cli.labs import workspace as ws_ops
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 LOOP = FIXTURES / "variants" / "loop_adder.py"
-MARK = "warm_learner import serve"  # in the command line of the zygote and of every process forked from it
+MARK = "_warm_learner_main import serve"  # in the command line of the zygote and of every process forked from it
 
 pytestmark = pytest.mark.skipif(oswall.status()[0] != oswall.STRONG, reason="warm learners run behind bubblewrap only")
 
@@ -184,3 +183,21 @@ def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
         finally:
             job.cancel()
             job.finish()
+
+
+def test_a_learner_that_crashes_is_reported_as_a_cold_one_and_the_next_call_gets_a_fresh_one(
+        adder, cpu, learners, graders, tmp_path):
+    """The learner's exit status is the signal itself (no bwrap's 128 + N in between); after the crash the
+    next test starts a new learner process, forked again."""
+    def crashing(parent: Path) -> Path:
+        ws = _workspace(adder, parent, "solution")
+        (ws / "adder.py").write_text((ws / "adder.py").read_text().replace(
+            "def add(a, b):", "def add(a, b):\n    import ctypes\n    ctypes.string_at(0)\n\n\ndef _unused(a, b):"))
+        return ws
+
+    cold = grade_workspace(adder, crashing(tmp_path), device=cpu, warm=graders)
+    warm = grade_workspace(adder, crashing(Path(learners.root)), device=cpu, warm=graders, learners=learners)
+    assert _verdict(warm) == _verdict(cold)
+    messages = [t.message or "" for t in warm.tests]
+    assert any("crashed the learner process (SIGSEGV)" in m for m in messages), messages
+    assert any(t.outcome == "passed" for t in warm.tests)  # mul's tests, in the learner started after the crash

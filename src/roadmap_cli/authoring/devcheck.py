@@ -33,8 +33,8 @@ from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
-from roadmap_cli.grading.runner import warm_graders
-from roadmap_cli.grading.warm import WarmGraders, WarmLearners, warm_learners
+from roadmap_cli.grading.runner import warm_graders, warm_learners
+from roadmap_cli.grading.warm import WarmGraders, WarmLearners
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
 from roadmap_cli.labs.starter_build import stale_files

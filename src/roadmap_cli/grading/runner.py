@@ -35,7 +35,8 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import forbidden_sources, learner_view, not_dumpable, void, write_and_close
+from roadmap_cli.grading.isolation import (forbidden_sources, learner_view, not_dumpable, void, warm_learner_view,
+                                           write_and_close)
 from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
@@ -132,6 +133,27 @@ def warm_graders(device: DeviceInfo) -> "WarmGraders":
     from roadmap_cli.grading.warm import WarmGraders
 
     return WarmGraders(grader_env(device), pycache_args())
+
+
+def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmLearners"]:
+    """A warm learner for dev check's grades of `specs` on `device`, with the
+    environment a learner process gets there; None without the OS wall (a
+    warm learner only ever runs behind it)."""
+    from roadmap_cli.grading.warm import WarmLearners
+    from roadmap_cli.grading_kit import oswall
+    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV
+
+    try:
+        if oswall.status()[0] != oswall.STRONG:
+            return None
+    except oswall.WallUnavailable:
+        return None
+    env = {k: v for k, v in grader_env(device).items() if k in _KEEP_ENV or k.startswith("LC_")}
+    # What learner_env sets for every learner that glibc or Python read only at start-up.
+    env.setdefault("MALLOC_ARENA_MAX", "4")
+    env["PYTHONUNBUFFERED"] = "1"
+    root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
+    return WarmLearners(env, warm_learner_view(specs, root), root)
 
 
 def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:

@@ -325,7 +325,7 @@ class WarmLearners:
     every grade's scratch folder under it (GradeJob's `scratch_parent`), or
     that grade's learner starts cold. Start it from the main thread; pass
     `grade_env()` and `fd` to every grader (GradeJob does, given `learners`).
-    `learners(specs, device)` below gives None where there is no OS wall."""
+    grading/runner.py's `warm_learners(specs, device)` gives None where there is no OS wall."""
 
     def __init__(self, env: dict[str, str], view: dict, root: str) -> None:
         from roadmap_cli.grading_kit import oswall
@@ -336,7 +336,7 @@ class WarmLearners:
         self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
         self._log = tempfile.TemporaryFile()  # the zygote's own stderr, for a test to read
         flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])  # as a cold learner's
-        cmd = oswall.wrap([sys.executable, *flags, "-c", "from roadmap_cli.grading_kit.warm_learner import serve; "
+        cmd = oswall.wrap([sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; "
                            "serve()", str(theirs.fileno())], view)
         try:
             self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
@@ -369,24 +369,3 @@ class WarmLearners:
         self._log.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-
-def warm_learners(specs: list, device) -> Optional[WarmLearners]:
-    """A warm learner for dev check's grades of `specs` on `device`, with the
-    environment a learner process gets there; None without the OS wall (a
-    warm learner only ever runs behind it)."""
-    from roadmap_cli.grading.isolation import warm_learner_view
-    from roadmap_cli.grading.runner import grader_env
-    from roadmap_cli.grading_kit import oswall
-    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV
-
-    try:
-        if oswall.status()[0] != oswall.STRONG:
-            return None
-    except oswall.WallUnavailable:
-        return None
-    env = {k: v for k, v in grader_env(device).items() if k in _KEEP_ENV or k.startswith("LC_")}
-    # What learner_env sets for every learner that glibc or Python read only at start-up.
-    env.setdefault("MALLOC_ARENA_MAX", "4")
-    env["PYTHONUNBUFFERED"] = "1"
-    root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
-    return WarmLearners(env, warm_learner_view(specs, root), root)
