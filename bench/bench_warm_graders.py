@@ -35,14 +35,34 @@ ROADMAP = [sys.executable, "-m", "roadmap_cli"]
 MODES = {"cold": ["--cold"], "graders": ["--cold-learners"], "warm": []}
 
 
+def _adopt_orphans() -> None:
+    """Be a child subreaper: bubblewrap's outer process can exit before its
+    pid namespace's init is reaped (the warm learner's), and that init's
+    children's CPU (every warm learner's) would then go to the system's init
+    instead of into our RUSAGE_CHILDREN."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_orphans() -> None:
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def dev_check(lab_id: str, mode: str, jobs: int) -> tuple[float, float, dict]:
-    """(wall s, CPU s of the run and everything it waited for, check -> ok)."""
+    """(wall s, CPU s of the run and everything it started, check -> ok)."""
     env = dict(os.environ, ROADMAP_HOME=tempfile.mkdtemp(prefix="bench-warm-home-"))
+    _reap_orphans()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(ROADMAP + ["dev", "check", lab_id, "--jobs", str(jobs), "--json", *MODES[mode]],
                           env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    _reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
@@ -58,6 +78,7 @@ def main() -> None:
     parser.add_argument("-n", "--rounds", type=int, default=1)
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args()
+    _adopt_orphans()
     results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     verdicts: dict[str, dict] = {}
     order = list(MODES)
@@ -79,7 +100,8 @@ def main() -> None:
     keys = set().union(*(v.keys() for v in verdicts.values()))
     differ = sorted(k for k in keys if len({str(v.get(k)) for v in verdicts.values()}) > 1)
     if differ:
-        print(f"  verdicts differ between modes: {', '.join(differ)}")
+        for key in differ:
+            print(f"  verdicts differ for {key}: " + ", ".join(f"{mode} {v.get(key)}" for mode, v in verdicts.items()))
         sys.exit(1)
     if not all(all(ok is not False for ok in v.values()) for v in verdicts.values()):
         print("  some checks failed (the same in every mode)")
