@@ -201,3 +201,22 @@ def test_a_learner_that_crashes_is_reported_as_a_cold_one_and_the_next_call_gets
     messages = [t.message or "" for t in warm.tests]
     assert any("crashed the learner process (SIGSEGV)" in m for m in messages), messages
     assert any(t.outcome == "passed" for t in warm.tests)  # mul's tests, in the learner started after the crash
+
+
+def test_only_a_walled_grade_under_the_root_uses_the_warm_learner(cpu, monkeypatch, tmp_path):
+    from roadmap_cli.grading.runner import grader_env
+    from roadmap_cli.grading_kit import warm_learner
+
+    root = tmp_path / "root"
+    inside, scratch = root / "ws", root / "grade"
+    config = {"workspace": str(inside), "os_wall": {"read_write": [str(inside), str(scratch)]}}
+    monkeypatch.setenv(warm_learner.ENV_FD, "7")
+    monkeypatch.setenv(warm_learner.ENV_ROOT, str(root))
+    assert warm_learner.usable(config) == 7
+    assert warm_learner.usable({**config, "os_wall": None}) is None  # the weak sandbox: always cold
+    outside = {**config, "os_wall": {"read_write": [str(inside), str(tmp_path / "elsewhere")]}}
+    assert warm_learner.usable(outside) is None  # the cold learner could write there, the warm one could not
+    assert warm_learner.usable({**config, "workspace": str(tmp_path / "root2" / "ws")}) is None
+    # `roadmap grade` run from a shell that sets them: its graders never see them.
+    env = grader_env(cpu)
+    assert warm_learner.ENV_FD not in env and warm_learner.ENV_ROOT not in env
