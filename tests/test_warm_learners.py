@@ -94,6 +94,18 @@ def _ancestors(pid: int) -> list[int]:
     return chain
 
 
+def _descendants(root: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if root in _ancestors(int(entry)):
+                    found.append(int(entry))
+            except (OSError, IndexError):
+                pass
+    return found
+
+
 def _running_learner(job, ws: Path) -> int:
     """The host pid of the loop variant's learner process, once it runs `add`."""
     from tests.test_labs_engine import _host_pid
@@ -138,6 +150,11 @@ def test_the_learner_is_forked_from_the_warm_learner_and_killed_at_the_grades_li
     grandchild = _host_pid(started, "time.sleep(120)")
     assert not _alive(learner)
     assert grandchild is None or not _alive(grandchild)
+    # Nothing of the grade is left under the warm learner: its keeper is gone too (bwrap's init and the zygote stay).
+    deadline = time.monotonic() + 10
+    while len(_descendants(learners._proc.pid)) > 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_descendants(learners._proc.pid)) == 2
 
 
 def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder, cpu, learners, graders):
