@@ -18,6 +18,8 @@ whole process tree beside it: on a shared machine wall time mostly measures
 the others). `ratio` is the figure over the collect-only floor of the same
 tests. Parts that need a CUDA GPU are "not graded here" on CPU and are left
 out of the part rows (their time is the engine's, not the learner's).
+For a watch row the floor is the same watch with every grade started cold
+(ROADMAP_WARM_GRADERS=0), measured right after it: its ratio is warm / cold.
 """
 
 from __future__ import annotations
@@ -134,9 +136,11 @@ def main() -> None:
                 rows.append((lab_id, part.id, *got, *floor(list(part.tests)), got[0] <= PART_BUDGET_S))
                 if args.watch:
                     seconds = watch_latency(spec, part.id, workspace, env, args.repeats)
+                    cold = watch_latency(spec, part.id, workspace, dict(env, ROADMAP_WARM_GRADERS="0"), args.repeats)
                     if seconds is not None:
-                        rows.append((lab_id, f"{part.id} (watch)", seconds, float("nan"), float("nan"),
-                                     float("nan"), seconds <= WATCH_BUDGET_S))
+                        rows.append((lab_id, f"{part.id} (watch)", seconds, float("nan"),
+                                     cold if cold is not None else float("nan"), float("nan"),
+                                     seconds <= WATCH_BUDGET_S))
 
     print(f"{'lab':<18} {'part':<24} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
     for lab_id, part, wall, cpu, floor_wall, _, ok in rows:

@@ -35,6 +35,19 @@ def _graders_of(ws: Path, exclude: frozenset = frozenset()) -> list[int]:
     return found
 
 
+def _warm_grader_of(parent: int):
+    """The pid of `parent`'s warm grader zygote, if it has one."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"roadmap_cli.grading.warm" in cmdline:
+            return int(pid)
+    return None
+
+
 @pytest.fixture
 def env(roadmap_home: Path) -> dict:
     return {**os.environ, "ROADMAP_HOME": str(roadmap_home), "ROADMAP_LABS_DIR": str(FIXTURES / "labs"),
@@ -63,6 +76,9 @@ def test_watch_in_a_pty(env: dict, tmp_path: Path) -> None:
         child.expect(r"assert -1 == 5")  # the first failure, in full
         child.expect(r"checked by: test_add.py:7")
         child.expect("attempt #2")
+        # After the first grade, later ones fork a warm grader (grading/warm.py) that watch started.
+        zygote = _warm_grader_of(child.pid)
+        assert zygote is not None, "watch should keep a warm grader once its first grade is done"
         # A save during a run cancels it: slow mul, then save again while it runs.
         _save(ws / "adder.py", "def add(a, b):\n    return a + b\n")
         child.expect(r"✓ add: passed \(4/4 tests\)")
@@ -91,6 +107,7 @@ def test_watch_in_a_pty(env: dict, tmp_path: Path) -> None:
     assert child.exitstatus == 0
     time.sleep(0.2)
     assert _graders_of(ws) == []  # no orphan grader left behind
+    assert not Path(f"/proc/{zygote}").exists()  # nor the warm grader
     history = subprocess.run([*ROADMAP, "lab", "history", "adder", "--json"], env=env, capture_output=True, text=True)
     import json
 

@@ -38,7 +38,7 @@ class GradeOutcome:
 def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
           part: Optional[str] = None, timeout: Optional[float] = None,
           on_event: Optional[Callable[[dict], None]] = None, focus=None,
-          cancel=None, lang: str = "en") -> GradeOutcome:
+          cancel=None, lang: str = "en", warm=None) -> GradeOutcome:
     """Pre-check, grade the workspace, record the attempt, mark checkpoints.
 
     `get_store` is called only once pytest is running: opening the database
@@ -71,7 +71,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
     if early is None and not prestart.prechecked(path):
         problem = precheck.check_workspace(path)
     job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel,
-                   device=prestart.started_device())
+                   device=prestart.started_device(), warm=warm)
     if problem is not None:
         prestart.discard()
         # A file that does not parse (or imports what does not exist): one report, no pytest.

@@ -92,6 +92,10 @@ class Watcher:
         self.print_lock = threading.Lock()
         self.tty = sys.stdin.isatty() and self.out.isatty()
         self.pending_all = False
+        # Warm graders (grading/warm.py) for every grade after the first: a save is re-graded
+        # without importing torch and pytest again. Started once the first grade is done, so
+        # its start-up never competes with the first result for the CPU.
+        self.warm = None
 
     # ------------------------------------------------------------ output
 
@@ -167,7 +171,7 @@ class Watcher:
                                    timeout=self.timeout, cancel=cancel, on_progress=lambda line: self.say(f"  {line}"))
             else:
                 outcome = grade(lambda: self.store, self.ctx.home, self.spec.id, self.path, part=part,
-                                timeout=self.timeout, cancel=cancel, lang=self.ctx.lang)
+                                timeout=self.timeout, cancel=cancel, lang=self.ctx.lang, warm=self.warm)
             self.events.put(("done", outcome, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - a grader problem is shown, the watch goes on
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -182,6 +186,17 @@ class Watcher:
         self.cancel = threading.Event()
         self.worker = threading.Thread(target=self._grade, args=(parts, self.cancel, reason), daemon=True)
         self.worker.start()
+
+    def _warm_up(self) -> None:
+        """Start the warm graders, from the main thread (the zygote's parent-death
+        signal follows the thread that starts it); local grades only.
+        ROADMAP_WARM_GRADERS=0 keeps every grade cold (to compare, or to rule
+        the warm grader out when something looks wrong)."""
+        if self.warm is None and self.on is None and os.environ.get("ROADMAP_WARM_GRADERS") != "0":
+            from roadmap_cli.grading.runner import warm_graders
+            from roadmap_cli.labs.device import detect_device
+
+            self.warm = warm_graders(detect_device())
 
     def _stop_run(self) -> None:
         """Cancel the running grade and wait for it: its process group is killed, no orphan."""
@@ -256,6 +271,8 @@ class Watcher:
         finally:
             self.stop.set()
             self._stop_run()
+            if self.warm is not None:
+                self.warm.close()
             if saved_tty is not None:
                 import termios
 
@@ -271,6 +288,7 @@ class Watcher:
                             everything=self.current is None)
             elif kind == "done":
                 self.worker = None
+                self._warm_up()
                 if self.on is not None:  # what the remote cannot grade (no GPU there) leaves the rotation
                     lost = {p.id for p in payload.run.parts if p.status == "not-graded-here"}
                     self.gradable = [p for p in self.gradable if p not in lost]
