@@ -77,9 +77,14 @@ def test_the_grader_is_forked_from_the_warm_interpreter(adder, cpu, warm, tmp_pa
     job = GradeJob(adder, ws, device=cpu, timeout=20, warm=warm, verify_install=False).start()
     try:
         assert isinstance(job.proc, WarmProc)
-        with open(f"/proc/{job.proc.pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        parent, session = int(fields[1]), int(fields[3])
+        deadline = time.monotonic() + 10
+        while True:  # the zygote answers right after fork(): the child may not have called setsid() yet
+            with open(f"/proc/{job.proc.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            parent, session = int(fields[1]), int(fields[3])
+            if session == job.proc.pid or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         assert parent == warm._proc.pid  # the supervisor is the zygote's child...
         assert session == job.proc.pid  # ...in a session of its own, as start_new_session gives
     finally:
