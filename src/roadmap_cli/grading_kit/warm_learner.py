@@ -34,8 +34,9 @@ installs the audit hook and the import layout, all after the fork (the
 zygote has none of them). What differs from a cold learner, on purpose
 (authoring runs, on the project's own reference code and variants): the
 zygote's view shows every checked lab's tests/ and data/ read-only (not only
-this grade's), the private /tmp and the RLIMIT_NPROC count are shared by the
-run's learners, and the engine's grade-token net (grading/runner.py
+this grade's); the private /tmp, the pid namespace (a run's learners can see
+and signal each other) and the RLIMIT_NPROC count are shared by the run's
+learners; and the engine's grade-token net (grading/runner.py
 `_kill_marked`) does not see forked learners (their /proc environ is the
 zygote's): the keeper stands in for it.
 """
