@@ -78,7 +78,7 @@ def test_the_grader_is_forked_from_the_warm_interpreter(adder, cpu, warm, tmp_pa
     try:
         assert isinstance(job.proc, WarmProc)
         deadline = time.monotonic() + 10
-        while True:  # the forked child calls setsid() right after the zygote has answered
+        while True:  # the zygote answers right after fork(): the child may not have called setsid() yet
             with open(f"/proc/{job.proc.pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
             parent, session = int(fields[1]), int(fields[3])

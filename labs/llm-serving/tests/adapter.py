@@ -8,8 +8,10 @@ tests decide pass or fail in the grader process.
 The learner's SERVER is a third process: `start_server` spawns it from the
 learner process (so it inherits the sandbox's limits and scrubbed
 environment) in a new session, and returns its pid; the grader process only
-talks HTTP to it on 127.0.0.1 and kills its process group when the part ends
-(`conftest.server_process`).
+talks HTTP to it on 127.0.0.1, and asks the learner process whether it still
+runs and to kill its process group when the part ends (`conftest.running_server`):
+the pid is the learner process's number, which behind the OS wall (its own
+pid namespace) names another process, or none, in the grader's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,39 @@ def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: 
     proc = subprocess.Popen(cmd, cwd=str(kit.workspace()), env=env, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     return int(proc.pid)
+
+
+def _child_state(pid: int):
+    """The state letter of `pid` if it is a child of this process (a server this learner process started),
+    else None: never a process another one's number now names (a learner process started after a crash
+    reuses numbers)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return None
+    return fields[0] if int(fields[1]) == os.getpid() else None
+
+
+@learner_side(timeout_s=30)
+def server_alive(pid: int) -> bool:
+    """Whether the server `start_server` returned still runs (an exited, unreaped one does not)."""
+    return _child_state(pid) not in (None, b"Z")
+
+
+@learner_side(timeout_s=30)
+def stop_server(pid: int) -> None:
+    """SIGKILL the server's process group (its own session: pgid == pid) and reap it (our child)."""
+    import contextlib
+    import signal
+
+    pid = int(pid)
+    if _child_state(pid) is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
 
 
 @learner_side(timeout_s=30)

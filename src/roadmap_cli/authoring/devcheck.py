@@ -33,8 +33,8 @@ from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
 from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
-from roadmap_cli.grading.runner import warm_graders
-from roadmap_cli.grading.warm import WarmGraders
+from roadmap_cli.grading.runner import warm_graders, warm_learners
+from roadmap_cli.grading.warm import WarmGraders, WarmLearners
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
 from roadmap_cli.labs.starter_build import stale_files
@@ -111,12 +111,15 @@ def curriculum_warnings(specs: list[LabSpec]) -> list[str]:
     return warnings
 
 
-def _grade_in(spec: LabSpec, build: Callable[[Path], None], **kwargs) -> GradeRun:
-    with tempfile.TemporaryDirectory(prefix=f"roadmap-check-{spec.id}-") as tmp:
+def _grade_in(spec: LabSpec, build: Callable[[Path], None], *, learners: Optional[WarmLearners] = None,
+              **kwargs) -> GradeRun:
+    # Under the warm learner's root when there is one: the one folder its learners can write.
+    with tempfile.TemporaryDirectory(prefix=f"roadmap-check-{spec.id}-",
+                                     dir=learners.root if learners is not None else None) as tmp:
         path = Path(tmp) / "ws"
         path.mkdir()
         build(path)
-        return grade_workspace(spec, path, **kwargs)
+        return grade_workspace(spec, path, learners=learners, **kwargs)
 
 
 def _statuses(run: GradeRun, parts: list[str]) -> str:
@@ -133,10 +136,12 @@ def _first_problem(run: GradeRun, parts: list[str], bad_status: str) -> str:
     return ""
 
 
-def check_starter(spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders] = None) -> CheckRow:
+def check_starter(spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders] = None,
+                  learners: Optional[WarmLearners] = None) -> CheckRow:
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
-    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True, warm=warm)
+    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True, warm=warm,
+                   learners=learners)
     ok = run.outcome in ("failed", "crash") and all(run.part(p).status != "passed" for p in parts)
     if run.unassigned:
         ok = False
@@ -146,11 +151,11 @@ def check_starter(spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders]
 
 
 def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[str, list[str]]] = None,
-                   warm: Optional[WarmGraders] = None) -> CheckRow:
+                   warm: Optional[WarmGraders] = None, learners: Optional[WarmLearners] = None) -> CheckRow:
     """`collected`, when given, receives spec.id -> the node ids the run collected (for the rules check)."""
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
-    run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device, warm=warm)
+    run = _grade_in(spec, lambda d: ws.write_solution(spec, d), device=device, warm=warm, learners=learners)
     if collected is not None:
         collected[spec.id] = [t.nodeid for t in run.tests]
     ok = run.outcome == "passed" and not run.unassigned
@@ -159,7 +164,8 @@ def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[s
                     round(time.monotonic() - t0, 2), detail)
 
 
-def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional[WarmGraders] = None) -> CheckRow:
+def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional[WarmGraders] = None,
+                learners: Optional[WarmLearners] = None) -> CheckRow:
     wrong = next(w for w in spec.wrong if w.id == wrong_id)
     parts = [p for p in wrong.fails if p in gradable_parts(spec, device)]
     expected = f"fails {', '.join(wrong.fails)}"
@@ -175,11 +181,12 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional
     try:
         # A variant that claims to break rules must show which of their tests it fails: all of them run.
         run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks, focus=focus,
-                        warm=warm)
+                        warm=warm, learners=learners)
         if focus is not None and run.outcome == "error":
             # A rule names a test the grader does not have (pytest refuses the whole selection): grade the
             # parts in full instead, and let the rules row name the missing test.
-            run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=False, warm=warm)
+            run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=False, warm=warm,
+                            learners=learners)
     except RoadmapError as exc:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
     failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
@@ -228,10 +235,13 @@ def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
 
 def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
                   device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None,
-                  cold_graders: bool = False) -> DevCheckReport:
+                  cold_graders: bool = False, cold_learners: Optional[bool] = None) -> DevCheckReport:
     """Run every check; `invalid` (lab id -> ValidationError) become failed rows.
     `cold_graders`: start every grader as a new Python, not forked from a warm
-    one (grading/warm.py; to compare the two)."""
+    one (grading/warm.py; to compare the two); `cold_learners` (default: as
+    `cold_graders`): start every learner process cold too, not forked from the
+    run's warm learner."""
+    cold_learners = cold_graders if cold_learners is None else cold_learners
     device = device or detect_device()
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
     for lab_id, exc in (invalid or {}).items():
@@ -242,7 +252,7 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     report.warnings = curriculum_warnings(specs)
     report.warnings += [f"{s.id}: {NO_RULES_WARNING}" for s in specs if s.rules is None]
     collected: dict[str, list[str]] = {}  # lab id -> node ids its solution run collected
-    tasks: list[Callable[[Optional[WarmGraders]], CheckRow]] = []
+    tasks: list[Callable[[Optional[WarmGraders], Optional[WarmLearners]], CheckRow]] = []
     for spec in specs:
         for problem in static_problems(spec):
             row = CheckRow(spec.id, "static", "a consistent lab", "problem", False, 0.0, problem)
@@ -253,14 +263,15 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     # every lab's solution (all its parts, to the end), then its starter, then the wrong variants
     # (each a few focused tests). The report lists them lab by lab again.
     for spec in specs:
-        tasks.append(lambda warm, s=spec: check_solution(s, device, collected, warm))
+        tasks.append(lambda warm, learners, s=spec: check_solution(s, device, collected, warm, learners))
     for spec in specs:
-        tasks.append(lambda warm, s=spec: check_starter(s, device, warm))
+        tasks.append(lambda warm, learners, s=spec: check_starter(s, device, warm, learners))
     for spec in specs:
-        tasks.extend(lambda warm, s=spec, w=w.id: check_wrong(s, w, device, warm) for w in spec.wrong)
+        tasks.extend(lambda warm, learners, s=spec, w=w.id: check_wrong(s, w, device, warm, learners)
+                     for w in spec.wrong)
 
-    def run(task: Callable[[Optional[WarmGraders]], CheckRow]) -> CheckRow:
-        row = task(warm)
+    def run(task: Callable[[Optional[WarmGraders], Optional[WarmLearners]], CheckRow]) -> CheckRow:
+        row = task(warm, learners)
         if on_row:
             on_row(row)
         return row
@@ -268,6 +279,8 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     # ~500 grades in a run: each forks a warm grader instead of importing torch and pytest again.
     # Started here, in the calling thread: its parent-death signal follows the thread that starts it.
     warm = None if cold_graders else warm_graders(device)
+    # And each grade's learner process forks a warm learner (behind the OS wall) instead of bwrap + Python.
+    learners = None if cold_learners else warm_learners(specs, device)
     try:
         if jobs <= 1:
             report.rows.extend(run(t) for t in tasks)
@@ -277,6 +290,8 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     finally:
         if warm is not None:
             warm.close()
+        if learners is not None:
+            learners.close()
     lab_order = {spec.id: i for i, spec in enumerate(specs)}
     kind_order = {"spec": 0, "static": 1, "starter": 2, "solution": 3}
     report.rows.sort(key=lambda r: (lab_order.get(r.lab, -1), kind_order.get(r.check, 4)))  # stable: variants keep their order

@@ -355,6 +355,9 @@ def dev_check(
                                        "in reverse, grading after each step; every subset must grade cleanly.")] = False,
     cold: Annotated[bool, typer.Option("--cold", help="Start every grader as a new Python instead of forking a "
                                        "warm one (slower; to compare the two).")] = False,
+    cold_learners: Annotated[bool, typer.Option("--cold-learners", help="Start every learner process as bubblewrap "
+                                                "+ a new Python instead of forking the run's warm learner (slower; "
+                                                "--cold implies it).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
@@ -367,7 +370,8 @@ def dev_check(
         return
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
     render.dev_check_start(specs, jobs)
-    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken, cold_graders=cold)
+    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken, cold_graders=cold,
+                           cold_learners=cold or cold_learners)
     from roadmap_cli.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))

@@ -42,6 +42,22 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str) -> dict:
     from there), its data/ (inputs such as a corpus) and the C++ build cache (the grader compiles, the learner
     loads). Writable: the workspace, the grade's scratch folder (pytest's
     tmp_path) and a Triton cache of the learner's own."""
+    from pathlib import Path
+
+    triton_cache = Path(scratch) / "triton-cache"
+    triton_cache.mkdir(exist_ok=True)
+    return {**_view([spec], [str(workspace), str(scratch)]), "cwd": str(workspace), "triton_cache": str(triton_cache)}
+
+
+def warm_learner_view(specs: list["LabSpec"], root: str) -> dict:
+    """The view of dev check's warm learner (grading_kit/warm_learner.py):
+    learner_view's hidden and read-only paths for every lab of the run, and
+    one writable folder, `root`, under which every workspace and every
+    grade's scratch folder (its Triton cache among them) are made."""
+    return {**_view(specs, [root]), "cwd": root}
+
+
+def _view(specs: list["LabSpec"], writable: list[str]) -> dict:
     import sys
     from pathlib import Path
 
@@ -56,19 +72,16 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str) -> dict:
         if entry:
             hide.add(os.path.join(entry, "roadmap_cli", "_data"))
     hide.update(_data_homes())
-    triton_cache = Path(scratch) / "triton-cache"
-    triton_cache.mkdir(exist_ok=True)
     # The Python the learner process runs, shown again on top of the private /tmp: a project or virtual
     # environment that lives under /tmp (a CI checkout, say) would otherwise vanish with it.
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               *(entry for entry in sys.path if entry)}
-    return {"hide": sorted(hide),
+    labs = [path for spec in specs
             # The lab's data/ (a corpus, say) is input the learner's code is handed paths into.
-            "read_only": [*sorted(p for p in python if os.path.isdir(p)),
-                          str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"),
-                          str(cpp_build.cache_root())],
-            "read_write": [str(workspace), str(scratch)],
-            "cwd": str(workspace), "triton_cache": str(triton_cache)}
+            for path in (str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"))]
+    return {"hide": sorted(hide),
+            "read_only": [*sorted(p for p in python if os.path.isdir(p)), *labs, str(cpp_build.cache_root())],
+            "read_write": writable}
 
 
 def _data_homes() -> list[str]:

@@ -35,12 +35,13 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import forbidden_sources, learner_view, not_dumpable, void, write_and_close
+from roadmap_cli.grading.isolation import (forbidden_sources, learner_view, not_dumpable, void, warm_learner_view,
+                                           write_and_close)
 from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
-    from roadmap_cli.grading.warm import WarmGraders, WarmProc
+    from roadmap_cli.grading.warm import WarmGraders, WarmLearners, WarmProc
     from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
@@ -97,7 +98,8 @@ FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
 _DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
-             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
+             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME",
+             "ROADMAP_WARM_LEARNER_FD", "ROADMAP_WARM_LEARNER_ROOT")
 
 
 def pycache_args() -> list[str]:
@@ -133,6 +135,27 @@ def warm_graders(device: DeviceInfo) -> "WarmGraders":
     return WarmGraders(grader_env(device), pycache_args())
 
 
+def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmLearners"]:
+    """A warm learner for dev check's grades of `specs` on `device`, with the
+    environment a learner process gets there; None without the OS wall (a
+    warm learner only ever runs behind it)."""
+    from roadmap_cli.grading.warm import WarmLearners
+    from roadmap_cli.grading_kit import oswall
+    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV
+
+    try:
+        if oswall.status()[0] != oswall.STRONG:
+            return None
+    except oswall.WallUnavailable:
+        return None
+    env = {k: v for k, v in grader_env(device).items() if k in _KEEP_ENV or k.startswith("LC_")}
+    # What learner_env sets for every learner that glibc or Python read only at start-up.
+    env.setdefault("MALLOC_ARENA_MAX", "4")
+    env["PYTHONUNBUFFERED"] = "1"
+    root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
+    return WarmLearners(env, warm_learner_view(specs, root), root)
+
+
 def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
     env = grader_env(device)
     env.update(
@@ -155,6 +178,7 @@ def grade_workspace(
     secret_seed: Optional[int] = None,
     focus: Optional[Focus] = None,
     warm: Optional["WarmGraders"] = None,
+    learners: Optional["WarmLearners"] = None,
 ) -> GradeRun:
     """Grade `workspace` against the lab's installed tests; never raises for
     learner failures (those are outcomes), only for unusable requests.
@@ -163,10 +187,13 @@ def grade_workspace(
     same inputs; `extra_env` is set in the grader's environment last (e.g.
     ROADMAP_OUTPUT_DIGESTS); `focus` runs only some tests (`dev check`: a
     wrong variant's rule tests); `warm` forks the grader from a warm
-    interpreter (grading/warm.py) instead of starting Python again."""
+    interpreter (grading/warm.py) instead of starting Python again;
+    `learners` forks the learner process from dev check's warm learner
+    (its root must hold `workspace`, or the learner starts cold)."""
     # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
     job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm)
+                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm,
+                   learners=learners)
     job.start()
     return job.finish(on_event)
 
@@ -183,9 +210,14 @@ class GradeJob:
                  stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
                  secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
                  cancel: Optional[threading.Event] = None, verify_install: bool = True,
-                 warm: Optional["WarmGraders"] = None) -> None:
+                 warm: Optional["WarmGraders"] = None, learners: Optional["WarmLearners"] = None,
+                 scratch_parent: Optional[str] = None) -> None:
         self.spec = spec
         self.warm = warm
+        self.learners = learners
+        # The grade's scratch folder (pytest's basetemp, the learner's Triton cache) goes here: under a warm
+        # learner's root, the one folder its learners can write.
+        self.scratch_parent = scratch_parent or (learners.root if learners is not None else None)
         self.verify_install = verify_install  # False only for the authoring tools (grade_workspace)
         self.extra_env = dict(extra_env or {})
         self.secret_seed = secrets.randbits(63) if secret_seed is None else secret_seed
@@ -236,7 +268,7 @@ class GradeJob:
         not_dumpable()
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
-        self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-")
+        self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-", dir=self.scratch_parent)
         tmpdir = Path(self.tmp.name)
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
@@ -257,12 +289,17 @@ class GradeJob:
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        pass_fds: tuple[int, ...] = (config_r, results_w)
+        if self.learners is not None and self.sandbox == STRONG:
+            # The warm learner's socket, at the same number in the grader (grading_kit/warm_learner.py).
+            env.update(self.learners.grade_env())
+            pass_fds += (self.learners.fd,)
         try:
-            self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, (config_r, results_w))
+            self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, pass_fds)
             if self.proc is None:
                 self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                             pass_fds=(config_r, results_w))
+                                             pass_fds=pass_fds)
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
@@ -287,7 +324,7 @@ class GradeJob:
         return self
 
     def _spawn_warm(self, pytest_args: list[str], env: dict, cwd: Path, out_w: int,
-                    pass_fds: tuple[int, int]) -> Optional["WarmProc"]:
+                    pass_fds: tuple[int, ...]) -> Optional["WarmProc"]:
         """The grader forked from the warm interpreter, when there is one that
         works; None: start it cold (a zygote that died costs speed, never a grade)."""
         if self.warm is None:

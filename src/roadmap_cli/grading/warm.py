@@ -316,3 +316,59 @@ def _run_pytest(args: list[str]) -> None:
             except Exception:  # noqa: BLE001
                 pass
         os._exit(code)
+
+
+# --------------------------------------------------------------- warm learners
+
+
+class WarmLearners:
+    """dev check's learner zygote (grading_kit/warm_learner.py): one Python
+    behind bubblewrap, with torch imported, that forks each grade's learner
+    process. Its one writable folder is `root`: make every workspace and
+    every grade's scratch folder under it (GradeJob's `scratch_parent`), or
+    that grade's learner starts cold. Start it from the main thread; pass
+    `grade_env()` and `fd` to every grader (GradeJob does, given `learners`).
+    grading/runner.py's `warm_learners(specs, device)` gives None where there is no OS wall."""
+
+    def __init__(self, env: dict[str, str], view: dict, root: str) -> None:
+        from roadmap_cli.grading_kit import oswall
+
+        self.root = root
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = ours
+        self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
+        self._log = tempfile.TemporaryFile()  # the zygote's own stderr, for a test to read
+        flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])  # as a cold learner's
+        cmd = oswall.wrap([sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; "
+                           "serve()", str(theirs.fileno())], view)
+        try:
+            self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd=root,
+                                          start_new_session=True)
+        finally:
+            theirs.close()
+
+    def grade_env(self) -> dict[str, str]:
+        from roadmap_cli.grading_kit.warm_learner import ENV_FD, ENV_ROOT
+
+        return {ENV_FD: str(self.fd), ENV_ROOT: self.root}
+
+    def __enter__(self) -> "WarmLearners":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closing our end ends the zygote once no grader holds one; bwrap's end takes every learner with it."""
+        import shutil
+
+        self._sock.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()  # bwrap: its pid namespace, every learner in it, goes with it
+            self._proc.wait()
+        self._log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+

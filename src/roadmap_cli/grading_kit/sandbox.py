@@ -151,7 +151,8 @@ class LearnerClient:
 
     def __init__(self, config: dict) -> None:
         self.config = config
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[subprocess.Popen] = None  # or a warm_learner.WarmLearnerProc
+        self.warm = False  # the learner was forked from dev check's warm learner: no bwrap in between
         self.generation = 0
         self.released: list[int] = []
         self.drain = None
@@ -176,12 +177,16 @@ class LearnerClient:
         cmd = [sys.executable, *flags, "-c", _LEARNER_CMD, str(req_r), str(rep_w)]
         from roadmap_cli.grading_kit import oswall
 
-        # Behind bubblewrap when the engine chose the OS wall (the pipes' descriptors pass through bwrap).
-        cmd = oswall.wrap(cmd, self.config.get("os_wall"))
         try:
-            self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
-                                         stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                         pass_fds=(req_r, rep_w), start_new_session=True)
+            # dev check: forked from the run's warm learner (grading_kit/warm_learner.py) when there is one.
+            self.proc = self._fork_warm(req_r, rep_w, out_w)
+            self.warm = self.proc is not None
+            if self.proc is None:
+                # Behind bubblewrap when the engine chose the OS wall (the pipes' descriptors pass through bwrap).
+                cmd = oswall.wrap(cmd, self.config.get("os_wall"))
+                self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
+                                             stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                             pass_fds=(req_r, rep_w), start_new_session=True)
         finally:
             for fd in (req_r, rep_w, out_w):
                 os.close(fd)
@@ -194,6 +199,20 @@ class LearnerClient:
                                                       "forbidden_read", "forbidden_write", "preload", "nproc")}
         settings["walled"] = bool(self.config.get("os_wall"))
         wire.send(self.req_w, pickle.dumps(settings))
+
+    def _fork_warm(self, req_r: int, rep_w: int, out_w: int):
+        """A learner process forked from the warm learner, or None: start it cold
+        (a zygote that is gone costs speed, never a grade)."""
+        from roadmap_cli.grading_kit import warm_learner
+
+        zygote = warm_learner.usable(self.config)
+        if zygote is None:
+            return None
+        try:
+            return warm_learner.spawn(zygote, env=learner_env(self.config), cwd=self.config["workspace"],
+                                      req_r=req_r, rep_w=rep_w, out_w=out_w)
+        except warm_learner.WarmUnavailable:
+            return None
 
     def _stop(self, grace_s: float = 0.0) -> Optional[int]:
         """End the learner process (after `grace_s` for it to end by itself); its status, as Popen gives it."""
@@ -219,7 +238,7 @@ class LearnerClient:
             except (ProcessLookupError, PermissionError):
                 proc.kill()
         status = proc.wait()
-        if self.config.get("os_wall") and status > 128 and status - 128 < signal.NSIG:
+        if self.config.get("os_wall") and not self.warm and status > 128 and status - 128 < signal.NSIG:
             # bwrap stands between us and the learner process: it exits 128 + N when the learner died of signal N.
             return -(status - 128)
         return status
