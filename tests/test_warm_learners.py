@@ -186,9 +186,17 @@ def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder
 
 
 def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
+    from roadmap_cli.grading._supervisor import descendants
+
     zygote = warm_learners([adder], cpu)
     with zygote:
-        zygote._proc.send_signal(signal.SIGKILL)
+        # bwrap and everything under it: killed before bwrap has set its child's parent-death
+        # signal, the zygote inside would outlive bwrap alone.
+        for pid in [*descendants(zygote._proc.pid), zygote._proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         zygote._proc.wait()
         assert grade_workspace(adder, _workspace(adder, Path(zygote.root), "solution"), device=cpu, warm=graders,
                                learners=zygote).outcome == "passed"
