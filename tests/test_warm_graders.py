@@ -35,6 +35,7 @@ def cpu():
 @pytest.fixture(scope="module")
 def warm(cpu):
     with warm_graders(cpu) as graders:
+        assert graders.wait_ready()
         yield graders
 
 
@@ -180,6 +181,7 @@ def test_closing_the_warm_grader_ends_the_grades_it_started(cpu, tmp_path):
     sleeper = tmp_path / "test_sleeps.py"
     sleeper.write_text("import time\ndef test_sleeps():\n    time.sleep(120)\n")
     graders = warm_graders(cpu)
+    assert graders.wait_ready()
     out_r, out_w = os.pipe()
     proc = graders.spawn(["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(sleeper)],
                          env={"PATH": os.environ.get("PATH", "")}, cwd=str(tmp_path), output_fd=out_w, pass_fds=())

@@ -55,6 +55,7 @@ def learners(adder, cpu):
 @pytest.fixture(scope="module")
 def graders(cpu):
     with warm_graders(cpu) as warm:
+        warm.wait_ready()
         yield warm
 
 
@@ -84,6 +85,13 @@ def _stat(pid: int) -> list[str]:
 def _cmdline(pid: int) -> str:
     with open(f"/proc/{pid}/cmdline", "rb") as fh:
         return fh.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _cmdline_or_empty(pid: int) -> str:
+    try:
+        return _cmdline(pid)
+    except OSError:  # gone meanwhile
+        return ""
 
 
 def _ancestors(pid: int) -> list[int]:
@@ -190,8 +198,12 @@ def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
 
     zygote = warm_learners([adder], cpu)
     with zygote:
-        # bwrap and everything under it: killed before bwrap has set its child's parent-death
-        # signal, the zygote inside would outlive bwrap alone.
+        # bwrap and everything under it, once the zygote is there: killed while bwrap is still
+        # setting up (before its child's parent-death signal is armed), the zygote could outlive it.
+        deadline = time.monotonic() + 30
+        while not any(MARK in _cmdline_or_empty(pid) for pid in descendants(zygote._proc.pid)):
+            assert time.monotonic() < deadline, "the learner zygote never started"
+            time.sleep(0.05)
         for pid in [*descendants(zygote._proc.pid), zygote._proc.pid]:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -329,6 +329,7 @@ class Worker:
         # importing torch and pytest again. Started here, in the thread that runs the worker
         # (the zygote's parent-death signal follows the thread that starts it).
         self.warm = warm_graders(self.device)
+        self.warm.wait_ready()  # "ready" means warm: the first submission is not graded cold
         try:
             asyncio.run(self._main(max_seconds))
         except StoreError:

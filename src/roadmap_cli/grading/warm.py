@@ -137,6 +137,30 @@ class WarmGraders:
         tail = self._log.read()[-600:].decode(errors="replace").strip()
         return tail.splitlines()[-1] if tail else f"exit status {self._proc.poll()}"
 
+    def _check_ready(self, block: bool, timeout: Optional[float] = None) -> None:
+        if self._ready:
+            return
+        self._sock.settimeout(timeout if block else 0.0)
+        try:
+            message = self._sock.recv(16)
+        except (BlockingIOError, socket.timeout):
+            raise WarmUnavailable("the warm grader is still starting") from None
+        finally:
+            self._sock.settimeout(None)
+        if message != b"ready":
+            raise WarmUnavailable(f"the warm grader did not start: {self._why()}")
+        self._ready = True
+
+    def wait_ready(self, timeout: float = 60) -> bool:
+        """Wait until the zygote has imported what it preloads; False if it
+        failed or took longer (grades then start cold)."""
+        with self._lock:
+            try:
+                self._check_ready(block=True, timeout=timeout)
+            except (WarmUnavailable, OSError):
+                return False
+        return True
+
     def spawn(self, pytest_args: list[str], *, env: dict[str, str], cwd: str, output_fd: int,
               pass_fds: tuple[int, ...]) -> WarmProc:
         """Start one grade: `python -m pytest *pytest_args` under a supervisor,
@@ -145,10 +169,9 @@ class WarmGraders:
         status_r, status_w = os.pipe()
         try:
             with self._lock:
-                if not self._ready:
-                    if self._sock.recv(16) != b"ready":
-                        raise WarmUnavailable(f"the warm grader did not start: {self._why()}")
-                    self._ready = True
+                # Never wait for it: a grade asked for while torch is still loading starts cold (a
+                # cancel, a Ctrl-C, must not sit behind the zygote's start-up).
+                self._check_ready(block=False)
                 socket.send_fds(self._sock, [request], [output_fd, status_w, *pass_fds])
                 reply, fds, _, _ = socket.recv_fds(self._sock, 256, 1)
         except OSError as exc:
