@@ -74,3 +74,15 @@ def test_broken_header_fails_once_and_is_cached(tmp_path, monkeypatch):
     built = cpp_build.asan_binary(main, ws, [ws / "block_pool.h"])
     assert built.path.exists() and not built.cached
     assert cpp_build.asan_binary(main, ws, [ws / "block_pool.h"]).cached
+
+
+def test_the_precompiled_header_takes_only_the_sources_leading_system_includes():
+    """dev check precompiles what a source includes first (grading_kit/cpp_build.py): only
+    `#include <...>` lines before any other code, in order, so `-include` changes nothing."""
+    from roadmap_cli.grading_kit.cpp_build import leading_system_includes
+
+    text = ("// RMSNorm\n\n#include <ATen/ATen.h>  // tensors\n#include <torch/library.h>\n"
+            "#include \"block_pool.h\"\n#include <cmath>\n")
+    assert leading_system_includes(text) == ["#include <ATen/ATen.h>", "#include <torch/library.h>"]
+    assert leading_system_includes("#define X 1\n#include <ATen/ATen.h>\n") == []  # a macro first: nothing shared
+    assert leading_system_includes("") == []
