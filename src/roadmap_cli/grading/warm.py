@@ -44,6 +44,8 @@ import tempfile
 import threading
 from typing import Optional
 
+from roadmap_cli.grading_kit.forked import reseed_global_streams, take_popen_shape
+
 # Imported once in the zygote: the cost every grade would pay again. Import-time
 # state only (no lab code runs), and none of them reads the grade's variables.
 PRELOAD = ("numpy", "torch", "pytest", "roadmap_cli.grading_kit", "roadmap_cli.labs.nodeids")
@@ -269,8 +271,6 @@ def _become_supervisor(request: dict, fds: list[int], close: tuple[int, ...]) ->
     """In the forked child: look like `Popen(supervisor cmd, cwd, env,
     stdout=stderr=output, stdin=DEVNULL, start_new_session, pass_fds)`, then
     supervise a grader that runs pytest in place. Never returns."""
-    import fcntl
-
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -279,27 +279,7 @@ def _become_supervisor(request: dict, fds: list[int], close: tuple[int, ...]) ->
         os.setsid()
         output, status, passed = fds[0], fds[1], fds[2:]
         os.close(status)  # the zygote reports our status, we do not
-        # Move every received descriptor above the numbers we are about to
-        # fill, so no dup2 below can clobber one that is still needed.
-        output = fcntl.fcntl(output, fcntl.F_DUPFD, 1024)
-        passed = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in passed]
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(output, 1)
-        os.dup2(output, 2)
-        targets = request["targets"]
-        for fd, target in zip(passed, targets):
-            os.dup2(fd, target)  # inheritable, as pass_fds makes them
-        keep = {0, 1, 2, *targets}
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) not in keep:
-                try:
-                    os.close(int(name))
-                except OSError:
-                    pass
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        take_popen_shape(output, dict(zip(passed, request["targets"])), request["cwd"], request["env"])
         from roadmap_cli.grading._supervisor import supervise
 
         supervise(lambda: _run_pytest(request["args"]))
@@ -313,15 +293,9 @@ def _become_supervisor(request: dict, fds: list[int], close: tuple[int, ...]) ->
 
 def _run_pytest(args: list[str]) -> None:
     """`python -m pytest *args`, in this already-warm interpreter. Never returns."""
-    import random
-
     code = 1
     try:
-        # A new interpreter seeds `random` (and numpy's legacy global stream) from the OS: so do we,
-        # or every grade would replay the zygote's stream. torch's default seed is a constant anyway.
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
+        reseed_global_streams()
         import pytest
 
         sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *args]

@@ -19,6 +19,7 @@ import socket
 import sys
 from typing import Optional
 
+from roadmap_cli.grading_kit.forked import reseed_global_streams, take_popen_shape
 from roadmap_cli.grading_kit.warm_learner import STATUS
 
 # What a learner process imports anyway (the grading_kit package and its modules, torch with the adapter).
@@ -197,40 +198,15 @@ def _keep(request: dict, fds: list[int], close: tuple[int, ...]) -> None:
 def _become_learner(request: dict, req_r: int, rep_w: int, out_w: int, close: tuple[int, ...]) -> None:
     """In the learner child: look like the cold learner's Popen, then run
     `_learner_main.main()` in place. Never returns."""
-    import fcntl
-
     code = 1
     try:
         for fd in close:
             os.close(fd)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        # Above every number we fill below, so no dup2 clobbers one still needed.
-        out, req, rep = (fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in (out_w, req_r, rep_w))
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
         req_t, rep_t = request["fds"]
-        os.dup2(req, req_t)
-        os.dup2(rep, rep_t)
-        keep = {0, 1, 2, req_t, rep_t}
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) not in keep:
-                try:
-                    os.close(int(name))
-                except OSError:
-                    pass
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        import random
-
-        # A new interpreter seeds `random` (and numpy's legacy stream) from the OS: so do we, or every
-        # learner would replay the zygote's stream.
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
+        take_popen_shape(out_w, {req_r: req_t, rep_w: rep_t}, request["cwd"], request["env"])
+        reseed_global_streams()
         sys.argv = ["-c", str(req_t), str(rep_t)]
         from roadmap_cli.grading_kit._learner_main import main
 
