@@ -47,6 +47,9 @@ def test_completes_ids_without_heavy_imports(run_cli, roadmap_home: Path, tmp_pa
 
 
 def test_show_completion_prints_a_script() -> None:
+    # Typer finds the shell from the parent processes unless told not to (then it takes the named one): a run
+    # detached from any shell (a job runner, a daemonized CI) would otherwise print "Shell  not supported".
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     proc = subprocess.run([sys.executable, "-c", "from roadmap_cli.cli import main; main()", "--show-completion", "bash"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and "_ROADMAP_COMPLETE=complete_bash" in proc.stdout
