@@ -18,6 +18,8 @@ if shutil.which("nvidia-smi") is None:
 import pytest
 from typer.testing import CliRunner
 
+import devcheck_background
+
 
 @pytest.fixture(autouse=True)
 def roadmap_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -135,3 +137,48 @@ def adder_workspace(fake_labs, run_cli, tmp_path: Path, monkeypatch: pytest.Monk
     assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
     monkeypatch.chdir(ws)
     return ws
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    """The CPU device, with the engine-test labs (tests/fixtures_labs) as the labs folder, for a whole module
+    (the warm-grader and warm-learner tests)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROADMAP_LABS_DIR", str(FIXTURE_LABS / "labs"))
+        mp.setenv("ROADMAP_DEVICE", "cpu")
+        from roadmap_cli.labs.device import detect_device
+
+        detect_device.cache_clear()
+        yield detect_device()
+        detect_device.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def adder(cpu):
+    from roadmap_cli.labs.spec import find_lab
+
+    return find_lab("adder")
+
+
+@pytest.hookimpl(trylast=True)  # after -k/-m have deselected: start it only when its test will run
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """Start the every-lab dev check now and move its test to the end (tests/devcheck_background.py says why)."""
+    ours = [item for item in items if item.name == devcheck_background.TEST_NAME]
+    if ours and not config.option.collectonly:
+        items[:] = [item for item in items if item not in ours] + ours
+        config.stash[_DEV_CHECK] = devcheck_background.start()
+
+
+_DEV_CHECK = pytest.StashKey["devcheck_background.BackgroundDevCheck"]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    running = config.stash.get(_DEV_CHECK, None)
+    if running is not None:
+        running.stop()
+
+
+@pytest.fixture
+def background_dev_check(request: pytest.FixtureRequest):
+    """The dev check started after collection (None when this test was not collected with it)."""
+    return request.config.stash.get(_DEV_CHECK, None)

@@ -14,22 +14,10 @@ import pytest
 
 from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders
 from roadmap_cli.grading.warm import WarmProc
-from roadmap_cli.labs import workspace as ws_ops
+
+from warm_helpers import make_workspace, verdict
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
-ADDER = FIXTURES / "labs" / "adder"
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-        mp.setenv("ROADMAP_DEVICE", "cpu")
-        from roadmap_cli.labs.device import detect_device
-
-        detect_device.cache_clear()
-        yield detect_device()
-        detect_device.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -39,41 +27,17 @@ def warm(cpu):
         yield graders
 
 
-@pytest.fixture
-def adder():
-    from roadmap_cli.labs.spec import find_lab
-
-    return find_lab("adder")
-
-
-def _workspace(spec, tmp_path: Path, kind: str) -> Path:
-    ws = tmp_path / kind
-    ws.mkdir()
-    if kind == "starter":
-        ws_ops.write_starter(spec, ws)
-    else:
-        ws_ops.write_solution(spec, ws)
-        if kind != "solution":
-            ws_ops.apply_patch(spec.patch_file(kind), ws)
-    return ws
-
-
-def _verdict(run) -> tuple:
-    return (run.outcome, sorted((t.nodeid, t.outcome) for t in run.tests),
-            sorted((p.id, p.status, p.points, p.tests_passed, p.tests_total) for p in run.parts))
-
-
 @pytest.mark.parametrize("kind", ["starter", "solution", "add-off-by-one", "mul-adds"])
 def test_a_warm_grade_gives_the_verdict_a_cold_grade_gives(kind, adder, cpu, warm, tmp_path):
-    ws = _workspace(adder, tmp_path, kind)
+    ws = make_workspace(adder, tmp_path, kind)
     cold = grade_workspace(adder, ws, device=cpu)
     forked = grade_workspace(adder, ws, device=cpu, warm=warm)
-    assert _verdict(forked) == _verdict(cold)
+    assert verdict(forked) == verdict(cold)
     assert forked.outcome == ("passed" if kind == "solution" else "failed")
 
 
 def test_the_grader_is_forked_from_the_warm_interpreter(adder, cpu, warm, tmp_path):
-    ws = _workspace(adder, tmp_path, "solution")
+    ws = make_workspace(adder, tmp_path, "solution")
     shutil.copy(FIXTURES / "variants" / "loop_adder.py", ws / "adder.py")  # keeps the grade alive to look at
     job = GradeJob(adder, ws, device=cpu, timeout=20, warm=warm, verify_install=False).start()
     try:
@@ -103,7 +67,7 @@ def test_the_warm_grader_is_out_of_reach_of_the_terminals_ctrl_c(warm):
 def test_a_warm_grade_that_hangs_is_killed_at_its_limit_with_all_it_started(adder, cpu, warm, tmp_path):
     from tests.test_labs_engine import _alive, _host_pid
 
-    ws = _workspace(adder, tmp_path, "solution")
+    ws = make_workspace(adder, tmp_path, "solution")
     shutil.copy(FIXTURES / "variants" / "loop_adder.py", ws / "adder.py")
     t0 = time.monotonic()
     run = grade_workspace(adder, ws, device=cpu, timeout=3, parts=["add"], warm=warm)
@@ -168,7 +132,7 @@ def test_a_failing_warm_grader_exits_with_pytests_status(warm, tmp_path):
 
 
 def test_a_dead_warm_grader_costs_speed_never_a_grade(adder, cpu, tmp_path):
-    ws = _workspace(adder, tmp_path, "solution")
+    ws = make_workspace(adder, tmp_path, "solution")
     with warm_graders(cpu) as broken:
         broken._proc.send_signal(signal.SIGKILL)
         broken._proc.wait()

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,32 +14,12 @@ import pytest
 
 from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders, warm_learners
 from roadmap_cli.grading_kit import oswall
-from roadmap_cli.labs import workspace as ws_ops
 
-FIXTURES = Path(__file__).parent / "fixtures_labs"
-LOOP = FIXTURES / "variants" / "loop_adder.py"
+from warm_helpers import FIXTURES, make_workspace, verdict
+
 MARK = "_warm_learner_main import serve"  # in the command line of the zygote and of every process forked from it
 
 pytestmark = pytest.mark.skipif(oswall.status()[0] != oswall.STRONG, reason="warm learners run behind bubblewrap only")
-
-
-@pytest.fixture(scope="module")
-def cpu():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ROADMAP_LABS_DIR", str(FIXTURES / "labs"))
-        mp.setenv("ROADMAP_DEVICE", "cpu")
-        from roadmap_cli.labs.device import detect_device
-
-        detect_device.cache_clear()
-        yield detect_device()
-        detect_device.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def adder(cpu):
-    from roadmap_cli.labs.spec import find_lab
-
-    return find_lab("adder")
 
 
 @pytest.fixture(scope="module")
@@ -57,24 +35,6 @@ def graders(cpu):
     with warm_graders(cpu) as warm:
         warm.wait_ready()
         yield warm
-
-
-def _workspace(spec, parent: Path, kind: str) -> Path:
-    ws = Path(tempfile.mkdtemp(prefix=f"ws-{kind}-", dir=parent))
-    if kind == "starter":
-        ws_ops.write_starter(spec, ws)
-    else:
-        ws_ops.write_solution(spec, ws)
-        if kind == "loop":
-            shutil.copy(LOOP, ws / "adder.py")
-        elif kind != "solution":
-            ws_ops.apply_patch(spec.patch_file(kind), ws)
-    return ws
-
-
-def _verdict(run) -> tuple:
-    return (run.outcome, sorted((t.nodeid, t.outcome) for t in run.tests),
-            sorted((p.id, p.status, p.points, p.tests_passed, p.tests_total) for p in run.parts))
 
 
 def _stat(pid: int) -> list[str]:
@@ -130,17 +90,17 @@ def _running_learner(job, ws: Path) -> int:
 
 @pytest.mark.parametrize("kind", ["starter", "solution", "add-off-by-one", "mul-adds"])
 def test_a_warm_learner_gives_the_verdict_a_cold_learner_gives(kind, adder, cpu, learners, graders, tmp_path):
-    cold = grade_workspace(adder, _workspace(adder, tmp_path, kind), device=cpu, warm=graders)
-    warm = grade_workspace(adder, _workspace(adder, Path(learners.root), kind), device=cpu, warm=graders,
+    cold = grade_workspace(adder, make_workspace(adder, tmp_path, kind), device=cpu, warm=graders)
+    warm = grade_workspace(adder, make_workspace(adder, Path(learners.root), kind), device=cpu, warm=graders,
                            learners=learners)
-    assert _verdict(warm) == _verdict(cold)
+    assert verdict(warm) == verdict(cold)
     assert warm.outcome == ("passed" if kind == "solution" else "failed")
 
 
 def test_the_learner_is_forked_from_the_warm_learner_and_killed_at_the_grades_limit(adder, cpu, learners, graders):
     from tests.test_labs_engine import _alive
 
-    ws = _workspace(adder, Path(learners.root), "loop")
+    ws = make_workspace(adder, Path(learners.root), "loop")
     job = GradeJob(adder, ws, device=cpu, timeout=8, parts=["add"], warm=graders, learners=learners,
                    verify_install=False).start()
     try:
@@ -166,7 +126,7 @@ def test_the_learner_is_forked_from_the_warm_learner_and_killed_at_the_grades_li
 
 
 def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder, cpu, learners, graders):
-    ws = _workspace(adder, Path(learners.root), "solution")
+    ws = make_workspace(adder, Path(learners.root), "solution")
     escape = Path(__file__).parent / f"escape-{os.getpid()}.txt"  # writable here, outside the root
     probe = ws / "probe.json"
     (ws / "adder.py").write_text(
@@ -210,9 +170,9 @@ def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
             except ProcessLookupError:
                 pass
         zygote._proc.wait()
-        assert grade_workspace(adder, _workspace(adder, Path(zygote.root), "solution"), device=cpu, warm=graders,
+        assert grade_workspace(adder, make_workspace(adder, Path(zygote.root), "solution"), device=cpu, warm=graders,
                                learners=zygote).outcome == "passed"
-        ws = _workspace(adder, Path(zygote.root), "loop")
+        ws = make_workspace(adder, Path(zygote.root), "loop")
         job = GradeJob(adder, ws, device=cpu, timeout=20, parts=["add"], warm=graders, learners=zygote,
                        verify_install=False).start()
         try:
@@ -227,14 +187,14 @@ def test_a_learner_that_crashes_is_reported_as_a_cold_one_and_the_next_call_gets
     """The learner's exit status is the signal itself (no bwrap's 128 + N in between); after the crash the
     next test starts a new learner process, forked again."""
     def crashing(parent: Path) -> Path:
-        ws = _workspace(adder, parent, "solution")
+        ws = make_workspace(adder, parent, "solution")
         (ws / "adder.py").write_text((ws / "adder.py").read_text().replace(
             "def add(a, b):", "def add(a, b):\n    import ctypes\n    ctypes.string_at(0)\n\n\ndef _unused(a, b):"))
         return ws
 
     cold = grade_workspace(adder, crashing(tmp_path), device=cpu, warm=graders)
     warm = grade_workspace(adder, crashing(Path(learners.root)), device=cpu, warm=graders, learners=learners)
-    assert _verdict(warm) == _verdict(cold)
+    assert verdict(warm) == verdict(cold)
     messages = [t.message or "" for t in warm.tests]
     assert any("crashed the learner process (SIGSEGV)" in m for m in messages), messages
     assert any(t.outcome == "passed" for t in warm.tests)  # mul's tests, in the learner started after the crash

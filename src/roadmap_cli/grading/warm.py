@@ -37,19 +37,17 @@ import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 from typing import Optional
 
-from roadmap_cli.grading_kit.forked import reseed_global_streams, take_popen_shape
+from roadmap_cli.grading_kit.forked import WAIT_STATUS, ForkedChild, reseed_global_streams, take_popen_shape
 
 # Imported once in the zygote: the cost every grade would pay again. Import-time
 # state only (no lab code runs), and none of them reads the grade's variables.
 PRELOAD = ("numpy", "torch", "pytest", "roadmap_cli.grading_kit", "roadmap_cli.labs.nodeids")
-_STATUS = struct.Struct("!i")  # a raw wait status, as os.waitpid gives it
 _MAX_MESSAGE = 1 << 20
 _MAX_FDS = 16
 
@@ -58,48 +56,11 @@ class WarmUnavailable(Exception):
     """The zygote could not start or died: the caller grades cold."""
 
 
-class WarmProc:
+class WarmProc(ForkedChild):
     """The per-grade supervisor, forked by the zygote: Popen's interface as
-    GradeJob uses it, with the exit status read from the zygote's pipe."""
-
-    def __init__(self, pid: int, pidfd: int, status_fd: int) -> None:
-        self.pid = pid
-        self._pidfd = pidfd
-        self._status_fd = status_fd
-        self.returncode: Optional[int] = None
-
-    def _collect(self, timeout: Optional[float]) -> Optional[int]:
-        if self.returncode is not None:
-            return self.returncode
-        ready, _, _ = select.select([self._status_fd], [], [], timeout)
-        if not ready:
-            return None
-        data = os.read(self._status_fd, _STATUS.size)
-        # No status at all: the zygote died (it was killed with the engine), so its children are gone too.
-        self.returncode = (os.waitstatus_to_exitcode(_STATUS.unpack(data)[0]) if len(data) == _STATUS.size
-                           else -signal.SIGKILL)
-        for fd in (self._status_fd, self._pidfd):
-            os.close(fd)
-        return self.returncode
-
-    def poll(self) -> Optional[int]:
-        return self._collect(0)
-
-    def wait(self, timeout: Optional[float] = None) -> int:
-        code = self._collect(timeout)
-        if code is None:
-            raise subprocess.TimeoutExpired(f"warm grader {self.pid}", timeout)
-        return code
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, sig)
-            except ProcessLookupError:
-                pass  # exited; its status is on the way
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+    GradeJob uses it, with the exit status read from the zygote's pipe (no
+    status at all: the zygote died, killed with the engine, and its children
+    with it)."""
 
 
 class WarmGraders:
@@ -261,7 +222,7 @@ def _reap(status_fds: dict[int, int]) -> None:
         fd = status_fds.pop(pid, None)
         if fd is not None:
             try:
-                os.write(fd, _STATUS.pack(status))
+                os.write(fd, WAIT_STATUS.pack(status))
             except OSError:
                 pass  # the engine stopped waiting
             os.close(fd)

@@ -107,6 +107,21 @@ def _reap_orphans(keepers: set[int]) -> None:
                 pass
 
 
+def _reap_exited(learner: int) -> tuple[Optional[int], bool]:
+    """Reap every child that has exited, without waiting: (the learner's wait
+    status if it was among them, whether no child at all is left)."""
+    status = None
+    try:
+        while True:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return status, False
+            if pid == learner:
+                status = st
+    except ChildProcessError:
+        return status, True
+
+
 def _kill_all(learner: int) -> Optional[int]:
     """SIGKILL the learner's group and every descendant of ours, until none
     is left; the learner's wait status if it was reaped here."""
@@ -121,15 +136,10 @@ def _kill_all(learner: int) -> Optional[int]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        try:
-            while True:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-                if pid == 0:
-                    break
-                if pid == learner:
-                    status = st
-        except ChildProcessError:
-            return status
+        reaped, none_left = _reap_exited(learner)
+        status = reaped if reaped is not None else status
+        if none_left:
+            break
         select.select([], [], [], 0.005)
     return status
 
@@ -163,15 +173,7 @@ def _keep(request: dict, fds: list[int], close: tuple[int, ...]) -> None:
             readable, _, _ = select.select([sock, wake_r], [], [])
             if wake_r in readable:
                 os.read(wake_r, 4096)
-            try:
-                while True:
-                    pid, st = os.waitpid(-1, os.WNOHANG)
-                    if pid == 0:
-                        break
-                    if pid == learner:
-                        status = st
-            except ChildProcessError:
-                pass
+            status, _ = _reap_exited(learner)
             if status is None and sock in readable:
                 try:
                     data = sock.recv(16)

@@ -1,13 +1,83 @@
 """A process forked from a warm interpreter, made to look like one Popen
 started: what warm graders (grading/warm.py) and warm learners
-(grading_kit/_warm_learner_main.py) do to each child before running it.
+(grading_kit/_warm_learner_main.py) do to each child before running it, and
+the handle (`ForkedChild`) through which the engine waits for and signals a
+child that another process forked and reaps.
 
 Stdlib only: the learner zygote imports it behind the OS wall."""
 
 from __future__ import annotations
 
 import os
+import select
+import signal
+import struct
 import sys
+from typing import Optional
+
+WAIT_STATUS = struct.Struct("!i")  # a raw wait status as os.waitpid gives it, sent by whoever reaps the child
+
+
+class ForkedChild:
+    """Popen's poll/wait/send_signal/kill for a child this process did not
+    fork: the process that reaps it sends its raw wait status (WAIT_STATUS)
+    on `status_fd`, and signals go through a pidfd, so none can reach a
+    process that later got the same number. `returncode` is Popen's (-N for
+    signal N); a status that never comes (the reaper was killed) reads as
+    SIGKILL."""
+
+    def __init__(self, pid: int, pidfd: int, status_fd: int) -> None:
+        self.pid = pid
+        self._pidfd = pidfd
+        self._status_fd = status_fd
+        self.returncode: Optional[int] = None
+
+    def _read_status(self) -> bytes:
+        return os.read(self._status_fd, WAIT_STATUS.size)
+
+    def _status_lost(self) -> int:
+        """The returncode when the reaper went away without a status."""
+        return -signal.SIGKILL
+
+    def _release(self) -> None:
+        for fd in (self._status_fd, self._pidfd):
+            os.close(fd)
+
+    def _collect(self, timeout: Optional[float]) -> Optional[int]:
+        if self.returncode is not None:
+            return self.returncode
+        ready, _, _ = select.select([self._status_fd], [], [], timeout)
+        if not ready:
+            return None
+        data = self._read_status()
+        self.returncode = (os.waitstatus_to_exitcode(WAIT_STATUS.unpack(data)[0]) if len(data) == WAIT_STATUS.size
+                           else self._status_lost())
+        self._release()
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._collect(0)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        code = self._collect(timeout)
+        if code is None:
+            import subprocess
+
+            raise subprocess.TimeoutExpired(f"{type(self).__name__} {self.pid}", timeout)
+        return code
+
+    def _signal(self, sig: int) -> None:
+        try:
+            signal.pidfd_send_signal(self._pidfd, sig)
+        except OSError:
+            pass  # exited (its status is on the way) or already reaped
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            self._signal(sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 def take_popen_shape(output_fd: int, fds_at: dict[int, int], cwd: str, env: dict[str, str]) -> None:

@@ -48,12 +48,13 @@ import os
 import select
 import signal
 import socket
-import struct
 from typing import Optional
+
+from roadmap_cli.grading_kit.forked import WAIT_STATUS, ForkedChild
 
 ENV_FD = "ROADMAP_WARM_LEARNER_FD"  # the grader's end of the zygote's socket (dev check only)
 ENV_ROOT = "ROADMAP_WARM_LEARNER_ROOT"  # the one folder the zygote's learners can write
-STATUS = struct.Struct("!i")  # a learner's raw wait status, from its keeper
+STATUS = WAIT_STATUS  # a learner's raw wait status, from its keeper
 _PIDFD_WAIT_S = 60.0  # the first request waits for the zygote's imports
 _unavailable = False  # this grader found the zygote gone: every later learner starts cold
 
@@ -80,56 +81,27 @@ def usable(config: dict) -> Optional[int]:
     return int(fd)
 
 
-class WarmLearnerProc:
-    """A forked learner: the part of Popen's interface LearnerClient uses,
-    with the exit status as Popen gives it (-N for signal N)."""
+class WarmLearnerProc(ForkedChild):
+    """A forked learner: the part of Popen's interface LearnerClient uses.
+    Its keeper reaps it and sends the status on the request socket."""
 
     def __init__(self, sock: socket.socket, pidfd: int) -> None:
+        super().__init__(_host_pid(pidfd), pidfd, sock.fileno())
         self._sock = sock
-        self._pidfd = pidfd
-        self.pid = _host_pid(pidfd)
-        self.returncode: Optional[int] = None
 
-    def _collect(self, timeout: Optional[float]) -> Optional[int]:
-        if self.returncode is not None:
-            return self.returncode
-        ready, _, _ = select.select([self._sock], [], [], timeout)
-        if not ready:
-            return None
+    def _read_status(self) -> bytes:
         try:
-            data = self._sock.recv(STATUS.size)
+            return self._sock.recv(STATUS.size)
         except OSError:
-            data = b""
-        if len(data) == STATUS.size:
-            self.returncode = os.waitstatus_to_exitcode(STATUS.unpack(data)[0])
-        else:
-            # The keeper is gone without a status (killed): make sure the learner is too.
-            self._signal(signal.SIGKILL)
-            self.returncode = -signal.SIGKILL
+            return b""
+
+    def _status_lost(self) -> int:
+        self._signal(signal.SIGKILL)  # the keeper is gone without a status (killed): make sure the learner is too
+        return -signal.SIGKILL
+
+    def _release(self) -> None:
         self._sock.close()
         os.close(self._pidfd)
-        return self.returncode
-
-    def poll(self) -> Optional[int]:
-        return self._collect(0)
-
-    def wait(self, timeout: Optional[float] = None) -> int:
-        code = self._collect(timeout)
-        if code is None:
-            import subprocess
-
-            raise subprocess.TimeoutExpired(f"warm learner {self.pid}", timeout)
-        return code
-
-    def _signal(self, sig: int) -> None:
-        try:
-            signal.pidfd_send_signal(self._pidfd, sig)
-        except (ProcessLookupError, OSError):
-            pass
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            self._signal(sig)
 
     def kill(self) -> None:
         """SIGKILL the learner and its process group (the keeper does the group: pids are its namespace's)."""
