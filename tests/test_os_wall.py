@@ -109,7 +109,8 @@ def test_behind_the_wall_the_references_and_the_data_home_are_absent(run_cli, wa
     # A right solution still passes behind the wall.
     assert data["parts"][0]["status"] == "passed", [t["message"] for t in data["tests"]][:1]
     seen = json.loads((workspace / "view.json").read_text())
-    assert seen["labs"] == ["adder"] and seen["lab"] == ["tests"], seen  # only this lab's tests/, read-only
+    # No lab's tests/ (reference values), solution/ or anything else: the learner side is the adapter shim.
+    assert seen["labs"] == [] and seen["lab"] == "FileNotFoundError", seen
     assert seen["kernels"] == [] and seen["git"] == [] and seen["home"] == [], seen
     assert "labs" in seen["project"]  # the project itself is there (read-only): roadmap_cli runs from it
     assert seen["cat_solution"] == "", seen
