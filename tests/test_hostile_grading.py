@@ -266,6 +266,52 @@ def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong
     assert any("reference solution" in (t["message"] or "") for t in add_tests)
 
 
+# Ways a learner module could reach the grader's own modules (here the fake lab's tests/ref_adder.py, its
+# "reference"): by name, from the folder the adapter came from, and from the lab's tests/ folder by path.
+GRADER_IMPORTS = {
+    "by-name": "from ref_adder import add",
+    "beside-the-adapter": """
+        import os, sys, adapter
+        sys.path.insert(0, os.path.dirname(adapter.__file__))
+        from ref_adder import add
+    """,
+    "from-tests-folder": """
+        import sys
+        sys.path.insert(0, {tests!r})
+        from ref_adder import add
+    """,
+}
+
+
+@pytest.mark.parametrize("sandbox", ["strong", "weak"])
+@pytest.mark.parametrize("how", sorted(GRADER_IMPORTS))
+def test_the_graders_modules_never_reach_the_learner_process(run_cli, wrong_ws: Path, labs_copy: Path, how: str,
+                                                            sandbox: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner process sees the adapter shim (adapter.py and lab.yaml's learner_side files), never the
+    lab's tests/: a starter that takes `add` from the grader's reference module does not pass."""
+    from roadmap_cli.grading_kit import oswall
+
+    if sandbox == "weak":
+        monkeypatch.setenv("ROADMAP_SANDBOX", "weak")
+    elif oswall.status()[0] != oswall.STRONG:
+        pytest.skip("bubblewrap cannot run here")
+    attack = textwrap.dedent(GRADER_IMPORTS[how]).format(tests=str(labs_copy / "labs" / "adder" / "tests"))
+    (wrong_ws / "adder.py").write_text("try:\n" + textwrap.indent(attack.strip(), "    ")
+                                       + "\nexcept Exception:\n" + textwrap.indent(WRONG_ADD, "    "))
+    data = grade(run_cli)
+    assert data["sandbox"] == sandbox, data
+    assert_not_passed(data)
+    if how == "from-tests-folder" and sandbox == "weak":
+        # Without the OS wall the folder is there, but opening a file in it is refused and voids the attempt.
+        assert data["outcome"] == "error" and "attempt void" in data["message"], data
+    else:
+        assert data["outcome"] == "failed", data  # ImportError: the wrong add ran
+    # The right solution still passes in the same sandbox (its adapter imports its learner-side helper).
+    shutil.copy(labs_copy / "labs" / "adder" / "solution" / "adder.py", wrong_ws / "adder.py")
+    data = grade(run_cli)
+    assert data["sandbox"] == sandbox and data["statuses"]["add"] == "passed", data
+
+
 def test_branching_on_grading_variables_sees_none(run_cli, wrong_ws: Path) -> None:
     # Variables that name the running test, the results channel or the
     # grade's secret seed (what a hard-coded answer table needs) are absent

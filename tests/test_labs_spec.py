@@ -64,6 +64,28 @@ def test_cross_checks_name_the_place(labs_copy: Path) -> None:
     assert all(line.startswith(f"{path}:") for line in info.value.details)
 
 
+def test_learner_side_files_are_checked(labs_copy: Path) -> None:
+    """lab.yaml `learner_side`: helper modules of tests/ shown to the learner process; never a test, the
+    conftest, a path out of tests/ or a missing file."""
+    from roadmap_cli.grading.isolation import learner_files
+    from roadmap_cli.labs import plan
+    from roadmap_cli.labs.spec import load_lab
+
+    spec = load_lab(labs_copy / "adder")
+    assert spec.learner_side == ["given.py"] and learner_files(spec) == ["adapter.py", "given.py"]
+    assert plan.fingerprint(plan.read_plan(spec.root)) == plan.fingerprint(spec)
+    path = labs_copy / "adder" / "lab.yaml"
+    path.write_text(path.read_text().replace(
+        "learner_side: [given.py]", "learner_side: [given.py, test_add.py, conftest.py, ../solution/adder.py, nope.py]"))
+    with pytest.raises(ValidationError) as info:
+        load_lab(labs_copy / "adder")
+    details = "\n".join(info.value.details)
+    assert "'test_add.py' cannot be learner-side" in details and "'conftest.py' cannot be learner-side" in details
+    assert "'../solution/adder.py' must be a file name in tests/" in details
+    assert "'nope.py' not found in tests/" in details
+    assert "given.py" not in details
+
+
 def test_an_invalid_lab_does_not_hide_the_others(run_cli, labs_copy: Path) -> None:
     (labs_copy / "leaky" / "lab.yaml").write_text("format_version: 1\nid: leaky\n")
     data = run_cli("lab", "list", "--json").json()["data"]

@@ -81,7 +81,10 @@ def _looking_adder(project: Path, home: Path) -> str:
         seen = {{"project": listing(project), "labs": listing(os.path.join(project, "labs")),
                  "lab": listing(os.path.join(project, "labs", "adder")),
                  "kernels": listing(os.path.join(project, "kernels")), "git": listing(os.path.join(project, ".git")),
-                 "home": listing(home)}}
+                 "home": listing(home), "tests": listing(os.path.join(project, "labs", "adder", "tests")),
+                 "solution": listing(os.path.join(project, "labs", "adder", "solution"))}}
+        import sys  # the grader's adapter, as the learner process preloaded it: from the shim
+        seen["shim"] = listing(os.path.dirname(sys.modules["adapter"].__file__))
         # A child process (no audit hook at all) reading the reference through a path it assembles itself.
         cat = subprocess.run(["sh", "-c", 'cat "$0/sol""ution/adder.py"', os.path.join(project, "labs", "adder")],
                              capture_output=True, text=True)
@@ -105,11 +108,15 @@ def test_behind_the_wall_the_references_and_the_data_home_are_absent(run_cli, wa
     (workspace / "adder.py").write_text(_looking_adder(project, roadmap_home))
     result = run_cli("grade", "--part", "add", "--json")
     data = result.json()["data"]
-    assert data["sandbox"] == "strong", data
+    assert data["sandbox"] == "strong", (data.get("message"), data.get("log_tail"), data["tests"][:2])
     # A right solution still passes behind the wall.
     assert data["parts"][0]["status"] == "passed", [t["message"] for t in data["tests"]][:1]
     seen = json.loads((workspace / "view.json").read_text())
-    assert seen["labs"] == ["adder"] and seen["lab"] == ["tests"], seen  # only this lab's tests/, read-only
+    # No lab's tests/ (reference values), solution/ or anything else: the learner side is the adapter shim.
+    assert seen["labs"] == [] and seen["lab"] == "FileNotFoundError", seen
+    assert seen["tests"] == "FileNotFoundError" and seen["solution"] == "FileNotFoundError", seen
+    # The adapter and the lab's declared learner-side helper (lab.yaml learner_side), nothing else of tests/.
+    assert seen["shim"] == ["adapter.py", "given.py"], seen
     assert seen["kernels"] == [] and seen["git"] == [] and seen["home"] == [], seen
     assert "labs" in seen["project"]  # the project itself is there (read-only): roadmap_cli runs from it
     assert seen["cat_solution"] == "", seen

@@ -135,7 +135,9 @@ def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder
         "    import json, os\n"
         "    seen = {'cmdline': open('/proc/self/cmdline', 'rb').read().decode().replace(chr(0), ' ')}\n"
         f"    seen['labs'] = sorted(os.listdir({str(FIXTURES / 'labs')!r}))\n"
-        f"    seen['adder'] = sorted(os.listdir({str(FIXTURES / 'labs' / 'adder')!r}))\n"
+        f"    seen['adder'] = os.path.exists({str(FIXTURES / 'labs' / 'adder')!r})\n"
+        "    import sys\n"
+        "    seen['shim'] = sorted(os.listdir(os.path.dirname(sys.modules['adapter'].__file__)))\n"
         f"    try:\n        open({str(escape)!r}, 'w').write('out')\n        seen['escaped'] = True\n"
         "    except OSError as exc:\n        seen['escaped'] = repr(exc)\n"
         f"    open({str(probe)!r}, 'w').write(json.dumps(seen))\n\n\n"
@@ -145,8 +147,8 @@ def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder
         seen = json.loads(probe.read_text())
         assert run.outcome == "passed", run.log_tail
         assert MARK in seen["cmdline"]  # this ran in a warm learner
-        # The labs folder is empty but for the one thing of each lab a learner imports from: its tests/.
-        assert seen["labs"] == ["adder"] and seen["adder"] == ["tests"]
+        # The labs folder is empty: no lab's tests/ either; the learner side imports its adapter from the shim.
+        assert seen["labs"] == [] and seen["adder"] is False and seen["shim"] == ["adapter.py", "given.py"], seen
         assert sorted(os.listdir(FIXTURES / "labs" / "adder")) != ["tests"]  # (here, the solution and the rest)
         assert seen["escaped"] is not True and not escape.exists()
     finally:

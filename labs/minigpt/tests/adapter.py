@@ -7,8 +7,12 @@ Guards run in here too: written-out attention may not call
 F.scaled_dot_product_attention, and the learner must not modify its inputs.
 
 Where a part must not depend on another part's code, the function swaps in the
-grader's own copy (ref_model, ref_train): training runs the learner's loop on the
-grader's model and data; generation runs the learner's `generate` on the grader's model.
+grader's stand-ins (stand_in.py): training runs the learner's loop on the stand-in
+model, tokenizer, split and batches; generation runs the learner's `generate` on the
+stand-in model. Under the sandbox the learner process sees this file, stand_in.py and
+train_watch.py only (lab.yaml `learner_side`): never the reference model (ref_model.py),
+the reference training (ref_train.py) or an expected value. The few functions here not
+marked @learner_side run in the grader process.
 """
 
 from __future__ import annotations
@@ -216,13 +220,13 @@ def forward(state: dict, cfg: dict, idx: torch.Tensor, targets: torch.Tensor | N
 @learner_side
 def generate(state: dict, cfg: dict, idx: torch.Tensor, max_new_tokens: int, seed: int,
              temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
-    """The learner's GPT.generate running on the GRADER's model (ref_model.GPT) with the given
-    weights: the generation part grades sampling, not model.py (the model part does that)."""
-    import ref_model
+    """The learner's GPT.generate running on the GRADER's stand-in model (stand_in.GPT) with the
+    given weights: the generation part grades sampling, not model.py (the model part does that)."""
+    import stand_in
 
     learner_gpt = learner_module("model").GPT
-    hybrid = type("GPT", (ref_model.GPT, learner_gpt), {"forward": ref_model.GPT.forward})
-    model = hybrid(ref_model.GPTConfig(**cfg))
+    hybrid = type("GPT", (stand_in.GPT, learner_gpt), {"forward": stand_in.GPT.forward})
+    model = hybrid(stand_in.GPTConfig(**cfg))
     model.load_state_dict(state)
     model.eval()
     torch.manual_seed(seed)
@@ -240,12 +244,12 @@ def get_lr(it: int, **cfg) -> float:
 
 @learner_side
 def optimizer_groups(model_cfg: dict, **cfg) -> dict:
-    """The learner's configure_optimizer on the grader's model: which parameter is in
-    which group, with which weight decay, lr and betas."""
-    import ref_model
+    """The learner's configure_optimizer on the grader's stand-in model (the handout's parameter
+    names and shapes): which parameter is in which group, with which weight decay, lr and betas."""
+    import stand_in
 
     mod = learner_module("train")
-    model = ref_model.GPT(ref_model.GPTConfig(**model_cfg))
+    model = stand_in.GPT(stand_in.GPTConfig(**model_cfg))
     opt = mod.configure_optimizer(model, mod.TrainConfig(**cfg))
     names = {id(p): n for n, p in model.named_parameters()}
     groups = [{"names": [names.get(id(p), "?") for p in g["params"]], "weight_decay": float(g["weight_decay"]),
@@ -256,15 +260,14 @@ def optimizer_groups(model_cfg: dict, **cfg) -> dict:
 
 @learner_side
 def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **cfg) -> dict:
-    """The learner's estimate_loss on the grader's model (with dropout, in train mode when
+    """The learner's estimate_loss on the grader's stand-in model (with dropout, in train mode when
     called, as the loop leaves it). Returns its result and what it did to the model and RNGs."""
-    import ref_model
-    import ref_train
+    import stand_in
     import train_watch
 
     mod = learner_module("train")
     watch = train_watch.TrainWatch()
-    model = ref_model.GPT(ref_model.GPTConfig(**model_cfg))
+    model = stand_in.GPT(stand_in.GPTConfig(**model_cfg))
     model.load_state_dict(state)
     model.train()
     model.on_forward = lambda m, idx, targets: watch.eval_forwards.append(
@@ -272,7 +275,7 @@ def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **c
     torch.manual_seed(rng_seed)
     before = torch.get_rng_state()
     saved = mod.get_batch
-    mod.get_batch = ref_train.get_batch  # the grader's batches: the dataset part grades get_batch
+    mod.get_batch = stand_in.get_batch  # the grader's batches: the dataset part grades get_batch
     try:
         out = mod.estimate_loss(model, splits, mod.TrainConfig(**cfg))
     finally:
@@ -282,14 +285,31 @@ def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **c
             "global_rng_untouched": bool(torch.equal(before, torch.get_rng_state()))}
 
 
-@learner_side
 def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
                    stop_at_step: int | None = None) -> dict:
-    """Run the learner's train(TrainConfig(**cfg)) on the grader's model and data; see train_watch.
-    stop_at_step: Ctrl-C (the stop request) arrives once that many steps ran."""
+    """Run the learner's train(TrainConfig(**cfg)) on the grader's stand-ins; see train_watch.
+    stop_at_step: Ctrl-C (the stop request) arrives once that many steps ran.
+
+    Runs in the grader process: it works out the answers the stand-in tokenizer and split
+    look up (the corpus's vocabulary, the 90% split) with the grader's references, and sends
+    them with the call; the learner process never imports those references."""
+    from pathlib import Path
+
+    import ref_train
+    import stand_in
+
+    text = Path(cfg["corpus"]).read_text(encoding="utf-8")
+    tokens = len(text)
+    given = {"vocab": {stand_in.text_key(text): list(ref_train.CharTokenizer(text).chars)},
+             "splits": [((tokens, 0.1), len(ref_train.split_train_val(torch.arange(tokens), 0.1)[0]))]}
+    return _watch_training(cfg, given, keep_steps, crash_at_step, single_steps, stop_at_step)
+
+
+@learner_side
+def _watch_training(cfg: dict, given: dict, keep_steps, crash_at_step, single_steps, stop_at_step) -> dict:
     import train_watch
 
-    return train_watch.run(learner_module("train"), learner_module("data"), cfg, keep_steps, crash_at_step,
+    return train_watch.run(learner_module("train"), learner_module("data"), cfg, given, keep_steps, crash_at_step,
                            single_steps, stop_at_step)
 
 

@@ -7,6 +7,11 @@
   training part replays the learner's run with them, on the batches the learner's
   loop drew, and compares the parameters step by step.
 - `train_reference`: a whole run, for the generation part's readable-text check.
+
+Grader-side only: the learner process never sees this file (lab.yaml `learner_side`).
+The models here are stand_in.GPT, the model the learner's loop trains and the
+learner's generate runs on (the learner side swaps it in), so a replay compares like
+with like; ref_model.GPT, the handout's GPT, is what the model part compares with.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import math
 
 import torch
 
-import ref_model
+import stand_in
 
 
 class CharTokenizer:
@@ -65,8 +70,8 @@ def adamw_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
             {"params": [p for n, p in named if not decays(n, p)], "weight_decay": 0.0}]
 
 
-def make_model(vocab_size: int, cfg: dict, state: dict | None = None) -> ref_model.GPT:
-    model = ref_model.GPT(ref_model.GPTConfig(
+def make_model(vocab_size: int, cfg: dict, state: dict | None = None) -> stand_in.GPT:
+    model = stand_in.GPT(stand_in.GPTConfig(
         vocab_size=vocab_size, block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["n_head"],
         n_embd=cfg["n_embd"], dropout=cfg.get("dropout", 0.0), bias=cfg.get("bias", True)))
     if state is not None:
@@ -121,7 +126,15 @@ def single_step(params: dict, moments: dict, vocab_size: int, cfg: dict, x, y, i
     return {n: t.detach().clone() for n, t in model.state_dict().items()}
 
 
-def train_reference(text: str, cfg: dict, seed: int, steps: int) -> tuple[ref_model.GPT, CharTokenizer]:
+@torch.no_grad()
+def val_loss(state: dict, vocab_size: int, cfg: dict, val_ids: torch.Tensor, windows: int,
+             gen: torch.Generator) -> float:
+    """Mean next-token loss of the stand-in model with weights `state` on random windows of `val_ids`."""
+    model = make_model(vocab_size, dict(cfg, dropout=0.0), state).eval()
+    return float(model(*get_batch(val_ids, cfg["block_size"], windows, generator=gen))[1])
+
+
+def train_reference(text: str, cfg: dict, seed: int, steps: int) -> tuple[stand_in.GPT, CharTokenizer]:
     """A whole, plain run: char tokenizer, the 90% train split, `steps` steps."""
     tok = CharTokenizer(text)
     data = torch.tensor(tok.encode(text), dtype=torch.long)

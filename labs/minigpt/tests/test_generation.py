@@ -3,8 +3,9 @@ max_new_tokens, honours temperature and top_k, and with trained weights most
 generated words (of two letters or more, sampled at temperature 0.6, top_k 10)
 are words of the corpus.
 
-Your `GPT.generate` runs on the grader's model (ref_model.GPT) with fixed
-weights: a bug in model.py or train.py costs those parts, not this one."""
+Your `GPT.generate` runs on the grader's stand-in model (stand_in.GPT: the
+handout's parameter names, not a GPT) with fixed weights: a bug in model.py or
+train.py costs those parts, not this one."""
 
 from __future__ import annotations
 
@@ -14,16 +15,16 @@ import pytest
 import torch
 
 import adapter
-import ref_model
 import ref_train
 import reference
+import stand_in
 from conftest import TRAIN_CONFIG
 from roadmap_cli.grading_kit import seeded
 
 CFG = dict(vocab_size=12, block_size=8, n_layer=1, n_head=2, n_embd=16)
 READABLE_FRACTION = 0.5
-# A right run of TRAIN_CONFIG reaches ~2.1 on the validation tail; above this the run is not
-# right and the grader trains its own weights for this test instead.
+# A right run of TRAIN_CONFIG (the stand-in model, trained by your loop) reaches ~2.1 on the
+# validation tail; above this the run is not right and the grader trains its own weights instead.
 GOOD_RUN_LOSS = 2.4
 SECTION = "README.md, section 4.1"
 
@@ -37,8 +38,8 @@ def weights():
     return state
 
 
-def _ref_model(weights) -> ref_model.GPT:
-    model = ref_model.GPT(ref_model.GPTConfig(**CFG))
+def _ref_model(weights) -> stand_in.GPT:
+    model = stand_in.GPT(stand_in.GPTConfig(**CFG))
     model.load_state_dict(weights)
     return model.eval()
 
@@ -171,13 +172,13 @@ def test_temperature_rescales_the_distribution(weights, temperature):
 @pytest.fixture(scope="module")
 def readable_weights(trained, corpus_text):
     """The weights the training part's run reached when that run was right (it is the grader's
-    model trained by your loop), else the grader's own run of the same config: a training bug
+    stand-in model trained by your loop), else the grader's own run of the same config: a training bug
     must not cost this part its points."""
     if not trained.get("error") and trained.get("final") is not None and trained["steps"] == TRAIN_CONFIG["max_iters"]:
         vocab = reference.char_vocab(corpus_text)
         ids = torch.tensor([vocab.index(c) for c in corpus_text[-20000:]])
-        loss = reference.val_loss(trained["final"], TRAIN_CONFIG["n_layer"], TRAIN_CONFIG["n_head"], ids,
-                                  TRAIN_CONFIG["block_size"], 64, torch.Generator().manual_seed(0))
+        loss = ref_train.val_loss(trained["final"], len(vocab), dict(TRAIN_CONFIG, bias=any(n.endswith(".bias") for n in trained["final"])),
+                                  ids, 64, torch.Generator().manual_seed(0))
         if loss < GOOD_RUN_LOSS:
             return trained["final"], "your training run"
     model, _ = ref_train.train_reference(corpus_text, TRAIN_CONFIG, TRAIN_CONFIG["seed"], TRAIN_CONFIG["max_iters"])

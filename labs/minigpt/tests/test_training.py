@@ -1,5 +1,6 @@
-"""Part `training`, graded white-box: the learner's loop runs on the grader's own
-model, tokenizer and dataset (so a bug elsewhere costs nothing here), and
+"""Part `training`, graded white-box: the learner's loop runs on the grader's stand-in
+model, tokenizer, split and batches (stand_in.py; so a bug elsewhere costs nothing
+here), and
 
 - `get_lr`, the AdamW groups and `estimate_loss` are checked directly;
 - a 300-step run is watched from the inside: the learning rate at every step,
@@ -21,8 +22,8 @@ import pytest
 import torch
 
 import adapter
-import ref_model
 import ref_train
+import stand_in
 from conftest import CORPUS, replay_tolerance
 from roadmap_cli.grading_kit import seeded
 
@@ -51,7 +52,7 @@ def test_adamw_groups_follow_the_handout_rule():
     cfg = dict(learning_rate=3e-3, weight_decay=0.37, beta1=0.8, beta2=0.95)
     facts = adapter.optimizer_groups(MODEL_CFG, **cfg)
     assert facts["is_adamw"], f"configure_optimizer must return torch.optim.AdamW, got {facts['class']} ({SECTION} 5.2)"
-    model = ref_model.GPT(ref_model.GPTConfig(**MODEL_CFG))
+    model = stand_in.GPT(stand_in.GPTConfig(**MODEL_CFG))  # the model the learner's configure_optimizer saw
     want = {n: (cfg["weight_decay"] if ref_train.decays(n, p) else 0.0) for n, p in model.named_parameters()}
     seen: dict[str, list[float]] = {}
     for g in facts["groups"]:
@@ -73,7 +74,7 @@ def test_adamw_groups_follow_the_handout_rule():
 
 def test_estimate_loss_uses_eval_mode_its_own_generator_and_the_mean():
     gen = torch.Generator().manual_seed(seeded("estimate-loss") % (2**31))
-    model = ref_model.GPT(ref_model.GPTConfig(**MODEL_CFG))
+    model = stand_in.GPT(stand_in.GPTConfig(**MODEL_CFG))
     state = {n: t + 0.3 * torch.randn(t.shape, generator=gen) for n, t in model.state_dict().items()}
     splits = {"train": torch.randint(MODEL_CFG["vocab_size"], (300,), generator=gen),
               "val": torch.randint(MODEL_CFG["vocab_size"], (90,), generator=gen)}
@@ -90,13 +91,13 @@ def test_estimate_loss_uses_eval_mode_its_own_generator_and_the_mean():
     assert facts["global_rng_untouched"], (
         f"estimate_loss consumed the global torch RNG: evaluation must draw its batches from its own "
         f"torch.Generator().manual_seed(cfg.seed + 1) ({SECTION} 5.3)")
-    ref = ref_model.GPT(ref_model.GPTConfig(**MODEL_CFG))
+    ref = stand_in.GPT(stand_in.GPTConfig(**MODEL_CFG))  # what estimate_loss ran on, with the same batches
     ref.load_state_dict(state)
     ref.eval()
     for name, data in splits.items():
         g = torch.Generator().manual_seed(cfg["seed"] + 1)
         with torch.no_grad():
-            want = sum(float(ref(*ref_train.get_batch(data, 8, 3, generator=g))[1]) for _ in range(4)) / 4
+            want = sum(float(ref(*stand_in.get_batch(data, 8, 3, generator=g))[1]) for _ in range(4)) / 4
         got = facts["losses"].get(name)
         assert got is not None and abs(got - want) <= 1e-5, (
             f"estimate_loss()['{name}'] is {got}, expected {want:.6f}: the mean loss over eval_iters batches drawn "
@@ -178,7 +179,7 @@ def test_batches_come_from_the_training_generator_in_order(run, corpus_text):
     train_data = corpus_train_split(corpus_text)
     gen = torch.Generator().manual_seed(c["seed"])
     for it in range(c["max_iters"]):
-        x, y = ref_train.get_batch(train_data, c["block_size"], c["batch_size"], generator=gen)
+        x, y = stand_in.get_batch(train_data, c["block_size"], c["batch_size"], generator=gen)  # the loop's get_batch
         if not torch.equal(run["xs"][it], x):
             evals = sorted({e["after_step"] for e in run["eval_forwards"] if e["after_step"] <= it})
             cause = (f" (evaluation ran before it, after step(s) {evals}: estimate_loss must not draw from the "

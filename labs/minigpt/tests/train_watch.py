@@ -1,8 +1,9 @@
 """Watching the learner's training loop from the inside (runs in the learner process).
 
-`watch_training` runs the learner's `train()` with the grader's own tokenizer,
-dataset and model swapped into train.py (ref_train, ref_model), so only the
-learner's loop is under test, and records plain facts for the grader process:
+`watch_training` runs the learner's `train()` with the grader's stand-in tokenizer,
+split, batches and model swapped into train.py (stand_in.py: answers looked up in
+tables the grader sent, a model that is not a GPT), so only the learner's loop is
+under test, and records plain facts for the grader process:
 
 - every training batch the loop fed the model (forwards in train mode with
   gradients on), the parameters before the first step and after chosen steps,
@@ -26,8 +27,7 @@ import time
 
 import torch
 
-import ref_model
-import ref_train
+import stand_in
 
 
 class _Display:
@@ -121,11 +121,11 @@ class TrainWatch:
         self.clip_max_norms: set[float] = set()
         self.optimizer_classes: set[str] = set()
 
-    # -- the grader's model, handed to the learner's train() in place of model.GPT
+    # -- the grader's stand-in model, handed to the learner's train() in place of model.GPT
     def make_model(self, config, *args, **kwargs):
-        cfg = ref_model.GPTConfig(**{k: getattr(config, k) for k in ref_model.GPTConfig.__dataclass_fields__
-                                      if hasattr(config, k)})
-        self.model = ref_model.GPT(cfg)
+        cfg = stand_in.GPTConfig(**{k: getattr(config, k) for k in stand_in.GPTConfig.__dataclass_fields__
+                                     if hasattr(config, k)})
+        self.model = stand_in.GPT(cfg)
         self.model.on_forward = self._on_forward
         return self.model
 
@@ -184,10 +184,10 @@ class TrainWatch:
             self.clip_max_norms.add(float(max_norm))
             return original_clip(parameters, max_norm, *args, **kwargs)
 
-        swaps = [(train_mod, "GPT", self.make_model), (train_mod, "GPTConfig", ref_model.GPTConfig),
-                 (train_mod, "CharTokenizer", ref_train.CharTokenizer),
-                 (train_mod, "split_train_val", ref_train.split_train_val), (train_mod, "get_batch", ref_train.get_batch),
-                 (data_mod, "split_train_val", ref_train.split_train_val), (data_mod, "get_batch", ref_train.get_batch),
+        swaps = [(train_mod, "GPT", self.make_model), (train_mod, "GPTConfig", stand_in.GPTConfig),
+                 (train_mod, "CharTokenizer", stand_in.CharTokenizer),
+                 (train_mod, "split_train_val", stand_in.split_train_val), (train_mod, "get_batch", stand_in.get_batch),
+                 (data_mod, "split_train_val", stand_in.split_train_val), (data_mod, "get_batch", stand_in.get_batch),
                  (torch.nn.utils, "clip_grad_norm_", clip_spy),
                  (train_mod, "_Progress", lambda *a, **k: _Display(self, *a, **k)),
                  (train_mod, "_StopOnCtrlC", lambda *a, **k: _Stop(self))]
@@ -231,8 +231,11 @@ class TrainWatch:
         }
 
 
-def run(train_mod, data_mod, cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
-        stop_at_step: int | None = None) -> dict:
+def run(train_mod, data_mod, cfg: dict, given: dict, keep_steps=(), crash_at_step: int | None = None,
+        single_steps=(), stop_at_step: int | None = None) -> dict:
+    """`given`: the stand-ins' tables (stand_in.GIVEN), computed by the grader for this run's corpus."""
+    stand_in.GIVEN["vocab"] = dict(given["vocab"])
+    stand_in.GIVEN["splits"] = {tuple(key): n for key, n in given["splits"]}
     watch = TrainWatch(keep_steps, crash_at_step, single_steps, stop_at_step)
     result, crashed = None, False
     start = time.perf_counter()
@@ -266,14 +269,14 @@ def read_checkpoint(path) -> dict | None:
 
 
 def _rebuild_error(config, state) -> str | None:
-    """What sample.py's load_model does, on the grader's model: GPT(GPTConfig(**model_config))
+    """What sample.py's load_model does, on the grader's stand-in model (the handout's names and shapes): GPT(GPTConfig(**model_config))
     (no "bias" key: True, as in checkpoints from before the flag) and load_state_dict(strict).
     None when it works, else why not."""
     if not isinstance(config, dict) or state is None:
         return "the checkpoint has no model_config dict or no model state dict"
-    fields = ref_model.GPTConfig.__dataclass_fields__
+    fields = stand_in.GPTConfig.__dataclass_fields__
     try:
-        model = ref_model.GPT(ref_model.GPTConfig(**{"bias": True, **{k: v for k, v in config.items() if k in fields}}))
+        model = stand_in.GPT(stand_in.GPTConfig(**{"bias": True, **{k: v for k, v in config.items() if k in fields}}))
         model.load_state_dict(state)
     except Exception as exc:  # a missing key, a wrong shape: said in the test's message
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"

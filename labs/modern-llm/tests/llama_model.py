@@ -1,6 +1,14 @@
-"""The grader's Llama-style model for part 4 (RMSNorm, rotate-half RoPE, GQA,
-SwiGLU), with the KV-cache interface of README.md "Part 4". Every forward
-records (T, S): how many new tokens it processed and how many keys it saw."""
+"""The grader's model for part 4, with the KV-cache interface of README.md
+"Part 4". Every forward records (T, S): how many new tokens it processed and
+how many keys it saw.
+
+Learner-side (lab.yaml `learner_side`: the tests pass it to the learner's
+`generate`, so the learner process imports this file). So it is Llama-shaped,
+grouped-query attention with a cache, but on purpose none of the handout's
+answers for parts 1-3: a mean-centred norm (not RMSNorm), RoPE on interleaved
+pairs (not rotate-half), key/value heads tiled across query heads (not
+repeat_interleave) and a GELU-gated MLP (not SwiGLU). The KV-cache part only
+needs a model whose cached and uncached forwards agree."""
 
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ class TinyLlama(nn.Module):
         self.calls: list[dict] = []
 
     def _norm(self, x):
+        x = x - x.mean(-1, keepdim=True)
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5)
 
     def _rope(self, x, positions):  # x (B, H, T, d), positions (B, T)
@@ -39,8 +48,8 @@ class TinyLlama(nn.Module):
         freqs = self.theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
         ang = positions.double()[..., None] * freqs                       # (B, T, d/2)
         cos, sin = ang.cos().to(x.dtype)[:, None], ang.sin().to(x.dtype)[:, None]
-        x1, x2 = x[..., : d // 2], x[..., d // 2:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # interleaved pairs (2i, 2i + 1)
+        return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
 
     def forward(self, tokens, positions, cache=None, mask=None):
         b, t = tokens.shape
@@ -55,7 +64,7 @@ class TinyLlama(nn.Module):
                 k, v = cache.update(i, k, v)
             s = k.shape[2]
             rep = self.n_heads // self.n_kv_heads
-            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+            k, v = k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1)  # query head h reads kv head h % n_kv_heads
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
             lowest = torch.finfo(scores.dtype).min  # not -inf: padding rows stay finite
             scores = scores.masked_fill(~torch.ones(t, s, dtype=torch.bool).tril(s - t), lowest)
@@ -63,6 +72,6 @@ class TinyLlama(nn.Module):
                 scores = scores.masked_fill(~mask[:, None, None, :], lowest)
             x = x + (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, t, -1) @ self.wo[i].t()
             h = self._norm(x)
-            x = x + (torch.nn.functional.silu(h @ self.w1[i].t()) * (h @ self.w3[i].t())) @ self.w2[i].t()
+            x = x + (torch.nn.functional.gelu(h @ self.w1[i].t()) * (h @ self.w3[i].t())) @ self.w2[i].t()
         self.calls.append({"T": t, "S": s})
         return self._norm(x) @ self.out.t()

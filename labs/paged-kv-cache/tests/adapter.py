@@ -20,8 +20,8 @@ import traceback
 
 from roadmap_cli import grading_kit as kit
 
-# The grader's helper modules (reference, grader_model) must import in the
-# learner process too; appended, so the workspace's own modules always win.
+# The lab's learner-side modules (grader_model, engine_model: lab.yaml `learner_side`) import from this
+# folder, the engine's adapter shim under the sandbox; appended, so the workspace's own modules always win.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.append(_HERE)
@@ -301,16 +301,16 @@ def run_scheduler(num_blocks: int, block_size: int, caching: bool, max_num_seqs:
 def run_engine(engine_config: dict, requests: list, model_config: dict | None = None, scale: float | None = None,
                max_steps: int = 2000) -> dict:
     """Run the learner's LLMEngine on the grader's copy of the model (grader_model.py,
-    optionally with another attention scale: reference.ScaledModel).
+    optionally with another attention scale: engine_model.ScaledModel).
 
     requests[i] = (arrival_step, prompt, max_tokens), sorted by arrival; request i
     is added when `steps` driver steps have run. Returns plain data: outputs per
     request, per-step facts (output counts, running block tables), the engine's
     metrics, and any error."""
-    import reference
+    import engine_model
 
     engine_mod = _module("engine")
-    model = reference.make_model(model_config or {}, scale)
+    model = engine_model.make_model(model_config or {}, scale)
     result = {"outputs": {}, "ids": {}, "arrivals": {}, "steps": [], "metrics": None, "error": None,
               "free_end": None, "cached": {}}
     try:

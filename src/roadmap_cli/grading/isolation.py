@@ -5,7 +5,7 @@ out of reach, handing the config over a pipe, voiding an attempt."""
 from __future__ import annotations
 
 import os
-
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -14,7 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def forbidden_sources(spec: "LabSpec") -> list[str]:
     """What no learner process may open: every lab's solution/ folder and
-    solution_files, and the project's kernels/ folder (kernel-lab references).
+    solution_files, every lab's tests/ folder (reference models and expected
+    values: the learner side imports its adapter shim instead, see
+    `learner_shim`), and the project's kernels/ folder (kernel-lab references).
 
     Every lab is read as a plan (labs/plan.py: no pydantic, and read again
     only when its lab.yaml changed), so a process that grades many times
@@ -24,42 +26,88 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
 
     paths = {str(project_root() / "kernels")}
     for other in [spec, *all_plans()]:
-        paths.add(str(other.solution_dir))
+        paths.update((str(other.solution_dir), str(other.tests_dir)))
         paths.update(str(p) for p in other.solution_sources().values())
-    paths.update(str(p / "solution") for p in labs_root().glob("*") if p.is_dir())
+    paths.update(str(p / sub) for p in labs_root().glob("*") if p.is_dir() for sub in ("solution", "tests"))
     return sorted(paths)
 
 
-def learner_view(spec: "LabSpec", workspace: str, scratch: str) -> dict:
+SHIM_PREFIX = "learner-shim-"
+
+
+def learner_files(spec: "LabSpec") -> list[str]:
+    """The files of the lab's tests/ folder the learner process may import:
+    adapter.py and what lab.yaml's `learner_side` lists (a given model the
+    learner's code runs, input generators: nothing that holds an expected
+    value)."""
+    names = ["adapter.py"] if (Path(spec.tests_dir) / "adapter.py").is_file() else []
+    return names + [name for name in getattr(spec, "learner_side", ()) if name not in names]
+
+
+def learner_shim(spec: "LabSpec", parent: str) -> str:
+    """The lab's learner side, copied out of tests/ into a folder of its own
+    under `parent`: what the learner process sees, read-only, instead of the
+    lab's tests/ (sys.path, the adapter's import; docs/architecture.md,
+    "Grading"). Named by its contents' hash, so a warm learner's run makes
+    one per lab and version, and made whole or not at all (a rename), so two
+    graders making the same one at once both find it complete."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    tests = Path(spec.tests_dir)
+    files = [(name, (tests / name).read_bytes()) for name in learner_files(spec)]
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    target = Path(parent) / f"{SHIM_PREFIX}{spec.id}-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return str(target)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=parent))
+    try:
+        for name, data in files:
+            (building / name).write_bytes(data)
+        try:
+            building.rename(target)
+        except OSError:  # another grader made it first: the same contents
+            if not target.is_dir():
+                raise
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
+    return str(target)
+
+
+def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> dict:
     """What the learner's file system looks like behind the OS wall
     (grading_kit/oswall.py): hidden, shown read-only, writable.
 
     Hidden: every labs folder (the shipped one and a $ROADMAP_LABS_DIR one),
-    kernels/, the project's .git (whose objects hold every reference
-    solution), each `roadmap_cli/_data` copy on sys.path (an editable install
-    leaves one in site-packages), and the data home (progress, attempts).
-    Shown read-only: this lab's tests/ (the learner side imports its adapter
-    from there), its data/ (inputs such as a corpus) and the C++ build cache (the grader compiles, the learner
-    loads). Writable: the workspace, the grade's scratch folder (pytest's
-    tmp_path) and a Triton cache of the learner's own."""
-    from pathlib import Path
-
+    tests/ and all, kernels/, the project's .git (whose objects hold every
+    reference solution), each `roadmap_cli/_data` copy on sys.path (an
+    editable install leaves one in site-packages), and the data home
+    (progress, attempts). Shown read-only: the lab's adapter shim (`shim`,
+    made by learner_shim: the learner side imports its adapter from there),
+    the lab's data/ (inputs such as a corpus) and the C++ build cache (the
+    grader compiles, the learner loads). Writable: the workspace, the grade's
+    scratch folder (pytest's tmp_path) and a Triton cache of the learner's own."""
     triton_cache = Path(scratch) / "triton-cache"
     triton_cache.mkdir(exist_ok=True)
-    return {**_view([spec], [str(workspace), str(scratch)]), "cwd": str(workspace), "triton_cache": str(triton_cache)}
+    return {**_view([spec], [str(workspace), str(scratch)], [shim]), "cwd": str(workspace),
+            "triton_cache": str(triton_cache)}
 
 
-def warm_learner_view(specs: list["LabSpec"], root: str) -> dict:
+def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     """The view of dev check's warm learner (grading_kit/warm_learner.py):
-    learner_view's hidden and read-only paths for every lab of the run, and
+    learner_view's hidden and read-only paths for every lab of the run, with
+    `shims` (where the run's grades make their labs' shims) read-only, and
     one writable folder, `root`, under which every workspace and every
     grade's scratch folder (its Triton cache among them) are made."""
-    return {**_view(specs, [root]), "cwd": root}
+    return {**_view(specs, [root], [shims]), "cwd": root}
 
 
-def _view(specs: list["LabSpec"], writable: list[str]) -> dict:
+def _view(specs: list["LabSpec"], writable: list[str], shims: list[str]) -> dict:
     import sys
-    from pathlib import Path
 
     from roadmap_cli import paths
     from roadmap_cli.grading_kit import cpp_build
@@ -76,11 +124,10 @@ def _view(specs: list["LabSpec"], writable: list[str]) -> dict:
     # environment that lives under /tmp (a CI checkout, say) would otherwise vanish with it.
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
               *(entry for entry in sys.path if entry)}
-    labs = [path for spec in specs
-            # The lab's data/ (a corpus, say) is input the learner's code is handed paths into.
-            for path in (str(Path(spec.tests_dir).resolve()), str(Path(spec.root).resolve() / "data"))]
+    # The lab's data/ (a corpus, say) is input the learner's code is handed paths into; its tests/ stays hidden.
+    labs = [str(Path(spec.root).resolve() / "data") for spec in specs]
     return {"hide": sorted(hide),
-            "read_only": [*sorted(p for p in python if os.path.isdir(p)), *labs, str(cpp_build.cache_root())],
+            "read_only": [*sorted(p for p in python if os.path.isdir(p)), *labs, *shims, str(cpp_build.cache_root())],
             "read_write": writable}
 
 

@@ -35,8 +35,8 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import (forbidden_sources, learner_view, not_dumpable, void, warm_learner_view,
-                                           write_and_close)
+from roadmap_cli.grading.isolation import (forbidden_sources, learner_shim, learner_view, not_dumpable, void,
+                                           warm_learner_view, write_and_close)
 from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
@@ -153,7 +153,9 @@ def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmL
     env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"
     root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
-    return WarmLearners(env, warm_learner_view(specs, root), root)
+    # The labs' adapter shims, outside the root: the learners see them read-only (GradeJob makes each there).
+    shims = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-shims-"))
+    return WarmLearners(env, warm_learner_view(specs, root, shims), root, shims=shims)
 
 
 def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
@@ -343,6 +345,10 @@ class GradeJob:
 
         spec, tests_dir = self.spec, self.spec.tests_dir
         memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
+        # What the learner process sees of the grader: the adapter and the lab's declared learner-side files,
+        # copied out of tests/ (never tests/ itself: it holds reference models and expected values).
+        shims = getattr(self.learners, "shims", None) if self.learners is not None else None
+        shim = learner_shim(spec, shims or self.tmp.name)
         config = {
             "key": self.key.hex(),
             "results_fd": results_w,
@@ -353,16 +359,17 @@ class GradeJob:
             "verbose": self.focus.verbose,
             "sandbox": {
                 "workspace": str(self.workspace),
-                "tests_dir": str(tests_dir.resolve()),
+                "tests_dir": shim,
                 "memory_limit_mb": memory,
                 "nofile": LEARNER_NOFILE,
                 "forbidden_read": forbidden_sources(spec),
                 "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE),
                                     *(str(p) for p in [manifest.pycache_dir()] if p is not None)],
-                "preload": ["adapter"] if (tests_dir / "adapter.py").is_file() else [],
+                "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
                 "grade_token": self.grade_token,
                 # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
-                "os_wall": learner_view(spec, str(self.workspace), self.tmp.name) if self.sandbox == STRONG else None,
+                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim)
+                            if self.sandbox == STRONG else None),
                 "nproc": LEARNER_NPROC,
             },
         }

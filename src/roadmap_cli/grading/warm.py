@@ -288,10 +288,11 @@ class WarmLearners:
     `grade_env()` and `fd` to every grader (GradeJob does, given `learners`).
     grading/runner.py's `warm_learners(specs, device)` gives None where there is no OS wall."""
 
-    def __init__(self, env: dict[str, str], view: dict, root: str) -> None:
+    def __init__(self, env: dict[str, str], view: dict, root: str, shims: Optional[str] = None) -> None:
         from roadmap_cli.grading_kit import oswall
 
         self.root = root
+        self.shims = shims  # where GradeJob makes the labs' adapter shims (read-only in the view), removed at close
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
@@ -329,4 +330,6 @@ class WarmLearners:
             self._proc.wait()
         self._log.close()
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.shims:
+            shutil.rmtree(self.shims, ignore_errors=True)
 

@@ -136,9 +136,11 @@ def _flatten(args) -> list:
 
 
 class _GraderFirst(importlib.abc.MetaPathFinder):
-    """Top-level modules that exist in the lab's tests/ folder (adapter.py,
-    test_*.py, grader helpers) always come from there, so a same-named file in
-    the workspace cannot replace the adapter in this process."""
+    """Top-level modules that exist in the lab's adapter shim (the config's
+    "tests_dir": adapter.py and the lab's declared `learner_side` files,
+    copied out of tests/ by the engine; never tests/ itself) always come from
+    there, so a same-named file in the workspace cannot replace the adapter
+    in this process."""
 
     def __init__(self, tests_dir: str) -> None:
         self.tests_dir = tests_dir
@@ -154,7 +156,7 @@ class _GraderFirst(importlib.abc.MetaPathFinder):
 
 def _layout(workspace: str, tests_dir: str) -> None:
     # -I/-P gave us stdlib + site-packages only; the workspace goes first
-    # for learner modules, the grader folder last for grader helpers.
+    # for learner modules, the adapter shim last for its helper modules.
     sys.path[:] = [workspace] + [p for p in sys.path if p and p != workspace] + [tests_dir]
     sys.meta_path.insert(0, _GraderFirst(tests_dir))
 

@@ -9,9 +9,10 @@ system is the host's, read-only, with:
 - the grade's scratch folder read-write (pytest's tmp_path lives there, so a
   test can hand the learner a folder to write into and read it back);
 - a private, empty /tmp and /dev/shm;
-- the reference solutions, every lab's tests (except what this grade's
-  learner side must import, read-only), the project's kernels/, the packaged
-  `_data/` copy and the data home **absent**: an empty folder is mounted on
+- the grade's adapter shim (the lab's adapter.py and declared learner-side
+  files, copied out of tests/ by the engine) read-only;
+- the reference solutions, every lab's tests/ folder, the project's kernels/,
+  the packaged `_data/` copy and the data home **absent**: an empty folder is mounted on
   top of each, so no path, `dir_fd` trick or child process can reach them.
 
 The pid namespace means nothing started inside outlives the grade: bwrap's

@@ -33,7 +33,7 @@ output pipe, the pipes at the numbers in argv, nothing else open, a fresh
 installs the audit hook and the import layout, all after the fork (the
 zygote has none of them). What differs from a cold learner, on purpose
 (authoring runs, on the project's own reference code and variants): the
-zygote's view shows every checked lab's tests/ and data/ read-only (not only
+zygote's view shows every checked lab's adapter shim and data/ read-only (not only
 this grade's); the private /tmp, the pid namespace (a run's learners can see
 and signal each other) and the RLIMIT_NPROC count are shared by the run's
 learners; and the engine's grade-token net (grading/runner.py

@@ -43,6 +43,7 @@ class LabPlan:
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     memory_limit_mb: Optional[int] = None
     solution_files: tuple[tuple[str, str], ...] = ()
+    learner_side: tuple[str, ...] = ()  # files of tests/ the learner process sees (grading/isolation.py)
 
     @property
     def tests_dir(self) -> Path:
@@ -88,7 +89,8 @@ def fingerprint(spec) -> tuple:
     return (spec.id, str(Path(spec.root).resolve()),
             tuple((p.id, tuple(p.tests), bool(p.needs_cuda)) for p in spec.parts),
             float(spec.time_limit_s), spec.memory_limit_mb,
-            tuple(sorted((str(k), str(v)) for k, v in dict(spec.solution_files).items())))
+            tuple(sorted((str(k), str(v)) for k, v in dict(spec.solution_files).items())),
+            tuple(spec.learner_side))
 
 
 def solution_sources(solution_dir: Path, solution_files: dict[str, str]) -> dict[str, Path]:
@@ -138,13 +140,15 @@ def _read_plan(lab_dir: Path, path: Path) -> Optional[LabPlan]:
         time_limit = data.get("time_limit_s", DEFAULT_TIME_LIMIT_S)
         memory = data.get("memory_limit_mb")
         files = data.get("solution_files") or {}
+        learner_side = tuple(_text(name) for name in data.get("learner_side") or ())
         if (not parts or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                 or not (memory is None or (isinstance(memory, int) and not isinstance(memory, bool)))
                 or not isinstance(files, dict)):
             return None
         return LabPlan(id=_text(data["id"]), root=Path(lab_dir).resolve(), parts=parts,
                        time_limit_s=float(time_limit), memory_limit_mb=memory,
-                       solution_files=tuple((_text(k), _text(v)) for k, v in files.items()))
+                       solution_files=tuple((_text(k), _text(v)) for k, v in files.items()),
+                       learner_side=learner_side)
     except (OSError, YamlProblem, KeyError, TypeError, AttributeError, ValueError):
         return None
 

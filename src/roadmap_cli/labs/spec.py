@@ -133,6 +133,9 @@ class LabSpec(BaseModel):
     parts: list[Part] = Field(min_length=1)
     hints: list[Hint] = Field(default_factory=list)
     solution_files: dict[str, str] = Field(default_factory=dict)
+    # Files of tests/ (besides adapter.py) that the learner process may import: the only part of the grader
+    # it sees (grading/isolation.py learner_shim). Never a test, conftest.py or anything holding expected values.
+    learner_side: list[str] = Field(default_factory=list)
     # None: the lab's rules are not written yet (dev check warns); [] would
     # claim a lab whose handout states nothing checkable.
     rules: Optional[list[Rule]] = None
@@ -295,6 +298,14 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
             problems.append(f"{at('id')}: missing folder {folder}/")
     if not spec.readme.is_file():
         problems.append(f"{at('id')}: missing handout README.md")
+    for i, name in enumerate(spec.learner_side):
+        if "/" in name or "\\" in name or name in ("", ".", ".."):
+            problems.append(f"{at('learner_side', i)}: {name!r} must be a file name in tests/ (no folders)")
+        elif name == "conftest.py" or name.startswith("test_") or not name.endswith(".py"):
+            problems.append(f"{at('learner_side', i)}: {name!r} cannot be learner-side: only helper modules "
+                            f"(*.py, not a test_*.py or conftest.py) are shown to the learner process")
+        elif not (spec.tests_dir / name).is_file():
+            problems.append(f"{at('learner_side', i)}: {name!r} not found in tests/")
     for target, source in spec.solution_files.items():
         if target.startswith("/") or ".." in Path(target).parts:
             problems.append(f"{at('solution_files', target)}: workspace path {target!r} must stay inside the workspace")

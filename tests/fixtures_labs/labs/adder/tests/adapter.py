@@ -10,7 +10,9 @@ from roadmap_cli import grading_kit as kit
 
 @kit.learner_side
 def add(a, b):
-    return kit.learner_module("adder").add(a, b)
+    import given  # a declared learner-side helper: shown to the learner process in the shim
+
+    return given.plain(kit.learner_module("adder").add(a, b))
 
 
 @kit.learner_side
