@@ -194,9 +194,10 @@ def _relative(got: dict, want: dict, start: dict) -> tuple[str, float]:
     """|learner - grader| / |grader - start| over all parameters together (how far off the
     learner's step is, as a fraction of the grader's update), and the tensor most off.
 
-    All together, not per tensor: the key part of c_attn.bias has a true gradient of exactly
-    0 (softmax ignores a constant added to all scores), so its gradient is float noise that
-    Adam scales up to a full-size update; per tensor, two right loops could differ there."""
+    All together, not per tensor: a tensor whose true gradient is (near) 0 gets float noise
+    as its gradient, which Adam scales up to a full-size update (in a real GPT, the key part
+    of c_attn.bias: softmax ignores a constant added to all scores); per tensor, two right
+    loops could differ there."""
     names = [n for n in want if want[n].is_floating_point()]
     diff = torch.cat([(got[n] - want[n]).flatten() for n in names]).norm()
     moved = torch.cat([(want[n] - start[n]).flatten() for n in names]).norm()
