@@ -122,6 +122,8 @@ class Agent:
         ino = os.stat(self.path).st_ino
         srv.listen(16)
         srv.settimeout(_TICK_S)
+        # Listening: a grade that comes now waits in the backlog while the device is detected.
+        print(f"far agent {os.getpid()} of {self.tag} listening on {self.path}", flush=True)
         from roadmap_cli.labs.device import detect_device
 
         self.device = detect_device()
@@ -129,7 +131,6 @@ class Agent:
             from roadmap_cli.grading.runner import warm_graders
 
             self.warm = warm_graders(self.device)  # from the main thread: the zygote dies with this one
-        print(f"far agent {os.getpid()} of {self.tag} listening on {self.path}", flush=True)
         try:
             while True:
                 with self.lock:
