@@ -103,7 +103,7 @@ class Agent:
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
             print(f"refusing to run: {agents} is not this user's alone (mode {st.st_mode & 0o777:o})", file=sys.stderr)
             return 2
-        lock = open(os.path.join(agents, self.tag + ".lock"), "w")
+        lock = self.lock_file = open(os.path.join(agents, self.tag + ".lock"), "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -119,7 +119,7 @@ class Agent:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        ino = os.stat(self.path).st_ino
+        ino = self.ino = os.stat(self.path).st_ino
         srv.listen(16)
         srv.settimeout(_TICK_S)
         # Listening: a grade that comes now waits in the backlog while the device is detected.
@@ -159,6 +159,15 @@ class Agent:
         print(f"far agent {os.getpid()} of {self.tag} exits", flush=True)
         return 0
 
+    def _retire(self) -> None:
+        """Stop serving now (grades still running finish): the socket and the lock go at once, so the next
+        grade logs in and starts a new agent instead of waiting for this one to end."""
+        with self.lock:
+            self.stopping.set()
+            if _still_ours(self.path, self.ino):
+                os.unlink(self.path)
+            self.lock_file.close()
+
     # ------------------------------------------------------------ one grade
 
     def _handle(self, sock: socket.socket) -> None:
@@ -192,7 +201,7 @@ class Agent:
         if req is None:
             return
         if req.get("stop"):
-            self.stopping.set()
+            self._retire()
             conn.say({"stopping": os.getpid()})
             return
         key_id, ws_id, tag = req["key_id"], req["ws"], req["tag"]
