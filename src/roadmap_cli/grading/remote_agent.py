@@ -417,7 +417,8 @@ def main():
         fail("no result key here (it was not sent)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROADMAP_") or k in req.get("pass_env", ())}
     env.update(ROADMAP_HOME=home)
-    for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP"):
+    for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP",
+              "ROADMAP_WARM_GRADERS", "ROADMAP_FAR_AGENT_IDLE_S"):  # the last two: for the far agent itself
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
     # grading/remote_grade.py's events_main: `roadmap grade --events` with the grader started before the
