@@ -74,6 +74,8 @@ def bench(sshd: str, lab: str, rounds: int) -> None:
                     sys.exit(f"roadmap {' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
                 if "--on" in argv and "--json" in argv:
                     vias.append(json.loads(proc.stdout)["data"]["sent"]["via"])
+                    if vias[-1] != "agent" and len(vias) > 1:
+                        print(f"  (a grade --on went through {vias[-1]}: {proc.stderr.strip()[:300]!r})")
                 return elapsed
 
             roadmap("lab", "start", lab, "--dir", str(ws))

@@ -521,11 +521,14 @@ def stop_far_agent(home: Path, remote) -> bool:
             return False
         import socket
 
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5)
-            sock.connect(str(local))
-            sock.sendall(b'{"stop": true}\n')
-            return b"stopping" in sock.makefile("rb").readline(4096)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                sock.connect(str(local))
+                sock.sendall(b'{"stop": true}\n')
+                return b"stopping" in sock.makefile("rb").readline(4096)
+        finally:
+            local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
     except Exception:  # noqa: BLE001 - removing a remote never fails on its far side
         return False
 
