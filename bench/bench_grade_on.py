@@ -14,7 +14,7 @@ sends a file). Prints the medians, the ratio (budget: 1.3x), which path the
 --on grades took, and the load average (other work on the machine skews
 both sides alike, but not equally: say it with the figures).
 
-    python bench/bench_grade_on.py [--rounds N] [--lab adder|gpu-architecture]...
+    python bench/bench_grade_on.py [--rounds N] [--lab adder|gpu-architecture]... [--cold-far-graders] [--no-far-agent]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def bench(sshd: str, lab: str, rounds: int) -> None:
+def bench(sshd: str, lab: str, rounds: int, cold_far: bool = False, no_agent: bool = False) -> None:
     from sshd import Server
 
     fixture, part, touched = LABS[lab]
@@ -55,11 +55,15 @@ def bench(sshd: str, lab: str, rounds: int) -> None:
         tmp_path = Path(tmp)
         far_root = tmp_path / "far"
         server = Server(sshd, forwarding="local", extra_config=(
-            f"SetEnv ROADMAP_REMOTE_ROOT={far_root} {labs_env}ROADMAP_DEVICE=cpu ROADMAP_DEV_UNLOCKED=1",)).start()
+            f"SetEnv ROADMAP_REMOTE_ROOT={far_root} {labs_env}ROADMAP_DEVICE=cpu ROADMAP_DEV_UNLOCKED=1"
+            + (" ROADMAP_WARM_GRADERS=0" if cold_far else ""),)).start()
         try:
             env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_DEVICE="cpu",
                        ROADMAP_DEV_UNLOCKED="1", ROADMAP_SSH_CONFIG=str(server.client_config), ROADMAP_LANG="en")
             env.pop("ROADMAP_LABS_DIR", None)
+            env.pop("ROADMAP_FAR_AGENT", None)
+            if no_agent:
+                env["ROADMAP_FAR_AGENT"] = "0"  # every grade --on logs in, as before the far agent
             if fixture:
                 env["ROADMAP_LABS_DIR"] = str(labs)
             ws = tmp_path / "ws"
@@ -74,7 +78,7 @@ def bench(sshd: str, lab: str, rounds: int) -> None:
                     sys.exit(f"roadmap {' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
                 if "--on" in argv and "--json" in argv:
                     vias.append(json.loads(proc.stdout)["data"]["sent"]["via"])
-                    if vias[-1] != "agent" and len(vias) > 1:
+                    if vias[-1] != "agent" and len(vias) > 1 and not no_agent:
                         print(f"  (a grade --on went through {vias[-1]}: {proc.stderr.strip()[:300]!r})")
                 return elapsed
 
@@ -83,8 +87,10 @@ def bench(sshd: str, lab: str, rounds: int) -> None:
             first = roadmap("grade", "--on", "loop", *part_args, "--json", cwd=ws)
             time.sleep(3)  # the far agent this grade started imports what it preloads (not timed)
             second = roadmap("grade", "--on", "loop", *part_args, "--json", cwd=ws)
-            print(f"[{lab}{' --part ' + part if part else ''}] first grade --on (wheel, venv, starts the far "
-                  f"agent): {first:.2f} s; second: {second:.2f} s")
+            label = f"{lab}{' --part ' + part if part else ''}{', far graders cold' if cold_far else ''}" \
+                    f"{', no far agent' if no_agent else ''}"
+            print(f"[{label}] first grade --on (wheel, venv{'' if no_agent else ', starts the far agent'}): "
+                  f"{first:.2f} s; second: {second:.2f} s")
             local, remote = [], []
             original = (ws / touched).read_text()
             print(f"  load average before: {_load()}")
@@ -108,6 +114,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--lab", action="append", choices=sorted(LABS), help="default: every lab above")
+    parser.add_argument("--cold-far-graders", action="store_true",
+                        help="the far agent starts each grader cold (ROADMAP_WARM_GRADERS=0 there), as a local "
+                             "grade does: what is left is the cost of the connection alone")
+    parser.add_argument("--no-far-agent", action="store_true",
+                        help="every grade --on logs in and starts python there (ROADMAP_FAR_AGENT=0): the old path")
     args = parser.parse_args()
     from sshd import find_sshd
 
@@ -115,7 +126,7 @@ def main() -> None:
     if sshd is None:
         sys.exit("no sshd here (install openssh-server)")
     for lab in args.lab or list(LABS):
-        bench(sshd, lab, args.rounds)
+        bench(sshd, lab, args.rounds, args.cold_far_graders, args.no_far_agent)
 
 
 if __name__ == "__main__":
