@@ -36,8 +36,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, sshd: str, extra_config: tuple[str, ...] = ()) -> None:
+    def __init__(self, sshd: str, extra_config: tuple[str, ...] = (), forwarding: str = "no") -> None:
         self.sshd = sshd
+        # AllowTcpForwarding: "local" lets a client forward to a unix socket here (grade --on's far agent).
+        self.forwarding = forwarding
         self.extra_config = list(extra_config)  # more sshd_config lines (e.g. SetEnv for the far side's grades)
         self.root = Path(tempfile.mkdtemp(prefix="roadmap-sshd-"))
         self.root.chmod(0o755)  # sshd's StrictModes-style checks dislike group/other-writable parents
@@ -64,7 +66,7 @@ class Server:
             f"AuthorizedKeysFile {authorized}", f"PidFile {self.root / 'sshd.pid'}",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password", "UsePAM no", "StrictModes no", "PrintMotd no",
-            "AcceptEnv NONE", "X11Forwarding no", "AllowTcpForwarding no",
+            "AcceptEnv NONE", "X11Forwarding no", f"AllowTcpForwarding {self.forwarding}",
             f"AllowUsers {self.user}", "LogLevel ERROR", *self.extra_config,
         ]) + "\n")
         # sshd refuses to start without its privilege-separation directory (normally made by systemd).

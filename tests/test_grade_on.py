@@ -38,7 +38,7 @@ def far(tmp_path_factory):
             pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
         pytest.skip(message)
     root = tmp_path_factory.mktemp("far-root")
-    server = Server(sshd, extra_config=(
+    server = Server(sshd, forwarding="local", extra_config=(
         f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
         "ROADMAP_DEV_UNLOCKED=1",)).start()
     server.far_root = root
@@ -69,11 +69,56 @@ def _masters(home: Path) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _agents(root: Path) -> list[int]:
+    """Pids of the far agents (grading/remote_daemon.py) running for the managed folder `root`."""
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+            and "roadmap_cli.grading.remote_daemon" in _cmdline(int(pid)) and str(root) in _cmdline(int(pid))]
+
+
+def _agent(root: Path, timeout: float = 30.0) -> int:
+    """The pid of the one far agent of `root`, once it listens (it says so in its log)."""
+
+    def listening() -> bool:
+        pids = _agents(root)
+        return len(pids) == 1 and any(f"far agent {pids[0]} of " in log.read_text()
+                                      for log in root.glob("agents/*.log"))
+
+    assert _wait_for(listening, timeout), (_agents(root), [log.read_text() for log in root.glob("agents/*.log")])
+    return _agents(root)[0]
+
+
+def _wait_for(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def _far_processes(root: Path) -> list[str]:
-    """Command lines of live processes that run from (or in) the far side's managed folder."""
+    """Command lines of live processes that run from (or in) the far side's managed folder: a grade's, never
+    the far agent itself or its warm grader's zygote (they stay between grades; their forks are a grade's)."""
     out = []
+    agents = set(_agents(root))
+    zygotes = {int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) in agents
+               and "grading.warm import serve" in _cmdline(int(p))}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) == os.getpid() or int(pid) in agents | zygotes:
             continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
@@ -108,17 +153,27 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     (adder_workspace / "adder.py").write_text("def add(a, b):\n    return a + b\n")
     (adder_workspace / "mul.py").write_text("def mul(a, b):\n    return a * b\n")
     (adder_workspace / "notes.txt").write_text("scratch\n")
+    # The first grade's session started the far agent: the second goes to it, through the shared connection.
+    assert far["sent"]["via"] == "ssh"
+    agent_pid = _agent(remote.far_root)
     second = run_cli("grade", "--on", "box", "--json")
     data = second.json()["data"]
     assert second.exit_code == 0, second
-    assert data["sent"] == {"changed": 3, "deleted": 0, "bytes": data["sent"]["bytes"], "installed": False}
-    assert "installing roadmap" not in second.stderr
+    assert data["sent"] == {"changed": 3, "deleted": 0, "bytes": data["sent"]["bytes"], "installed": False,
+                            "via": "agent"}
+    assert "installing roadmap" not in second.stderr and "far agent" not in second.stderr
+    assert _agents(remote.far_root) == [agent_pid]
+    sock = remote.far_root / "agents" / (next(remote.far_root.glob("agents/*.sock")).name)
+    assert sock.stat().st_mode & 0o777 == 0o600 and sock.parent.stat().st_mode & 0o777 == 0o700
     # Marked from the remote's grade, as a local one would; the GPU part is not graded there (a CPU box).
     assert set(data["checkpoints_marked"]) == {"fake-add", "fake-mul"}
     assert data["not_graded_here"] == ["gpu"]
     (adder_workspace / "notes.txt").unlink()
     third = run_cli("grade", "--on", "box", "--json").json()["data"]
-    assert (third["sent"]["changed"], third["sent"]["deleted"]) == (0, 1)
+    assert (third["sent"]["changed"], third["sent"]["deleted"], third["sent"]["via"]) == (0, 1, "agent")
+    # The far agent's grade equals a local one test by test too.
+    assert sorted((t["nodeid"], t["outcome"]) for t in third["tests"]) == \
+        sorted((t["nodeid"], t["outcome"]) for t in run_cli("grade", "--json").json()["data"]["tests"])
     far_ws = next(p for p in (remote.far_root / "work").glob("*/adder-*") if p.is_dir())
     assert not (far_ws / "notes.txt").exists() and (far_ws / "mul.py").read_text().endswith("a * b\n")
 
@@ -126,10 +181,10 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
 
     rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
         "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
-    assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed")]
+    assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed"), (None, "passed")]
     # `lab history` says where each attempt was graded (newest first).
     history = run_cli("lab", "history", "--json").json()["data"]["attempts"]
-    assert [a["graded_on"] for a in history] == ["box", "box", None, "box"]
+    assert [a["graded_on"] for a in history] == [None, "box", "box", None, "box"]
     assert run_cli("lab", "history").stdout.count("on remote box") == 3
 
 
@@ -148,29 +203,47 @@ def test_unreachable_remote_is_exit_5(remote, run_cli):
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-@pytest.mark.parametrize("how", ["kill-ssh", "ctrl-c"])
+@pytest.mark.parametrize("how", ["kill-ssh", "kill-master", "kill-client", "ctrl-c"])
 def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running(remote, run_cli, adder_workspace: Path,
-                                                                                 roadmap_home: Path, how: str):
-    """The ssh client is killed mid-grade (one line, exit 5), or the learner presses Ctrl-C (exit 130): the
-    attempt is interrupted, and nothing is left running on the far side."""
-    assert run_cli("grade", "--on", "box").exit_code == 1  # set up (venv, files) first
+                                                                                 roadmap_home: Path, how: str,
+                                                                                 monkeypatch: pytest.MonkeyPatch):
+    """Mid-grade, the ssh client of a grade's own session is killed (agents off: the login path; one line,
+    exit 5), or the shared connection is (the far agent's path; the same), or the near process dies
+    (SIGKILL: nothing is recorded), or the learner presses Ctrl-C (exit 130): the attempt is interrupted,
+    and no process of the grade is left on the far side (the far agent cancels a grade whose client went)."""
+    if how == "kill-ssh":
+        monkeypatch.setenv("ROADMAP_FAR_AGENT", "0")
+    assert run_cli("grade", "--on", "box").exit_code == 1  # set up (venv, files, the far agent) first
+    if how != "kill-ssh":
+        _agent(remote.far_root)
     # A grade that never ends by itself: mul sleeps, so the kill lands while tests run.
     (adder_workspace / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n    return a * b\n")
     env = dict(os.environ, ROADMAP_SSH_CONFIG=str(remote.client_config))
     proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "grade", "--on", "box"], cwd=adder_workspace,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    ssh_pid = None
-    while time.monotonic() < deadline and ssh_pid is None:
+    target = None
+    while time.monotonic() < deadline and target is None:
         time.sleep(0.2)
-        if any("pytest" in p for p in _far_processes(remote.far_root)):
-            ssh_pid = next((int(p) for p in os.listdir("/proc") if p.isdigit() and _is_ssh_child(int(p), proc.pid)),
-                           None)
-    assert ssh_pid is not None, "the far grade never started"
+        if any("pytest" in p or "grade" in p for p in _far_processes(remote.far_root)):
+            if how == "kill-ssh":
+                target = next((int(p) for p in os.listdir("/proc") if p.isdigit()
+                               and _is_ssh_child(int(p), proc.pid)), None)
+            elif how == "kill-master":
+                target = next(iter(_masters(roadmap_home)), None)
+            else:
+                target = proc.pid
+    assert target is not None, "the far grade never started"
+    agents = _agents(remote.far_root)
     time.sleep(1.0)
-    os.kill(ssh_pid if how == "kill-ssh" else proc.pid, signal.SIGKILL if how == "kill-ssh" else signal.SIGINT)
+    os.kill(target, signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
-    if how == "kill-ssh":
+    if how == "kill-client":
+        assert proc.returncode == -signal.SIGKILL
+        assert _wait_for(lambda: _far_processes(remote.far_root) == [], 15), _far_processes(remote.far_root)
+        assert _agents(remote.far_root) == agents  # the far agent itself lives on
+        return
+    if how in ("kill-ssh", "kill-master"):
         assert proc.returncode == 5, err
         assert "connection to remote 'box' was lost" in err and "recorded as interrupted" in err
         assert err.count("error:") == 1
@@ -187,6 +260,67 @@ def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running
     last = sqlite3.connect(roadmap_home / "roadmap.db").execute(
         "SELECT outcome, score, graded_on FROM grade_attempts ORDER BY id DESC LIMIT 1").fetchone()
     assert last == ("interrupted", 0.0, "box")
+    if how == "ctrl-c":
+        assert _agents(remote.far_root) == agents  # it cancelled the grade, and serves the next
+
+
+def test_a_dead_far_agent_falls_back_to_a_login_and_remote_remove_stops_it(remote, run_cli, roadmap_home: Path):
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    first = _agent(remote.far_root)
+    os.kill(first, signal.SIGKILL)  # an OOM kill: its socket is left behind, the shared connection forwards to it
+    assert _wait_for(lambda: first not in _agents(remote.far_root))
+    result = run_cli("grade", "--on", "box", "--json")
+    assert result.exit_code == 1 and result.json()["data"]["sent"]["via"] == "ssh", result
+    assert result.stderr.count("the far agent on box did not answer: grading through a new ssh session") == 1
+    assert "Traceback" not in result.stderr
+    # That session started a new agent; the next grade reaches it.
+    assert _agent(remote.far_root) != first
+    again = run_cli("grade", "--on", "box", "--json")
+    assert again.json()["data"]["sent"]["via"] == "agent" and "far agent" not in again.stderr, again
+    assert run_cli("remote", "remove", "box").exit_code == 0
+    assert _wait_for(lambda: _agents(remote.far_root) == [], 15)
+    assert not list(remote.far_root.glob("agents/*.sock"))
+    run_cli("remote", "add", "box", remote.url, "--python", sys.executable)  # for the fixture's teardown
+
+
+def test_the_far_agent_refuses_another_user(remote, run_cli):
+    """Its socket is 0600 in a 0700 folder; and a peer of another uid (SO_PEERCRED) gets nothing."""
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    _agent(remote.far_root)
+    sock_path = next(remote.far_root.glob("agents/*.sock"))
+    assert sock_path.stat().st_mode & 0o777 == 0o600 and sock_path.parent.stat().st_mode & 0o777 == 0o700
+    if os.getuid() != 0:
+        pytest.skip("connecting as another user needs root here")
+    import tempfile
+
+    python = "/usr/bin/python3"  # one the other user can run (this test's may sit in a folder only we can read)
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 to connect as another user")
+
+    def as_nobody() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    code = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+            "try:\n    s.sendall(b'{\"stop\": true}\\n')\n    print(repr(s.recv(100)))\n"
+            "except ConnectionResetError:\n    print(\"b''\")\n")
+    # Only for the test, a second name for the socket that the other user may open (mode 0666, in a folder they
+    # can search): the uid check alone must refuse them.
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        os.chmod(tmp, 0o755)
+        link = Path(tmp) / "agent.sock"
+        try:
+            os.link(sock_path, link)
+        except OSError as exc:
+            pytest.skip(f"cannot link the socket where another user can reach it: {exc}")
+        link.chmod(0o666)
+        try:
+            proc = subprocess.run([python, "-c", code, str(link)], preexec_fn=as_nobody, cwd="/",
+                                  capture_output=True, text=True, timeout=30)
+        finally:
+            sock_path.chmod(0o600)
+    assert proc.stdout.strip() == "b''", proc  # closed (or reset) without a word: not stopped
+    assert len(_agents(remote.far_root)) == 1
 
 
 def _is_ssh_child(pid: int, parent: int) -> bool:

@@ -70,11 +70,16 @@ def list_(as_json: JsonOpt = False) -> None:
 
 @remote_app.command("remove")
 def remove(name: NameArg, as_json: JsonOpt = False) -> None:
-    """Forget a remote (nothing on the machine itself is touched)."""
+    """Forget a remote: its shared ssh connection is closed, and its far agent (`grade --on`) asked to stop
+    when that connection is still open (else it stops itself after 15 idle minutes). Files on the machine
+    are left there."""
     from roadmap_cli import remotes
+    from roadmap_cli.grading.remote_grade import stop_far_agent
     from roadmap_cli.output import emit
 
-    remote = remotes.remove(context.current().home, name)
+    home = context.current().home
+    stop_far_agent(home, remotes.get(home, name))  # through the shared connection, before it is closed
+    remote = remotes.remove(home, name)
     emit("remote remove", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Removed remote {remote.name} ({remote.url})."))
 

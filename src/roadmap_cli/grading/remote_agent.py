@@ -1,12 +1,13 @@
 """The far side of `roadmap grade --on NAME` (grading/remote_grade.py is the near side).
 
-This file is not imported on the far side: its text is sent over ssh and run
+This file is not imported by the near side: its text is sent over ssh and run
 by the remote's own python (`python -c` reading it from stdin), so it uses the
-standard library only and works before roadmap is installed there. One ssh
-connection per grade; the conversation on its stdin/stdout:
+standard library only and works before roadmap is installed there (the far
+agent, grading/remote_daemon.py, imports its helpers from the managed venv).
+One ssh session per grade; the conversation on its stdin/stdout:
 
   near -> far   {"tag", "key_id", "ws", "lab", "argv", ...}            one JSON line
-  far  -> near  {"hello": {"venv": bool, "key": bool, "files": {path: sha256}, "torch": ...}}
+  far  -> near  {"hello": {"venv": bool, "key": bool, "files": {path: sha256}, "torch": ..., "agent": path|null}}
   near -> far   {"put": "wheel"|"key"|"files", "size": N, ...} + N bytes, repeated; then {"go": true}
   far  -> near  {"progress": "..."} lines while it installs; then the grade's own JSON lines
                 (`roadmap grade --events`, signed result last); then {"exit": rc}
@@ -19,6 +20,14 @@ shell sets it):
   ROOT/home/keys/KEY_ID   the result key of one near side's remote (sent once, 0600)
   ROOT/envs/TAG/          one managed venv per roadmap build (TAG = version + content hash); `ready` when done
   ROOT/work/KEY_ID/WS/    one folder per near side's workspace; WS.manifest.json beside it (sha256 per file)
+  ROOT/agents/            (0700) the far agent of each build (grading/remote_daemon.py): TAG.sock (0600),
+                          TAG.lock (held while it runs), TAG.log
+
+When the near side asks for it ("agent": true) and the build's venv is ready,
+this session starts the far agent of the build after its grade if it is not
+running (the hello names its socket): later grades reach it through the
+shared ssh connection's stream-local forwarding, with no login shell and no
+python start.
 
 The grade runs as a child in its own session; a thread reads stdin, and when
 it ends (the near side pressed Ctrl-C, or the connection dropped) the grade is
@@ -124,13 +133,20 @@ def safe_rel(rel):
     return bool(rel) and not rel.startswith("/") and ".." not in parts and ".git" not in parts and "" not in parts
 
 
+class Refused(Exception):
+    """Something the near side sent is refused (a file name outside the workspace)."""
+
+
 def apply_files(ws, blob, delete, want):
     """Unpack the changed files, delete what the near side no longer has, and
-    leave exactly `want` (path -> sha256) in the workspace."""
+    leave exactly `want` (path -> sha256) in the workspace. Refused: a name
+    that would leave the workspace (nothing of that upload is written)."""
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
-        for member in tar.getmembers():
+        members = tar.getmembers()
+        for member in members:
             if not member.isfile() or not safe_rel(member.name):
-                fail(f"refused a file name in the workspace upload: {member.name!r}")
+                raise Refused(f"refused a file name in the workspace upload: {member.name!r}")
+        for member in members:
             target = os.path.join(ws, member.name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             if os.path.islink(target):
@@ -245,9 +261,49 @@ def install(root, tag, wheel_name, wheel, has_torch):
         say({"progress": "installed"})
 
 
-def run_grade(cmd, env, stdin):
+def agent_socket(root, tag):
+    """Where the far agent of build TAG listens, or None where a unix socket cannot be (too long a path, or
+    a ':' that ssh's -L forwarding spec would misread)."""
+    path = os.path.join(root, "agents", tag + ".sock")
+    return path if len(os.fsencode(path)) <= 100 and ":" not in path else None
+
+
+def agent_running(root, tag):
+    """Whether the far agent of TAG runs: it holds TAG.lock for its whole life."""
+    try:
+        fd = os.open(os.path.join(root, "agents", tag + ".lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # our lock, if we took it, goes with the descriptor
+    return False
+
+
+def start_agent(root, tag, env):
+    """Start the far agent of build TAG, in its own session, with the grades' environment; its output goes to
+    TAG.log, never to this ssh session's pipes (which would keep the session open). It takes TAG.lock
+    itself: a second one started at the same moment exits at once."""
+    agents = os.path.join(root, "agents")
+    os.makedirs(agents, mode=0o700, exist_ok=True)
+    log_path = os.path.join(agents, tag + ".log")
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        subprocess.Popen([os.path.join(root, "envs", tag, "bin", "python"), "-m", "roadmap_cli.grading.remote_daemon",
+                          root, tag], env=env, cwd=os.path.expanduser("~"), stdin=subprocess.DEVNULL, stdout=fd,
+                         stderr=fd, start_new_session=True)
+        os.close(fd)
+    except OSError:
+        pass  # no agent: the next grade comes through a login again
+
+
+def run_grade(cmd, env, stdin, after=None):
     """The grade as a child in its own session; its lines go through to the
-    near side; stdin's end (Ctrl-C there, or a dropped connection) stops it."""
+    near side; stdin's end (Ctrl-C there, or a dropped connection) stops it.
+    `after`: called once the grade has ended, before the last line."""
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, start_new_session=True)
     gone = threading.Event()
 
@@ -272,6 +328,8 @@ def run_grade(cmd, env, stdin):
                 gone.set()
                 threading.Thread(target=stop, args=(proc,), daemon=True).start()
     rc = proc.wait()
+    if after is not None:
+        after()  # even when nobody listens any more: the next grade finds the agent
     say({"exit": rc})
     # Not a normal exit: the stdin thread is blocked in a read holding stdin's lock, and the interpreter's
     # shutdown would wait a second for that lock, then abort (a core dump, and a second on every grade).
@@ -326,8 +384,10 @@ def main():
     # Whether this python has torch matters only to set up a venv; importing it costs seconds, so only then.
     has_torch = False if ready else torch_imports()
     files = current_files(ws, manifest_path)
-    say({"hello": {"venv": ready, "key": os.path.exists(key_path),
-                   "files": files, "torch": has_torch, "python": sys.version.split()[0], "root": root}})
+    agent = agent_socket(root, tag) if req.get("agent") and os.environ.get("ROADMAP_FAR_AGENT") != "0" else None
+    running = agent is not None and agent_running(root, tag)
+    say({"hello": {"venv": ready, "key": os.path.exists(key_path), "files": files, "torch": has_torch,
+                   "python": sys.version.split()[0], "root": root, "agent": agent, "agent_running": running}})
     wheel = wheel_name = None
     want = files
     while True:
@@ -344,7 +404,10 @@ def main():
             os.replace(key_path + ".tmp", key_path)
         elif msg["put"] == "files":
             want = msg["manifest"]
-            apply_files(ws, blob, msg.get("delete", []), want)
+            try:
+                apply_files(ws, blob, msg.get("delete", []), want)
+            except Refused as exc:
+                fail(str(exc))
             save_manifest(ws, manifest_path, want)
     if not os.path.exists(os.path.join(env_dir, "ready")):
         if wheel is None:
@@ -354,14 +417,19 @@ def main():
         fail("no result key here (it was not sent)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROADMAP_") or k in req.get("pass_env", ())}
     env.update(ROADMAP_HOME=home)
-    for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP"):
+    for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP",
+              "ROADMAP_WARM_GRADERS", "ROADMAP_FAR_AGENT_IDLE_S"):  # the last two: for the far agent itself
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
     # grading/remote_grade.py's events_main: `roadmap grade --events` with the grader started before the
     # command line's imports (typer, pydantic).
     cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli.grading.remote_grade", *req["argv"],
            "--events-workspace", ws, "--events-key", key_path, "--events-nonce", req["nonce"]]
-    run_grade(cmd, env, stdin)
+    start = None
+    if agent is not None and not running:
+        def start():
+            start_agent(root, tag, env)
+    run_grade(cmd, env, stdin, after=start)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,6 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
     channel event as a JSON line, then the run signed with the key. Records nothing here: the near side does."""
     import sys
 
-    from roadmap_cli import __version__
     from roadmap_cli.grading import precheck
     from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.spec import find_lab
@@ -99,10 +98,20 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
         except BaseException:
             job.abort()
             raise
+    emit(signed_result(key, nonce, run, problem))
+    return run.exit_code
+
+
+def signed_result(key: bytes, nonce: str, run, problem) -> dict:
+    """The last line of a far grade: the run (and its pre-check problem), this grade's nonce and the far
+    versions, signed with the remote's key (HMAC-SHA256)."""
+    import sys
+
+    from roadmap_cli import __version__
+
     body = json.dumps({"nonce": nonce, "run": asdict(run), "precheck": asdict(problem) if problem else None,
                        "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
-    emit({"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()})
-    return run.exit_code
+    return {"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}
 
 
 def events_main(argv: list[str]) -> None:
@@ -288,7 +297,10 @@ def _tar(path: Path, rels: list[str]) -> bytes:
 
 
 class _Session:
-    """One ssh connection running the agent: JSON lines both ways, byte blobs to it."""
+    """One ssh session running the session agent (a login, then remote_agent.py on the remote's python):
+    JSON lines both ways, byte blobs to it."""
+
+    via = "ssh"
 
     def __init__(self, remote, request: dict, control: Optional[Path] = None) -> None:
         agent = AGENT.read_bytes()
@@ -365,8 +377,165 @@ class _Session:
             self.proc.wait()
 
 
+class _AgentSession:
+    """One connection to the far agent (grading/remote_daemon.py) through the shared ssh connection's
+    forwarded unix socket: the same conversation as _Session's, with no new ssh session on the far side."""
+
+    via = "agent"
+
+    def __init__(self, sock, remote, request: dict) -> None:
+        self.sock, self.remote = sock, remote
+        self.rfile = sock.makefile("rb")
+        self.send((json.dumps(request) + "\n").encode())
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            pass  # the connection is gone: reading says how
+
+    put = _Session.put
+
+    def lines(self):
+        try:
+            for raw in self.rfile:
+                text = raw.decode("utf-8", "replace").strip()
+                if text.startswith("{"):
+                    try:
+                        yield json.loads(text)
+                    except ValueError:
+                        continue
+        except OSError:
+            return
+
+    def failure(self) -> RemoteError:
+        return RemoteError(f"remote {self.remote.name!r}: the connection to its far agent ended")
+
+    def end_input(self) -> None:
+        import socket
+
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self, wait_s: float = STOP_WAIT_S) -> None:
+        """End our side; the far agent cancels the grade (nothing keeps running there), then closes: wait
+        for that, at most wait_s."""
+        self.end_input()
+        try:
+            self.sock.settimeout(wait_s)
+            while self.sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _agent_state_path(home: Path, remote) -> Path:
+    return home / "remote-state" / remote.name / "agent.json"
+
+
+def _agent_state(home: Path, remote) -> dict:
+    try:
+        data = json.loads(_agent_state_path(home, remote).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_agent_state(home: Path, remote, state: Optional[dict]) -> None:
+    path = _agent_state_path(home, remote)
+    try:
+        if state is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, path)
+    except OSError:
+        pass  # only an optimisation is lost: the next grade comes through a login
+
+
+def _local_agent_socket(control: Path, far_socket: str) -> Path:
+    """This side's end of the forwarding to `far_socket`, beside the shared connection's control socket (the
+    same 0700 folder; ssh makes it 0600)."""
+    return control.with_name(f"{control.name}-{hashlib.sha256(far_socket.encode()).hexdigest()[:8]}")
+
+
+def _connect_agent(home: Path, remote, control: Optional[Path], tag: str):
+    """A socket connected to the far agent of build `tag` through the shared ssh connection, or None (no
+    shared connection open, no agent known, or the forwarding cannot be set up): the caller logs in."""
+    import socket
+
+    state = _agent_state(home, remote)
+    far = state.get("socket")
+    if control is None or not far or state.get("tag") != tag or state.get("unreachable") \
+            or os.environ.get("ROADMAP_FAR_AGENT") == "0" or ":" in str(control):
+        return None
+    local = _local_agent_socket(control, far)
+
+    def connect():
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(local))
+        except OSError:
+            sock.close()
+            return None
+        return sock
+
+    sock = connect()
+    if sock is None:
+        if not control.exists():
+            return None  # no shared connection: the login opens one
+        try:
+            local.unlink(missing_ok=True)  # left by a master that is gone: ssh cannot bind over it
+            # The master (if alive) listens on `local` and opens a channel to `far` for each connection:
+            # one ssh command, once per shared connection.
+            proc = subprocess.run(remote.ssh_argv("true", control=control)[:-3]
+                                  + ["-O", "forward", "-L", f"{local}:{far}", "--", remote.host],
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if proc.returncode != 0:
+            return None
+        sock = connect()
+    return sock
+
+
+def stop_far_agent(home: Path, remote) -> bool:
+    """`roadmap remote remove`: ask the far agent to stop (it exits once no grade runs; a grade of another
+    near side of the same far user finishes first). Reaches it only through a shared connection that is
+    open; otherwise it exits after its idle timeout. Never raises."""
+    from roadmap_cli import remotes
+
+    try:
+        control = remotes.control_path(home, remote)
+        state = _agent_state(home, remote)
+        _save_agent_state(home, remote, None)
+        if control is None or not state.get("socket"):
+            return False
+        local = _local_agent_socket(control, state["socket"])
+        if not local.exists():
+            return False
+        import socket
+
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                sock.connect(str(local))
+                sock.sendall(b'{"stop": true}\n')
+                return b"stopping" in sock.makefile("rb").readline(4096)
+        finally:
+            local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
+    except Exception:  # noqa: BLE001 - removing a remote never fails on its far side
+        return False
+
+
 class _Opened:
-    """A grade's ssh session, opened and sent its request: what the hello will be compared against."""
+    """A grade's session (the far agent's connection, or a new ssh session), opened and sent its request:
+    what the hello will be compared against."""
 
     def __init__(self, home: Path, remote, lab_id: str, path: Path, part: Optional[str],
                  timeout: Optional[float]) -> None:
@@ -383,8 +552,22 @@ class _Opened:
         self.nonce = secrets.token_hex(16)
         argv = [lab_id] + (["--part", part] if part else []) + (["--timeout", repr(float(timeout))] if timeout else [])
         self.t0 = time.monotonic()
-        self.session = _Session(remote, {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv,
-                                         "nonce": self.nonce}, control=remotes.control_path(home, remote))
+        self.home = home
+        self.control = remotes.control_path(home, remote)
+        # "agent": the session may start the far agent (it is reached through the shared connection only).
+        self.request = {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv, "nonce": self.nonce,
+                        "agent": self.control is not None and os.environ.get("ROADMAP_FAR_AGENT") != "0"}
+        sock = _connect_agent(home, remote, self.control, self.tag)
+        self.session = (_AgentSession(sock, remote, self.request) if sock is not None
+                        else _Session(remote, self.request, control=self.control))
+
+    def log_in(self):
+        """The far agent did not answer: the same request through a new ssh session (the old way), and the
+        agent is not tried again until a session finds it (re)started."""
+        state = _agent_state(self.home, self.remote)
+        _save_agent_state(self.home, self.remote, {**state, "unreachable": True})
+        self.session = _Session(self.remote, self.request, control=self.control)
+        return self.session
 
     def matches(self, remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]) -> bool:
         return (self.remote == remote and self.lab_id == lab_id and self.path == path and self.part == part
@@ -499,7 +682,7 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     events: list[dict] = []
     signed = None
     started = interrupted = False
-    sent = {"changed": 0, "deleted": 0, "bytes": 0, "installed": False}
+    sent = {"changed": 0, "deleted": 0, "bytes": 0, "installed": False, "via": session.via}
     device = {"cuda": False, "name": "?"}
     finished = False
     if cancel is not None:
@@ -508,17 +691,34 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         def stop_on_cancel() -> None:
             while not finished:
                 if cancel.wait(0.1):
-                    session.end_input()  # the agent stops the grade there, as for Ctrl-C
+                    opened.session.end_input()  # the agent stops the grade there, as for Ctrl-C
                     return
 
         threading.Thread(target=stop_on_cancel, daemon=True).start()
     try:
         lines = session.lines()
         hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
+        if hello is None and session.via == "agent" and not (cancel is not None and cancel.is_set()):
+            say(f"the far agent on {remote.name} did not answer: grading through a new ssh session")
+            session.close(0.5)
+            session = opened.log_in()
+            lines = session.lines()
+            hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
         if hello is None:
             if cancel is not None and cancel.is_set():
                 raise _Cancelled
             raise session.failure()
+        sent["via"] = session.via
+        if session.via == "ssh":
+            # What this session says of the far agent: where it listens (started after this grade when it
+            # did not run), or nothing (no agent there: its path is too long, or agents are off).
+            previous = _agent_state(home, remote)
+            _save_agent_state(home, remote, None if not hello.get("agent") else {
+                "socket": hello["agent"], "tag": tag,
+                # Unreachable while the agent that was not reached still runs (e.g. the server forbids
+                # forwarding); a new one gets a new try.
+                "unreachable": bool(previous.get("unreachable") and previous.get("socket") == hello["agent"]
+                                    and hello.get("agent_running"))})
         theirs = hello["files"]
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
         deleted = sorted(set(theirs) - set(files))
