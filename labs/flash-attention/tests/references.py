@@ -130,9 +130,34 @@ def _attention_fp32(q, k, v, causal: bool, scale):
 
 
 def reference(q, k, v, causal: bool, scale):
-    """fp32 reference (O, LSE) from clones; plain torch, never the learner's code."""
+    """Reference (O, LSE) as fp32, from clones; plain torch, never the learner's code.
+    Computed in fp64, so that what an fp32 check measures is the learner's rounding alone."""
     with torch.no_grad():
-        return _attention_fp32(*(t.detach().clone().float() for t in (q, k, v)), causal, scale)
+        o, lse = _attention_fp32(*(t.detach().clone().double() for t in (q, k, v)), causal, scale)
+        return o.float(), lse.float()
+
+
+FP32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def fp32_score_rounding(q, k, v, scale) -> torch.Tensor:
+    """Per query row [B, H, N]: how far an fp32 kernel's rounding of the scores can move O there.
+
+    A score is a dot of D products; summed in fp32 (in whatever order a kernel's tiles choose),
+    it is off by about sqrt(D) * u * |s| (u = 2^-24; rounding errors of the partial sums, each
+    about as large as s, add up like a random walk). Softmax turns an error d in the scores into
+    at most ~2d of relative error in each weight, and O is a weighted mean of V's rows, so O
+    moves by up to ~2d * max|v|. For ordinary rows (|s| of a few units) that is ~1e-6, far
+    under the 1e-4 tolerance; the "negative rows" of make_qkv, whose scores all sit near -250
+    (so that a running max started at 0 underflows), get ~1e-3: there, two right kernels that
+    sum in different orders differ by ~2e-4 (seen once in 50 secret seeds before this bound)."""
+    with torch.no_grad():
+        qd, kd, vd = (t.detach().double() for t in (q, k, v))
+        group = q.shape[1] // k.shape[1]
+        kd, vd = kd.repeat_interleave(group, dim=1), vd.repeat_interleave(group, dim=1)
+        s_max = (torch.matmul(qd, kd.transpose(-2, -1)) * _effective_scale(scale, q.shape[-1])).abs().amax(-1)
+        v_max = vd.abs().amax(dim=(-2, -1))[..., None]  # [B, H, 1]: the largest |v| each head mixes
+        return 2 * math.sqrt(q.shape[-1]) * FP32_UNIT_ROUNDOFF * s_max * v_max
 
 
 def reference_grads(q, k, v, do, causal: bool, scale):
@@ -184,6 +209,17 @@ def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: 
     # The handout fixes the LSE's dtype: fp32 whatever q's dtype (an fp16 LSE can pass the tolerance).
     if lse.dtype != torch.float32:
         raise AssertionError(f"LSE has dtype {lse.dtype}, expected torch.float32 (README.md, '{section}')")
-    _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O" + context)
+    wide = None
+    if q.dtype == torch.float32 and not loose and o.shape == ref_o.shape:
+        rounding = fp32_score_rounding(q, k, v, scale)
+        wide = rounding > 0.1 * atol_o  # rows whose huge scores make fp32 summation order matter
+    if wide is not None and bool(wide.any()):
+        # Those rows at the tolerance plus their rounding bound; every other row at the tolerance.
+        _with_section(section, kit.assert_close, o[~wide], ref_o[~wide], atol=atol_o, rtol=atol,
+                      what="O" + context)
+        _with_section(section, kit.assert_close, o[wide], ref_o[wide], atol=atol_o + float(rounding[wide].max()),
+                      rtol=atol, what="O (rows whose scores are all near -250)" + context)
+    else:
+        _with_section(section, kit.assert_close, o, ref_o, atol=atol_o, rtol=atol, what="O" + context)
     _with_section(section, kit.assert_close, lse, ref_lse, atol=atol,
                   what="LSE (natural log of sum_j exp(scale * q.k_j))" + context)
