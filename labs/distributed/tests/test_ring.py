@@ -22,7 +22,7 @@ def _cases(p: int) -> list[dict]:
     gather_numel = p * r.randint(2, 4) + r.randint(1, p - 1)
     sizes = refs.chunk_sizes(gather_numel, p)
     return [
-        {"op": "all_reduce", "inputs": [torch.randn(even // 2, 2, generator=g, dtype=torch.float64) for _ in range(p)]},
+        {"op": "all_reduce", "inputs": [torch.randn(even, 2, generator=g, dtype=torch.float64) for _ in range(p)]},
         {"op": "all_reduce", "inputs": [torch.randn(uneven, generator=g) for _ in range(p)]},
         {"op": "reduce_scatter", "inputs": [torch.randn(uneven + 1, generator=g, dtype=torch.float64) for _ in range(p)]},
         {"op": "all_gather", "numel": gather_numel,
