@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from fractions import Fraction
 
@@ -48,6 +49,8 @@ class Cached:
         self.memo: dict = {}
 
     def __call__(self, *key):
+        # The secret seed is part of the key: bench_false_fails grades many seeds in one process.
+        key = (os.environ.get("ROADMAP_SECRET_SEED"), *key)
         if key not in self.memo:
             try:
                 self.memo[key] = (True, self.fn(*key))
