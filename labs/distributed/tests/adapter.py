@@ -125,7 +125,7 @@ def _rank_main(rank: int, world_size: int, port: int, job: str, payload, queue) 
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=20))
+                                timeout=datetime.timedelta(seconds=15))
         comm = Comm(rank, world_size)
         out = _JOBS[job](comm, payload)
         comm._flush()

@@ -37,6 +37,8 @@ def raise_errors(results: dict, section: str) -> None:
     if errors:
         # The first rank to fail is usually the cause; the others then lose their peer.
         text = "; ".join(f"rank {r}: {e}" for r, e in sorted(errors.items()))
+        if "Timed out" in text:
+            text += " -- a comm.recv waited 15 s for a message no rank sent it (every recv needs a matching send)"
         pytest.fail(f"{text} (README.md, section \"{section}\")")
 
 
