@@ -110,6 +110,15 @@ def test_loss_equals_unpipelined(p, m):
 
 
 @pytest.mark.parametrize("p,m", RUNS, ids=IDS)
+def test_only_the_last_stage_returns_a_loss(p, m):
+    _, out = RUN(p, m)
+    others = {s: out[s]["loss"] for s in range(p - 1) if out[s]["loss"] is not None}
+    assert not others, (
+        f"{p} stages: stages {sorted(others)} returned a loss ({others}); only the last stage computes it, the "
+        f"others return None (README.md, section \"{SECTION}\")")
+
+
+@pytest.mark.parametrize("p,m", RUNS, ids=IDS)
 def test_gradients_equal_unpipelined(p, m):
     payload, out = RUN(p, m)
     _, want = _unpipelined(payload, p)
