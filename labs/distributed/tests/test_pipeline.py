@@ -45,6 +45,15 @@ def test_timeline_starts_each_operation_as_early_as_possible():
             f"free and its input is there) (README.md, section \"{SECTION}\")")
 
 
+def test_timeline_is_sorted_by_tick_then_stage():
+    for (p, m), got in zip(SCHEDULES, SCHED()):
+        events = got["timeline"]
+        want = sorted(events, key=lambda e: (e[3], e[0]))
+        assert events == want, (
+            f"timeline({p}, {m}) returned its operations in the order {events}; sort them by tick, then stage: "
+            f"{want} (README.md, section \"{SECTION}\")")
+
+
 def test_bubble_fraction_of_the_1f1b_timeline():
     for (p, m), got in zip(SCHEDULES, SCHED()):
         want = Fraction(p - 1, m + p - 1)
