@@ -139,6 +139,16 @@ def test_stop_strings(url, chat):
     body = {"model": MODEL, "prompt": "abc", "max_tokens": 12, "temperature": 0, "stop": ["\n\n\n"]}
     got = post(url, "/v1/completions", body).json()
     assert got["choices"][0]["text"] == _reference("abc", 12) and got["choices"][0]["finish_reason"] == "length"
+    # A stop given as a plain STRING is one stop string, not a list of its characters: its first character is
+    # the answer's first, its second is never generated, so it never matches and the answer runs to max_tokens.
+    want = _reference("abc", 12)
+    never_ch = next(ch for ch in "~`|^" if ch not in want)
+    body = {"model": MODEL, "prompt": "abc", "max_tokens": 12, "temperature": 0, "stop": want[0] + never_ch}
+    got = post(url, "/v1/completions", body).json()
+    assert got["choices"][0]["text"] == want and got["choices"][0]["finish_reason"] == "length", (
+        f"stop={body['stop']!r} never occurs in {want!r}, yet the answer was {got['choices'][0]['text']!r} "
+        f"({got['choices'][0]['finish_reason']!r}): a string is ONE stop string, not a list of characters "
+        "(README.md, section \"Stop strings\")")
 
 
 def test_temperature_and_seed(url):
