@@ -38,21 +38,64 @@ def _module(name: str):
 @learner_side(timeout_s=60)
 def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: int = 128,
                  block_size: int = 16) -> int:
-    """Spawn `python server.py` from the workspace in its own session (its
-    process group id is its pid). Returns the pid; readiness is the grader's
-    business (it polls /health)."""
-    import subprocess
+    """Start the workspace's `server.py --host 127.0.0.1 --port PORT ...` as
+    `__main__`, as a child of this process in its own session (its process
+    group id is its pid). Returns the pid; readiness is the grader's business
+    (it polls /health).
 
-    from roadmap_cli.grading_kit.learner_spawn import learner_python
+    In a learner process the child is a FORK of it: torch is imported there
+    already, and the audit hook, the limits and the import layout are in place,
+    so the server answers in about half a second instead of the 2 s a new
+    Python spends importing torch (a server starts once per server module and
+    per server variant of `dev check`). The learner process is a single
+    thread that has run no torch op before the server part starts it, so the
+    fork copies no lock held by another thread. Run by hand (in the grader's
+    own process, which has threads), it is a new Python instead."""
+    from roadmap_cli.grading_kit import sandbox
 
-    # Under the learner process's audit hook too (learner_spawn.py): the server runs learner code.
-    cmd = learner_python(str(kit.workspace() / "server.py"), "--host", "127.0.0.1", "--port", str(port),
-                         "--max-batch", str(max_batch), "--step-overhead", repr(float(step_overhead_s)),
-                         "--num-blocks", str(num_blocks), "--block-size", str(block_size))
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, cwd=str(kit.workspace()), env=env, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    return int(proc.pid)
+    script = str(kit.workspace() / "server.py")
+    args = ["--host", "127.0.0.1", "--port", str(port), "--max-batch", str(max_batch),
+            "--step-overhead", repr(float(step_overhead_s)), "--num-blocks", str(num_blocks),
+            "--block-size", str(block_size)]
+    if not sandbox.in_learner_process():
+        import subprocess
+
+        from roadmap_cli.grading_kit.learner_spawn import learner_python
+
+        # Under the learner process's audit hook too (learner_spawn.py): the server runs learner code.
+        proc = subprocess.Popen(learner_python(script, *args), cwd=str(kit.workspace()),
+                                env=dict(os.environ, OMP_NUM_THREADS="1"), stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        return int(proc.pid)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        # Only stdin/stdout/stderr stay open: the learner's request and reply pipes must close with the
+        # learner process, never live on in its server.
+        os.closerange(3, 1 << 16)
+        os.environ["OMP_NUM_THREADS"] = "1"
+        sys.argv = [script, *args]
+        import runpy
+
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the server's own traceback, as `python server.py` would print it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _child_state(pid: int):
