@@ -19,6 +19,10 @@ from __future__ import annotations
 import os
 import sys
 
+# Imported here so that the learner process imports torch while pytest collects (the engine preloads this
+# module there), and the server it forks (start_server) finds torch imported. The grader process has it anyway.
+import torch  # noqa: F401
+
 from roadmap_cli import grading_kit as kit
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,7 +48,7 @@ def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: 
     (it polls /health).
 
     In a learner process the child is a FORK of it: torch is imported there
-    already, and the audit hook, the limits and the import layout are in place,
+    already (see the import above), and the audit hook, the limits and the import layout are in place,
     so the server answers in about half a second instead of the 2 s a new
     Python spends importing torch (a server starts once per server module and
     per server variant of `dev check`). The learner process is a single
