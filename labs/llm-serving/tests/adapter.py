@@ -21,7 +21,7 @@ import sys
 
 # Imported here so that the learner process imports torch while pytest collects (the engine preloads this
 # module there), and the server it forks (start_server) finds torch imported. The grader process has it anyway.
-import torch  # noqa: F401
+import torch
 
 from roadmap_cli import grading_kit as kit
 
@@ -212,7 +212,6 @@ def allreduce_bytes_per_token(cfg: dict, dtype_bytes: int) -> int:
 
 def _tp_worker(rank: int, world_size: int, port: int, weights: dict, cfg: dict, ids, queue) -> None:
     """One rank: gloo over loopback, all_reduce counted, the learner's shard + forward."""
-    import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
@@ -266,7 +265,6 @@ def run_tensor_parallel(weights: dict, cfg: dict, ids: list[int], world_size: in
             if p.is_alive():
                 p.kill()
                 p.join()
-    import torch
 
     for res in results.values():
         if res["logits"] is not None:
