@@ -52,9 +52,11 @@ def start_server(port: int, max_batch: int, step_overhead_s: float, num_blocks: 
     so the server answers in about half a second instead of the 2 s a new
     Python spends importing torch (a server starts once per server module and
     per server variant of `dev check`). The learner process is a single
-    thread that has run no torch op before the server part starts it, so the
-    fork copies no lock held by another thread. Run by hand (in the grader's
-    own process, which has threads), it is a new Python instead."""
+    thread, and the two parts that start a server come first in a grade
+    (lab.yaml's order), before any part runs a torch op there: the fork
+    copies no lock another thread holds and no started thread pool. Run by
+    hand (in the grader's own process, which has threads), it is a new Python
+    instead."""
     from roadmap_cli.grading_kit import sandbox
 
     script = str(kit.workspace() / "server.py")
