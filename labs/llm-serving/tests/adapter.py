@@ -138,11 +138,6 @@ def stop_server(pid: int) -> None:
 
 
 @learner_side(timeout_s=30)
-def stop_holdback(text: str, stops: list[str]) -> int:
-    return int(_module("server").stop_holdback(text, list(stops)))
-
-
-@learner_side(timeout_s=30)
 def stop_holdback_many(cases: list) -> list[int]:
     """stop_holdback for every (text, stops) case in ONE call to the learner process (a call costs tens of ms)."""
     fn = _module("server").stop_holdback
