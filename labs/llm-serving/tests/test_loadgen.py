@@ -80,6 +80,13 @@ def test_summarize_matches_recomputation():
         assert ref.close(got, want), (f"summarize() of {n} records:\n expected {json.dumps(want)}\n got      "
                                       f"{json.dumps(got)}\n(README.md, section \"Statistics\": TPOT only over "
                                       "requests with >= 2 tokens; throughput over max(end) - min(start))")
+    # No request with 2 tokens: every TPOT statistic is None (not 0, not a division by zero).
+    records = [dict(r, num_tokens=1, text="x", end=r["first_token"]) for r in _fake_records(rng, 3)]
+    got = adapter.summarize(records)
+    assert got.get("tpot") == {"p50": None, "p90": None, "p99": None, "mean": None}, (
+        f"summarize() of one-token requests only: tpot must be all None, got {got.get('tpot')} "
+        "(README.md, section \"Statistics\")")
+    assert ref.close(got, ref.summarize(records)), f"summarize() of one-token requests: got {json.dumps(got)}"
 
 
 # ---------------------------------------------------------------- a stub server with known timings
@@ -169,13 +176,23 @@ class _Stub:
 @pytest.mark.parametrize("concurrency", [None, 1], ids=["open-loop", "concurrency-1"])
 def test_timings_against_a_stub_server(concurrency):
     rng = _rng(f"stub-{concurrency}")
-    n = 4
+    n = 4 if concurrency is None else 3     # one at a time, each request takes >= 1.1 s: 3 show the queueing
     requests = [(f"p{i} " + "a" * rng.randint(1, 9), rng.randint(2, 6)) for i in range(n)]
     arrivals = sorted(round(rng.uniform(0.1, 0.3), 3) for _ in range(n))
     temperature = rng.choice([0.0, 0.5])
     with _Stub() as stub:
+        called = time.perf_counter()
         records = adapter.run_load(stub.url, requests, arrivals, concurrency, "stub-model", temperature)
+        elapsed = time.perf_counter() - called
     assert [r["index"] for r in records] == list(range(n)), "run_load must return one record per request, by index"
+    # The load began after this process called run_load and ended before the call returned, so every time "in
+    # seconds since the load began" lies in [0, elapsed] of the grader's own clock: a right solution cannot
+    # fall outside, however slow the box (no timing margin needed).
+    for r in records:
+        for key in ("start", "first_token", "end"):
+            assert 0 <= r[key] <= elapsed, (
+                f"request {r['index']}: {key} = {r[key]!r}, but the whole run_load call took {elapsed:.3f} s: "
+                "times are seconds since the load began (README.md, section \"Measuring TTFT\")")
     sent = sorted((b["prompt"], b["max_tokens"]) for b in stub.bodies)
     assert sent == sorted(requests), f"the stub received (prompt, max_tokens) = {sent}, expected {sorted(requests)}"
     for b in stub.bodies:
@@ -237,11 +254,15 @@ def test_continuous_batching_beats_sequential(tmp_path):
         f"throughput recomputed from your raw timings: {cont_tps:.1f} tok/s with all {n} requests in flight vs "
         f"{seq_tps:.1f} tok/s one at a time: ratio {ratio:.2f}, expected >= 2 (a step costs about the same for 1 or "
         "16 sequences: batch them) (README.md, section \"Continuous batching\")")
-    results = [{"load": 1, "summary": adapter.summarize(sequential)},
-               {"load": n, "summary": adapter.summarize(continuous)}]
-    for res, records in zip(results, (sequential, continuous)):
-        assert ref.close(res["summary"], ref.summarize(records)), (
+    for records in (sequential, continuous):
+        assert ref.close(adapter.summarize(records), ref.summarize(records)), (
             "summarize() of your own records differs from the grader's recomputation (README.md, \"Statistics\")")
+
+
+def test_write_report(tmp_path):
+    """write_report on summaries of made-up records (no server needed): the JSON as given, the plot's series."""
+    rng = _rng("report")
+    results = [{"load": load, "summary": ref.summarize(_fake_records(rng, 20))} for load in (1, 4, 2)]
     # pytest's tmp_path: the folder the grader and the learner process (behind the OS wall) can both reach.
     folder = str(tmp_path)
     os.chmod(folder, 0o777)

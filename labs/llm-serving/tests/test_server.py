@@ -116,7 +116,7 @@ def test_stop_strings(url, chat):
     rng = _rng(f"stop-{chat}")
     path = "/v1/chat/completions" if chat else "/v1/completions"
     for length, at_start in ((2, False), (3, False), (2, True)):
-        prompt, n = _prompt(rng), 40
+        prompt, n = _prompt(rng), 24     # the stop string lies inside: fewer steps than max_tokens
         rendered = ge.render_chat([{"role": "user", "content": prompt}]) if chat else prompt
         want_full = _reference(rendered, n)
         stop, want = _stop_case(rng, want_full, length, at_start)
@@ -139,6 +139,16 @@ def test_stop_strings(url, chat):
     body = {"model": MODEL, "prompt": "abc", "max_tokens": 12, "temperature": 0, "stop": ["\n\n\n"]}
     got = post(url, "/v1/completions", body).json()
     assert got["choices"][0]["text"] == _reference("abc", 12) and got["choices"][0]["finish_reason"] == "length"
+    # A stop given as a plain STRING is one stop string, not a list of its characters: its first character is
+    # the answer's first, its second is never generated, so it never matches and the answer runs to max_tokens.
+    want = _reference("abc", 12)
+    never_ch = next(ch for ch in "~`|^" if ch not in want)
+    body = {"model": MODEL, "prompt": "abc", "max_tokens": 12, "temperature": 0, "stop": want[0] + never_ch}
+    got = post(url, "/v1/completions", body).json()
+    assert got["choices"][0]["text"] == want and got["choices"][0]["finish_reason"] == "length", (
+        f"stop={body['stop']!r} never occurs in {want!r}, yet the answer was {got['choices'][0]['text']!r} "
+        f"({got['choices'][0]['finish_reason']!r}): a string is ONE stop string, not a list of characters "
+        "(README.md, section \"Stop strings\")")
 
 
 def test_temperature_and_seed(url):
@@ -147,9 +157,9 @@ def test_temperature_and_seed(url):
     seeds = [rng.randrange(1 << 30) for _ in range(2)]
     temperature = rng.choice([0.7, 1.3])
     for seed in seeds:
-        want = _reference(prompt, 20, temperature, seed)
+        want = _reference(prompt, 12, temperature, seed)
         for _ in range(2):
-            got = _complete(url, prompt, 20, temperature=temperature, seed=seed)["choices"][0]["text"]
+            got = _complete(url, prompt, 12, temperature=temperature, seed=seed)["choices"][0]["text"]
             assert got == want, (f"temperature={temperature}, seed={seed}: expected {want!r} (the engine sampling "
                                  f"with that seed), got {got!r}: pass temperature and seed to engine.add "
                                  "(README.md, section \"Sampling\")")
@@ -192,8 +202,9 @@ def test_new_request_joins_running_batch(url):
     """Continuous batching: a short request that arrives while 3 long ones
     decode must finish before any of them; a 4th long one that does not fit in
     the free KV blocks waits (FIFO) and runs once blocks come back."""
-    long_tokens = 100
-    longs = [f"long {i}" for i in range(4)]
+    # Long PROMPTS hold the KV blocks, so the long requests need few decode steps (each costs the step overhead).
+    long_tokens = 40
+    longs = [f"long {i} " + "x" * 60 for i in range(4)]
     need = [_blocks(p, long_tokens) for p in longs]
     assert sum(need[:3]) + _blocks("short", 3) <= NUM_BLOCKS < sum(need), "grader: block budget"
 
@@ -461,6 +472,22 @@ ERROR_CASES = [
      "invalid_request_error", None, "stream"),
     ("bad-character", "/v1/completions", {"model": MODEL, "prompt": "caf\u00e9"}, 400, "invalid_request_error",
      None, "prompt"),
+    ("bad-character-chat", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user",
+                                                                                  "content": "caf\u00e9"}]},
+     400, "invalid_request_error", None, "messages"),
+    ("prompt-not-a-string", "/v1/completions", {"model": MODEL, "prompt": 5}, 400, "invalid_request_error", None,
+     "prompt"),
+    ("content-not-a-string", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": 5}]},
+     400, "invalid_request_error", None, "messages"),
+    # "Checks run in this order": each body below breaks two rows; the earlier row must answer.
+    ("order-model-before-prompt", "/v1/completions", {"model": "gpt-9"}, 404, "invalid_request_error",
+     "model_not_found", "model"),
+    ("order-max-tokens-before-temperature", "/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 0,
+                                                                 "temperature": 9}, 400, "invalid_request_error",
+     None, "max_tokens"),
+    ("order-alphabet-before-length", "/v1/completions", {"model": MODEL, "prompt": "\u00e9" + "a" * 250,
+                                                          "max_tokens": 16}, 400, "invalid_request_error", None,
+     "prompt"),
 ]
 
 
@@ -506,9 +533,8 @@ def test_stop_holdback():
     cases += [("".join(rng.choice("ab") for _ in range(rng.randint(0, 6))),
                ["".join(rng.choice("ab") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 3))])
               for _ in range(40)]
-    for text, stops in cases:
+    for (text, stops), got in zip(cases, adapter.stop_holdback_many(cases)):
         want = ref.stop_holdback(text, stops)
-        got = adapter.stop_holdback(text, stops)
         assert got == want, (f"stop_holdback({text!r}, {stops}): expected {want} (the longest k with text[-k:] a "
                              f"proper prefix of a stop string), got {got} (README.md, section \"Stop strings\")")
 
@@ -518,9 +544,14 @@ def test_metrics_histograms(url):
     n, k = rng.randint(3, 8), 3
     before = metrics(url)
     client_s = 0.0
+    # Request 0 carries a stop string that never matches but whose first character is the answer's first:
+    # the server holds that character back and releases it with the next one, so this request makes fewer
+    # text pieces than tokens. serving_generation_tokens_total must still count every token.
+    first = _reference("m0", n)
+    never = next(ch for ch in "~`|^" if ch not in first)
     for i in range(k):
         t0 = time.perf_counter()
-        _complete(url, f"m{i}", n, temperature=0)
+        _complete(url, f"m{i}", n, temperature=0, **({"stop": [first[0] + never]} if i == 0 else {}))
         client_s += time.perf_counter() - t0
     after = metrics(url)
 
@@ -534,7 +565,10 @@ def test_metrics_histograms(url):
         f"serving_time_per_output_token_seconds_count rose by "
         f"{delta('serving_time_per_output_token_seconds_count')} over {k} requests of {n} tokens, expected "
         f"{k * (n - 1)} (one TPOT per token after the first)")
-    assert delta("serving_generation_tokens_total") == k * n, "serving_generation_tokens_total must count every token"
+    assert delta("serving_generation_tokens_total") == k * n, (
+        f"serving_generation_tokens_total rose by {delta('serving_generation_tokens_total')} over {k} requests of "
+        f"{n} tokens, expected {k * n}: it counts tokens, not the pieces of text released (a held-back character "
+        "leaves with the next one) (README.md, section \"Metrics\")")
     assert delta("serving_requests_finished_total") == k, "serving_requests_finished_total must count finished requests"
     ttft_sum = delta("serving_time_to_first_token_seconds_sum")
     assert 0 < ttft_sum <= client_s, (
