@@ -303,7 +303,7 @@ def test_the_far_agent_refuses_another_user(remote, run_cli):
 
     code = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
             "try:\n    s.sendall(b'{\"stop\": true}\\n')\n    print(repr(s.recv(100)))\n"
-            "except ConnectionResetError:\n    print(\"b''\")\n")
+            "except (ConnectionResetError, BrokenPipeError):\n    print(\"b''\")\n")
     # Only for the test, a second name for the socket that the other user may open (mode 0666, in a folder they
     # can search): the uid check alone must refuse them.
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
@@ -319,7 +319,8 @@ def test_the_far_agent_refuses_another_user(remote, run_cli):
                                   capture_output=True, text=True, timeout=30)
         finally:
             sock_path.chmod(0o600)
-    assert proc.stdout.strip() == "b''", proc  # closed (or reset) without a word: not stopped
+    # Closed (or reset) without a word, whether before the request was written (broken pipe) or after: not stopped.
+    assert proc.stdout.strip() == "b''", proc
     assert len(_agents(remote.far_root)) == 1
 
 
