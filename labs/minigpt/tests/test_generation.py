@@ -62,7 +62,7 @@ def test_generate_appends_exactly_max_new_tokens(weights):
             f"generate(max_new_tokens={n}) on a (3, 5) prompt returned shape {tuple(out.shape)}, expected (3, {5 + n}) "
             f"({SECTION})")
         assert torch.equal(out[:, :5], idx), f"the prompt must be kept at the start of the output ({SECTION})"
-        assert int(out.min()) >= 0 and int(out.max()) < CFG["vocab_size"], f"token ids outside the vocabulary"
+        assert int(out.min()) >= 0 and int(out.max()) < CFG["vocab_size"], "token ids outside the vocabulary"
 
 
 def test_generate_is_deterministic_under_a_seed(weights):

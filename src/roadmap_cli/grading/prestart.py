@@ -79,7 +79,6 @@ def start(args: list[str]) -> bool:
     """Start the grader of `roadmap grade ARGS` if this is a plain grade of a
     workspace that passes the pre-check; True when one was started. Never
     raises and never prints: whatever goes wrong, the normal path says it."""
-    global _started
     if _started is not None:
         return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
