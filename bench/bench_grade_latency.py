@@ -100,6 +100,22 @@ def watch_latency(spec, part: str, workspace: Path, env: dict, repeats: int) -> 
     return statistics.median(times)
 
 
+def _row_line(row: tuple) -> str:
+    lab_id, part, wall, cpu, floor_wall, _, ok = row
+    ratio = wall / floor_wall if floor_wall == floor_wall and floor_wall > 0 else float("nan")
+    budget = {True: "met", False: "OVER", None: "TRAINS/SERVES"}[ok]
+    return f"{lab_id:<18} {part:<24} {wall:7.2f} {cpu:7.2f} {floor_wall:8.2f} {ratio:6.1f}  {budget}"
+
+
+class _Rows(list):
+    """The table's rows, each also printed as soon as it is measured (a long run that stops part-way keeps what
+    it measured)."""
+
+    def append(self, row: tuple) -> None:
+        super().append(row)
+        print(_row_line(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
@@ -114,7 +130,7 @@ def main() -> None:
 
     device = detect_device()
     ids = args.labs or lab_ids()
-    rows: list[tuple[str, str, float, float, float, float, bool | None]] = []
+    rows: list[tuple[str, str, float, float, float, float, bool | None]] = _Rows()
     with tempfile.TemporaryDirectory(prefix="roadmap-latency-") as tmp:
         env = dict(os.environ, ROADMAP_HOME=str(Path(tmp) / "home"), PYTHONUNBUFFERED="1")
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -151,11 +167,9 @@ def main() -> None:
                                      cold if cold is not None else float("nan"), float("nan"),
                                      seconds <= WATCH_BUDGET_S))
 
-    print(f"{'lab':<18} {'part':<24} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
-    for lab_id, part, wall, cpu, floor_wall, _, ok in rows:
-        ratio = wall / floor_wall if floor_wall == floor_wall and floor_wall > 0 else float("nan")
-        budget = {True: "met", False: "OVER", None: "TRAINS/SERVES"}[ok]
-        print(f"{lab_id:<18} {part:<24} {wall:7.2f} {cpu:7.2f} {floor_wall:8.2f} {ratio:6.1f}  {budget}")
+    print(f"\n{'lab':<18} {'part':<24} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
+    for row in rows:
+        print(_row_line(row))
     shown = {(lab_id, part) for lab_id, part, *_ in rows}
     for (lab_id, part), why in TRAINS_OR_SERVES.items():
         if (lab_id, part) in shown:
