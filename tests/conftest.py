@@ -15,6 +15,15 @@ from pathlib import Path
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# A suite started in the background by a non-interactive shell (`cmd &`, as a CI runner may) inherits SIGINT
+# ignored, and so would every process a test starts: Python then installs no KeyboardInterrupt handler, and the
+# tests that press Ctrl-C on a grade would see it ignored. An ignored signal stays ignored across exec, a handled
+# one does not: give this process Python's own handler, and its children start with SIGINT as a terminal gives it.
+import signal
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import pytest
 from typer.testing import CliRunner
 
