@@ -19,8 +19,12 @@ whole process tree beside it: on a shared machine wall time mostly measures
 the others). `ratio` is the figure over the collect-only floor of the same
 tests. Parts that need a CUDA GPU are "not graded here" on CPU and are left
 out of the part rows (their time is the engine's, not the learner's).
-For a watch row the floor is the same watch with every grade started cold
-(ROADMAP_WARM_GRADERS=0), measured right after it: its ratio is warm / cold.
+Watch rows (`--watch`) follow a learner fixing a bug in one part: the
+reference solution with a wrong/ variant that fails only that part, watched
+with `roadmap watch LAB --part P` in a data home of its own; "still ✗" is the
+median save-to-verdict of saves that keep the bug, "fixed ✓" the save that
+removes it. Their floor is the same watch with every grade started cold
+(ROADMAP_WARM_GRADERS=0), measured right after it: the ratio is warm / cold.
 """
 
 from __future__ import annotations
@@ -71,40 +75,61 @@ def median_of(runs: list[tuple[float, float, int]], what: str = "") -> tuple[flo
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
-def watch_latency(spec, part: str, workspace: Path, env: dict, repeats: int) -> float | None:
-    """Median seconds from saving a file of `part` to the watch printing that part's verdict."""
+def watch_latency(spec, part: str, root: Path, env: dict, repeats: int, edit_s: float) -> tuple[float, float] | None:
+    """Seconds from a save to `roadmap watch --part part` printing that part's verdict, the way a learner
+    meets it: the workspace is the reference solution with a wrong/ variant that fails only this part (a
+    bug the learner is fixing), in a data home of its own (nothing passed yet, so the watch stays on the
+    part). Returns (median of `repeats` saves that keep the bug -> ✗, the save that fixes it -> ✓); None
+    when pexpect is missing or the part has no such variant. Before each save the bench waits `edit_s`
+    (the learner's edit), so the warm graders the watch starts after its first grade are up."""
     try:
         import pexpect
     except ImportError:
         return None
-    target = next((workspace / rel for rel in spec.solution_sources() if (workspace / rel).is_file()), None)
-    if target is None:
+    from roadmap_cli.labs import workspace as ws
+
+    variant = next((w for w in spec.wrong if w.fails == [part]), None)
+    if variant is None:
         return None
+    patch = spec.patch_file(variant.id)
+    changed = re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(encoding="utf-8"), flags=re.M)
+    workspace = root / f"{spec.id}-{part}-watch"
+    env = dict(env, ROADMAP_HOME=str(root / f"{spec.id}-{part}-home"))
+    subprocess.run(ROADMAP + ["lab", "start", spec.id, "--dir", str(workspace)], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    ws.write_solution(spec, workspace)
+    target = workspace / changed[0]
+    fixed = target.read_text(encoding="utf-8")
+    ws.apply_patch(patch, workspace)
+    buggy = target.read_text(encoding="utf-8")
+
     child = pexpect.spawn(ROADMAP[0], ROADMAP[1:] + ["watch", spec.id, "--part", part], cwd=str(workspace),
                           env=env, encoding="utf-8", timeout=300)
-    verdict = re.compile(rf"[✓✗] {re.escape(part)}: ")
-    times = []
+    failed, passed = (re.compile(rf"{mark} {re.escape(part)}: ") for mark in ("✗", "✓"))
+
+    def save(text: str, verdict: re.Pattern) -> float:
+        time.sleep(edit_s)
+        t0 = time.perf_counter()
+        target.write_text(text, encoding="utf-8")
+        child.expect(verdict)
+        return time.perf_counter() - t0
+
     try:
-        child.expect(verdict)  # the first grade, started by the watch itself
-        for _ in range(repeats):
-            text = target.read_text(encoding="utf-8")
-            t0 = time.perf_counter()
-            target.write_text(text + "\n", encoding="utf-8")  # a save that changes the file
-            child.expect(verdict)
-            times.append(time.perf_counter() - t0)
-            target.write_text(text, encoding="utf-8")
-            child.expect(verdict)
+        child.expect(failed)  # the first grade, started by the watch itself (cold)
+        # Saves that still hold the bug (a changed comment, a blank line): each is re-graded, each fails.
+        still_wrong = [save(buggy + "\n" * (i + 1), failed) for i in range(repeats)]
+        fix = save(fixed, passed)
     finally:
         child.sendline("q")
         child.close(force=True)
-    return statistics.median(times)
+    return statistics.median(still_wrong), fix
 
 
 def _row_line(row: tuple) -> str:
     lab_id, part, wall, cpu, floor_wall, _, ok = row
     ratio = wall / floor_wall if floor_wall == floor_wall and floor_wall > 0 else float("nan")
     budget = {True: "met", False: "OVER", None: "TRAINS/SERVES"}[ok]
-    return f"{lab_id:<18} {part:<24} {wall:7.2f} {cpu:7.2f} {floor_wall:8.2f} {ratio:6.1f}  {budget}"
+    return f"{lab_id:<18} {part:<40} {wall:7.2f} {cpu:7.2f} {floor_wall:8.2f} {ratio:6.1f}  {budget}"
 
 
 class _Rows(list):
@@ -121,7 +146,11 @@ def main() -> None:
     parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", action="store_true", help="also measure roadmap watch, save to result")
+    parser.add_argument("--watch-only", action="store_true", help="only the watch rows (implies --watch)")
+    parser.add_argument("--edit-seconds", type=float, default=5.0,
+                        help="pause before each watched save, the learner's edit (default 5)")
     args = parser.parse_args()
+    args.watch = args.watch or args.watch_only
 
     from roadmap_cli.grading.runner import gradable_parts
     from roadmap_cli.labs import workspace as ws
@@ -149,25 +178,32 @@ def main() -> None:
                        *[str(spec.tests_dir / t.split("::")[0]) for t in tests]]
                 return median_of([timed(cmd, workspace, floor_env) for _ in range(args.repeats)], "pytest --collect-only")
 
-            whole = median_of([timed(ROADMAP + ["grade", lab_id, "--json"], workspace, env)
-                               for _ in range(args.repeats)], f"roadmap grade {lab_id}")
-            whole_floor = floor([t for p in parts for t in p.tests])
-            trains = any((lab_id, p.id) in TRAINS_OR_SERVES for p in parts)
-            rows.append((lab_id, "(whole lab)", *whole, *whole_floor, None if trains else whole[0] <= WHOLE_BUDGET_S))
+            if not args.watch_only:
+                whole = median_of([timed(ROADMAP + ["grade", lab_id, "--json"], workspace, env)
+                                   for _ in range(args.repeats)], f"roadmap grade {lab_id}")
+                whole_floor = floor([t for p in parts for t in p.tests])
+                trains = any((lab_id, p.id) in TRAINS_OR_SERVES for p in parts)
+                rows.append((lab_id, "(whole lab)", *whole, *whole_floor,
+                             None if trains else whole[0] <= WHOLE_BUDGET_S))
             for part in parts:
-                got = median_of([timed(ROADMAP + ["grade", lab_id, "--part", part.id, "--json"], workspace, env)
-                                 for _ in range(args.repeats)], f"roadmap grade {lab_id} --part {part.id}")
                 exempt = (lab_id, part.id) in TRAINS_OR_SERVES
-                rows.append((lab_id, part.id, *got, *floor(list(part.tests)), None if exempt else got[0] <= PART_BUDGET_S))
+                if not args.watch_only:
+                    got = median_of([timed(ROADMAP + ["grade", lab_id, "--part", part.id, "--json"], workspace, env)
+                                     for _ in range(args.repeats)], f"roadmap grade {lab_id} --part {part.id}")
+                    rows.append((lab_id, part.id, *got, *floor(list(part.tests)),
+                                 None if exempt else got[0] <= PART_BUDGET_S))
                 if args.watch:
-                    seconds = watch_latency(spec, part.id, workspace, env, args.repeats)
-                    cold = watch_latency(spec, part.id, workspace, dict(env, ROADMAP_WARM_GRADERS="0"), args.repeats)
-                    if seconds is not None:
-                        rows.append((lab_id, f"{part.id} (watch)", seconds, float("nan"),
-                                     cold if cold is not None else float("nan"), float("nan"),
-                                     seconds <= WATCH_BUDGET_S))
+                    warm = watch_latency(spec, part.id, Path(tmp), env, args.repeats, args.edit_seconds)
+                    (Path(tmp) / "cold").mkdir(exist_ok=True)
+                    cold = watch_latency(spec, part.id, Path(tmp) / "cold", dict(env, ROADMAP_WARM_GRADERS="0"),
+                                         args.repeats, args.edit_seconds)
+                    for i, what in ((0, "watch, still ✗"), (1, "watch, fixed ✓")):
+                        if warm is not None:
+                            rows.append((lab_id, f"{part.id} ({what})", warm[i], float("nan"),
+                                         cold[i] if cold is not None else float("nan"), float("nan"),
+                                         None if exempt else warm[i] <= WATCH_BUDGET_S))
 
-    print(f"\n{'lab':<18} {'part':<24} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
+    print(f"\n{'lab':<18} {'part':<40} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
     for row in rows:
         print(_row_line(row))
     shown = {(lab_id, part) for lab_id, part, *_ in rows}
