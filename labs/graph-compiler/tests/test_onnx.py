@@ -1,0 +1,85 @@
+"""Part 4: export OnnxNet (handed over in train mode) to ONNX; the grader reads the file with `onnx`,
+runs it with its own onnxruntime session and compares with the eval-mode model in torch."""
+
+from __future__ import annotations
+
+import onnx
+import onnxruntime as ort
+import torch
+
+import adapter
+import models
+import refs
+
+SECTION = "Part 4: ONNX export and onnxruntime"
+
+
+def _run():
+    r = refs.rng("onnx")
+    g = refs.gen(r)
+    dims = [r.choice([3, 5]), r.choice([4, 6]), r.choice([2, 3])]
+    model = models.OnnxNet(*dims)
+    state = {k: (torch.randn(v.shape, generator=g) if v.is_floating_point() else v)
+             for k, v in model.state_dict().items()}
+    state["bn.running_var"] = state["bn.running_var"].abs() + 0.5
+    model.load_state_dict(state)
+    model.eval()
+    example = torch.randn(r.choice([2, 4]), dims[0], generator=g)
+    # batch 1 and an odd batch the export never saw; one float64 input (run_onnx casts to float32)
+    xs = [torch.randn(1, dims[0], generator=g), torch.randn(7, dims[0], generator=g),
+          torch.randn(3, dims[0], generator=g, dtype=torch.float64)]
+    got = adapter.onnx_facts(dims, state, example, xs)
+    proto = onnx.load_from_string(got["bytes"])
+    session = ort.InferenceSession(got["bytes"], providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        want = [model(x.float()) for x in xs]
+    return {"got": got, "proto": proto, "session": session, "xs": xs, "want": want, "example": example}
+
+
+RUN = refs.Cached(_run)
+
+
+def test_onnx_file_matches_eval_torch():
+    c = RUN()
+    name = c["session"].get_inputs()[0].name
+    for x, w in zip(c["xs"], c["want"]):
+        got = torch.from_numpy(c["session"].run(None, {name: x.float().numpy()})[0])
+        refs.close(got, w, f"onnxruntime on your file, x {tuple(x.shape)}, against OnnxNet in eval mode", SECTION)
+
+
+def test_input_and_output_names():
+    p = RUN()["proto"]
+    ins, outs = [i.name for i in p.graph.input], [o.name for o in p.graph.output]
+    assert ins == ["x"] and outs == ["y"], (f"export_onnx: graph inputs {ins} and outputs {outs}, expected ['x'] "
+                                            f"and ['y'] (README.md, section \"{SECTION}\")")
+
+
+def test_opset_18():
+    p = RUN()["proto"]
+    versions = {o.domain or "ai.onnx": o.version for o in p.opset_import}
+    assert versions.get("ai.onnx") == 18, (f"export_onnx: opset imports {versions}, expected the default domain "
+                                           f"at version 18 (README.md, section \"{SECTION}\")")
+
+
+def test_dynamic_batch_axis():
+    p = RUN()["proto"]
+    for v in list(p.graph.input) + list(p.graph.output):
+        dims = v.type.tensor_type.shape.dim
+        first = dims[0].dim_param if dims and dims[0].HasField("dim_param") else (dims[0].dim_value if dims else None)
+        assert first == "batch", (f"export_onnx: dim 0 of {v.name!r} is {first!r}, expected the symbolic dimension "
+                                  f"'batch' (README.md, section \"{SECTION}\")")
+
+
+def test_run_onnx_float32_first_output():
+    c = RUN()
+    assert c["got"]["returned"], "export_onnx: did not return the path it wrote"
+    name = c["session"].get_inputs()[0].name
+    for x, got in zip(c["xs"], c["got"]["outs"]):
+        want = c["session"].run(None, {name: x.float().numpy()})[0]
+        assert getattr(got, "dtype", None) == want.dtype and got.shape == want.shape, (
+            f"run_onnx(path, x {tuple(x.shape)} {x.dtype}): {getattr(got, 'dtype', type(got))} {getattr(got, 'shape', '')}, "
+            f"expected float32 {want.shape} (README.md, section \"{SECTION}\")")
+        refs.close(torch.from_numpy(got), torch.from_numpy(want), f"run_onnx(path, x {tuple(x.shape)} {x.dtype}) "
+                   "against the grader's onnxruntime session", SECTION, tol=1e-6)
+
+
