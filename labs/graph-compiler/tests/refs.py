@@ -87,7 +87,7 @@ def passes_spec(r: random.Random, kind: str) -> dict:
     b = SpecBuilder(r)
     B, D = r.choice([1, 2, 3, 5]), r.choice([1, 3, 4, 6])
     x = b.inp("x", [B, D])
-    unused = b.inp("u", [D]) if r.random() < 0.8 else None
+    b.inp("u", [D])                   # an input nothing uses: DCE keeps it
     c0, c1 = b.attr([D]), b.attr([D, D])
     # A constant chain: every node depends on attributes only.
     k = b.call("mul", c0, r.choice([2.0, 0.5, -1.5]))
@@ -118,8 +118,7 @@ def passes_spec(r: random.Random, kind: str) -> dict:
     noise2 = b.call("rand_like", h)
     shape_draw = b.call("rand", [D])
     h = b.call("add", b.call("mul", h, noise), b.call("sub", noise2, shape_draw))
-    if r.random() < 0.7:
-        b.call("rand_like", x)        # unused draw: impure, stays
+    b.call("rand_like", x)            # an unused draw: impure, DCE keeps it
     live.append(h)
     # Dead chains of 1-3 nodes, some hanging off constants.
     for _ in range(r.randint(1, 3)):
@@ -131,7 +130,6 @@ def passes_spec(r: random.Random, kind: str) -> dict:
         h = b.call(r.choice(BINARY), a, c)
         live.append(h)
     outs = [h] + ([r.choice(live[1:-1])] if r.random() < 0.5 else []) + ([k] if r.random() < 0.5 else [])
-    del unused
     return b.spec(outs)
 
 
