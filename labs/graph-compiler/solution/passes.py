@@ -59,8 +59,10 @@ def fold_constants(gm: fx.GraphModule) -> fx.GraphModule:
                                else torch.as_tensor(values[node]))
             with graph.inserting_before(node):
                 new = graph.get_attr(name)
+            # Every use moves to the buffer, constant users included: they now read `new`, so it needs a value.
             node.replace_all_uses_with(new)
             const.add(new)
+            values[new] = values[node]
     # Erase the constant nodes nobody uses any more, users first (reverse order reaches whole chains).
     for node in reversed(list(graph.nodes)):
         if node in const and not node.users:
