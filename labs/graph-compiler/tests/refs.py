@@ -137,7 +137,7 @@ def fusion_spec(r: random.Random, force: list | None = None) -> dict:
     """A chain of layers x -> matmul(., W) -> add bias -> gelu, each layer one of the patterns below
     (`force` lists patterns that must appear), with dims that change layer to layer (W is (K, N), K != N)."""
     patterns = ["plain", "bias-first", "explicit-none", "tanh", "mm-two-users", "add-two-users", "sub",
-                "bias-after-mm"]
+                "bias-after-mm", "relu"]
     chosen = list(force or []) + [r.choice(patterns) for _ in range(r.randint(1, 3))]
     r.shuffle(chosen)
     b = SpecBuilder(r)
@@ -158,6 +158,8 @@ def fusion_spec(r: random.Random, force: list | None = None) -> dict:
             side.append(b.call("neg", a))
         if pat == "tanh":
             h = b.call("gelu", a, approximate="tanh")
+        elif pat == "relu":             # another activation: not this fusion's pattern
+            h = b.call("relu", a)
         elif pat == "explicit-none":
             h = b.call("gelu", a, approximate="none")
         else:

@@ -54,7 +54,8 @@ def _ok(name, c):
 
 def _check_outputs(name, c):
     got = c["got"]["out"]
-    assert len(got) == len(c["want_out"]), f"{_label(name, c)}: {len(got)} outputs, expected {len(c['want_out'])}"
+    assert len(got) == len(c["want_out"]), (f"{_label(name, c)}: {len(got)} outputs, expected {len(c['want_out'])} "
+                                            f"(README.md, section \"{SECTION}\")")
     for k, (o, w) in enumerate(zip(got, c["want_out"])):
         refs.close(o, w, f"{_label(name, c)}: output {k} against the unoptimized graph's", SECTION)
 
@@ -130,7 +131,7 @@ def test_dce_keeps_impure_nodes():
 
 def test_dce_writes_its_own_pass():
     for c in RUN("eliminate_dead_code"):
-        assert not (c["got"]["error"] or "").count("eliminate_dead_code called"), (
+        assert "eliminate_dead_code called" not in (c["got"]["error"] or ""), (
             f"{_label('eliminate_dead_code', c)}: {c['got']['error']}")
 
 
@@ -163,7 +164,8 @@ def test_pass_in_place_lints_and_recompiles(name):
     for c in RUN(name):
         _ok(name, c)
         g = c["got"]
-        assert g["same_object"], f"{_label(name, c)}: returned a new object; a pass changes gm in place and returns it"
-        assert g["lint"] is None, f"{_label(name, c)}: gm.graph.lint() failed: {g['lint']}"
+        assert g["same_object"], (f"{_label(name, c)}: returned a new object; a pass changes gm in place and returns "
+                                  f"it (README.md, section \"{SECTION}\")")
+        assert g["lint"] is None, f"{_label(name, c)}: gm.graph.lint() failed: {g['lint']} (README.md, section \"{SECTION}\")"
         assert g["recompiled"], (f"{_label(name, c)}: gm.code is not the code of gm.graph: call gm.recompile() "
                                  f"(README.md, section \"{SECTION}\")")
