@@ -21,7 +21,7 @@ RANDOM = ("rand", "rand_like")
 
 def _specs():
     r = refs.rng("passes")
-    specs = [refs.passes_spec(r, "mixed") for _ in range(N_GRAPHS)]
+    specs = [refs.passes_spec(r) for _ in range(N_GRAPHS)]
     return specs, [r.randrange(1 << 30) for _ in specs], r.randrange(1 << 30)
 
 
