@@ -243,12 +243,13 @@ def cpu_trace(r: random.Random) -> dict:
         t = 0.0
         for _ in range(r.randint(5, 8)):
             t = cpu_tree(b, t, 0, tid) + b.q(0, 5)
-    # two names with the same self time in total: the tie goes to the name that sorts first
+    # two names with the same self time in total, on a thread of their own: the tie goes to the
+    # name that sorts first
     t += 10
     d = b.q(3, 9)
-    b.x("cpu_op", "aten::zeta_tie", t, d)
-    b.x("cpu_op", "aten::alpha_tie", t + d + 1, d)
-    b.x("cpu_op", "aten::alpha_tie", t + 2 * d + 2, 0.0)               # a zero-length call still counts
+    b.x("cpu_op", "aten::zeta_tie", t, d, tid=b.pid + 2)
+    b.x("cpu_op", "aten::alpha_tie", t + d + 1, d, tid=b.pid + 2)
+    b.x("cpu_op", "aten::alpha_tie", t + 2 * d + 2, 0.0, tid=b.pid + 2)   # a zero-length call still counts
     # noise the table must ignore: an annotation around everything, instants, flows, metadata
     b.x("user_annotation", "ProfilerStep#1", -1.0, t + 3 * d + 10)
     b.x("python_function", "forward", 0.0, t)
