@@ -231,9 +231,17 @@ def traced_requests(requests: list[dict], workers: int, concurrent: bool) -> dic
             t.join()
         executor.shutdown()
     else:
+        from opentelemetry import trace as otel_trace
+
+        def leftover():
+            # run on the (single) worker after the request: a job that attached the request's
+            # context and never detached it leaves that context current on the thread
+            return otel_trace.get_current_span().get_span_context().is_valid
+
         for req in requests:
-            executor = _RecordingExecutor(workers)
+            executor = _RecordingExecutor(1)
             one(req, executor)
+            results[req["id"]]["worker_context_left"] = executor._pool.submit(leftover).result()
             executor.shutdown()
     provider.shutdown()
     expected = {req["id"]: toy().detokenize(_untraced(toy(), req)) for req in requests}

@@ -312,6 +312,17 @@ def gpu_trace(r: random.Random, stream: int = 7) -> dict:
             d = b.q(20, 80)
             b.x("cpu_op", r.choice(["aten::cat", "aten::index", "aten::nonzero"]), t, d)
             t += d + b.q(0.25, 2)
+    # a Triton-style launch: cuLaunchKernel straight from Python, inside no cpu_op; the only cpu_op
+    # near the gap ends exactly where the gap starts (it touches it, overlap 0): the cause is None
+    t = max(t, max(free.values())) + 40
+    touch_end = t + 10
+    b.x("cpu_op", "aten::empty", t, 10.0)
+    b.corr += 1
+    b.x("cuda_runtime", "cuLaunchKernel", touch_end + 3, 4.0, correlation=b.corr)
+    b.x("kernel", "triton_poi_fused_add", t, 10.0, tid=stream, pid=dev, correlation=0, stream=stream)
+    b.x("kernel", "triton_poi_fused_mul", touch_end + 12, 6.0, tid=stream, pid=dev, correlation=b.corr,
+        stream=stream)
+    free[stream] = touch_end + 18
     # a kernel whose launch fell outside the profiled window: no cuda_runtime with its correlation
     b.x("kernel", "orphan_kernel", max(free.values()) + 5, 3.0, tid=stream, pid=dev, correlation=1, stream=stream)
     return b.trace()
@@ -332,7 +343,8 @@ def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
 
     items = []
     th = THRESHOLDS
-    n_sync = th["host-sync"] + r.randint(0, 1) if "host-sync" in planted else th["host-sync"] - 1
+    # (a CUDA trace plants exactly 2 syncs, one .item() and one cudaStreamSynchronize: both must count)
+    n_sync = th["host-sync"] + (0 if cuda else r.randint(0, 1)) if "host-sync" in planted else th["host-sync"] - 1
     n_copy = th["noncontiguous-copy"] + r.randint(0, 1) if "noncontiguous-copy" in planted else th["noncontiguous-copy"] - 1
     n_mm = th["small-matmul-loop"] + r.randint(0, 2) if "small-matmul-loop" in planted else th["small-matmul-loop"] - 1
     for i in range(n_sync):

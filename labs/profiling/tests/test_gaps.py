@@ -55,7 +55,7 @@ def _roof_cases():
     # ridge = 300e12 / 1.5e12 = 200 FLOP/byte exactly, so the edge cases are exact in floating point
     spec = {"peak_flops": 300e12, "mem_bw": 1.5e12}
     nbytes = r.randint(1, 1 << 20) * 64
-    cases = [(200.0 * nbytes, nbytes), (199.0 * nbytes, nbytes), (0.0, nbytes)]
+    cases = [(200.0 * nbytes, nbytes), (199.0 * nbytes, nbytes), (0.0, nbytes), (150.0, 1)]
     cases += [(r.uniform(0.1, 1000) * nbytes, nbytes) for _ in range(4)]
     return spec, cases
 
@@ -75,10 +75,11 @@ def test_roofline_placement():
             f"{want['ridge']:.6g}: memory-bound below the ridge) {refs.where(SECTION)}")
 
 
-def test_roofline_zero_bytes():
+@pytest.mark.parametrize("nbytes", [0, -64])
+def test_roofline_zero_bytes(nbytes):
     with pytest.raises(ValueError):
-        adapter.call("roofline", 1e9, 0, 989e12, 3.35e12)
-        pytest.fail(f"roofline(nbytes=0) returned; expected ValueError {refs.where(SECTION)}")
+        adapter.call("roofline", 1e9, nbytes, 989e12, 3.35e12)
+        pytest.fail(f"roofline(nbytes={nbytes}) returned; expected ValueError {refs.where(SECTION)}")
 
 
 @pytest.mark.parametrize("gpu", ["H100-SXM-bf16", "A100-SXM-fp32", "L4-fp16"])

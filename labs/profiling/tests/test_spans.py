@@ -29,7 +29,7 @@ def _failing() -> dict:
 
 def _sequential():
     reqs = _requests("seq") + [_failing()]
-    return reqs, adapter.traced_requests(reqs, 1, False)
+    return reqs, adapter.traced_requests(reqs, 1, False)   # one worker each: the same thread every time
 
 
 def _concurrent():
@@ -95,6 +95,16 @@ def test_context_crosses_the_worker_thread():
             f"request {req['id']!r}: prefill/decode ran on the caller's thread; they run on the executor's worker, as "
             f"request_path.handle_request does {refs.where(SECTION)}")
     assert len(traces) == len(reqs), f"{len(reqs)} requests share {len(traces)} trace ids; one trace each {refs.where(SECTION)}"
+
+
+def test_worker_context_detached():
+    reqs, out = SEQ()
+    for req in reqs:
+        res = out["results"][req["id"]]
+        assert res["worker_context_left"] is False, (
+            f"after request {req['id']!r} (fail_at {req['fail_at']}), the worker thread still has a span current: "
+            f"the job must detach the context it attached (in a finally), or the thread's next job inherits it "
+            f"{refs.where(SECTION)}")
 
 
 def test_attributes():
