@@ -253,3 +253,38 @@ def _untraced(engine, req):
     ids = engine.tokenize(req["prompt"])
     state = engine.prefill(ids)
     return [engine.decode_step(state) for _ in range(req["max_new_tokens"])]
+
+
+# ---------------------------------------------------------------- part 5: a real CUDA trace
+
+
+@learner_side(timeout_s=120)
+def cuda_profiles(layers: int, dim: int, batch: int, seed: int) -> dict:
+    """CPU + CUDA profiles (the grader's own profiling) of the slow model and the learner's fast_forward
+    on the GPU, after one untimed warm-up call of each (CUDA context, cuBLAS handles)."""
+    import json
+    import os
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    weights, g = _weights(layers, dim, seed)
+    x = torch.randn(batch, dim, generator=g).cuda()
+    weights = [(w.cuda(), b.cuda()) for w, b in weights]
+    out = {}
+    for name, fn in (("slow", _m("slow_model").slow_forward), ("fast", _m("bottlenecks").fast_forward)):
+        fn(weights, x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            fn(weights, x)
+            torch.cuda.synchronize()
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path, encoding="utf-8") as f:
+                out[name] = json.load(f)
+        finally:
+            os.remove(path)
+    return out
