@@ -319,18 +319,31 @@ def gpu_trace(r: random.Random, stream: int = 7) -> dict:
     b.x("cpu_op", "aten::empty", t, 10.0)
     b.corr += 1
     b.x("cuda_runtime", "cuLaunchKernel", touch_end + 3, 4.0, correlation=b.corr)
-    b.x("kernel", "triton_poi_fused_add", t, 10.0, tid=stream, pid=dev, correlation=0, stream=stream)
+    # (flops without bytes: no roofline row for it)
+    b.x("kernel", "triton_poi_fused_add", t, 10.0, tid=stream, pid=dev, correlation=0, stream=stream, flops=4096)
     b.x("kernel", "triton_poi_fused_mul", touch_end + 12, 6.0, tid=stream, pid=dev, correlation=b.corr,
         stream=stream)
-    free[stream] = touch_end + 18
+    # a gap of one nanosecond is still a gap (longer than 0)
+    b.x("kernel", "triton_poi_fused_sub", touch_end + 18.001, 2.0, tid=stream, pid=dev, correlation=0, stream=stream,
+        bytes=8192)
+    # a gap that three top-level ops overlap, the first one least: the cause is the largest overlap
+    g0 = touch_end + 20.001 + 5                               # the gap's start
+    b.x("kernel", "volta_sgemm_128x64_nn", g0 - 4, 4.0, tid=stream, pid=dev, correlation=0, stream=stream)
+    b.x("cpu_op", "aten::zeros", g0 - 3, 5.0)                 # overlaps the gap by 2 µs
+    b.x("cpu_op", "aten::nonzero", g0 + 2.5, 37.5)            # by 37.5 µs
+    b.x("cpu_op", "aten::mm", g0 + 40.5, 9.5)                 # by 9.5 µs, and launches the next kernel
+    b.corr += 1
+    b.x("cuda_runtime", "cudaLaunchKernel", g0 + 41, 4.0, correlation=b.corr)
+    b.x("kernel", "volta_sgemm_128x64_nn", g0 + 52, 8.0, tid=stream, pid=dev, correlation=b.corr, stream=stream)
+    free[stream] = g0 + 60
     # a kernel whose launch fell outside the profiled window: no cuda_runtime with its correlation
     b.x("kernel", "orphan_kernel", max(free.values()) + 5, 3.0, tid=stream, pid=dev, correlation=1, stream=stream)
     return b.trace()
 
 
 def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
-    """cpu_ops (and cuda_runtime calls when `cuda`) in which each planted bottleneck shows at or a little
-    above its threshold, and each absent one at one below it (near misses), among unrelated ops."""
+    """cpu_ops (and cuda_runtime calls when `cuda`) in which each planted bottleneck shows exactly at its
+    threshold, and each absent one at one below it (near misses), among unrelated ops."""
     b = Builder(r)
     t = [0.0]
 
@@ -343,10 +356,12 @@ def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
 
     items = []
     th = THRESHOLDS
-    # (a CUDA trace plants exactly 2 syncs, one .item() and one cudaStreamSynchronize: both must count)
-    n_sync = th["host-sync"] + (0 if cuda else r.randint(0, 1)) if "host-sync" in planted else th["host-sync"] - 1
-    n_copy = th["noncontiguous-copy"] + r.randint(0, 1) if "noncontiguous-copy" in planted else th["noncontiguous-copy"] - 1
-    n_mm = th["small-matmul-loop"] + r.randint(0, 2) if "small-matmul-loop" in planted else th["small-matmul-loop"] - 1
+    # Planted: exactly at the threshold (so an off-by-one in a count or a comparison shows);
+    # absent: one below it (a near miss). A CUDA trace's 2 syncs are one .item() and one
+    # cudaStreamSynchronize: both must count.
+    n_sync = th["host-sync"] - (0 if "host-sync" in planted else 1)
+    n_copy = th["noncontiguous-copy"] - (0 if "noncontiguous-copy" in planted else 1)
+    n_mm = th["small-matmul-loop"] - (0 if "small-matmul-loop" in planted else 1)
     for i in range(n_sync):
         items.append(("sync", i))
     for i in range(n_copy):
