@@ -79,6 +79,15 @@ def test_retries_on_another_replica_before_the_first_token():
         f"{{'done': True, 'replica': 2, 'attempts': 3}} {W}")
 
 
+def test_retry_excludes_the_replicas_already_tried():
+    r = refs.rng("exclude")
+    req = _req(r)
+    res = adapter.forward_runs(2, "least_outstanding", {0: [["before"]], 1: [["ok"]]}, [req])[0]
+    assert res["calls"] == [0, 1], (f"forward, least_outstanding, replica 0 failing before its first token: "
+                                    f"replicas called {res['calls'][:8]}{'...' if len(res['calls']) > 8 else ''}, "
+                                    f"expected [0, 1] (a retry excludes every replica tried for this request) {W}")
+
+
 def test_never_retries_after_tokens_were_sent():
     r = refs.rng("no-retry")
     req = _req(r)

@@ -115,11 +115,21 @@ def test_least_outstanding_lowest_index_on_ties(n):
 
 
 def test_outstanding_counts_picks_minus_dones():
-    ops = [("pick", [1], ()), ("pick", [1], ()), ("done", 0), ("pick", [1], ()), ("done", 1), ("done", 0)]
+    ops = [("pick", [1], ()), ("pick", [1], ()), ("pick", [1], ()), ("done", 0), ("done", 0), ("done", 1)]
     got = adapter.router_trace(2, "least_outstanding", 8, 4, ops)
     states = [g[1] for g in got]
-    want = [[1, 0], [1, 1], [0, 1], [1, 1], [1, 0], [0, 0]]
-    assert states == want, f"outstanding after pick, pick, done(0), pick, done(1), done(0): {states}, expected {want} {W}"
+    want = [[1, 0], [1, 1], [2, 1], [1, 1], [0, 1], [0, 0]]
+    assert states == want, (f"outstanding after pick, pick, pick, done(0), done(0), done(1): {states}, "
+                            f"expected {want} {W}")
+
+
+def test_every_policy_records_prefixes():
+    p = list(range(40))
+    for policy in ("round_robin", "least_outstanding"):
+        got = [g[0] for g in adapter.router_trace(2, policy, 8, 4, [("pick", p, ()), ("match", 0, p)])]
+        assert got[1] == 5, (f"Router(2, {policy!r}): after routing a 40-token prompt to replica 0, "
+                             f"match_blocks(0, its hashes) = {got[1]}, expected 5: every pick records the "
+                             f"request's block hashes, whatever the policy {W}")
 
 
 def test_match_blocks_counts_leading_blocks():
@@ -152,7 +162,9 @@ def test_prefix_falls_back_when_imbalanced():
 
 
 def test_prefix_without_match_goes_least_outstanding():
-    a, b = list(range(16)), list(range(100, 116))
-    ops = [("pick", a, ()), ("pick", b, ()), ("pick", list(range(200, 216)), ())]
-    got = [g[0] for g in adapter.router_trace(3, "prefix", 8, 4, ops)]
-    assert got == [0, 1, 2], f"prefix policy, three unrelated prompts: picks {got}, expected [0, 1, 2] {W}"
+    a, b, c = list(range(16)), list(range(100, 116)), list(range(200, 216))
+    ops = [("pick", a, ()), ("done", 0), ("pick", b, ()), ("pick", c, ())]
+    got = [g[0] for k, g in enumerate(adapter.router_trace(3, "prefix", 8, 4, ops)) if ops[k][0] == "pick"]
+    assert got == [0, 0, 1], (f"prefix policy, three unrelated prompts (the first done before the second "
+                              f"arrives): picks {got}, expected [0, 0, 1] (no match: least outstanding, lowest "
+                              f"index) {W}")
