@@ -33,6 +33,13 @@ def test_arrivals_follow_the_on_off_phases(case):
         f" (got {got[:4]}..., expected {want[:4]}...) {W}")
 
 
+def test_arrivals_refuse_a_silent_on_phase():
+    with pytest.raises(ValueError):
+        adapter.arrivals(1, 2, [5, 0.0, 10.0, 0.05, 0.05])
+    with pytest.raises(ValueError):
+        adapter.arrivals(1, 2, [5, -3.0, 10.0, 0.05, 0.05])
+
+
 def test_arrivals_draw_from_the_given_generator():
     r = refs.rng("arrivals-rng")
     args = _args(r)
