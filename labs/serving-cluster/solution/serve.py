@@ -24,6 +24,8 @@ import proxy
 import router as router_mod
 from replica import read_request, send_json
 
+PROBE_TIMEOUT_S = 2.0
+
 
 def make_upstream(ports: list[int], host: str = "127.0.0.1"):
     """upstream(i, request): an async iterator of replica i's tokens; ReplicaFailed on any failure."""
@@ -77,7 +79,9 @@ async def probe(host: str, port: int, timeout: float) -> bool:
 async def health_loop(health, ports: list[int], interval: float, host: str = "127.0.0.1") -> None:
     while True:
         await asyncio.sleep(interval)
-        results = await asyncio.gather(*(probe(host, p, interval) for p in ports))
+        # A dead replica refuses the connection at once; the generous timeout only spares a live but
+        # busy replica (or a loaded machine) from being ejected for one slow answer.
+        results = await asyncio.gather(*(probe(host, p, PROBE_TIMEOUT_S) for p in ports))
         for i, ok in enumerate(results):
             health.observe(i, ok)
 
