@@ -105,11 +105,13 @@ class Router:
         elif self.policy == "least_outstanding":
             choice = self._least_outstanding(candidates)
         else:
-            # Prefix-aware: the replica holding the longest prefix, unless it has
-            # none, or is more than `imbalance` requests busier than the least busy.
+            # Prefix-aware: the replica holding the longest prefix, unless it is more
+            # than `imbalance` requests busier than the least busy one. When no
+            # replica matches at all, every match is 0 and `best` is already the
+            # least-outstanding candidate (fewest outstanding, then lowest index).
             least = min(self.outstanding[i] for i in candidates)
             best = min(candidates, key=lambda i: (-self.match_blocks(i, hashes), self.outstanding[i], i))
-            if self.match_blocks(best, hashes) == 0 or self.outstanding[best] > least + self.imbalance:
+            if self.outstanding[best] > least + self.imbalance:
                 choice = self._least_outstanding(candidates)
             else:
                 choice = best

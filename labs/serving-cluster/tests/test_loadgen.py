@@ -14,15 +14,17 @@ SECTION = "Part 4: bursty load and the per-policy report"
 W = refs.where(SECTION)
 
 
-def _args(r, silent_off=False):
-    return [r.randint(20, 60), r.uniform(200, 500), 0.0 if silent_off else r.uniform(5, 30), r.uniform(0.02, 0.06),
-            r.uniform(0.05, 0.15)]
+def _args(r, case=None):
+    # case 0: a silent OFF phase (rate 0, nothing drawn); case 1: an OFF rate below 1/s (drawn, nearly always
+    # crossing the phase's end); else an ordinary OFF rate
+    off = 0.0 if case == 0 else r.uniform(0.2, 0.9) if case == 1 else r.uniform(5, 30)
+    return [r.randint(20, 60), r.uniform(200, 500), off, r.uniform(0.02, 0.06), r.uniform(0.05, 0.15)]
 
 
 @pytest.mark.parametrize("case", range(3))
 def test_arrivals_follow_the_on_off_phases(case):
     r = refs.rng(f"arrivals-{case}")
-    args = _args(r, silent_off=case == 0)   # case 0: a silent OFF phase (rate 0)
+    args = _args(r, case)
     seed = r.randrange(1 << 30)
     got = adapter.arrivals(seed, r.randrange(1 << 30), args)
     want = refs.arrivals(refs.random.Random(seed), *args)
