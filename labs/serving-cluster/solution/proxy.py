@@ -74,16 +74,16 @@ async def forward(router, health, request: dict, upstream):
             yield {"error": "no healthy replica left to try", "replica": None, "attempts": len(tried)}
             return
         tried.add(i)
-        sent = 0
+        started = False     # has a token of this attempt reached the client?
         try:
             async for token in upstream(i, request):
-                sent += 1
+                started = True
                 yield {"token": int(token)}
         except ReplicaFailed as exc:
             health.observe(i, False)
-            if sent == 0:
+            if not started:
                 continue            # nothing reached the client yet: try another replica
-            yield {"error": f"replica {i} failed after {sent} tokens: {exc}", "replica": i, "attempts": len(tried)}
+            yield {"error": f"replica {i} failed mid-stream: {exc}", "replica": i, "attempts": len(tried)}
             return
         finally:
             # Exactly once per pick: success, failure, or the client hung up (aclose()).
