@@ -63,6 +63,8 @@ def test_percentile_is_nearest_rank():
     for n in (7, 100, 101):
         vals = [r.uniform(0, 100) for _ in range(n)]
         cases += [(vals, 50), (vals, 99), (vals, 1)]
+    with pytest.raises(ValueError):
+        adapter.percentiles([([], 50)])
     got = adapter.percentiles(cases)
     for (vals, q), g in zip(cases, got):
         want = refs.percentile(vals, q)
@@ -84,6 +86,15 @@ def test_summarize_report_fields():
         g, e = got.get(key), want[key]
         same = g == e if not isinstance(e, float) else isinstance(g, float) and abs(g - e) <= 1e-9 * max(1, abs(e))
         assert same, f"summarize(...)[{key!r}]: got {g!r}, expected {e!r} {W}"
+    # 200 ok requests: nearest ranks 100 (p50) and 198 (p99) differ from those of 49, 98 or 100 (below ~100
+    # values a percentile off by one or two often lands on the same rank)
+    many = [{"sent": 0.0, "first_token": r.uniform(0.001, 0.5), "ok": True} for _ in range(200)]
+    got = adapter.summarize(many, stats)
+    want = refs.summarize(many, stats)
+    for key in ("p50_ttft_ms", "p99_ttft_ms"):
+        assert got[key] == pytest.approx(want[key], rel=1e-12), (
+            f"summarize(200 ok requests)[{key!r}]: got {got[key]!r}, expected {want[key]!r} (percentile 50 and 99 "
+            f"of the TTFTs in ms) {W}")
     empty = adapter.summarize([], [{"prompt_tokens": 0, "cached_tokens": 0}])
     assert empty["hit_rate"] == 0.0 and empty["p50_ttft_ms"] is None and empty["requests"] == 0, (
         f"summarize([], no prompt tokens): {empty}, expected hit_rate 0.0, p50_ttft_ms None, requests 0 {W}")
