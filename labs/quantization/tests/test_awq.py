@@ -71,6 +71,10 @@ def test_awq_zero_channel_clamped():
     (best_a, best_s, _), cands = refs.awq_best(x, w, refs.GROUP_SIZE, 5)
     i = round(alpha * 5)
     want = cands[i][1]
+    for j, (got_loss, cand) in enumerate(zip(losses, cands)):
+        assert got_loss == got_loss and abs(got_loss - cand[2]) <= 1e-4 * cand[2] + 1e-12, (
+            f"awq_search({key} with channel 2 all zero): the loss of alpha = {j}/5 must be {cand[2]:.6g} (s clamped to "
+            f">= 1e-4 before normalising, so a dead channel keeps every s finite); got {got_loss!r} {W}")
     assert torch.isfinite(s).all() and torch.allclose(s, want, rtol=1e-5, atol=0), (
         f"awq_search({key} with channel 2 all zero): s = mean|x|^alpha clamped to >= 1e-4 before normalising; "
         f"{refs.worst(s, want)} {W}")

@@ -12,7 +12,7 @@ import refs
 SECTION = "Part 5: perplexity"
 W = refs.where(SECTION)
 
-METHODS = [("w8a8", {}), ("smoothquant-w8a8", {"alpha": 0.5}), ("smoothquant-w8a8", {"alpha": 0.8}),
+METHODS = [("w8a8", {}), ("smoothquant-w8a8", {"alpha": 0.8}),
            ("w4a16", {"group_size": 16}), ("awq-w4a16", {"group_size": 32, "n_grid": 10})]
 # Bounds on ppl(method) / ppl(fp32) - 1 (measured on the shipped checkpoint over 50 secret seeds: see README.md)
 MAX_DELTA = {"smoothquant-w8a8": 0.01, "awq-w4a16": 0.03}
