@@ -102,6 +102,17 @@ class TinyGPT(nn.Module):
 QUANTIZED_LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
 
 
+def replace_linears(model: TinyGPT, make) -> TinyGPT:
+    """In place: every block's QUANTIZED_LINEARS (attn.c_attn, attn.c_proj, mlp.c_fc,
+    mlp.c_proj) becomes make(name, linear), name such as "blocks.1.mlp.c_fc". Returns model."""
+    for i, block in enumerate(model.blocks):
+        for sub in QUANTIZED_LINEARS:
+            owner_name, attr = sub.split(".")
+            owner = getattr(block, owner_name)
+            setattr(owner, attr, make(f"blocks.{i}.{sub}", getattr(owner, attr)))
+    return model
+
+
 def load_tiny_gpt(checkpoint: dict) -> TinyGPT:
     """checkpoint = {"config": dict of TinyConfig fields, "state_dict": ..., "chars": str}
     (what torch.load(data/tiny_gpt.pt) returns) -> the float32 model in eval mode."""

@@ -1,4 +1,5 @@
-"""The only door from the grader to the learner's code (workspace module `quant`).
+"""The only door from the grader to the learner's code (workspace modules w8a8,
+smoothquant, int4, awq and evaluate).
 
 Every function here runs in the learner process (@kit.learner_side) and sends back
 plain data: tensors, floats, dicts of tensors. The model the learner's code works
@@ -12,13 +13,22 @@ from __future__ import annotations
 from roadmap_cli import grading_kit as kit
 
 
-def _q():
+# Which workspace module defines each function the tests call by name.
+MODULE_OF = {
+    "quantize_weight_per_channel": "w8a8", "quantize_activation_per_token": "w8a8", "int8_gemm": "w8a8",
+    "w8a8_linear": "w8a8", "smooth_scales": "smoothquant", "quantize_int4_groups": "int4",
+    "dequantize_int4_groups": "int4", "pack_int4": "int4", "unpack_int4": "int4", "awq_search": "awq",
+    "perplexity": "evaluate",
+}
+
+
+def _q(module: str):
     # These shapes are tiny: intra-op threads cost more in synchronisation than they save, and on
     # a busy machine they make every op several times slower. One thread, as in the grader.
     import torch
 
     torch.set_num_threads(1)
-    return kit.learner_module("quant")
+    return kit.learner_module(module)
 
 
 def _tensors(args) -> list:
@@ -35,9 +45,10 @@ def _tensors(args) -> list:
 
 @kit.learner_side(timeout_s=60)
 def call(fn: str, *args, **kwargs):
-    """quant.<fn>(*args, **kwargs), its tensor arguments guarded: none may change."""
-    with kit.inputs_unchanged(*_tensors(args), what=f"the tensor arguments of quant.{fn}"):
-        return getattr(_q(), fn)(*args, **kwargs)
+    """<module>.<fn>(*args, **kwargs), its tensor arguments guarded: none may change."""
+    module = MODULE_OF[fn]
+    with kit.inputs_unchanged(*_tensors(args), what=f"the tensor arguments of {module}.{fn}"):
+        return getattr(_q(module), fn)(*args, **kwargs)
 
 
 def _model(checkpoint):
@@ -65,7 +76,7 @@ def fold(ln_weight, ln_bias, weights, s):
             lin.weight.copy_(w)
             lins.append(lin)
     with kit.inputs_unchanged(s, what="s"):
-        _q().fold_smoothing(ln, lins, s)
+        _q("smoothquant").fold_smoothing(ln, lins, s)
     return {"ln_weight": ln.weight.detach().clone(), "ln_bias": ln.bias.detach().clone(),
             "weights": [lin.weight.detach().clone() for lin in lins]}
 
@@ -76,7 +87,7 @@ def collect_inputs(checkpoint, idx):
     import torch
 
     model = _model(checkpoint)
-    got = _q().collect_inputs(model, idx)
+    got = _q("smoothquant").collect_inputs(model, idx)
     hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
     with torch.no_grad():
         logits = model(idx)
@@ -89,7 +100,7 @@ def smooth_model(checkpoint, idx, alpha, probe):
     import torch
 
     model = _model(checkpoint)
-    out = _q().smooth_model(model, idx, alpha)
+    out = _q("smoothquant").smooth_model(model, idx, alpha)
     with torch.no_grad():
         logits = model(probe)
     return _state(model), logits, out is model
@@ -101,7 +112,7 @@ def quantized_logits(checkpoint, method, calib, probe, **kwargs):
     import torch
 
     model = _model(checkpoint)
-    out = _q().quantize_model(model, method, calib, **kwargs)
+    out = _q("evaluate").quantize_model(model, method, calib, **kwargs)
     with torch.no_grad():
         logits = model(probe)
     return logits, _state(model), out is model
@@ -113,7 +124,7 @@ def awq_model(checkpoint, calib, group_size, n_grid, probe):
     import torch
 
     model = _model(checkpoint)
-    _q().awq_model(model, calib, group_size, n_grid)
+    _q("awq").awq_model(model, calib, group_size, n_grid)
     with torch.no_grad():
         logits = model(probe)
     return logits, _state(model)
