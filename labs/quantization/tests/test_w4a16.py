@@ -11,7 +11,7 @@ import refs
 
 SECTION = "Part 3: W4A16"
 W = refs.where(SECTION)
-CASES = [(1, 8, 8), (3, 48, 16), (5, 64, 32), (7, 96, 32), (2, 64, 64)]   # (out, in, group)
+CASES = [(1, 8, 8), (3, 48, 16), (5, 64, 32), (7, 96, 32), (2, 64, 64), (2, 8, 1)]   # (out, in, group); g = 1 is legal
 
 
 def _w(name, shape):
