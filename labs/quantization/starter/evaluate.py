@@ -29,3 +29,19 @@ def perplexity(logits: torch.Tensor, targets: torch.Tensor) -> float:
     """logits (B, T, V) float32, targets (B, T) int64 -> exp(mean cross-entropy over all B*T
     positions), the mean taken in float64."""
     raise NotImplementedError("perplexity: see README.md, section \"Part 5: perplexity\"")
+
+
+def main() -> None:
+    """python evaluate.py: Part 5's table on the shipped checkpoint (fp32 and the four methods)."""
+    checkpoint, calib, inputs, targets = tiny_gpt.load_shipped()
+    with torch.no_grad():
+        fp = perplexity(tiny_gpt.load_tiny_gpt(checkpoint)(inputs), targets)
+        print(f"{'fp32':18s} {fp:8.4f}")
+        for method in ("w8a8", "smoothquant-w8a8", "w4a16", "awq-w4a16"):
+            model = quantize_model(tiny_gpt.load_tiny_gpt(checkpoint), method, calib)
+            ppl = perplexity(model(inputs), targets)
+            print(f"{method:18s} {ppl:8.4f}  ({ppl / fp - 1:+.2%})")
+
+
+if __name__ == "__main__":
+    main()

@@ -128,3 +128,18 @@ def encode(text: str, chars: str) -> torch.Tensor:
     """Characters -> int64 ids by their index in `chars` (the checkpoint's vocabulary)."""
     table = {c: i for i, c in enumerate(chars)}
     return torch.tensor([table[c] for c in text], dtype=torch.int64)
+
+
+def load_shipped(n_heldout: int = 16) -> tuple[dict, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For trying your code by hand: the lab's shipped data, found through the roadmap installation
+    -> (checkpoint dict for load_tiny_gpt, calibration ids (8, 64), held-out inputs (n, 64) and
+    targets (n, 64): consecutive windows of data/heldout.txt, each target the next character)."""
+    from roadmap_cli.paths import labs_root   # only here: the grader never calls this
+
+    data = labs_root() / "quantization" / "data"
+    checkpoint = torch.load(data / "tiny_gpt.pt", weights_only=True)
+    chars, T = checkpoint["chars"], checkpoint["config"]["block_size"]
+    calib = encode((data / "calib.txt").read_text(encoding="utf-8"), chars)[: 8 * T].reshape(8, T)
+    ids = encode((data / "heldout.txt").read_text(encoding="utf-8"), chars)
+    x = torch.stack([ids[i * T: i * T + T + 1] for i in range(n_heldout)])
+    return checkpoint, calib, x[:, :-1].clone(), x[:, 1:].clone()
