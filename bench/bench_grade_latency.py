@@ -23,8 +23,10 @@ Watch rows (`--watch`) follow a learner fixing a bug in one part: the
 reference solution with a wrong/ variant that fails only that part, watched
 with `roadmap watch LAB --part P` in a data home of its own; "still ✗" is the
 median save-to-verdict of saves that keep the bug, "fixed ✓" the save that
-removes it. Their floor is the same watch with every grade started cold
-(ROADMAP_WARM_GRADERS=0), measured right after it: the ratio is warm / cold.
+removes it. Their floor is the part's collect-only floor, as for its grade
+row; with --watch-cold, the same watch with every grade started cold
+(ROADMAP_WARM_GRADERS=0) is measured right after it and shown in the cpu s
+column (a watch row has no CPU figure of its own).
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", action="store_true", help="also measure roadmap watch, save to result")
     parser.add_argument("--watch-only", action="store_true", help="only the watch rows (implies --watch)")
+    parser.add_argument("--watch-cold", action="store_true",
+                        help="also the same watch with every grade cold (ROADMAP_WARM_GRADERS=0), in the cpu s column")
     parser.add_argument("--edit-seconds", type=float, default=5.0,
                         help="pause before each watched save, the learner's edit (default 5)")
     args = parser.parse_args()
@@ -194,13 +198,16 @@ def main() -> None:
                                  None if exempt else got[0] <= PART_BUDGET_S))
                 if args.watch:
                     warm = watch_latency(spec, part.id, Path(tmp), env, args.repeats, args.edit_seconds)
-                    (Path(tmp) / "cold").mkdir(exist_ok=True)
-                    cold = watch_latency(spec, part.id, Path(tmp) / "cold", dict(env, ROADMAP_WARM_GRADERS="0"),
-                                         args.repeats, args.edit_seconds)
+                    cold = None
+                    if args.watch_cold:
+                        (Path(tmp) / "cold").mkdir(exist_ok=True)
+                        cold = watch_latency(spec, part.id, Path(tmp) / "cold", dict(env, ROADMAP_WARM_GRADERS="0"),
+                                             args.repeats, args.edit_seconds)
+                    part_floor = floor(list(part.tests))[0]
                     for i, what in ((0, "watch, still ✗"), (1, "watch, fixed ✓")):
                         if warm is not None:
-                            rows.append((lab_id, f"{part.id} ({what})", warm[i], float("nan"),
-                                         cold[i] if cold is not None else float("nan"), float("nan"),
+                            rows.append((lab_id, f"{part.id} ({what})", warm[i],
+                                         cold[i] if cold is not None else float("nan"), part_floor, float("nan"),
                                          None if exempt else warm[i] <= WATCH_BUDGET_S))
 
     print(f"\n{'lab':<18} {'part':<40} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")

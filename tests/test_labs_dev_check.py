@@ -18,7 +18,8 @@ LAB_IDS = sorted(p.parent.name for p in (REPO / "labs").glob("*/lab.yaml"))
 
 def test_there_are_labs():
     assert {"cuda-matmul", "minigpt", "paged-kv-cache", "flash-attention", "gpu-architecture", "autograd", "modern-llm",
-            "cpp-extension", "llm-serving", "distributed", "graph-compiler"} <= set(LAB_IDS)
+            "cpp-extension", "llm-serving", "distributed", "profiling", "serving-cluster", "quantization",
+            "graph-compiler"} <= set(LAB_IDS)
 
 
 @pytest.mark.slow

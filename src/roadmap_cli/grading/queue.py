@@ -415,8 +415,10 @@ def _quiet_library_logs() -> None:
     """procrastinate logs each job's exception with its traceback; the worker prints its own one-line events."""
     import logging
 
-    # psycopg_pool logs every failed reconnection while the server is down: the worker's one line says it once.
-    for name in ("procrastinate", "psycopg.pool"):
+    # psycopg's pool logs every failed reconnection while the server is down, and psycopg itself warns when the
+    # server goes away in the middle of cancelling a query ("query cancellation interrupted"): the worker's one
+    # line says it once. "psycopg" covers its children ("psycopg.pool").
+    for name in ("procrastinate", "psycopg"):
         logger = logging.getLogger(name)
         logger.propagate = False
         if not logger.handlers:

@@ -1,0 +1,55 @@
+"""Part 3: the autoscaler's decisions on synthetic queue-depth traces."""
+
+from __future__ import annotations
+
+import pytest
+
+import adapter
+import refs
+
+SECTION = "Part 3: autoscaling"
+W = refs.where(SECTION)
+
+
+def _check(params, steps, what):
+    got = adapter.autoscale_trace(params, steps)
+    want = refs.autoscale(params, steps)
+    for k, (g, e) in enumerate(zip(got, want)):
+        before = want[k - 1] if k else params["start"]
+        assert g == e, (f"Autoscaler({params}) on {what}: decide(now={steps[k][0]}, current={before}, "
+                        f"queue_depth={steps[k][1]}) returned {g}, expected {e} (decisions so far "
+                        f"{want[:k]}) {W}")
+
+
+def test_scales_to_ceil_of_queue_over_target():
+    p = {"target": 4, "min": 1, "max": 50, "cooldown": 0.0, "tolerance": 0.0, "start": 2}
+    _check(p, [(0, 9), (1, 20), (2, 21), (3, 3), (4, 0)], "queues 9, 20, 21, 3, 0")
+
+
+def test_holds_inside_the_tolerance_band():
+    p = {"target": 10, "min": 1, "max": 50, "cooldown": 0.0, "tolerance": 0.1, "start": 5}
+    _check(p, [(0, 55), (1, 45), (2, 56), (3, 44)], "queues 55, 45 (inside +-10% of 50) then 56, 44")
+
+
+def test_clamps_to_min_and_max():
+    p = {"target": 2, "min": 2, "max": 6, "cooldown": 0.0, "tolerance": 0.0, "start": 3}
+    _check(p, [(0, 100), (1, 0), (2, 7)], "queues 100 (max 6), 0 (min 2), 7")
+
+
+def test_scales_down_only_after_cooldown():
+    p = {"target": 4, "min": 1, "max": 20, "cooldown": 30.0, "tolerance": 0.0, "start": 2}
+    _check(p, [(0, 40), (10, 4), (29.5, 4), (30, 4), (31, 40), (35, 80), (50, 8), (66, 8)],
+           "a burst at t=0, quiet until 30 s, another burst at 31 and 35 s")
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_random_traces(case):
+    r = refs.rng(f"autoscale-{case}")
+    lo = r.randint(1, 3)
+    p = {"target": r.randint(1, 8), "min": lo, "max": lo + r.randint(2, 12), "cooldown": float(r.randint(0, 20)),
+         "tolerance": r.choice([0.0, 0.1, 0.25]), "start": lo}
+    t, steps = 0.0, []
+    for _ in range(60):
+        t += r.choice([1.0, 2.5, 5.0])
+        steps.append((t, r.randint(0, 120)))
+    _check(p, steps, "a random trace")
