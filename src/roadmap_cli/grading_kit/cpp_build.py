@@ -244,14 +244,17 @@ def _precompiled_header(sources: list[Path], compile_flags: list[str], timeout_s
         header.write_text(block)
         tmp = folder / f".{os.getpid()}.gch"
         try:
-            proc = subprocess.run(["g++", *compile_flags, "-x", "c++-header", str(header), "-o", str(tmp)],
-                                  capture_output=True, text=True, timeout=timeout_s, cwd=folder)
-        except subprocess.TimeoutExpired:
-            return None
-        if proc.returncode != 0:
-            failed.write_text(proc.stderr + proc.stdout)  # the extension's own compile will report the error
-            return None
-        os.replace(tmp, gch)
+            try:
+                proc = subprocess.run(["g++", *compile_flags, "-x", "c++-header", str(header), "-o", str(tmp)],
+                                      capture_output=True, text=True, timeout=timeout_s, cwd=folder)
+            except subprocess.TimeoutExpired:
+                return None
+            if proc.returncode != 0:
+                failed.write_text(proc.stderr + proc.stdout)  # the extension's own compile will report the error
+                return None
+            os.replace(tmp, gch)
+        finally:
+            tmp.unlink(missing_ok=True)  # a build stopped part-way (watch quit) leaves no 400 MB behind
     return header
 
 
@@ -292,6 +295,9 @@ def sanitizer_summary(output: str, header_name: str) -> str:
 
 
 if __name__ == "__main__":  # `python -m roadmap_cli.grading_kit.cpp_build SOURCE.cpp ...`: roadmap watch's prebuild
+    import signal
     import sys
 
+    # `roadmap watch` ends this with SIGTERM when it quits: exit through the cleanup above, not around it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     prebuild_precompiled_header([Path(a) for a in sys.argv[1:]])
