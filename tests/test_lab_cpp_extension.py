@@ -86,3 +86,21 @@ def test_the_precompiled_header_takes_only_the_sources_leading_system_includes()
     assert leading_system_includes(text) == ["#include <ATen/ATen.h>", "#include <torch/library.h>"]
     assert leading_system_includes("#define X 1\n#include <ATen/ATen.h>\n") == []  # a macro first: nothing shared
     assert leading_system_includes("") == []
+
+
+def test_a_grade_uses_a_built_precompiled_header_and_never_builds_or_waits_for_one(tmp_path, monkeypatch):
+    """Only dev check (ROADMAP_CPP_PCH=1) and `roadmap watch`'s background prebuild build the header; any
+    other grade uses it once it is there and compiles without it until then (a small header here: <vector>)."""
+    from roadmap_cli.grading_kit import cpp_build
+
+    monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "op.cpp"
+    source.write_text("#include <vector>\nint size() { return std::vector<int>(3).size(); }\n")
+    flags = ["-std=c++20", "-O0"]
+    assert cpp_build._precompiled_header([source], flags, 60, build=False) is None  # not built: not waited for
+    assert not list((tmp_path / "cache").glob("pch-*/*.gch"))
+    header = cpp_build._precompiled_header([source], flags, 60, build=True)
+    assert header is not None and header.with_suffix(".h.gch").is_file()
+    assert header.read_text() == "#include <vector>\n"
+    assert cpp_build._precompiled_header([source], flags, 60, build=False) == header  # built: used
+    assert [p.name for p in header.parent.iterdir() if p.name.endswith(".gch")] == ["roadmap_pch.h.gch"]
