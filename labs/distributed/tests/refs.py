@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 from fractions import Fraction
 
@@ -40,28 +39,6 @@ def raise_errors(results: dict, section: str) -> None:
         if "Timed out" in text:
             text += " -- a comm.recv waited 15 s for a message no rank sent it (every recv needs a matching send)"
         pytest.fail(f"{text} (README.md, section \"{section}\")")
-
-
-class Cached:
-    """One learner-side run per key, shared by the tests of a module (spawning ranks costs time);
-    an exception is kept and raised again in every test that needs that run."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.memo: dict = {}
-
-    def __call__(self, *args):
-        # The secret seed is part of the key: bench_false_fails grades many seeds in one process.
-        key = (os.environ.get("ROADMAP_SECRET_SEED"), *args)
-        if key not in self.memo:
-            try:
-                self.memo[key] = (True, self.fn(*args))
-            except Exception as exc:  # noqa: BLE001 - re-raised per test
-                self.memo[key] = (False, exc)
-        ok, value = self.memo[key]
-        if not ok:
-            raise value
-        return value
 
 
 # ---------------------------------------------------------------- models

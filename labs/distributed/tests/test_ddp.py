@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -45,7 +47,7 @@ def _run(p: int):
     return payload, {rank: res["out"] for rank, res in results.items()}
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def _single_process_grads(payload, p):

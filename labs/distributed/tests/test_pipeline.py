@@ -10,6 +10,8 @@ from fractions import Fraction
 import pytest
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -23,7 +25,7 @@ def _schedules():
     return adapter.schedules(SCHEDULES)
 
 
-SCHED = refs.Cached(_schedules)
+SCHED = kit.PerSeedCache(_schedules)
 
 
 def test_one_f_one_b_order():
@@ -94,7 +96,7 @@ def _run(p: int, m: int):
     return payload, {rank: res["out"] for rank, res in results.items()}
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 IDS = [f"p{p}-m{m}" for p, m in RUNS]
 
 

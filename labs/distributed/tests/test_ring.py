@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -37,7 +39,7 @@ def _run(p: int):
     return cases, {rank: res["out"] for rank, res in results.items()}
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def _close(got, want, what):

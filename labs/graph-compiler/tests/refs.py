@@ -4,7 +4,6 @@ the secret seed, reference passes (written independently of the solution), expec
 from __future__ import annotations
 
 import operator
-import os
 import random
 
 import pytest
@@ -23,27 +22,6 @@ def rng(name: str) -> random.Random:
 
 def gen(r: random.Random) -> torch.Generator:
     return torch.Generator().manual_seed(r.randrange(1 << 62))
-
-
-class Cached:
-    """One learner-side run per key, shared by the tests of a module; an exception is raised again in
-    every test that needs that run. The secret seed is part of the key (bench_false_fails grades many
-    seeds in one process)."""
-
-    def __init__(self, fn):
-        self.fn, self.memo = fn, {}
-
-    def __call__(self, *args):
-        key = (os.environ.get("ROADMAP_SECRET_SEED"), *args)
-        if key not in self.memo:
-            try:
-                self.memo[key] = (True, self.fn(*args))
-            except Exception as exc:  # noqa: BLE001 - re-raised per test
-                self.memo[key] = (False, exc)
-        ok, value = self.memo[key]
-        if not ok:
-            raise value
-        return value
 
 
 # ---------------------------------------------------------------- random graphs (specs, see graphs.py)

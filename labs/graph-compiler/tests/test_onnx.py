@@ -7,6 +7,8 @@ import onnx
 import onnxruntime as ort
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import models
 import refs
@@ -36,7 +38,7 @@ def _run():
     return {"got": got, "proto": proto, "session": session, "xs": xs, "want": want, "example": example}
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def test_onnx_file_matches_eval_torch():

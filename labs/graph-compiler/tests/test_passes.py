@@ -8,6 +8,8 @@ from collections import Counter
 
 import pytest
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import graphs
 import refs
@@ -39,7 +41,7 @@ def _run(name: str):
     return cases
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def _label(name, c):

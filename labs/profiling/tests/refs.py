@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
@@ -19,27 +18,6 @@ def rng(name: str) -> random.Random:
 
 def where(section: str) -> str:
     return f"(README.md, section \"{section}\")"
-
-
-class Cached:
-    """One learner-side run per key, shared by the tests of a module; an exception is raised again
-    in every test that needs it. The secret seed is part of the key (bench_false_fails grades many
-    seeds in one process)."""
-
-    def __init__(self, fn):
-        self.fn, self.memo = fn, {}
-
-    def __call__(self, *args):
-        key = (os.environ.get("ROADMAP_SECRET_SEED"), *args)
-        if key not in self.memo:
-            try:
-                self.memo[key] = (True, self.fn(*args))
-            except Exception as exc:  # noqa: BLE001 - re-raised per test
-                self.memo[key] = (False, exc)
-        ok, value = self.memo[key]
-        if not ok:
-            raise value
-        return value
 
 
 # ---------------------------------------------------------------- reference analysis

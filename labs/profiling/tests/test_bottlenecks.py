@@ -9,6 +9,8 @@ import itertools
 import pytest
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -46,7 +48,7 @@ def _run():
     return cfg, adapter.slow_and_fast(*cfg, timing)
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def test_slow_model_trace_shows_all_three():

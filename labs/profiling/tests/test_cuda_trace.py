@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -21,7 +23,7 @@ def _run():
     return cfg, adapter.cuda_profiles(*cfg)
 
 
-RUN = refs.Cached(_run)
+RUN = kit.PerSeedCache(_run)
 
 
 def _main_stream(trace) -> int:

@@ -4,6 +4,8 @@ step, timing against the engine calls the grader's wrapper timed, errors."""
 
 from __future__ import annotations
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -37,8 +39,8 @@ def _concurrent():
     return reqs, adapter.traced_requests(reqs, 2, True)
 
 
-SEQ = refs.Cached(_sequential)
-PAR = refs.Cached(_concurrent)
+SEQ = kit.PerSeedCache(_sequential)
+PAR = kit.PerSeedCache(_concurrent)
 
 
 def _tree(out: dict, req: dict) -> tuple[dict, dict]:

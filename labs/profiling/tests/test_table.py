@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import refs
 
@@ -88,7 +90,7 @@ def _real():
     return cfg, adapter.learner_profile(cfg["layers"], cfg["dim"], cfg["batch"], cfg["seed"], cfg["steps"])
 
 
-REAL = refs.Cached(_real)
+REAL = kit.PerSeedCache(_real)
 
 
 def test_profile_cpu_real_trace():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import random
 
 from roadmap_cli import grading_kit as kit
@@ -118,20 +117,3 @@ def summarize(records, stats):
             "hit_rate": cached / prompt if prompt else 0.0}
 
 
-class Cached:
-    """One run per key (and per secret seed: bench_false_fails grades many seeds in one process)."""
-
-    def __init__(self, fn):
-        self.fn, self.memo = fn, {}
-
-    def __call__(self, *args):
-        key = (os.environ.get("ROADMAP_SECRET_SEED"), *args)
-        if key not in self.memo:
-            try:
-                self.memo[key] = (True, self.fn(*args))
-            except Exception as exc:  # noqa: BLE001 - re-raised per test
-                self.memo[key] = (False, exc)
-        ok, value = self.memo[key]
-        if not ok:
-            raise value
-        return value

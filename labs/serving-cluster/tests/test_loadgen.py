@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from roadmap_cli import grading_kit as kit
+
 import adapter
 import cluster
 import refs
@@ -124,7 +126,7 @@ def _run_policy(policy: str):
     return records, [{"prompt_tokens": s["prompt_tokens"], "cached_tokens": s["cached_tokens"]} for s in stats]
 
 
-RUN = refs.Cached(_run_policy)
+RUN = kit.PerSeedCache(_run_policy)
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "least_outstanding", "prefix"])

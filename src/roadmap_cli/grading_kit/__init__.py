@@ -13,7 +13,7 @@ from roadmap_cli.grading_kit.guards import (
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
 from roadmap_cli.grading_kit.learner import device, has_cuda, interpret_mode, learner_module, workspace
-from roadmap_cli.grading_kit.seeds import seeded
+from roadmap_cli.grading_kit.seeds import PerSeedCache, seeded
 
 # Loaded on first use (`kit.benchmark`, `kit.timing`...): statistics and
 # dataclasses cost ~0.2 s of import in each grader and learner process, and
@@ -66,6 +66,7 @@ __all__ = [
     "learner_side",
     "rel_fro_error",
     "score_fraction",
+    "PerSeedCache",
     "seeded",
     "timing",
     "workspace",
