@@ -42,6 +42,12 @@ def roadmap_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # edits, which the install manifest (grading/manifest.py) would refuse to
     # grade; tests/test_grader_manifest.py takes this away to test the check.
     monkeypatch.setenv("ROADMAP_DEV_UNLOCKED", "1")
+    # Logging a paper by its id asks arXiv / Crossref (research/fetch.py). No test may reach the internet: by
+    # default the registries are a closed loopback port (refused at once: "metadata not fetched"); the tests of
+    # fetching point these at a local server that serves recorded-format responses.
+    for name in ("ROADMAP_ARXIV_API", "ROADMAP_CROSSREF_API", "ROADMAP_DATACITE_API"):
+        monkeypatch.setenv(name, "http://127.0.0.1:1")
+    monkeypatch.delenv("ROADMAP_CONTACT_EMAIL", raising=False)
     from roadmap_cli import context
 
     context.reset()

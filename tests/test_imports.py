@@ -18,7 +18,9 @@ try:
 except SystemExit as exc:
     code = exc.code
 heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy', 'git', 'psycopg',
-                                                         'procrastinate'))
+                                                         'procrastinate', 'httpx'))
+# The paper metadata fetcher (HTTP client, XML) is the `paper log --arxiv/--doi` and `paper refresh` business.
+heavy += [m for m in ('roadmap_cli.research.fetch', 'roadmap_cli.research.metadata') if m in sys.modules]
 # Defining the SQLModel table classes costs status more than its queries: the
 # status path reads with plain SQL (store/settings.py explains).
 heavy += [m for m in ('roadmap_cli.store.tables',) if m in sys.modules]

@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     STORE = 3  # the database or data home cannot be used
     GRADER = 4  # the grader itself errored or timed out
     REMOTE = 5  # a remote machine (roadmap remote ...) could not be reached, or failed there
+    NETWORK = 6  # a public registry (arXiv, Crossref, DataCite) could not be reached or would not answer
 
 
 class RoadmapError(Exception):
@@ -78,6 +79,10 @@ class ValidationError(UserError):
 
 class StoreError(RoadmapError):
     exit_code = ExitCode.STORE
+
+
+class NetworkError(RoadmapError):
+    exit_code = ExitCode.NETWORK
 
 
 class GraderError(RoadmapError):

@@ -30,7 +30,11 @@ def register(app: typer.Typer) -> None:
 # --- paper -------------------------------------------------------------------
 
 def paper_log(
-    title: Annotated[str, typer.Argument(help="The paper's title.")],
+    title_or_id: Annotated[Optional[str], typer.Argument(
+        metavar="[TITLE | ID]",
+        help="The paper's title; or, alone, its arXiv id, DOI or link (2307.08691, https://arxiv.org/abs/2307.08691, "
+             "10.1145/3600006.3613165): the title, authors, year, venue and abstract are then fetched.")] = None,
+    title: Annotated[Optional[str], typer.Option("--title", help="The title, when the argument is an id (or to log by hand).")] = None,
     arxiv: Annotated[Optional[str], typer.Option("--arxiv", help="arXiv id or abs/pdf URL (2307.08691, hep-th/9901001, arXiv:..v2).")] = None,
     doi: Annotated[Optional[str], typer.Option("--doi", help="DOI, bare or as a doi.org URL.")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="A link to the paper.")] = None,
@@ -42,18 +46,44 @@ def paper_log(
     rating: Annotated[Optional[int], typer.Option("--rating", help="Your rating, 1 to 5.")] = None,
     note: Annotated[Optional[str], typer.Option("--note", help="A first note.")] = None,
     date: Annotated[Optional[str], typer.Option("--date", help="When you read it (read/reproduced only): YYYY-MM-DD, today or yesterday; default today; no future dates.")] = None,
+    no_fetch: Annotated[bool, typer.Option("--no-fetch", help="Do not ask arXiv/Crossref for the metadata (offline); `paper refresh` can later.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Log it even if the same paper is already logged.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Log a paper (default: read today). Refuses a paper already logged, unless --force."""
+    """Log a paper (default: read today), by title or by its arXiv id / DOI.
+
+    With an id, the metadata is fetched (arXiv's API, Crossref, DataCite) and
+    cached in the data home; what you type wins over what is fetched.
+    Refuses a paper already logged, unless --force."""
+    from roadmap_cli.research.lookup import plan_log, split_title_or_id
     from roadmap_cli.research.papers import PaperInput, log_paper
     from roadmap_cli.research.render import paper_detail
 
     check_stage(stage)
-    inp = PaperInput(title=title, authors=authors, year=year, arxiv=arxiv, doi=doi, url=url, tags=[tags] if tags else [],
-                     stage=stage, status=status, rating=rating, note=note, read_on=parse_date(date))
-    paper = log_paper(context.current().store(), inp, today=today_local(), force=force)
+    typed_title, arxiv, doi = split_title_or_id(title_or_id, title=title, arxiv=arxiv, doi=doi)
+    inp = PaperInput(title=typed_title or "", authors=authors, year=year, arxiv=arxiv, doi=doi, url=url,
+                     tags=[tags] if tags else [], stage=stage, status=status, rating=rating, note=note,
+                     read_on=parse_date(date))
+    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher)
+    paper = log_paper(context.current().store(), plan.inp, today=today_local(), force=force)
+    if plan.notice:
+        _notice(plan.notice)
     emit_result("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
+
+
+def _fetcher():
+    """One metadata fetcher per command, caching under the data home."""
+    from roadmap_cli.research.fetch import Fetcher
+
+    return Fetcher(context.current().home / "cache" / "papers", today=today_local())
+
+
+def _notice(text: str) -> None:
+    from rich.markup import escape
+
+    from roadmap_cli.output import err_console
+
+    err_console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
 
 
 paper_app.command("log")(paper_log)
@@ -194,6 +224,52 @@ def paper_delete(paper_id: Annotated[str, typer.Argument(help="Paper id.")], yes
         raise typer.Exit(1)
     delete_paper(store, pid)
     typer.echo(f"deleted paper #{pid}")
+
+
+@paper_app.command("refresh")
+def paper_refresh(
+    paper_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID]...", help="Paper ids to refresh.")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every logged paper with an arXiv id or DOI.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fill in missing metadata (authors, year, venue, abstract, links) from
+    arXiv / Crossref / DataCite; never overwrites what you typed. Answers are
+    cached in the data home, so a paper is fetched once."""
+    from roadmap_cli.errors import NetworkError, UserError
+    from roadmap_cli.research.lookup import refresh_papers
+    from roadmap_cli.research.papers import parse_paper_id
+    from roadmap_cli.research.render import refresh_report
+
+    if bool(paper_ids) == every:
+        raise UserError("give paper ids, or --all (not both)")
+    ids = None if every else [parse_paper_id(p) for p in paper_ids or []]
+    with _refresh_progress(enabled=not as_json) as on_step:
+        result = refresh_papers(context.current().store(), ids, _fetcher(), today=today_local(), on_step=on_step)
+    emit_result("paper refresh", result, as_json, refresh_report)
+    if result["failed"]:
+        raise NetworkError(f"{result['failed']} of {len(result['papers'])} papers could not be refreshed (see above); "
+                           f"run the command again later")
+
+
+def _refresh_progress(*, enabled: bool):
+    """A progress bar on stderr while papers are looked up (each may take seconds)."""
+    import contextlib
+
+    from roadmap_cli.output import err_console
+
+    if not enabled or not err_console.is_terminal:
+        return contextlib.nullcontext(lambda row: None)
+
+    @contextlib.contextmanager
+    def bar():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(TextColumn("looking up papers"), BarColumn(), MofNCompleteColumn(), console=err_console,
+                      transient=True) as progress:
+            task = progress.add_task("refresh", total=None)
+            yield lambda row: progress.advance(task)
+
+    return bar()
 
 
 @paper_app.command("import")

@@ -52,6 +52,12 @@ class PaperInput:
     note: Optional[str] = None
     read_on: Optional[date] = None  # defaults to today for read/reproduced
     bibtex_key: Optional[str] = None
+    # Filled from arXiv / Crossref / DataCite (research/lookup.py), or typed.
+    venue: Optional[str] = None
+    abstract: Optional[str] = None
+    pdf_url: Optional[str] = None
+    metadata_source: Optional[str] = None  # where the fetched fields came from
+    metadata_fetched_on: Optional[str] = None  # YYYY-MM-DD
 
 
 class DuplicatePaperError(UserError):
@@ -124,7 +130,20 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
         "rating": _check_rating(inp.rating),
         "notes": inp.note.strip() if inp.note and inp.note.strip() else None,
         "bibtex_key": inp.bibtex_key,
+        "venue": one_line(inp.venue) or None,
+        "abstract": _abstract(inp.abstract),
+        "pdf_url": inp.pdf_url.strip() if inp.pdf_url and inp.pdf_url.strip() else None,
+        "metadata_source": inp.metadata_source,
+        "metadata_fetched_on": inp.metadata_fetched_on,
     }
+
+
+MAX_ABSTRACT = 20_000  # characters; real abstracts are under 3,000
+
+
+def _abstract(text: Optional[str]) -> Optional[str]:
+    value = (text or "").strip()
+    return value[:MAX_ABSTRACT] or None
 
 
 def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> Optional[tuple[int, str, str]]:
@@ -226,6 +245,9 @@ def paper_dict(paper, tags: list[str]) -> dict:
         "doi": paper.doi, "url": paper.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None),
         "stage": paper.stage, "status": paper.status, "read_on": paper.read_on, "added_on": paper.added_on,
         "rating": paper.rating, "tags": tags, "notes": paper.notes, "bibtex_key": paper.bibtex_key,
+        "venue": paper.venue, "abstract": paper.abstract, "pdf_url": paper.pdf_url,
+        "metadata": ({"source": paper.metadata_source, "fetched_on": paper.metadata_fetched_on}
+                     if paper.metadata_source else None),
     }
 
 
@@ -327,6 +349,8 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
             note=paper.notes,
             read_on=changes.get("read_on") or (date.fromisoformat(paper.read_on) if paper.read_on else None),
             bibtex_key=paper.bibtex_key,
+            venue=paper.venue, abstract=paper.abstract, pdf_url=paper.pdf_url,
+            metadata_source=paper.metadata_source, metadata_fetched_on=paper.metadata_fetched_on,
         )
         values = prepare(merged, today=today)
         values["added_on"] = paper.added_on
@@ -343,6 +367,40 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
         if values["status"] == "reproduced":
             _ensure_reproduction_entry(session, paper)
     return get_paper(store, paper_id)
+
+
+def papers_with_ids(store, paper_ids: Optional[list[int]]) -> list[dict]:
+    """The learner's papers as stored (the raw url, not the arXiv link made
+    from the id), for `paper refresh`: the given ids, or every paper that has
+    an arXiv id or DOI. An unknown id is refused before anything is fetched."""
+    from sqlmodel import or_, select
+
+    from roadmap_cli.store.tables import Paper
+
+    with store.session() as session:
+        if paper_ids is None:
+            learner = session.info["store"].learner
+            rows = session.exec(select(Paper).where(Paper.learner == learner)
+                                .where(or_(Paper.arxiv_id.is_not(None), Paper.doi.is_not(None)))
+                                .order_by(Paper.id)).all()
+        else:
+            rows = [_load(session, pid) for pid in dict.fromkeys(paper_ids)]
+        return [{"id": p.id, "title": p.title, "authors": p.authors, "year": p.year,
+                 "arxiv": (f"{p.arxiv_id}v{p.arxiv_version}" if p.arxiv_version else p.arxiv_id) if p.arxiv_id else None,
+                 "doi": p.doi, "url": p.url, "venue": p.venue, "abstract": p.abstract, "pdf_url": p.pdf_url}
+                for p in rows]
+
+
+def fill_paper(store, paper_id: int, values: dict, *, source: str, fetched_on: str) -> None:
+    """Write fetched values into empty fields (research/lookup.py chose them)."""
+    with store.session() as session:
+        paper = _load(session, paper_id)
+        for key, value in values.items():
+            setattr(paper, key, _abstract(value) if key == "abstract" else value)
+        if "title" in values:
+            paper.title_key = title_key(values["title"])
+        paper.metadata_source = source
+        paper.metadata_fetched_on = fetched_on
 
 
 def delete_paper(store, paper_id: int) -> dict:

@@ -7,6 +7,7 @@ import shlex
 
 from rich.console import Console
 from rich.markup import escape as esc
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -51,8 +52,9 @@ def paper_table(result: dict, console: Console) -> None:
 def paper_detail(p: dict, console: Console) -> None:
     console.print(f"[bold]#{p['id']} {esc(p['title'])}[/]", soft_wrap=True)
     rows = [
-        ("authors", p.get("authors")), ("year", p.get("year")), ("arXiv", p.get("arxiv")), ("DOI", p.get("doi")),
-        ("url", p.get("url")), ("status", p["status"]), ("read on", p.get("read_on")), ("added on", p.get("added_on")),
+        ("authors", p.get("authors")), ("year", p.get("year")), ("venue", p.get("venue")),
+        ("arXiv", p.get("arxiv")), ("DOI", p.get("doi")),
+        ("url", p.get("url")), ("pdf", p.get("pdf_url")), ("status", p["status"]), ("read on", p.get("read_on")), ("added on", p.get("added_on")),
         ("stage", p.get("stage")), ("rating", "★" * p["rating"] if p.get("rating") else None),
         ("tags", ", ".join(p.get("tags") or []) or None),
     ]
@@ -61,10 +63,29 @@ def paper_detail(p: dict, console: Console) -> None:
             console.print(f"  [dim]{name:<9}[/] {esc(str(value))}", soft_wrap=True)
     for entry in p.get("entries") or []:
         console.print(f"  [dim]{entry['kind']:<9}[/] #{entry['id']} {entry['on_date']} {esc(entry['title'] or '')}")
+    if p.get("metadata"):
+        source = {"arxiv": "arXiv", "crossref": "Crossref", "datacite": "DataCite"}.get(p["metadata"]["source"], p["metadata"]["source"])
+        console.print(f"  [dim]{'fetched':<9}[/] from {source} on {p['metadata']['fetched_on']}")
+    if p.get("abstract"):
+        console.print("  [dim]abstract[/]")
+        console.print(Padding(Text(p["abstract"]), (0, 0, 0, 4)))
     if p.get("notes"):
         console.print("  [dim]notes[/]")
         for line in p["notes"].splitlines():
             console.print(f"    {line}", markup=False, soft_wrap=True)
+
+
+def refresh_report(result: dict, console: Console) -> None:
+    """`paper refresh`: one line a paper, then the counts."""
+    for row in result["papers"]:
+        what = {"filled": f"[green]filled[/] {', '.join(row.get('fields', []))}", "up to date": "up to date",
+                "skipped": f"[dim]skipped: {esc(row.get('reason', ''))}[/]",
+                "failed": f"[red]failed:[/] {esc(row.get('reason', ''))}"}[row["result"]]
+        console.print(f"#{row['id']} {esc(row['title'])} — {what}", soft_wrap=True)
+    total = len(result["papers"])
+    console.print(f"[bold]{total} paper{'s' if total != 1 else ''}[/]: {result['filled']} filled, "
+                  f"{result['up_to_date']} up to date, {result['skipped']} skipped, {result['failed']} failed; "
+                  f"{result['network_calls']} request{'s' if result['network_calls'] != 1 else ''} to the registries")
 
 
 def suggestions(result: dict, console: Console) -> None:

@@ -25,7 +25,7 @@ from roadmap_cli.research.papers import STATUSES, PaperInput, normalize_tags, pr
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
 CSV_COLUMNS = ("id", "title", "authors", "year", "arxiv", "doi", "url", "stage", "status", "read_on",
-               "added_on", "rating", "tags", "notes")
+               "added_on", "rating", "tags", "notes", "venue")
 _ARXIV_IN_TEXT = re.compile(
     r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+preprint\s+arxiv:)\s*([\w.\-/]+?)(?:\.pdf)?(?:[\s,}]|$)", re.I)
 _KEYWORD_SPLIT = re.compile(r"[;,]")
@@ -164,11 +164,12 @@ def all_papers(store) -> list[dict]:
 
     papers = list_papers(store, PaperFilter(), limit=None)["papers"]
     with store.engine.connect() as conn:
-        extra = {r[0]: (r[1], r[2]) for r in conn.execute(text("SELECT id, notes, bibtex_key FROM papers WHERE learner = :l"),
-                                                            {"l": store.learner})}
+        extra = {r[0]: r[1:] for r in conn.execute(
+            text("SELECT id, notes, bibtex_key, venue, abstract, pdf_url FROM papers WHERE learner = :l"),
+            {"l": store.learner})}
         conn.rollback()
     for paper in papers:
-        paper["notes"], paper["bibtex_key"] = extra[paper["id"]]
+        paper["notes"], paper["bibtex_key"], paper["venue"], paper["abstract"], paper["pdf_url"] = extra[paper["id"]]
         del paper["has_notes"]
     return sorted(papers, key=lambda p: p["id"])
 
@@ -187,6 +188,9 @@ def _citation_key(paper: dict, taken: set[str]) -> str:
     return key
 
 
+_ARXIV_CATEGORY = re.compile(r"[a-z-]+(?:\.[A-Za-z-]+)?")  # cs.LG, hep-th, math.GT
+
+
 def to_bibtex(papers: list[dict]) -> str:
     taken: set[str] = set()
     chunks = []
@@ -200,11 +204,18 @@ def to_bibtex(papers: list[dict]) -> str:
             fields.append(("year", str(p["year"])))
         if p.get("arxiv"):
             fields += [("eprint", f"{{{p['arxiv']}}}"), ("archiveprefix", "{arXiv}")]
+        venue = p.get("venue")
+        if venue and p.get("arxiv") and _ARXIV_CATEGORY.fullmatch(venue):
+            fields.append(("primaryclass", f"{{{venue}}}"))  # what arXiv's own BibTeX calls the category
+        elif venue:
+            fields.append(("journal" if p.get("doi") else "howpublished", f"{{{text_to_latex(venue)}}}"))
         for name in ("doi", "url"):
             if p.get(name) and not (name == "url" and p.get("arxiv") and "arxiv.org" in p[name]):
                 fields.append((name, f"{{{url_to_bibtex(p[name]) if name == 'url' else p[name]}}}"))
         if p.get("tags"):
             fields.append(("keywords", f"{{{', '.join(p['tags'])}}}"))
+        if p.get("abstract"):
+            fields.append(("abstract", f"{{{text_to_latex(p['abstract'])}}}"))
         if p.get("notes"):
             fields.append(("annote", f"{{{text_to_latex(p['notes'])}}}"))
         fields.append(("roadmap_status", f"{{{p['status']}}}"))

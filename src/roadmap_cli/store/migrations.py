@@ -327,6 +327,14 @@ def m009_attempt_graded_on(conn: sa.Connection) -> None:
     conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN graded_on VARCHAR"))
 
 
+def m010_paper_metadata(conn: sa.Connection) -> None:
+    """papers.venue, abstract, pdf_url: what `paper log --arxiv/--doi` and
+    `paper refresh` fetch; metadata_source and metadata_fetched_on say from
+    which registry and when (NULL: typed or imported, never fetched)."""
+    for column in ("venue", "abstract", "pdf_url", "metadata_source", "metadata_fetched_on"):
+        conn.execute(sa.text(f"ALTER TABLE papers ADD COLUMN {column} VARCHAR"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -338,6 +346,7 @@ MIGRATIONS: list[Migration] = [
     ("attempt_sandbox", m007_attempt_sandbox),
     ("cohort_security", m008_cohort_security),
     ("attempt_graded_on", m009_attempt_graded_on),
+    ("paper_metadata", m010_paper_metadata),
 ]
 
 LATEST = len(MIGRATIONS)

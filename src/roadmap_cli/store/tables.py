@@ -122,6 +122,12 @@ class Paper(SQLModel, table=True):
     notes: Optional[str] = None
     bibtex_key: Optional[str] = None
     learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # Migration 10: metadata fetched from arXiv / Crossref / DataCite (research/fetch.py).
+    venue: Optional[str] = None
+    abstract: Optional[str] = None
+    pdf_url: Optional[str] = None
+    metadata_source: Optional[str] = None
+    metadata_fetched_on: Optional[str] = None
 
 
 class PaperTag(SQLModel, table=True):
