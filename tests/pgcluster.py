@@ -55,6 +55,7 @@ class Cluster:
         self.port = free_port()
         self._as_postgres = os.geteuid() == 0
         self._counter = 0
+        self._reaper = None  # tests/reaper.py: stops the server if the test process dies without destroy()
 
     # -- process plumbing
 
@@ -85,6 +86,17 @@ class Cluster:
                 f"-c full_page_writes={'on' if self.fsync else 'off'}")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w",
                   "-t", "60", "start")
+        if self._reaper is None:
+            from reaper import guard
+
+            stop = [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]
+            if self._as_postgres:
+                stop = ["runuser", "-u", SUPERUSER, "--"] + stop
+            self._reaper = guard(commands=[stop], pids=[self.postmaster_pid()], paths=[str(self.root)])
+
+    def postmaster_pid(self) -> int:
+        """The server's pid (the first line of postmaster.pid)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
 
     def stop(self, mode: str = "fast") -> None:
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
@@ -95,6 +107,8 @@ class Cluster:
                 self.stop("immediate")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+            if self._reaper is not None:
+                self._reaper.release()
 
     # -- databases
 

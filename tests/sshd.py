@@ -46,6 +46,7 @@ class Server:
         self.port = free_port()
         self.user = getpass.getuser()
         self.proc: Optional[subprocess.Popen] = None
+        self._reaper = None
         self.client_config = self.root / "ssh_config"
         self.log = self.root / "sshd.log"
 
@@ -79,6 +80,10 @@ class Server:
         ]) + "\n")
         self.proc = subprocess.Popen([self.sshd, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
+        from reaper import guard
+
+        # A test process killed outright (no stop()) takes the server and its folder along.
+        self._reaper = guard(pids=[self.proc.pid], paths=[str(self.root)])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -104,3 +109,5 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._reaper is not None:
+            self._reaper.release()
