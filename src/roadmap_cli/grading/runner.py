@@ -141,7 +141,7 @@ def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmL
     warm learner only ever runs behind it)."""
     from roadmap_cli.grading.warm import WarmLearners
     from roadmap_cli.grading_kit import oswall
-    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV
+    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV, walled_env
 
     try:
         if oswall.status()[0] != oswall.STRONG:
@@ -152,6 +152,8 @@ def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmL
     # What learner_env sets for every learner that glibc or Python read only at start-up.
     env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop("TRITON_HOME", None)
+    env.update(walled_env({}))  # its own empty HOME and name, as every learner behind the wall
     root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
     # The labs' adapter shims, outside the root: the learners see them read-only (GradeJob makes each there).
     shims = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-shims-"))
@@ -271,6 +273,7 @@ class GradeJob:
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-", dir=self.scratch_parent)
+        self.shim_parent = tempfile.TemporaryDirectory(prefix="roadmap-shim-")
         tmpdir = Path(self.tmp.name)
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
@@ -305,7 +308,7 @@ class GradeJob:
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
-            self.tmp.cleanup()
+            self._cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
         for fd in (config_r, results_w, out_w):
             os.close(fd)  # only the grader holds these now: its exit is our EOF
@@ -348,7 +351,9 @@ class GradeJob:
         # What the learner process sees of the grader: the adapter and the lab's declared learner-side files,
         # copied out of tests/ (never tests/ itself: it holds reference models and expected values).
         shims = getattr(self.learners, "shims", None) if self.learners is not None else None
-        shim = learner_shim(spec, shims or self.tmp.name)
+        # Never inside the scratch folder: the learner writes there, and could swap the shim for a link to
+        # anywhere before the next bwrap binds it (grading_kit/oswall.py `_mounts`).
+        shim = learner_shim(spec, shims or self.shim_parent.name)
         config = {
             "key": self.key.hex(),
             "results_fd": results_w,
@@ -514,3 +519,4 @@ class GradeJob:
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
+        self.shim_parent.cleanup()

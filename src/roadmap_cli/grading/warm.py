@@ -298,12 +298,13 @@ class WarmLearners:
         self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
         self._log = tempfile.TemporaryFile()  # the zygote's own stderr, for a test to read
         flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])  # as a cold learner's
-        cmd = oswall.wrap([sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; "
-                           "serve()", str(theirs.fileno())], view)
+        cmd = [sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; serve()",
+               str(theirs.fileno())]
         try:
-            self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd=root,
-                                          start_new_session=True)
+            with oswall.walled(cmd, view) as (cmd, wall_fds):
+                self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(), *wall_fds),
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
+                                              cwd=root, start_new_session=True)
         finally:
             theirs.close()
 
