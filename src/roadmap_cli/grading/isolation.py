@@ -97,11 +97,17 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> di
 
     To grant one more folder to every grade (a per-user torch extensions
     folder, say), add one line to `grants` below."""
-    from roadmap_cli.grading_kit import cpp_build
-
     triton_cache = Path(scratch) / "triton-cache"
     triton_cache.mkdir(exist_ok=True)
-    grants = [
+    return {**_view([spec], learner_grants(spec, workspace, scratch, shim)), "cwd": str(workspace),
+            "triton_cache": str(triton_cache)}
+
+
+def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> list[tuple[str, str, str]]:
+    """learner_view's per-grade grants: (kind, path, why)."""
+    from roadmap_cli.grading_kit import cpp_build
+
+    return [
         ("read_write", str(workspace), "the workspace: the learner's own files"),
         ("read_write", str(scratch), "the grade's scratch folder: pytest's tmp_path, the learner's Triton cache"),
         ("read_only", shim, "the lab's adapter shim (adapter.py and its declared learner-side files)"),
@@ -109,7 +115,6 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> di
         ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
         ("hide", os.path.join(str(workspace), ".git"), "the workspace's git repository: the engine's, not the learner's"),
     ]
-    return {**_view([spec], grants), "cwd": str(workspace), "triton_cache": str(triton_cache)}
 
 
 def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
