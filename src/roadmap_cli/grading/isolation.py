@@ -129,7 +129,10 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
               ("read_only", shims, "the labs' adapter shims"),
               ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
               *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs)]
-    return {**_view(specs, grants), "cwd": root}
+    # On the host's network (no namespace of its own): the graders of dev check, which run on the host's, talk
+    # to its learners' servers. It runs the project's own code (references, starters, wrong variants), never
+    # a learner's; `dev check --cold-learners` checks behind the whole wall.
+    return {**_view(specs, grants), "cwd": root, "shared_net": True}
 
 
 def python_runtime() -> list[str]:

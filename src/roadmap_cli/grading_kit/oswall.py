@@ -199,7 +199,9 @@ def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list
     path = shutil.which("bwrap")
     if path is None:
         raise WallUnavailable("the engine chose the OS sandbox but bwrap is gone")
-    argv = [path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+    # The network: the grade's own (enter_grade_network: shared with the grader) or, failing that, its own.
+    network = [] if view.get("shared_net") else ["--unshare-net"]
+    argv = [path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *network,
             "--unshare-cgroup-try", "--uid", str(LEARNER_UID), "--gid", str(LEARNER_GID), "--hostname", HOSTNAME,
             "--die-with-parent", "--cap-drop", "ALL",
             # Nothing but what is granted below: bwrap starts from an empty tmpfs root.
@@ -258,3 +260,44 @@ def run(argv: list[str], view: Optional[dict], **kwargs) -> subprocess.Completed
     """subprocess.run(`argv`) behind the wall when `view` is set (its descriptors passed along)."""
     with walled(argv, view) as (cmd, fds):
         return subprocess.run(cmd, pass_fds=fds, **kwargs)
+
+
+# ----------------------------------------------------------- the grade's network
+
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def enter_grade_network() -> bool:
+    """Move this process (the grader, before it starts anything) into a user
+    and network namespace of its own, with only `lo`, up: the grade's
+    network. Learner processes, compiles and test binaries it starts behind
+    the wall share it (a view with "shared_net"), so the grader still talks
+    to a learner's server and a learner's router still reaches the grader's
+    stub replicas on 127.0.0.1, while nothing on the host (TCP on 127.0.0.1,
+    abstract unix sockets, the cohort's database) is reachable from any of
+    them. Same uid and gid inside (mapped to themselves): the grader's files
+    stay its own. False where it cannot be made (no user namespaces for
+    this process): the learner then gets a network namespace of its own,
+    and a lab whose grader and learner talk over sockets fails honestly."""
+    import ctypes
+    import fcntl
+    import socket
+    import struct
+
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE=1 for a moment: a non-dumpable process cannot write its maps
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+            return False
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sH14x", b"lo", 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+    except OSError:
+        return False
+    return True
