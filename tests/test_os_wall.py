@@ -185,7 +185,7 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
         thread.start()
     from roadmap_cli.grading_kit import oswall
 
-    stop = [path for kind, path, _ in oswall.system_grants() if kind == "ro"] + isolation.python_runtime()
+    stop = [path for kind, path, _ in oswall.system_grants() if kind == "ro"] + oswall.python_runtime()
     (workspace / "adder.py").write_text(_looking_adder(project, roadmap_home, stop, tcp.getsockname()[1],
                                                        abstract_name))
     try:

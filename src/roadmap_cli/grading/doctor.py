@@ -149,7 +149,7 @@ def sandbox_report() -> dict:
         strength, why = oswall.WEAK, str(exc)
     rows = [{"access": access, "path": path, "why": reason} for access, path, reason in oswall.describe(None)]
     rows += [{"access": "read-only", "path": path, "why": "the Python runtime and site-packages"}
-             for path in isolation.python_runtime()]
+             for path in oswall.python_runtime()]
     names = {"read_only": "read-only", "read_write": "read-write", "hide": "absent"}
     lab = SimpleNamespace(root="/<lab>")
     for kind, path, reason in isolation.learner_grants(lab, "<workspace>", "<grade scratch>", "<adapter shim>"):

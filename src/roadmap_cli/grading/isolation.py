@@ -135,44 +135,11 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     return {**_view(specs, grants), "cwd": root, "shared_net": True}
 
 
-def python_runtime() -> list[str]:
-    """The folders a learner interpreter (`python -I`) imports from: the
-    install and the virtual environment, the standard library, site-packages
-    and the paths their .pth files add (an editable install's source folder).
-    Computed the way `site` does, never from this process's sys.path (under
-    pytest or with PYTHONPATH that holds folders no learner needs)."""
-    import site
-    import sys
-    import sysconfig
-
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))}
-    paths.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
-    for folder in site.getsitepackages():
-        paths.add(folder)
-        for pth in sorted(Path(folder).glob("*.pth")) if os.path.isdir(folder) else []:
-            try:
-                lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                line = line.strip()
-                if line and not line.startswith(("#", "import ", "import\t")):
-                    paths.add(os.path.normpath(os.path.join(folder, line)))
-    import roadmap_cli
-
-    # Where roadmap_cli itself imports from (an editable install's finder may point anywhere).
-    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(roadmap_cli.__file__))))
-    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
-    # One mount per tree: a folder inside another listed one (the venv's site-packages) comes with it.
-    return [p for p in found if not any(p != q and p.startswith(os.path.join(q, "")) for q in found)]
-
-
 def _view(specs: list["LabSpec"], grants: list[tuple[str, str, str]]) -> dict:
-    import sys
-
     from roadmap_cli import paths
     from roadmap_cli.labs.plan import labs_root
+
+    from roadmap_cli.grading_kit.oswall import python_runtime, runtime_hides
 
     view: dict = {"hide": [], "read_only": [], "read_write": [], "why": {}}
 
@@ -188,9 +155,8 @@ def _view(specs: list["LabSpec"], grants: list[tuple[str, str, str]]) -> dict:
     for labs in {labs_root(), paths.labs_root()}:
         for hidden in (labs, labs.parent / "kernels", labs.parent / ".git"):
             grant("hide", str(hidden), "roadmap's labs, kernels and history: references and expected values")
-    for entry in [*python_runtime(), *sys.path]:
-        if entry:
-            grant("hide", os.path.join(entry, "roadmap_cli", "_data"), "roadmap's packaged copy of the labs")
+    for path in runtime_hides():
+        grant("hide", path, "roadmap's packaged copy of the labs")
     for home in _data_homes():
         grant("hide", home, "the data home: progress and attempts")
     return view

@@ -139,6 +139,67 @@ def system_grants() -> list[tuple[str, str, str]]:
     return grants
 
 
+def python_runtime() -> list[str]:
+    """The folders a learner interpreter (`python -I`) imports from: the
+    install and the virtual environment, the standard library, site-packages
+    and the paths their .pth files add (an editable install's source folder).
+    Computed the way `site` does, never from this process's sys.path (under
+    pytest or with PYTHONPATH that holds folders no learner needs)."""
+    import site
+    import sys
+    import sysconfig
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))}
+    paths.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    for folder in site.getsitepackages():
+        paths.add(folder)
+        for pth in sorted(glob.glob(os.path.join(glob.escape(folder), "*.pth"))):
+            try:
+                with open(pth, encoding="utf-8", errors="replace") as fh:
+                    lines = fh.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    paths.add(os.path.normpath(os.path.join(folder, line)))
+    import roadmap_cli
+
+    # Where roadmap_cli itself imports from (an editable install's finder may point anywhere).
+    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(roadmap_cli.__file__))))
+    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    # One mount per tree: a folder inside another listed one (the venv's site-packages) comes with it.
+    return [p for p in found if not any(p != q and p.startswith(os.path.join(q, "")) for q in found)]
+
+
+def runtime_hides() -> list[str]:
+    """Inside the runtime, what stays absent: every packaged `roadmap_cli/_data` copy of the labs."""
+    import sys
+
+    out = []
+    for entry in [*python_runtime(), *sys.path]:
+        if entry:
+            out.append(os.path.join(entry, "roadmap_cli", "_data"))
+    import site
+
+    for folder in site.getsitepackages():
+        out.append(os.path.join(folder, "roadmap_cli", "_data"))
+    return sorted(set(out))
+
+
+def compile_view(read_only: list[str], read_write: list[str], cwd: str, base: Optional[dict] = None) -> dict:
+    """A view for a compiler or a test binary: the grade's own view (`base`,
+    for its runtime, hidden paths and network) or, outside a grade (`roadmap
+    watch`'s prebuild), the runtime alone; plus `read_only` (the sources)
+    and `read_write` (a fresh build folder): never the grade's scratch, the
+    workspace only read-only."""
+    if base is None:
+        base = {"read_only": python_runtime(), "hide": runtime_hides()}
+    return {"read_only": [*base.get("read_only", []), *read_only], "read_write": list(read_write),
+            "hide": list(base.get("hide", [])), "shared_net": base.get("shared_net", False), "cwd": cwd}
+
+
 def _mounts(view: dict) -> list[tuple[str, str]]:
     """(kind, real path) for every per-grade view entry that exists, shallowest first.
 
