@@ -112,6 +112,23 @@ def pycache_args() -> list[str]:
     return ["-X", f"pycache_prefix={where}"] if where is not None else ["-B"]
 
 
+def grader_python(code: str) -> list[str]:
+    """argv for the grader's interpreter running `code`: isolated (-I), and
+    with no `site` (-S): no .pth file runs, whoever wrote it (a weak grade's
+    learner code can write site-packages); sys.path is the standard library
+    and exactly the folders `site` would add (grading_kit/oswall.py
+    `site_paths`), fixed by the engine. Bytecode only from the grader's
+    private cache (pycache_args)."""
+    from roadmap_cli.grading_kit.oswall import site_paths
+
+    boot = f"import sys; sys.path.extend({site_paths()!r}); " + code
+    return [sys.executable, "-I", "-S", *pycache_args(), "-u", "-c", boot]
+
+
+_PYTEST_MAIN = ("import runpy; sys.argv[0] = 'pytest'; "
+                "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+
+
 def grader_env(device: DeviceInfo) -> dict:
     """Every grader process's environment on this device, less what is per
     grade: also the environment a warm grader (grading/warm.py) starts with."""
@@ -132,7 +149,7 @@ def warm_graders(device: DeviceInfo) -> "WarmGraders":
     with the same interpreter flags and environment as a cold grader."""
     from roadmap_cli.grading.warm import WarmGraders
 
-    return WarmGraders(grader_env(device), pycache_args())
+    return WarmGraders(grader_env(device), grader_python)
 
 
 def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmLearners"]:
@@ -290,7 +307,7 @@ class GradeJob:
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
-        grader = [sys.executable, "-I", *pycache_args(), "-u", "-m", "pytest", *pytest_args]
+        grader = [*grader_python(_PYTEST_MAIN), *pytest_args]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)

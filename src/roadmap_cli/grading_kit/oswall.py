@@ -152,8 +152,25 @@ def python_runtime() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(os.path.realpath(sys.executable))}
     paths.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    paths.update(site_paths())
+    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    # One mount per tree: a folder inside another listed one (the venv's site-packages) comes with it.
+    return [p for p in found if not any(p != q and p.startswith(os.path.join(q, "")) for q in found)]
+
+
+def site_paths() -> list[str]:
+    """What `site` would add to sys.path, without running anything: each
+    site-packages folder, the folders its .pth files name (their `import`
+    lines are never run), and the folder roadmap_cli imports from (an
+    editable install's finder may point anywhere). The grader starts with
+    `python -I -S` and exactly these (grading/runner.py `grader_python`)."""
+    import site
+
+    out: list[str] = []
     for folder in site.getsitepackages():
-        paths.add(folder)
+        if not os.path.isdir(folder):
+            continue
+        out.append(folder)
         for pth in sorted(glob.glob(os.path.join(glob.escape(folder), "*.pth"))):
             try:
                 with open(pth, encoding="utf-8", errors="replace") as fh:
@@ -163,14 +180,13 @@ def python_runtime() -> list[str]:
             for line in lines:
                 line = line.strip()
                 if line and not line.startswith(("#", "import ", "import\t")):
-                    paths.add(os.path.normpath(os.path.join(folder, line)))
+                    path = os.path.normpath(os.path.join(folder, line))
+                    if os.path.isdir(path):
+                        out.append(path)
     import roadmap_cli
 
-    # Where roadmap_cli itself imports from (an editable install's finder may point anywhere).
-    paths.add(os.path.dirname(os.path.dirname(os.path.realpath(roadmap_cli.__file__))))
-    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
-    # One mount per tree: a folder inside another listed one (the venv's site-packages) comes with it.
-    return [p for p in found if not any(p != q and p.startswith(os.path.join(q, "")) for q in found)]
+    out.append(os.path.dirname(os.path.dirname(os.path.realpath(roadmap_cli.__file__))))
+    return list(dict.fromkeys(out))
 
 
 def runtime_hides() -> list[str]:
