@@ -29,6 +29,10 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
         paths.update((str(other.solution_dir), str(other.tests_dir)))
         paths.update(str(p) for p in other.solution_sources().values())
     paths.update(str(p / sub) for p in labs_root().glob("*") if p.is_dir() for sub in ("solution", "tests"))
+    # Every packaged copy of the labs the install left (a wheel's, or site-packages' beside an editable install).
+    from roadmap_cli.grading_kit.oswall import runtime_hides
+
+    paths.update(p for p in runtime_hides() if os.path.isdir(p))
     return sorted(paths)
 
 

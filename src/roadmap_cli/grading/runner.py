@@ -278,6 +278,13 @@ class GradeJob:
             verdict = manifest.verify(spec.root)  # what judges must be what was installed (grading/manifest.py)
             if not verdict.ok:
                 raise GraderError(verdict.line())
+        taint = integrity.taint_line()  # an earlier weak grade left something a judge would run
+        if taint is not None:
+            raise GraderError(taint)
+        # Around a weak grade the engine watches what a later grade's judge runs (grading/integrity.py); the
+        # margin covers the kernel's coarse file-time clock.
+        self.weak_watch = integrity.weak_watch() if self.sandbox != STRONG else None
+        self.weak_t0 = time.time_ns() - 50_000_000
         targets: list[str] = []
         for part in spec.parts:
             if part.id in self.selected:
@@ -460,6 +467,11 @@ class GradeJob:
             voids.append(f"{self.reader.forged} forged or unauthenticated line(s) appeared on the results channel")
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
+        if self.weak_watch is not None:
+            left = integrity.written_since(self.weak_t0, self.weak_watch)
+            if left:
+                integrity.record_taint(left)
+                voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
