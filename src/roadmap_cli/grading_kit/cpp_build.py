@@ -473,6 +473,12 @@ def asan_binary(main_cpp: Path, include_dir: Path, headers: Sequence[Path], time
 def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run one case of an ASan test binary with a minimal environment (it is
     the learner's code: no inherited secrets, no core dumps)."""
+    return run_binary(binary, [case], timeout_s)
+
+
+def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+    """Run an ASan test binary (learner code is linked in) with `args`, behind
+    the grade's wall; what it prints is data for the grader to check."""
     env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1",
            "LSAN_OPTIONS": "exitcode=87"}
     from roadmap_cli.grading_kit import oswall, sandbox
@@ -481,7 +487,7 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     wall = (sandbox.config() or {}).get("os_wall")
     if wall:
         wall = {**wall, "cwd": str(binary.parent)}
-    return oswall.run([str(binary), case], wall, capture_output=True, text=True, timeout=timeout_s, env=env,
+    return oswall.run([str(binary), *args], wall, capture_output=True, text=True, timeout=timeout_s, env=env,
                       cwd=binary.parent, stdin=subprocess.DEVNULL)
 
 
