@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from roadmap_cli.labs.spec import LabSpec
@@ -82,7 +82,7 @@ def learner_shim(spec: "LabSpec", parent: str) -> str:
     return str(target)
 
 
-def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> dict:
+def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: Optional[str] = None) -> dict:
     """The per-grade part of what learner code sees behind the OS wall
     (grading_kit/oswall.py adds the system's part, `oswall.SYSTEM`; nothing
     else exists in there). Built up from nothing:
@@ -101,22 +101,25 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> di
 
     To grant one more folder to every grade (a per-user torch extensions
     folder, say), add one line to `grants` below."""
+    from roadmap_cli.grading_kit import cpp_build
+
     triton_cache = Path(scratch) / "triton-cache"
     triton_cache.mkdir(exist_ok=True)
-    return {**_view([spec], learner_grants(spec, workspace, scratch, shim)), "cwd": str(workspace),
+    # Without a folder of its own (a grade of dev check, whose warm learner sees the cache): the cache.
+    artefacts = artefacts or str(cpp_build.cache_root())
+    return {**_view([spec], learner_grants(spec, workspace, scratch, shim, artefacts)), "cwd": str(workspace),
             "triton_cache": str(triton_cache)}
 
 
-def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> list[tuple[str, str, str]]:
+def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
+                   artefacts: str = "<this grade's C++ builds>") -> list[tuple[str, str, str]]:
     """learner_view's per-grade grants: (kind, path, why)."""
-    from roadmap_cli.grading_kit import cpp_build
-
     return [
         ("read_write", str(workspace), "the workspace: the learner's own files"),
         ("read_write", str(scratch), "the grade's scratch folder: pytest's tmp_path, the learner's Triton cache"),
         ("read_only", shim, "the lab's adapter shim (adapter.py and its declared learner-side files)"),
         ("read_only", str(Path(spec.root).resolve() / "data"), "the lab's input data"),
-        ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
+        ("read_only", artefacts, "this grade's C++ builds (the grader builds, the learner loads; never the cache)"),
         ("hide", os.path.join(str(workspace), ".git"), "the workspace's git repository: the engine's, not the learner's"),
     ]
 

@@ -298,6 +298,12 @@ class GradeJob:
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-", dir=self.scratch_parent)
         self.shim_parent = tempfile.TemporaryDirectory(prefix="roadmap-shim-")
+        # This grade's C++ builds, for its walled processes (never the whole cache). dev check's warm learner
+        # was given the cache itself when it started (it runs the project's own code): its grades use that.
+        self.artefacts = None
+        if self.learners is None:
+            self.artefacts = os.path.join(self.shim_parent.name, "artefacts")
+            os.mkdir(self.artefacts)
         tmpdir = Path(self.tmp.name)
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
@@ -397,7 +403,10 @@ class GradeJob:
                 "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
                 "grade_token": self.grade_token,
                 # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
-                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim)
+                # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
+                # whole cache, which holds other learners' compiled work.
+                "artefacts": self.artefacts,
+                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts)
                             if self.sandbox == STRONG else None),
                 "nproc": LEARNER_NPROC,
             },

@@ -253,6 +253,31 @@ def _write_manifest(path: Path, data: dict) -> None:
 
 def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
            workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
+    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files)
+    return BuildResult(_for_this_grade(result.path), result.cached)
+
+
+def _for_this_grade(path: Path) -> Path:
+    """The artefact where this grade's walled processes can see it: linked into the grade's own artefacts
+    folder (the engine's config), since the cache holds every learner's compiled work and is never shown."""
+    import shutil
+
+    from roadmap_cli.grading_kit import sandbox
+
+    folder = (sandbox.config() or {}).get("artefacts")
+    if not folder or not os.path.isdir(folder):
+        return path
+    target = Path(folder) / f"{path.parent.name}-{path.name}"
+    if not target.exists():
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+    return target
+
+
+def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
+                  workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
     """Compile (behind the wall) or take the cached result; `grader_files` are
     the grader's own inputs (a test main): copied into the build folder, the
     one place the walled compiler reads them from."""
@@ -282,8 +307,11 @@ def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suf
         cmd = [moved.get(a, a) for a in cmd_without_output]
         artefact = build / f"{kind}{suffix}"
         try:
-            proc = _walled_run(cmd + ["-MD", "-MF", str(build / "deps.d"), "-o", str(artefact)], build,
-                               [Path(f) for f in folders], timeout_s)
+            # Read-only for the compiler: the learner's folders and a precompiled header's (-include).
+            seen = [Path(f) for f in folders] + [Path(cmd[i + 1]).parent for i, a in enumerate(cmd[:-1])
+                                                 if a == "-include"]
+            proc = _walled_run(cmd + ["-MD", "-MF", str(build / "deps.d"), "-o", str(artefact)], build, seen,
+                               timeout_s)
         except subprocess.TimeoutExpired:
             raise CppBuildError(f"the compiler ran past {timeout_s:g} s", "") from None
         deps = _parse_deps(build / "deps.d", build)
