@@ -288,3 +288,15 @@ def test_mounts_are_ordered_by_depth_so_a_hidden_folder_inside_a_writable_one_st
     # A grant inside a writable folder is dropped (the learner could swap it for a link before the next bwrap);
     # a hidden path outside every grant is absent already.
     assert order == [("read_write", "ws"), ("hide", "ws/home"), ("read_only", "labs/x/tests")]
+
+
+def test_doctor_sandbox_prints_the_allow_list(run_cli, wall) -> None:
+    data = run_cli("doctor", "--sandbox", "--json").json()["data"]
+    assert data["sandbox"] == "strong" and data["uid"] == 1000
+    rows = {(row["access"], row["path"]) for row in data["view"]}
+    assert {("read-write", "<workspace>"), ("read-write", "<grade scratch>"), ("read-only", "/usr"),
+            ("private", "/home/learner"), ("absent", "<workspace>/.git"), ("network", "lo")} <= rows, rows
+    # Nothing of the real home, /var or the data home is granted.
+    assert not any(path in ("/root", "/var", "/home", os.path.expanduser("~")) for _, path in rows), rows
+    text = run_cli("doctor", "--sandbox").stdout
+    assert "nothing else exists" in text and "<workspace>" in text
