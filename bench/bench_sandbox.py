@@ -94,8 +94,7 @@ def main() -> None:
             # The baseline's grades are authored code at another commit: no manifest to verify there.
             base["ROADMAP_DEV_UNLOCKED"] = "1"
             other_python, other_name = baseline_python(args.baseline, Path(tmp) / "baseline"), args.baseline
-            weak_env = dict(base, ROADMAP_HOME=str(Path(tmp) / "home-baseline"),
-                            ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-baseline"))
+            weak_env = dict(base, ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-baseline"))
         for lab_id in args.labs or lab_ids():
             spec = find_lab(lab_id)
             workspace = Path(tmp) / lab_id
