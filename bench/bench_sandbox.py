@@ -5,10 +5,17 @@ both alike, and each strong grade checked to pass (a false fail is counted).
 
     python bench/bench_sandbox.py                   # every lab, 3 rounds
     python bench/bench_sandbox.py autograd -n 5     # one lab, 5 rounds
+    python bench/bench_sandbox.py autograd --baseline 7881cf9   # this wall vs the wall of a commit
 
 Budget: strong / weak <= 1.15 per lab (median wall time). Prints per lab the
 medians, the ratio, and false fails of the reference (grades behind the wall
 that did not pass every gradable part; each round uses fresh secret seeds).
+
+With `--baseline REV` the comparison is this checkout's wall against the wall
+of commit REV instead of against the weak sandbox (issue 35: the allow-list
+wall must cost <= 1.15x the wall it replaced): REV's tree is exported to a
+temp folder and run by a copy of this virtual environment (hard links, its
+editable path pointed at the export), in the same run, alternating.
 """
 
 from __future__ import annotations
@@ -27,11 +34,11 @@ ROADMAP = [sys.executable, "-m", "roadmap_cli"]
 BUDGET = 1.15
 
 
-def grade(lab_id: str, workspace: Path, env: dict) -> tuple[float, bool, str, str]:
+def grade(lab_id: str, workspace: Path, env: dict, python: str = sys.executable) -> tuple[float, bool, str, str]:
     """(wall seconds, every gradable part passed, the sandbox the attempt recorded, why not passed)."""
     t0 = time.perf_counter()
-    proc = subprocess.run(ROADMAP + ["grade", lab_id, "--json"], cwd=workspace, env=env, capture_output=True,
-                          text=True)
+    proc = subprocess.run([python, "-m", "roadmap_cli", "grade", lab_id, "--json"], cwd=workspace, env=env,
+                          capture_output=True, text=True)
     wall = time.perf_counter() - t0
     try:
         data = json.loads(proc.stdout)["data"]
@@ -44,10 +51,29 @@ def grade(lab_id: str, workspace: Path, env: dict) -> tuple[float, bool, str, st
     return wall, passed, data.get("sandbox") or "?", why or (data.get("message") or "")
 
 
+def baseline_python(rev: str, where: Path) -> str:
+    """A Python that runs roadmap as of commit `rev`: `git archive` into `where`, this venv hard-linked
+    beside it with its editable-install path pointed at the export."""
+    repo = Path(__file__).resolve().parents[1]
+    tree = where / "tree"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    venv = where / "venv"
+    subprocess.run(["cp", "-al", sys.prefix, str(venv)], check=True)
+    for pth in venv.glob("lib/python*/site-packages/*.pth"):
+        text = pth.read_text()
+        if str(repo / "src") in text:
+            pth.unlink()  # a hard link: replace, never edit the original
+            pth.write_text(text.replace(str(repo / "src"), str(tree / "src")))
+    return str(venv / "bin" / "python")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
     parser.add_argument("-n", "--rounds", type=int, default=3, help="strong/weak pairs per lab")
+    parser.add_argument("--baseline", metavar="REV", help="compare with the OS wall of this commit, not the weak sandbox")
     args = parser.parse_args()
 
     from roadmap_cli.grading_kit import oswall
@@ -59,24 +85,35 @@ def main() -> None:
         sys.exit(f"bubblewrap cannot run here ({why}): nothing to compare")
     rows = []
     with tempfile.TemporaryDirectory(prefix="roadmap-sandbox-bench-") as tmp:
-        base = dict(os.environ, ROADMAP_HOME=str(Path(tmp) / "home"), PYTHONUNBUFFERED="1")
+        base = dict(os.environ, ROADMAP_HOME=str(Path(tmp) / "home"), PYTHONUNBUFFERED="1",
+                    ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-new"))
         base.pop("ROADMAP_SANDBOX", None)
         weak_env = dict(base, ROADMAP_SANDBOX="weak")
+        other_python, other_name = sys.executable, "weak"
+        if args.baseline:
+            # The baseline's grades are authored code at another commit: no manifest to verify there.
+            base["ROADMAP_DEV_UNLOCKED"] = "1"
+            other_python, other_name = baseline_python(args.baseline, Path(tmp) / "baseline"), args.baseline
+            weak_env = dict(base, ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-baseline"))
         for lab_id in args.labs or lab_ids():
             spec = find_lab(lab_id)
             workspace = Path(tmp) / lab_id
             subprocess.run(ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)], env=base, check=True,
                            stdout=subprocess.DEVNULL)
             ws.write_solution(spec, workspace)
-            grade(lab_id, workspace, base)  # warm: C++ builds, the grader's bytecode cache (not counted)
+            # warm: C++ builds, the grader's bytecode cache (not counted)
+            grade(lab_id, workspace, base)
+            grade(lab_id, workspace, weak_env, other_python)
             strong, weak, false_fails, seen = [], [], 0, set()
             for round_ in range(args.rounds):
                 # Alternate which goes first: a machine that gets busier over time penalises neither.
                 order = [("strong", base), ("weak", weak_env)] if round_ % 2 == 0 else [("weak", weak_env),
                                                                                          ("strong", base)]
                 for name, env in order:
-                    wall, passed, recorded, why = grade(lab_id, workspace, env)
-                    seen.add((name, recorded))
+                    python = other_python if name == "weak" else sys.executable
+                    wall, passed, recorded, why = grade(lab_id, workspace, env, python)
+                    seen.add((name, "weak" if recorded == "strong" and name == "weak" and args.baseline
+                              else recorded))
                     (strong if name == "strong" else weak).append(wall)
                     if not passed:
                         false_fails += 1
@@ -86,10 +123,10 @@ def main() -> None:
                 sys.exit(f"{lab_id}: the attempts did not record the sandbox asked for: {sorted(seen)}")
             s, w = statistics.median(strong), statistics.median(weak)
             rows.append((lab_id, s, w, s / w, false_fails))
-            print(f"{lab_id:<18} strong {s:7.2f} s  weak {w:7.2f} s  ratio {s / w:5.2f}  false fails {false_fails}",
-                  flush=True)
+            print(f"{lab_id:<18} strong {s:7.2f} s  {other_name} {w:7.2f} s  ratio {s / w:5.2f}  "
+                  f"false fails {false_fails}", flush=True)
     print()
-    print(f"{'lab':<18} {'strong s':>9} {'weak s':>8} {'ratio':>6} {'false fails':>12}  budget (<= {BUDGET:g}x)")
+    print(f"{'lab':<18} {'strong s':>9} {other_name[:8]:>8} {'ratio':>6} {'false fails':>12}  budget (<= {BUDGET:g}x)")
     for lab_id, s, w, ratio, ff in rows:
         print(f"{lab_id:<18} {s:9.2f} {w:8.2f} {ratio:6.2f} {ff:12d}  {'met' if ratio <= BUDGET else 'OVER'}")
     over = sum(1 for r in rows if r[3] > BUDGET)

@@ -2,9 +2,10 @@
 
 A learner's `adder.py` looks around at import time, from inside the learner
 process, and writes what it saw into the workspace (the one place it may
-write). Behind bubblewrap the reference solution, the lab tests of other
-labs, kernels/, the project's .git and the data home are absent, the project
-is read-only, and the learner is alone in its pid namespace. Without
+write). Behind bubblewrap it walks the whole file system and finds exactly
+the allow-list (issue 35 item 1): no project, no data home, no real home, no
+credential; it is uid 1000 with an empty HOME, alone in its pid namespace,
+and in a network namespace of its own (item 2). Without
 bubblewrap the grade still runs, in the in-process sandbox, and every place
 that shows the attempt says "weak".
 
@@ -65,61 +66,162 @@ def workspace(run_cli, project: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     return ws
 
 
-def _looking_adder(project: Path, home: Path) -> str:
+def _looking_adder(project: Path, home: Path, stop: list[str], tcp_port: int, abstract: str) -> str:
     """A right `add`, preceded by code that records what the learner process
-    can see and do. It looks by listing folders and through a shell whose
-    command line never names a reference path (the in-process audit hook
-    would void the attempt for that): only the wall can stop these."""
+    can see and do: it walks the whole file system (not into `stop`, the big
+    read-only trees the wall grants: /usr, the Python runtime), tries the
+    host's listeners, and looks through a shell whose command line never
+    names a reference path (the in-process audit hook would void the attempt
+    for that): only the wall can stop these."""
     probe = f"""
-        import json, os, subprocess
-        project, home = {str(project)!r}, {str(home)!r}
+        import json, os, socket, subprocess, sys
+        project, home, stop = {str(project)!r}, {str(home)!r}, set({stop!r})
         def listing(path):
             try:
                 return sorted(os.listdir(path))
             except OSError as exc:
                 return type(exc).__name__
-        seen = {{"project": listing(project), "labs": listing(os.path.join(project, "labs")),
-                 "lab": listing(os.path.join(project, "labs", "adder")),
-                 "kernels": listing(os.path.join(project, "kernels")), "git": listing(os.path.join(project, ".git")),
-                 "home": listing(home), "tests": listing(os.path.join(project, "labs", "adder", "tests")),
-                 "solution": listing(os.path.join(project, "labs", "adder", "solution"))}}
+        leaves = []
+        def walk(path):
+            if path in stop or path in ("/proc", "/dev"):
+                leaves.append(path)
+                return
+            try:
+                entries = sorted(os.scandir(path), key=lambda e: e.name)
+            except OSError as exc:
+                leaves.append(path + " !" + type(exc).__name__)
+                return
+            if not entries:
+                leaves.append(path.rstrip("/") + "/")  # an empty folder
+            for entry in entries:
+                child = os.path.join(path, entry.name)
+                if entry.is_dir(follow_symlinks=False):
+                    walk(child)
+                else:
+                    leaves.append(child)
+        walk("/")
+        seen = {{"leaves": leaves, "project": listing(project), "home": listing(home),
+                 "uid": [os.getuid(), os.getgid()], "HOME": os.environ.get("HOME"),
+                 "home_listing": listing(os.path.expanduser("~")),
+                 "secret_env": sorted(k for k in os.environ if "PASS" in k or "SECRET" in k)}}
         import sys  # the grader's adapter, as the learner process preloaded it: from the shim
         seen["shim"] = listing(os.path.dirname(sys.modules["adapter"].__file__))
-        # A child process (no audit hook at all) reading the reference through a path it assembles itself.
-        cat = subprocess.run(["sh", "-c", 'cat "$0/sol""ution/adder.py"', os.path.join(project, "labs", "adder")],
-                             capture_output=True, text=True)
-        seen["cat_solution"] = cat.stdout
-        # Plant a module in the installed package, through a shell (no audit hook): the file system refuses.
         import roadmap_cli
         package = os.path.dirname(roadmap_cli.__file__)
+        seen["data_copies"] = [listing(os.path.join(p, "roadmap_cli", "_data")) for p in sys.path
+                               if os.path.isdir(os.path.join(p, "roadmap_cli", "_data"))]
+        # Plant a module in the installed package, through a shell (no audit hook): the file system refuses.
         plant = subprocess.run(["sh", "-c", 'echo "x = 1" > "$0/planted_by_learner.py"', package],
                                capture_output=True, text=True)
         seen["plant"] = [plant.returncode, plant.stderr.strip()]
         seen["pid1"] = open("/proc/1/comm").read().strip()
         seen["processes"] = sum(1 for p in os.listdir("/proc") if p.isdigit())
+        # The host's listeners: TCP on 127.0.0.1 and an abstract unix socket.
+        def reach(family, address):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.settimeout(3)
+            try:
+                s.connect(address)
+                s.sendall(b"from the learner")
+                return "connected"
+            except OSError as exc:
+                return type(exc).__name__
+            finally:
+                s.close()
+        seen["tcp"] = reach(socket.AF_INET, ("127.0.0.1", {tcp_port}))
+        seen["abstract"] = reach(socket.AF_UNIX, "\\0" + {abstract!r})
+        # Its own loopback works: a lab's server or gloo ranks on 127.0.0.1.
+        own = socket.socket(); own.bind(("127.0.0.1", 0)); own.listen(1)
+        seen["own_loopback"] = reach(socket.AF_INET, own.getsockname())
         with open("view.json", "w") as fh:
             json.dump(seen, fh)
     """
     return textwrap.dedent(probe) + "\n" + RIGHT_ADD
 
 
-def test_behind_the_wall_the_references_and_the_data_home_are_absent(run_cli, wall, project, workspace,
-                                                                      roadmap_home: Path) -> None:
-    (workspace / "adder.py").write_text(_looking_adder(project, roadmap_home))
-    result = run_cli("grade", "--part", "add", "--json")
+def _allowed(spec, workspace: Path, scratch: str, shim: str) -> tuple[dict, list[str]]:
+    """The view this grade's learner had (grading/isolation.py), and every path it grants."""
+    from roadmap_cli.grading import isolation
+    from roadmap_cli.grading_kit import oswall
+
+    view = isolation._view([spec], isolation.learner_grants(spec, str(workspace), scratch, shim))
+    rows = oswall.describe(view)
+    return view, [path for access, path, _ in rows if access != "network"]
+
+
+def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, project, workspace, roadmap_home: Path,
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import threading
+
+    from roadmap_cli.grading import isolation
+    from roadmap_cli.labs.spec import find_lab
+
+    # What the grading user has that learner code must never see: a credential in the real home, one in the
+    # environment, a sibling folder of the workspace, and listeners on the host.
+    real_home = tmp_path / "realhome"
+    real_home.mkdir()
+    (real_home / ".pgpass").write_text("localhost:5432:*:owner:hunter2\n")
+    monkeypatch.setenv("HOME", str(real_home))
+    monkeypatch.setenv("PGPASSWORD", "hunter2")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret.txt").write_text("not for learners")
+    tcp = socket.create_server(("127.0.0.1", 0))
+    abstract_name = f"roadmap-wall-test-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind("\0" + abstract_name)
+    unix.listen(1)
+    accepted: list[str] = []
+
+    def accept(server: socket.socket) -> None:
+        server.settimeout(30)
+        try:
+            accepted.append(str(server.accept()[1]))
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=accept, args=(srv,), daemon=True) for srv in (tcp, unix)]
+    for thread in threads:
+        thread.start()
+    from roadmap_cli.grading_kit import oswall
+
+    stop = [path for kind, path, _ in oswall.system_grants() if kind == "ro"] + oswall.python_runtime()
+    (workspace / "adder.py").write_text(_looking_adder(project, roadmap_home, stop, tcp.getsockname()[1],
+                                                       abstract_name))
+    try:
+        result = run_cli("grade", "--part", "add", "--json")
+    finally:
+        tcp.close()
+        unix.close()
     data = result.json()["data"]
     assert data["sandbox"] == "strong", (data.get("message"), data.get("log_tail"), data["tests"][:2])
     # A right solution still passes behind the wall.
     assert data["parts"][0]["status"] == "passed", [t["message"] for t in data["tests"]][:1]
     seen = json.loads((workspace / "view.json").read_text())
-    # No lab's tests/ (reference values), solution/ or anything else: the learner side is the adapter shim.
-    assert seen["labs"] == [] and seen["lab"] == "FileNotFoundError", seen
-    assert seen["tests"] == "FileNotFoundError" and seen["solution"] == "FileNotFoundError", seen
+
+    # The walk: every file or empty folder found lies in what the allow-list grants, and all of it was found.
+    scratch = next(os.path.dirname(p) for p in seen["leaves"] if p.endswith("/triton-cache/"))
+    shim = next(os.path.dirname(p) for p in seen["leaves"] if p.endswith("/adapter.py") and "learner-shim-" in p)
+    view, allowed = _allowed(find_lab("adder"), workspace, scratch, shim)
+    hidden = [os.path.realpath(p) for p in view["hide"]]
+    outside = [leaf for leaf in seen["leaves"]
+               if not any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/") for a in allowed)]
+    assert outside == [], outside
+    for path in hidden:  # absent inside what is granted: an empty folder at most
+        assert not any(leaf.startswith(path + "/") and leaf != path + "/" for leaf in seen["leaves"]), path
+    reached = [a for a in allowed if any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/")
+                                         for leaf in seen["leaves"])]
+    missing = sorted(set(allowed) - set(reached) - {"/dev/shm"} - {a for a in allowed if not os.path.lexists(a)}
+                     - set(hidden))
+    assert missing == [], missing  # the comparison is with what the learner really had, not with nothing
+    assert not any(".pgpass" in leaf or "elsewhere" in leaf for leaf in seen["leaves"])
+    # The project (labs, kernels, .git), the data home and the real home: not there at all.
+    assert seen["project"] == "FileNotFoundError" and seen["home"] == "FileNotFoundError", seen
+    assert seen["data_copies"] in ([], [[]]) and seen["home_listing"] == [], seen
+    # Not root, an empty HOME of its own, no credential in the environment.
+    assert seen["uid"] == [1000, 1000] and seen["HOME"] == "/home/learner" and seen["secret_env"] == [], seen
     # The adapter and the lab's declared learner-side helper (lab.yaml learner_side), nothing else of tests/.
     assert seen["shim"] == ["adapter.py", "given.py"], seen
-    assert seen["kernels"] == [] and seen["git"] == [] and seen["home"] == [], seen
-    assert "labs" in seen["project"]  # the project itself is there (read-only): roadmap_cli runs from it
-    assert seen["cat_solution"] == "", seen
     import roadmap_cli
 
     planted = Path(roadmap_cli.__file__).parent / "planted_by_learner.py"
@@ -127,6 +229,9 @@ def test_behind_the_wall_the_references_and_the_data_home_are_absent(run_cli, wa
     assert not planted.exists()
     # Its own pid namespace: bwrap's init is pid 1 and only a handful of processes exist in it.
     assert seen["pid1"] == "bwrap" and seen["processes"] < 10, seen
+    # Its own network: the host's listeners are unreachable, its own loopback works.
+    assert seen["tcp"] == "ConnectionRefusedError" and seen["abstract"] == "ConnectionRefusedError", seen
+    assert seen["own_loopback"] == "connected" and accepted == [], (seen, accepted)
     # The attempt says so, in history too.
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
     assert history[0]["sandbox"] == "strong"
@@ -173,9 +278,25 @@ def test_mounts_are_ordered_by_depth_so_a_hidden_folder_inside_a_writable_one_st
     from roadmap_cli.grading_kit.oswall import _mounts
 
     (tmp_path / "ws" / "home").mkdir(parents=True)
+    (tmp_path / "ws" / "shim").mkdir(parents=True)
     (tmp_path / "labs" / "x" / "tests").mkdir(parents=True)
-    view = {"hide": [str(tmp_path / "ws" / "home"), str(tmp_path / "labs")],
-            "read_only": [str(tmp_path / "labs" / "x" / "tests")], "read_write": [str(tmp_path / "ws")],
-}
+    (tmp_path / "nowhere").mkdir()
+    view = {"hide": [str(tmp_path / "ws" / "home"), str(tmp_path / "labs"), str(tmp_path / "nowhere")],
+            "read_only": [str(tmp_path / "labs" / "x" / "tests"), str(tmp_path / "ws" / "shim")],
+            "read_write": [str(tmp_path / "ws")]}
     order = [(kind, Path(path).relative_to(tmp_path).as_posix()) for kind, path in _mounts(view)]
-    assert order == [("hide", "labs"), ("read_write", "ws"), ("hide", "ws/home"), ("read_only", "labs/x/tests")]
+    # A grant inside a writable folder is dropped (the learner could swap it for a link before the next bwrap);
+    # a hidden path outside every grant is absent already.
+    assert order == [("read_write", "ws"), ("hide", "ws/home"), ("read_only", "labs/x/tests")]
+
+
+def test_doctor_sandbox_prints_the_allow_list(run_cli, wall) -> None:
+    data = run_cli("doctor", "--sandbox", "--json").json()["data"]
+    assert data["sandbox"] == "strong" and data["uid"] == 1000
+    rows = {(row["access"], row["path"]) for row in data["view"]}
+    assert {("read-write", "<workspace>"), ("read-write", "<grade scratch>"), ("read-only", "/usr"),
+            ("private", "/home/learner"), ("absent", "<workspace>/.git"), ("network", "lo")} <= rows, rows
+    # Nothing of the real home, /var or the data home is granted.
+    assert not any(path in ("/root", "/var", "/home", os.path.expanduser("~")) for _, path in rows), rows
+    text = run_cli("doctor", "--sandbox").stdout
+    assert "nothing else exists" in text and "<workspace>" in text

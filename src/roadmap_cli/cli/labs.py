@@ -334,12 +334,20 @@ def lab_diff(
     emit("lab diff", data, as_json=as_json, render=lambda c: render.lab_diff(c, data))
 
 
-def doctor(as_json: JsonOpt = False) -> None:
+def doctor(
+    as_json: JsonOpt = False,
+    sandbox: Annotated[bool, typer.Option("--sandbox", help="Print only what learner code sees behind the OS wall "
+                                          "(the allow-list), path by path.")] = False,
+) -> None:
     """Check python, torch, triton, CUDA, the GPU, nvcc and git; say which lab parts can be graded here."""
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.grading.doctor import run_doctor
+    from roadmap_cli.grading.doctor import run_doctor, sandbox_report
     from roadmap_cli.output import emit
 
+    if sandbox:
+        view = sandbox_report()
+        emit("doctor sandbox", view, as_json=as_json, render=lambda c: render.sandbox_view(c, view))
+        return
     report = run_doctor()
     emit("doctor", report, as_json=as_json, render=lambda c: render.doctor(c, report))
 

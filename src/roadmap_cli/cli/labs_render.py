@@ -371,3 +371,15 @@ def doctor(console: Console, report) -> None:
         for lab in report.labs:
             labs.add_row(e(lab["id"]), e(", ".join(lab["gradable"]) or "—"), e(", ".join(lab["not_gradable"]) or "—"))
         console.print(labs)
+
+
+def sandbox_view(console: Console, report: dict) -> None:
+    console.print(e(report["line"]), soft_wrap=True)
+    if not report["view"]:
+        return
+    table = Table(title=f"what learner code sees (uid {report['uid']}, HOME {report['home']}); nothing else exists")
+    for col in ("access", "path", "why"):
+        table.add_column(col, overflow="fold")
+    for row in report["view"]:
+        table.add_row(e(row["access"]), e(row["path"]), e(row["why"]))
+    console.print(table)

@@ -131,3 +131,35 @@ def run_doctor() -> DoctorReport:
         report.labs.append({"id": spec.id, "stage": spec.stage, "gradable": here,
                             "not_gradable": [p.id for p in spec.parts if p.id not in here]})
     return report
+
+
+def sandbox_report() -> dict:
+    """`roadmap doctor --sandbox`: the OS wall here, and everything learner code
+    sees behind it (grading_kit/oswall.py's system part, grading/isolation.py's
+    per grade), in the order bwrap builds it; a grade's own folders are named
+    by what they are (<workspace>, ...), the rest by their real path."""
+    from types import SimpleNamespace
+
+    from roadmap_cli.grading import isolation
+    from roadmap_cli.grading_kit import oswall
+
+    try:
+        strength, why = oswall.status()
+    except oswall.WallUnavailable as exc:
+        strength, why = oswall.WEAK, str(exc)
+    rows = [{"access": access, "path": path, "why": reason} for access, path, reason in oswall.describe(None)]
+    rows += [{"access": "read-only", "path": path, "why": "the Python runtime and site-packages"}
+             for path in oswall.python_runtime()]
+    names = {"read_only": "read-only", "read_write": "read-write", "hide": "absent"}
+    lab = SimpleNamespace(root="/<lab>")
+    for kind, path, reason in isolation.learner_grants(lab, "<workspace>", "<grade scratch>", "<adapter shim>"):
+        rows.append({"access": names[kind], "path": path.replace("/<lab>", "<lab folder>"), "why": reason})
+    inside = isolation._view([], [])  # what is absent again inside the runtime granted above
+    for kind, path in oswall._mounts(inside):
+        if kind == "hide":
+            rows.append({"access": "absent", "path": path, "why": inside["why"].get(path, "")})
+    return {"sandbox": strength, "why": why, "uid": oswall.LEARNER_UID, "home": oswall.LEARNER_HOME,
+            "view": rows if strength == oswall.STRONG else [],
+            "line": ("strong: learner code, the C++ compiler and test binaries see only what is listed; nothing else "
+                     "exists for them" if strength == oswall.STRONG else
+                     f"weak: {why}; learner code runs as you, with the in-process sandbox only (install bubblewrap)")}

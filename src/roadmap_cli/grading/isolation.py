@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from roadmap_cli.labs.spec import LabSpec
@@ -29,6 +29,10 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
         paths.update((str(other.solution_dir), str(other.tests_dir)))
         paths.update(str(p) for p in other.solution_sources().values())
     paths.update(str(p / sub) for p in labs_root().glob("*") if p.is_dir() for sub in ("solution", "tests"))
+    # Every packaged copy of the labs the install left (a wheel's, or site-packages' beside an editable install).
+    from roadmap_cli.grading_kit.oswall import runtime_hides
+
+    paths.update(p for p in runtime_hides() if os.path.isdir(p))
     return sorted(paths)
 
 
@@ -78,57 +82,91 @@ def learner_shim(spec: "LabSpec", parent: str) -> str:
     return str(target)
 
 
-def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> dict:
-    """What the learner's file system looks like behind the OS wall
-    (grading_kit/oswall.py): hidden, shown read-only, writable.
+def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: Optional[str] = None) -> dict:
+    """The per-grade part of what learner code sees behind the OS wall
+    (grading_kit/oswall.py adds the system's part, `oswall.SYSTEM`; nothing
+    else exists in there). Built up from nothing:
 
-    Hidden: every labs folder (the shipped one and a $ROADMAP_LABS_DIR one),
-    tests/ and all, kernels/, the project's .git (whose objects hold every
-    reference solution), each `roadmap_cli/_data` copy on sys.path (an
-    editable install leaves one in site-packages), and the data home
-    (progress, attempts). Shown read-only: the lab's adapter shim (`shim`,
-    made by learner_shim: the learner side imports its adapter from there),
-    the lab's data/ (inputs such as a corpus) and the C++ build cache (the
-    grader compiles, the learner loads). Writable: the workspace, the grade's
-    scratch folder (pytest's tmp_path) and a Triton cache of the learner's own."""
+    read-write  the workspace and the grade's scratch folder (pytest's
+                tmp_path, the learner's own Triton cache);
+    read-only   the Python runtime and site-packages, the lab's data/ (inputs
+                such as a corpus), the lab's adapter shim (`shim`, made by
+                learner_shim outside every writable folder: the learner side
+                imports its adapter from there) and the C++ build cache (the
+                grader compiles, the learner loads);
+    absent      the workspace's .git (the engine's git reads it: learner code
+                must not plant config or hooks there) and, inside what is
+                granted, every `roadmap_cli/_data` copy, labs folder, kernels/,
+                project .git and data home.
+
+    To grant one more folder to every grade (a per-user torch extensions
+    folder, say), add one line to `grants` below."""
+    from roadmap_cli.grading_kit import cpp_build
+
     triton_cache = Path(scratch) / "triton-cache"
     triton_cache.mkdir(exist_ok=True)
-    return {**_view([spec], [str(workspace), str(scratch)], [shim]), "cwd": str(workspace),
+    # Without a folder of its own (a grade of dev check, whose warm learner sees the cache): the cache.
+    artefacts = artefacts or str(cpp_build.cache_root())
+    return {**_view([spec], learner_grants(spec, workspace, scratch, shim, artefacts)), "cwd": str(workspace),
             "triton_cache": str(triton_cache)}
+
+
+def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
+                   artefacts: str = "<this grade's C++ builds>") -> list[tuple[str, str, str]]:
+    """learner_view's per-grade grants: (kind, path, why)."""
+    return [
+        ("read_write", str(workspace), "the workspace: the learner's own files"),
+        ("read_write", str(scratch), "the grade's scratch folder: pytest's tmp_path, the learner's Triton cache"),
+        ("read_only", shim, "the lab's adapter shim (adapter.py and its declared learner-side files)"),
+        ("read_only", str(Path(spec.root).resolve() / "data"), "the lab's input data"),
+        ("read_only", artefacts, "this grade's C++ builds (the grader builds, the learner loads; never the cache)"),
+        ("hide", os.path.join(str(workspace), ".git"), "the workspace's git repository: the engine's, not the learner's"),
+    ]
 
 
 def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     """The view of dev check's warm learner (grading_kit/warm_learner.py):
-    learner_view's hidden and read-only paths for every lab of the run, with
-    `shims` (where the run's grades make their labs' shims) read-only, and
-    one writable folder, `root`, under which every workspace and every
+    learner_view's system, runtime and hidden paths for every lab of the run,
+    with `shims` (where the run's grades make their labs' shims) read-only,
+    and one writable folder, `root`, under which every workspace and every
     grade's scratch folder (its Triton cache among them) are made."""
-    return {**_view(specs, [root], [shims]), "cwd": root}
-
-
-def _view(specs: list["LabSpec"], writable: list[str], shims: list[str]) -> dict:
-    import sys
-
-    from roadmap_cli import paths
     from roadmap_cli.grading_kit import cpp_build
+
+    grants = [("read_write", root, "dev check's root: every workspace and scratch folder of the run"),
+              ("read_only", shims, "the labs' adapter shims"),
+              ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
+              *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs)]
+    # On the host's network (no namespace of its own): the graders of dev check, which run on the host's, talk
+    # to its learners' servers. It runs the project's own code (references, starters, wrong variants), never
+    # a learner's; `dev check --cold-learners` checks behind the whole wall.
+    return {**_view(specs, grants), "cwd": root, "shared_net": True}
+
+
+def _view(specs: list["LabSpec"], grants: list[tuple[str, str, str]]) -> dict:
+    from roadmap_cli import paths
     from roadmap_cli.labs.plan import labs_root
 
-    hide: set[str] = set()
+    from roadmap_cli.grading_kit.oswall import python_runtime, runtime_hides
+
+    view: dict = {"hide": [], "read_only": [], "read_write": [], "why": {}}
+
+    def grant(kind: str, path: str, why: str) -> None:
+        view[kind].append(path)
+        view["why"].setdefault(os.path.realpath(path), why)
+
+    for path in python_runtime():
+        grant("read_only", path, "the Python runtime and site-packages")
+    for kind, path, why in grants:
+        grant(kind, path, why)
+    # Inside what is granted, roadmap's own data and labs stay absent (a flat checkout, an editable install).
     for labs in {labs_root(), paths.labs_root()}:
-        hide.update({str(labs), str(labs.parent / "kernels"), str(labs.parent / ".git")})
-    for entry in sys.path:
-        if entry:
-            hide.add(os.path.join(entry, "roadmap_cli", "_data"))
-    hide.update(_data_homes())
-    # The Python the learner process runs, shown again on top of the private /tmp: a project or virtual
-    # environment that lives under /tmp (a CI checkout, say) would otherwise vanish with it.
-    python = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              *(entry for entry in sys.path if entry)}
-    # The lab's data/ (a corpus, say) is input the learner's code is handed paths into; its tests/ stays hidden.
-    labs = [str(Path(spec.root).resolve() / "data") for spec in specs]
-    return {"hide": sorted(hide),
-            "read_only": [*sorted(p for p in python if os.path.isdir(p)), *labs, *shims, str(cpp_build.cache_root())],
-            "read_write": writable}
+        for hidden in (labs, labs.parent / "kernels", labs.parent / ".git"):
+            grant("hide", str(hidden), "roadmap's labs, kernels and history: references and expected values")
+    for path in runtime_hides():
+        grant("hide", path, "roadmap's packaged copy of the labs")
+    for home in _data_homes():
+        grant("hide", home, "the data home: progress and attempts")
+    return view
 
 
 def _data_homes() -> list[str]:

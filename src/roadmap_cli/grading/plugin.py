@@ -153,6 +153,14 @@ def pytest_configure(config: pytest.Config) -> None:
         from roadmap_cli.grading_kit import sandbox
         from roadmap_cli.grading.channel import Emitter
 
+        wall = (spec.get("sandbox") or {}).get("os_wall")
+        if wall and not os.environ.get("ROADMAP_WARM_LEARNER_FD"):
+            # Before anything starts: this process and every walled one it starts get the grade's own network
+            # (grading_kit/oswall.py). dev check's warm learner was started by the engine, on the host's network
+            # (it runs the project's own code, never a learner's): its grades stay there to reach it.
+            from roadmap_cli.grading_kit import oswall
+
+            wall["shared_net"] = oswall.enter_grade_network()
         _not_dumpable()
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ

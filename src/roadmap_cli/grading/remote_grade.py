@@ -258,8 +258,12 @@ def workspace_files(path: Path) -> dict[str, str]:
     never .git; every regular file when the workspace is not a git repository."""
     rels: list[str] = []
     if (path / ".git").exists():
-        proc = subprocess.run(["git", "-C", str(path), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                              capture_output=True, timeout=60)
+        from roadmap_cli.labs import gitsafe
+
+        # Disarmed: nothing the workspace's .git/config names (fsmonitor, filters) runs (labs/gitsafe.py).
+        proc = subprocess.run(gitsafe.command(path, "-C", str(path), "ls-files", "-z", "--cached", "--others",
+                                              "--exclude-standard"), capture_output=True, timeout=60, cwd=path,
+                              env=gitsafe.env())
         if proc.returncode == 0:
             rels = [r for r in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if r]
     if not rels:

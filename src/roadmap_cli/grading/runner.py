@@ -112,6 +112,23 @@ def pycache_args() -> list[str]:
     return ["-X", f"pycache_prefix={where}"] if where is not None else ["-B"]
 
 
+def grader_python(code: str) -> list[str]:
+    """argv for the grader's interpreter running `code`: isolated (-I), and
+    with no `site` (-S): no .pth file runs, whoever wrote it (a weak grade's
+    learner code can write site-packages); sys.path is the standard library
+    and exactly the folders `site` would add (grading_kit/oswall.py
+    `site_paths`), fixed by the engine. Bytecode only from the grader's
+    private cache (pycache_args)."""
+    from roadmap_cli.grading_kit.oswall import site_paths
+
+    boot = f"import sys; sys.path.extend({site_paths()!r}); " + code
+    return [sys.executable, "-I", "-S", *pycache_args(), "-u", "-c", boot]
+
+
+_PYTEST_MAIN = ("import runpy; sys.argv[0] = 'pytest'; "
+                "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+
+
 def grader_env(device: DeviceInfo) -> dict:
     """Every grader process's environment on this device, less what is per
     grade: also the environment a warm grader (grading/warm.py) starts with."""
@@ -132,7 +149,7 @@ def warm_graders(device: DeviceInfo) -> "WarmGraders":
     with the same interpreter flags and environment as a cold grader."""
     from roadmap_cli.grading.warm import WarmGraders
 
-    return WarmGraders(grader_env(device), pycache_args())
+    return WarmGraders(grader_env(device), grader_python)
 
 
 def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmLearners"]:
@@ -141,7 +158,7 @@ def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmL
     warm learner only ever runs behind it)."""
     from roadmap_cli.grading.warm import WarmLearners
     from roadmap_cli.grading_kit import oswall
-    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV
+    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV, walled_env
 
     try:
         if oswall.status()[0] != oswall.STRONG:
@@ -152,6 +169,8 @@ def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmL
     # What learner_env sets for every learner that glibc or Python read only at start-up.
     env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"
+    env.pop("TRITON_HOME", None)
+    env.update(walled_env({}))  # its own empty HOME and name, as every learner behind the wall
     root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
     # The labs' adapter shims, outside the root: the learners see them read-only (GradeJob makes each there).
     shims = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-shims-"))
@@ -259,6 +278,13 @@ class GradeJob:
             verdict = manifest.verify(spec.root)  # what judges must be what was installed (grading/manifest.py)
             if not verdict.ok:
                 raise GraderError(verdict.line())
+        taint = integrity.taint_line()  # an earlier weak grade left something a judge would run
+        if taint is not None:
+            raise GraderError(taint)
+        # Around a weak grade the engine watches what a later grade's judge runs (grading/integrity.py); the
+        # margin covers the kernel's coarse file-time clock.
+        self.weak_watch = integrity.weak_watch() if self.sandbox != STRONG else None
+        self.weak_t0 = time.time_ns() - 50_000_000
         targets: list[str] = []
         for part in spec.parts:
             if part.id in self.selected:
@@ -271,6 +297,13 @@ class GradeJob:
         self.hashes_before = integrity.snapshot(tests_dir)
         self.stats_before = integrity.stat_snapshot(self.hashes_before)
         self.tmp = tempfile.TemporaryDirectory(prefix="roadmap-grade-", dir=self.scratch_parent)
+        self.shim_parent = tempfile.TemporaryDirectory(prefix="roadmap-shim-")
+        # This grade's C++ builds, for its walled processes (never the whole cache). dev check's warm learner
+        # was given the cache itself when it started (it runs the project's own code): its grades use that.
+        self.artefacts = None
+        if self.learners is None:
+            self.artefacts = os.path.join(self.shim_parent.name, "artefacts")
+            os.mkdir(self.artefacts)
         tmpdir = Path(self.tmp.name)
         ini = tmpdir / "pytest.ini"
         ini.write_text(PYTEST_INI)
@@ -287,7 +320,7 @@ class GradeJob:
             "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
         ]
         # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
-        grader = [sys.executable, "-I", *pycache_args(), "-u", "-m", "pytest", *pytest_args]
+        grader = [*grader_python(_PYTEST_MAIN), *pytest_args]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
@@ -305,7 +338,7 @@ class GradeJob:
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
-            self.tmp.cleanup()
+            self._cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
         for fd in (config_r, results_w, out_w):
             os.close(fd)  # only the grader holds these now: its exit is our EOF
@@ -348,7 +381,9 @@ class GradeJob:
         # What the learner process sees of the grader: the adapter and the lab's declared learner-side files,
         # copied out of tests/ (never tests/ itself: it holds reference models and expected values).
         shims = getattr(self.learners, "shims", None) if self.learners is not None else None
-        shim = learner_shim(spec, shims or self.tmp.name)
+        # Never inside the scratch folder: the learner writes there, and could swap the shim for a link to
+        # anywhere before the next bwrap binds it (grading_kit/oswall.py `_mounts`).
+        shim = learner_shim(spec, shims or self.shim_parent.name)
         config = {
             "key": self.key.hex(),
             "results_fd": results_w,
@@ -368,7 +403,10 @@ class GradeJob:
                 "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
                 "grade_token": self.grade_token,
                 # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
-                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim)
+                # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
+                # whole cache, which holds other learners' compiled work.
+                "artefacts": self.artefacts,
+                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts)
                             if self.sandbox == STRONG else None),
                 "nproc": LEARNER_NPROC,
             },
@@ -438,6 +476,11 @@ class GradeJob:
             voids.append(f"{self.reader.forged} forged or unauthenticated line(s) appeared on the results channel")
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
+        if self.weak_watch is not None:
+            left = integrity.written_since(self.weak_t0, self.weak_watch)
+            if left:
+                integrity.record_taint(left)
+                voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha
@@ -514,3 +557,4 @@ class GradeJob:
 
     def _cleanup(self) -> None:
         self.tmp.cleanup()
+        self.shim_parent.cleanup()

@@ -38,8 +38,12 @@ def _git_files(workspace: Path) -> list[str] | None:
     if not (workspace / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(workspace), "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        from roadmap_cli.labs import gitsafe
+
+        # Disarmed: nothing the workspace's .git/config names (fsmonitor, filters) runs (labs/gitsafe.py).
+        out = subprocess.run(gitsafe.command(workspace, "-C", str(workspace), "ls-files", "-z", "--cached", "--others",
+                                             "--exclude-standard"), capture_output=True, timeout=60,
+                             stdin=subprocess.DEVNULL, cwd=workspace, env=gitsafe.env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from roadmap_cli.grading_kit.forked import WAIT_STATUS, ForkedChild, reseed_global_streams, take_popen_shape
 
@@ -69,17 +69,16 @@ class WarmGraders:
     the thread that started it); `spawn` may be called from any thread. Use
     as a context manager, or call close()."""
 
-    def __init__(self, env: dict[str, str], python_flags: list[str]) -> None:
+    def __init__(self, env: dict[str, str], python: Callable[[str], list[str]]) -> None:
         """`env`: the grader environment for the device, less what is per grade;
-        `python_flags`: the grader's interpreter flags after -I (the bytecode cache).
+        `python`: argv of the grader's interpreter running some code (its flags, its fixed sys.path).
         (grading/runner.py's warm_graders(device) gives both.)"""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         self._lock = threading.Lock()
         self._ready = False
         self._log = tempfile.TemporaryFile()  # the zygote's own stderr: shown if it fails to start
-        cmd = [sys.executable, "-I", *python_flags, "-u", "-c",
-               "from roadmap_cli.grading.warm import serve; serve()", str(theirs.fileno())]
+        cmd = [*python("from roadmap_cli.grading.warm import serve; serve()"), str(theirs.fileno())]
         try:
             # A session of its own: Ctrl-C in the terminal reaches the engine, which cancels its
             # grades (recorded as interrupted); it must not kill the zygote under them first.
@@ -298,12 +297,13 @@ class WarmLearners:
         self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
         self._log = tempfile.TemporaryFile()  # the zygote's own stderr, for a test to read
         flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])  # as a cold learner's
-        cmd = oswall.wrap([sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; "
-                           "serve()", str(theirs.fileno())], view)
+        cmd = [sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; serve()",
+               str(theirs.fileno())]
         try:
-            self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd=root,
-                                          start_new_session=True)
+            with oswall.walled(cmd, view) as (cmd, wall_fds):
+                self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(), *wall_fds),
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
+                                              cwd=root, start_new_session=True)
         finally:
             theirs.close()
 

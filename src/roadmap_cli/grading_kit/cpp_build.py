@@ -1,7 +1,9 @@
 """Compiling a learner's C++ for a grade: cached, compiled once, errors at file:line:col.
 
-Two kinds of build, both run by the GRADER process (compiling runs none of
-the learner's code; the results are only ever loaded or executed elsewhere):
+Two kinds of build, both started by the GRADER process and run behind the
+grade's OS wall (the compiler reads learner-controlled input: an `#include`
+or `.incbin` of any path it can see; the results are only ever loaded or
+executed behind the wall too):
 
   torch_extension  one shared library from the learner's .cpp files, with the
                    flags `torch.utils.cpp_extension` uses for a CPU extension
@@ -11,9 +13,11 @@ the learner's code; the results are only ever loaded or executed elsewhere):
   asan_binary      a test executable from the grader's own main .cpp and the
                    learner's headers, under AddressSanitizer + LeakSanitizer.
 
-Outputs are cached by a hash of every input (sources, headers, flags, torch
-version) in a per-user temp folder (never inside the installed project), so a
-second grade of the same code compiles nothing. A failed build is cached too:
+Outputs are cached in a per-user temp folder (never inside the installed
+project) by a key that covers the whole preprocessed translation unit (every
+file the preprocessor read, hashed again on use, as ccache's direct mode does)
+and checked against their recorded sha256 on use, so a second grade of the
+same code compiles nothing and a changed header or artefact is a miss. A failed build is cached too:
 a broken file costs one compiler run per grade, and its message is shown once,
 as the compiler's first `file:line:col: error:` with the lines under it.
 
@@ -85,40 +89,248 @@ def _digest(parts: Sequence[bytes]) -> str:
     return h.hexdigest()[:24]
 
 
+def _walled_run(cmd: list[str], build: Path, read_only: Sequence[Path], timeout_s: float) -> subprocess.CompletedProcess:
+    """Run a compiler on learner-controlled input behind the grade's OS wall
+    (grading_kit/oswall.py): it sees the system, the Python runtime,
+    `read_only` (the learner's source folder) and `build` (fresh, its one
+    writable folder); never the data home, the references or the host's
+    network, so an `#include` or `.incbin` of any other path finds nothing.
+    Outside a grade (`roadmap watch`'s prebuild) the same view without the
+    grade's part, when bubblewrap works here; unwalled on a weak machine
+    (there learner code itself runs unwalled)."""
+    from roadmap_cli.grading_kit import oswall, sandbox
+
+    grade = sandbox.config()
+    wall = (grade or {}).get("os_wall")
+    view = None
+    if wall:
+        view = oswall.compile_view([str(p) for p in read_only], [str(build)], str(build), base=wall)
+    elif grade is None and _wall_here():
+        view = oswall.compile_view([str(p) for p in read_only], [str(build)], str(build))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C", "HOME": oswall.LEARNER_HOME if view else
+           os.environ.get("HOME", "/")}
+    return oswall.run(cmd, view, capture_output=True, text=True, timeout=timeout_s, cwd=build, env=env,
+                      stdin=subprocess.DEVNULL)
+
+
+def _wall_here() -> bool:
+    from roadmap_cli.grading_kit import oswall
+
+    try:
+        return oswall.status()[0] == oswall.STRONG
+    except oswall.WallUnavailable:
+        return False
+
+
+# ---------------------------------------------------------------- the cache
+#
+# An entry is keyed by `base`: the kind, torch's version, the compiler binary, the flags and every input's name
+# and bytes. At build time the compiler also lists every file the preprocessor read (-MD: the whole translation
+# unit's includes, system and torch headers too) and the engine stores their sha256 and the artefact's in the
+# entry's manifest.json (the learner's own files by sha256, the system's by size and time: _signature). On use,
+# every listed file is checked again and the artefact hashed: a header that changed
+# since (a new torch, an edited include in the workspace) or an artefact that is not what was built is a miss,
+# and the entry is built again. (Files an `.incbin` reads are not listed by the preprocessor: they count only
+# through the source's text naming them.) The compiler writes only a fresh build folder behind the wall; this
+# process moves the result in.
+
+_hashed: dict[str, str] = {}  # path -> sha256, once per process: a grade's two builds share their headers
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _file_sha(path: str) -> Optional[str]:
+    if path not in _hashed:
+        try:
+            _hashed[path] = _sha256(path)
+        except OSError:
+            return None
+    return _hashed[path]
+
+
+def _signature(path: str, learners: bool) -> str:
+    """A dependency's fingerprint: the sha256 of a file in the learner's folders; size and modification time
+    of one elsewhere (system and torch headers: ~5,000 of them, 0.7 s to hash per grade; a reinstall changes
+    both, and no walled process can write them)."""
+    if learners:
+        return _file_sha(path) or "missing"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"stat:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _compiler_id(cmd: Sequence[str]) -> bytes:
+    import shutil
+
+    exe = shutil.which(cmd[0]) or cmd[0]
+    try:
+        st = os.stat(os.path.realpath(exe))
+        return f"{os.path.realpath(exe)}:{st.st_size}:{st.st_mtime_ns}".encode()
+    except OSError:
+        return exe.encode()
+
+
+def _parse_deps(path: Path, build: Path) -> Optional[list[str]]:
+    """The files of a `-MD` make rule, as absolute paths (None: no rule written)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return None
+    body = text.replace("\\\n", " ").split(":", 1)[-1]
+    deps, word, i = [], "", 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body) and body[i + 1] in " #":
+            word += body[i + 1]
+            i += 2
+            continue
+        if ch.isspace():
+            if word:
+                deps.append(word)
+            word = ""
+        else:
+            word += ch
+        i += 1
+    if word:
+        deps.append(word)
+    return [os.path.normpath(d if os.path.isabs(d) else os.path.join(build, d)) for d in deps]
+
+
+def _portable(deps: list[str], folders: list[str], build: Path) -> list[list[str]]:
+    """[name, sha256] per dependency; one inside an input's folder is named by its place there ("@0/x.h"), so
+    the same code graded from another workspace matches; the build folder's own files (copied inputs, already
+    in the key) are left out."""
+    out = []
+    inside = os.path.join(str(build), "")
+    for dep in sorted(set(deps)):
+        if dep.startswith(inside):
+            continue
+        name = dep
+        for i, folder in enumerate(folders):
+            if dep.startswith(os.path.join(folder, "")):
+                name = f"@{i}/" + os.path.relpath(dep, folder)
+                break
+        out.append([name, _signature(dep, learners=name.startswith("@"))])
+    return out
+
+
+def _still_valid(manifest: Path, artefact: Optional[Path], folders: list[str]) -> bool:
+    try:
+        data = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    for name, sha in data.get("deps", []):
+        path = name
+        if name.startswith("@"):
+            index, rel = name[1:].split("/", 1)
+            if int(index) >= len(folders):
+                return False
+            path = os.path.join(folders[int(index)], rel)
+        if _signature(path, learners=name.startswith("@")) != sha:
+            return False
+    if artefact is not None:
+        try:
+            if _sha256(artefact) != data.get("sha256"):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _write_manifest(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
 def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
-           workspace: Optional[Path], timeout_s: float) -> BuildResult:
+           workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
+    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files)
+    return BuildResult(_for_this_grade(result.path), result.cached)
+
+
+def _for_this_grade(path: Path) -> Path:
+    """The artefact where this grade's walled processes can see it: linked into the grade's own artefacts
+    folder (the engine's config), since the cache holds every learner's compiled work and is never shown."""
+    import shutil
+
+    from roadmap_cli.grading_kit import sandbox
+
+    folder = (sandbox.config() or {}).get("artefacts")
+    if not folder or not os.path.isdir(folder):
+        return path
+    target = Path(folder) / f"{path.parent.name}-{path.name}"
+    if not target.exists():
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+    return target
+
+
+def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
+                  workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
+    """Compile (behind the wall) or take the cached result; `grader_files` are
+    the grader's own inputs (a test main): copied into the build folder, the
+    one place the walled compiler reads them from."""
+    import shutil
+
     import torch
 
-    # The key holds the flags and each input's NAME and bytes, not its folder:
-    # the same code graded from another workspace (dev check's temp folders)
-    # hits the cache. Only the listed inputs are hashed (the labs' C++ files
-    # include nothing else from the workspace).
-    folders = {str(p.parent) for p in inputs}
-    flags = [a for a in cmd_without_output if not any(f in a for f in folders)]
-    key = _digest([kind.encode(), torch.__version__.encode(), " ".join(flags).encode()]
-                  + [p.name.encode() + b"\0" + p.read_bytes() for p in inputs])
-    out_dir = cache_root() / f"{kind}-{key}"
-    out = out_dir / f"{kind}{suffix}"
-    failed = out_dir / "FAILED"
-    if out.exists():
+    folders = list(dict.fromkeys(str(p.parent) for p in inputs if p not in grader_files))
+    flags = [a for a in cmd_without_output if not any(f in a for f in [*folders, *(str(g.parent) for g in grader_files)])]
+    base = _digest([kind.encode(), torch.__version__.encode(), _compiler_id(cmd_without_output),
+                    " ".join(flags).encode()] + [p.name.encode() + b"\0" + p.read_bytes() for p in inputs])
+    entry = cache_root() / f"{kind}-{base}"
+    out, manifest = entry / f"{kind}{suffix}", entry / "manifest.json"
+    failed, failed_manifest = entry / "FAILED", entry / "FAILED.json"
+    if out.exists() and _still_valid(manifest, out, folders):
         return BuildResult(out, cached=True)
-    if failed.exists():
+    if failed.exists() and _still_valid(failed_manifest, None, folders):
         log = failed.read_text()
         _log_failure(kind, inputs, first_compiler_error(log, workspace))
         raise CppBuildError(first_compiler_error(log, workspace), log)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f".{os.getpid()}{suffix}"
+    entry.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_root()))
     try:
-        proc = subprocess.run(cmd_without_output + ["-o", str(tmp)], capture_output=True, text=True,
-                              timeout=timeout_s, cwd=out_dir)
-    except subprocess.TimeoutExpired:
-        raise CppBuildError(f"the compiler ran past {timeout_s:g} s", "") from None
-    if proc.returncode != 0:
-        log = proc.stderr + proc.stdout
-        failed.write_text(log)
-        _log_failure(kind, inputs, first_compiler_error(log, workspace))
-        raise CppBuildError(first_compiler_error(log, workspace), log)
-    os.replace(tmp, out)  # atomic: a concurrent grade sees a whole file or none
+        moved = {str(g): str(build / g.name) for g in grader_files}
+        for src, dst in moved.items():
+            shutil.copyfile(src, dst)
+        cmd = [moved.get(a, a) for a in cmd_without_output]
+        artefact = build / f"{kind}{suffix}"
+        try:
+            # Read-only for the compiler: the learner's folders and a precompiled header's (-include).
+            seen = [Path(f) for f in folders] + [Path(cmd[i + 1]).parent for i, a in enumerate(cmd[:-1])
+                                                 if a == "-include"]
+            proc = _walled_run(cmd + ["-MD", "-MF", str(build / "deps.d"), "-o", str(artefact)], build, seen,
+                               timeout_s)
+        except subprocess.TimeoutExpired:
+            raise CppBuildError(f"the compiler ran past {timeout_s:g} s", "") from None
+        deps = _parse_deps(build / "deps.d", build)
+        if proc.returncode != 0:
+            log = (proc.stderr + proc.stdout).replace(str(build) + os.sep, "")
+            if deps is not None:  # cached only when we know what it read
+                failed.write_text(log)
+                _write_manifest(failed_manifest, {"deps": _portable(deps, folders, build)})
+            _log_failure(kind, inputs, first_compiler_error(log, workspace))
+            raise CppBuildError(first_compiler_error(log, workspace), log)
+        if deps is None or not artefact.is_file():
+            raise CppBuildError("the compiler reported success but wrote no output", proc.stderr)
+        sha = _sha256(artefact)
+        tmp = entry / f".{os.getpid()}{suffix}"
+        shutil.move(str(artefact), str(tmp))
+        _write_manifest(manifest, {"deps": _portable(deps, folders, build), "sha256": sha})
+        os.replace(tmp, out)  # atomic: a concurrent grade sees a whole file or none (and checks its hash)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
     return BuildResult(out, cached=False)
 
 
@@ -232,42 +444,69 @@ def _precompiled_header(sources: list[Path], compile_flags: list[str], timeout_s
     key = _digest([b"pch", torch.__version__.encode(), " ".join(compile_flags).encode(), block.encode()])
     folder = cache_root() / f"pch-{key}"
     header, gch, failed = folder / "roadmap_pch.h", folder / "roadmap_pch.h.gch", folder / "FAILED"
-    if gch.exists():
+    manifest = folder / "manifest.json"
+    if gch.exists() and _pch_valid(manifest, gch):
         return header
     if failed.exists() or not build:
         return None  # not built (yet): compile without it rather than wait for one being built
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build; a concurrent grade waits for it and uses it
-        if gch.exists():
+        if gch.exists() and _pch_valid(manifest, gch):
             return header
         header.write_text(block)
-        tmp = folder / f".{os.getpid()}.gch"
+        scratch = Path(tempfile.mkdtemp(prefix=".build-pch-", dir=cache_root()))
+        tmp = scratch / "roadmap_pch.h.gch"
         try:
+            # The block names headers the learner chose (`#include <../../x>` is a name too): behind the wall,
+            # where only the system and the Python runtime exist.
             try:
-                proc = subprocess.run(["g++", *compile_flags, "-x", "c++-header", str(header), "-o", str(tmp)],
-                                      capture_output=True, text=True, timeout=timeout_s, cwd=folder)
+                proc = _walled_run(["g++", *compile_flags, "-x", "c++-header", str(header), "-MD", "-MF",
+                                    str(scratch / "deps.d"), "-o", str(tmp)], scratch, [folder], timeout_s)
             except subprocess.TimeoutExpired:
                 return None
-            if proc.returncode != 0:
+            deps = _parse_deps(scratch / "deps.d", scratch)
+            if proc.returncode != 0 or deps is None:
                 failed.write_text(proc.stderr + proc.stdout)  # the extension's own compile will report the error
                 return None
             os.replace(tmp, gch)
+            st = gch.stat()
+            _write_manifest(manifest, {"deps": _portable(deps, [], scratch),
+                                       "gch": [st.st_size, st.st_mtime_ns, st.st_ino]})
         finally:
-            tmp.unlink(missing_ok=True)  # a build stopped part-way (watch quit) leaves no 400 MB behind
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)  # a build stopped part-way (watch quit) leaves no 400 MB behind
     return header
+
+
+def _pch_valid(manifest: Path, gch: Path) -> bool:
+    """The headers it was built from are unchanged and the .gch is the file built then (its size, time and
+    inode: hashing 400 MB per grade would cost more than the header saves; only ever loaded behind the wall)."""
+    try:
+        st = gch.stat()
+        recorded = json.loads(manifest.read_text()).get("gch")
+    except (OSError, ValueError):
+        return False
+    return recorded == [st.st_size, st.st_mtime_ns, st.st_ino] and _still_valid(manifest, None, [])
 
 
 def asan_binary(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 300) -> BuildResult:
     """Build the grader's test main against the learner's headers with ASan + LSan."""
     cmd = ["g++", "-std=c++20", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer",
            "-fno-sanitize-recover=all", f"-I{include_dir}", str(main_cpp)]
-    return _build("asan", [main_cpp, *headers], cmd, "", include_dir, timeout_s)
+    return _build("asan", [main_cpp, *headers], cmd, "", include_dir, timeout_s, grader_files=[main_cpp])
 
 
 def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run one case of an ASan test binary with a minimal environment (it is
     the learner's code: no inherited secrets, no core dumps)."""
+    return run_binary(binary, [case], timeout_s)
+
+
+def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+    """Run an ASan test binary (learner code is linked in) with `args`, behind
+    the grade's wall; what it prints is data for the grader to check."""
     env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1",
            "LSAN_OPTIONS": "exitcode=87"}
     from roadmap_cli.grading_kit import oswall, sandbox
@@ -276,8 +515,8 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     wall = (sandbox.config() or {}).get("os_wall")
     if wall:
         wall = {**wall, "cwd": str(binary.parent)}
-    return subprocess.run(oswall.wrap([str(binary), case], wall), capture_output=True, text=True,
-                          timeout=timeout_s, env=env, cwd=binary.parent, stdin=subprocess.DEVNULL)
+    return oswall.run([str(binary), *args], wall, capture_output=True, text=True, timeout=timeout_s, env=env,
+                      cwd=binary.parent, stdin=subprocess.DEVNULL)
 
 
 def sanitizer_summary(output: str, header_name: str) -> str:

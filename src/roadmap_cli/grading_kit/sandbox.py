@@ -138,9 +138,22 @@ def learner_env(config: dict) -> dict:
         env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
     wall = config.get("os_wall")
-    if wall and wall.get("triton_cache"):
-        # Behind the wall the home folder is read-only: Triton compiles into a cache of the learner's own
-        # (never the grader's, which the learner could otherwise fill with kernels of its choosing).
+    if wall:
+        env.pop("TRITON_HOME", None)  # a host path: Triton would fall back to HOME, which is its own in there
+        env.update(walled_env(wall))
+    return env
+
+
+def walled_env(wall: dict) -> dict:
+    """What the environment says about the learner behind the OS wall: its
+    own empty HOME and name, no host path it cannot see (a cache under the
+    real home), Triton compiling into a cache of the learner's own (never the
+    grader's, which the learner could otherwise fill with kernels of its choosing)."""
+    from roadmap_cli.grading_kit import oswall
+
+    env = {"HOME": oswall.LEARNER_HOME, "USER": oswall.LEARNER_USER, "LOGNAME": oswall.LEARNER_USER,
+           "XDG_CACHE_HOME": oswall.LEARNER_HOME + "/.cache", "TMPDIR": "/tmp"}
+    if wall.get("triton_cache"):
         env["TRITON_CACHE_DIR"] = wall["triton_cache"]
     return env
 
@@ -183,10 +196,10 @@ class LearnerClient:
             self.warm = self.proc is not None
             if self.proc is None:
                 # Behind bubblewrap when the engine chose the OS wall (the pipes' descriptors pass through bwrap).
-                cmd = oswall.wrap(cmd, self.config.get("os_wall"))
-                self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
-                                             stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                             pass_fds=(req_r, rep_w), start_new_session=True)
+                with oswall.walled(cmd, self.config.get("os_wall")) as (cmd, wall_fds):
+                    self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
+                                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                                 pass_fds=(req_r, rep_w, *wall_fds), start_new_session=True)
         finally:
             for fd in (req_r, rep_w, out_w):
                 os.close(fd)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from roadmap_cli.errors import UserError
+from roadmap_cli.labs import gitsafe
 from roadmap_cli.labs.spec import LabSpec
 
 AUTHOR_NAME = "roadmap"
@@ -185,8 +186,8 @@ def write_solution(spec: LabSpec, dest: Path, overrides: Optional[dict[str, str]
 
 def apply_patch(patch: Path, dest: Path) -> None:
     """`git apply` a wrong variant (paths a/<file> b/<file> relative to `dest`)."""
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(dest.parent))  # never apply into an enclosing repo
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=dest, env=env,
+    env = dict(gitsafe.env(), GIT_CEILING_DIRECTORIES=str(dest.parent))  # never apply into an enclosing repo
+    proc = subprocess.run(gitsafe.command(dest, "apply", "--whitespace=nowarn", str(patch), environ=env), cwd=dest, env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise UserError(f"cannot apply {patch.name}: {proc.stderr.strip() or proc.stdout.strip()}")
@@ -225,7 +226,7 @@ def _enclosing_repo(dest: Path):
     """The git repository `dest` is in (its own or an enclosing one), or None."""
     git = _git()
     try:
-        return git.Repo(dest, search_parent_directories=True)
+        return gitsafe.harden(git.Repo(dest, search_parent_directories=True))
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
 
@@ -278,7 +279,7 @@ def start(spec: LabSpec, dest: Path, *, data_home: Path, force: bool = False) ->
     except OSError as exc:  # a read-only place, a parent that is a file, no permission...
         raise UserError(f"cannot create the workspace {dest}: {exc.strerror or exc}") from None
     if repo is None:
-        repo = git.Repo.init(dest)
+        repo = gitsafe.harden(git.Repo.init(dest))
     write_starter(spec, dest)
     result.commit_sha = _commit_all(repo, f"roadmap: start {spec.id} from the starter")
     return result
@@ -299,7 +300,7 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
     if not path.is_dir():
         raise UserError(f"workspace {path} does not exist; use `{restart_hint.removesuffix(' --force')}`")
     try:
-        repo = Repo(path)
+        repo = gitsafe.harden(Repo(path))
     except InvalidGitRepositoryError:
         raise UserError(f"{path} is not a git repository, so its files cannot be saved in a commit; refusing to "
                         f"reset (`{restart_hint}` moves them aside and starts over)") from None
@@ -329,13 +330,14 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     or unstaged changes, or an untracked file. Only `path` itself may be the
     repository (one in a folder above it is not the workspace's)."""
     path = Path(path).resolve()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # the user's GIT_DIR etc. point elsewhere
+    env = gitsafe.env()  # the user's GIT_DIR etc. point elsewhere; nothing the workspace configures runs
     env["GIT_CEILING_DIRECTORIES"] = str(path.parent)  # never search above the workspace
     env["LC_ALL"] = "C"
     try:
         # --no-optional-locks: never take index.lock (a git command of the learner's may be running).
-        proc = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v2", "--branch",
-                               "--untracked-files=normal"], cwd=path, env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.run(gitsafe.command(path, "--no-optional-locks", "status", "--porcelain=v2", "--branch",
+                                              "--untracked-files=normal", environ=env), cwd=path, env=env,
+                              stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):  # no git executable, a hung repository
         return None, None
@@ -354,7 +356,8 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
 def _head_sha_only(path: Path, env: dict) -> Optional[str]:
     """HEAD's sha when `git status` cannot run (a damaged index), else None."""
     try:
-        proc = subprocess.run(["git", "--no-optional-locks", "rev-parse", "--verify", "-q", "HEAD"], cwd=path,
+        proc = subprocess.run(gitsafe.command(path, "--no-optional-locks", "rev-parse", "--verify", "-q", "HEAD",
+                                              environ=env), cwd=path,
                               env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -385,7 +388,7 @@ def add_handout(spec: LabSpec, path: Path, lang: str = "en") -> Optional[str]:
     except OSError as exc:
         raise UserError(f"cannot write the handout {target}: {exc.strerror or exc}") from None
     try:
-        repo = _git().Repo(path)
+        repo = gitsafe.harden(_git().Repo(path))
     except _git().GitError:
         return None
     if not _has_changes(repo):
