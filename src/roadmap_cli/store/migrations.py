@@ -339,6 +339,9 @@ def m010_verified_attempts(conn: sa.Connection) -> None:
     if conn.dialect.name == "postgresql":
         from roadmap_cli.store import roles
 
+        # A PostgreSQL view's `*` was expanded when migration 8 made it: show graded_on and verified through it.
+        conn.execute(sa.text("CREATE OR REPLACE VIEW cohort_grade_attempts WITH (security_barrier = true) AS "
+                             "SELECT * FROM grade_attempts"))
         roles.protect_server_records(conn)
 
 
