@@ -337,7 +337,12 @@ class Worker:
 
         from roadmap_cli.grading.runner import warm_graders
 
+        from roadmap_cli.grading.isolation import not_dumpable
+
         _quiet_library_logs()
+        # It holds the cohort's credential (DATABASE_URL in its /proc/PID/environ, the password in its memory):
+        # no other process of this user may read either, from the first moment.
+        not_dumpable()
         # A worker grades submission after submission: each forks a warm grader instead of
         # importing torch and pytest again. Started here, in the thread that runs the worker
         # (the zygote's parent-death signal follows the thread that starts it).
