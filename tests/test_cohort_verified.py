@@ -232,3 +232,27 @@ def test_solo_sqlite_attempts_are_the_learners_own_and_rank(run_cli, adder_works
     store = context.current().store()
     assert store.read_sql(lambda sql: sql.rows(  # the checkpoint the lab proved, as before
         "SELECT source FROM checkpoint_progress WHERE checkpoint_id = 'fake-add'")) == [("lab:adder/add",)]
+
+
+def test_a_self_graded_claim_never_helps_a_verified_grade_prove_a_checkpoint(run_cli, cohort, monkeypatch):
+    """A checkpoint two parts prove: a forged self-graded pass of one part plus the worker's verified pass of
+    the other must not make it lab-proved."""
+    from roadmap_cli import context
+    from roadmap_cli.grading.grade import attempt_writer
+    from roadmap_cli.labs.spec import find_lab
+
+    assert run_cli("db", "status").exit_code == 0
+    ada = f"ada{cohort['n']}"
+    ada_url = _add(run_cli, cohort, ada)
+    with _sql(ada_url) as conn:  # every part "passed", as her claim
+        conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)", (json.dumps(FORGED),))
+    lab = find_lab("adder").model_copy(deep=True)  # the loaded spec may be cached: change a copy
+    lab.part("add").proves.append("fake-mul")  # fake-mul now needs both add and mul
+    run = fake_run(lab, 0, 0)  # the worker's grade: add passed, nothing else
+    context.reset()
+    store = context.current().store()
+    store.write_sql(attempt_writer(lab, run, None, None, learner=ada, graded_on="worker:gpu1", verified=True))
+    with _sql(cohort["url"]) as conn:
+        proved = dict(conn.execute("SELECT checkpoint_id, source FROM checkpoint_progress WHERE learner = %s",
+                                   (ada,)).fetchall())
+    assert proved == {"fake-add": "lab:adder/add"}

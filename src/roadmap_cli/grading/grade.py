@@ -146,11 +146,14 @@ _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, ou
                 "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
 
 
-def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
-    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
+def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool = False) -> set[str]:
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped);
+    `verified_only`: of the worker's attempts only (a self-graded claim never helps prove a checkpoint)."""
     done: set[str] = set()
+    only = " AND verified" if verified_only else ""
     for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                             "AND outcome NOT IN ('timeout', 'interrupted') AND score > 0", lab=lab_id, learner=learner):
+                             f"AND outcome NOT IN ('timeout', 'interrupted') AND score > 0{only}", lab=lab_id,
+                             learner=learner):
         try:
             entries = json.loads(parts or "[]")
         except ValueError:
@@ -202,7 +205,8 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
-        passed = _parts_passed_before(sql, spec.id, learner) if any(p.status == "passed" for p in run.parts) else set()
+        passed = (_parts_passed_before(sql, spec.id, learner, verified_only=verified)
+                  if any(p.status == "passed" for p in run.parts) else set())
         self_graded = _through_server(sql)
         if self_graded:
             claim = {k: v for k, v in row.items() if k not in ("imported", "learner", "verified")}
