@@ -20,16 +20,18 @@ def backend(request) -> str:
 
 def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed",
            sandbox: str | None = None) -> None:
-    """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would."""
+    """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would on SQLite, and as the cohort's worker
+    does (verified) on PostgreSQL."""
     from roadmap_cli import context
-    from roadmap_cli.grading.grade import record_attempt
+    from roadmap_cli.grading.grade import attempt_writer
     from roadmap_cli.labs.spec import find_lab
 
     context.reset()
     lab = find_lab(lab_id)
     run = fake_run(lab, 0, 0)
     run.device, run.score, run.perf, run.outcome, run.sandbox = device, score, perf, outcome, sandbox
-    record_attempt(context.current().store(), lab, run, None, None)
+    store = context.current().store()
+    store.write_sql(attempt_writer(lab, run, None, None, learner=store.learner, verified=True))
 
 
 def _as(monkeypatch, learner: str) -> None:

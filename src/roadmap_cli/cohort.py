@@ -9,7 +9,9 @@ reads cover all learners at once, with one query per table, not per learner:
 - `lab_board`: a lab's best score per learner, and for GPU-graded parts the
   performance ratio against the baseline and the device it ran on. Timings
   from different GPUs say nothing about each other, so learners are ranked
-  only against results from the same device model;
+  only against results from the same device model. On a cohort server only
+  verified attempts (graded by `roadmap worker`) are ranked; self-graded ones
+  (a learner's own machine) are listed apart as claims;
 - `cohort_export`: both, for every lab, as one document.
 
 Plain SQL that runs the same on SQLite and PostgreSQL.
@@ -139,34 +141,68 @@ def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
+# What an attempt on a board is worth (migration 10, store/roles.py):
+VERIFIED = "verified"  # a cohort worker graded the submitted files and the server recorded it
+SELF_GRADED = "self-graded"  # a cohort learner's own machine: its score, device and sandbox are the learner's claim
+OWN = "own"  # a solo (SQLite) file: one person's own attempts, nobody else to rank against or vouch to
+
+
+def attempt_kind(solo: bool, verified) -> str:
+    return OWN if solo else (VERIFIED if verified else SELF_GRADED)
+
+
 def lab_board(store, lab_id: str) -> dict:
-    """Best result per learner for one lab, grouped and ranked by device model."""
+    """Best result per learner for one lab. In a cohort only verified attempts are ranked (grouped by device
+    model); self-graded ones are listed apart, by learner, as claims. A solo file ranks its own attempts."""
     import sqlalchemy as sa
 
     from roadmap_cli.labs.spec import find_lab
 
     spec = find_lab(lab_id)  # NotFoundError with did-you-mean
     with store.connection() as conn:
+        solo = conn.dialect.name == "sqlite"
         rows = conn.execute(sa.text(
-            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox "
+            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox, graded_on, verified "
             "FROM cohort_grade_attempts WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
-    best: dict[tuple[str, str], dict] = {}
-    counts: dict[tuple[str, str], int] = defaultdict(int)
-    for learner, score, max_score, outcome, perf, device, started_at, parts, sandbox in rows:
-        if outcome in UNCOUNTED_OUTCOMES:
+    ranked_rows, claimed_rows = [], []
+    for row in rows:
+        if row.outcome in UNCOUNTED_OUTCOMES:
             continue
-        key = (device or "unknown", learner)
-        counts[key] += 1
-        # The best attempt's word: "passed-on-cpu" when GPU parts were not graded on it (labs/history.py).
-        entry = {"learner": learner, "best_score": float(score), "max_score": float(max_score),
-                 **outcome_fields(outcome, _stored_parts(parts)), "perf_ratio": perf_ratio(perf),
-                 "graded_at": started_at, "sandbox": sandbox or "unknown"}
-        old = best.get(key)
+        (claimed_rows if attempt_kind(solo, row.verified) == SELF_GRADED else ranked_rows).append(row)
+    return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)),
+            "mode": "solo" if solo else "cohort", "devices": _ranked_by_device(ranked_rows, solo),
+            "self_graded": _self_graded_apart(claimed_rows)}
+
+
+def _entry(row, kind: str) -> dict:
+    # The best attempt's word: "passed-on-cpu" when GPU parts were not graded on it (labs/history.py).
+    return {"learner": row.learner, "best_score": float(row.score), "max_score": float(row.max_score),
+            **outcome_fields(row.outcome, _stored_parts(row.parts)), "perf_ratio": perf_ratio(row.perf),
+            "graded_at": row.started_at, "sandbox": row.sandbox or "unknown", "kind": kind}
+
+
+def _best_per(rows, key, kind: str) -> dict:
+    """key(row) -> the best entry of those rows, with how many attempts it was chosen from."""
+    best: dict = {}
+    counts: dict = defaultdict(int)
+    for row in rows:
+        k = key(row)
+        counts[k] += 1
+        entry = _entry(row, kind)
+        if kind == SELF_GRADED:  # what the learner's machine said, never believed
+            entry["claimed"] = {"device": row.device, "sandbox": entry.pop("sandbox"), "graded_on": row.graded_on}
+        old = best.get(k)
         if old is None or _better(entry, old):
-            best[key] = entry
+            best[k] = entry
+    return {k: {**entry, "attempts": counts[k]} for k, entry in best.items()}
+
+
+def _ranked_by_device(rows, solo: bool) -> list[dict]:
+    """Timings from different GPUs say nothing about each other: a ranking per device model."""
     groups: dict[str, list[dict]] = defaultdict(list)
-    for (device, _learner), entry in best.items():
-        groups[device].append({**entry, "attempts": counts[(device, _learner)]})
+    kind = OWN if solo else VERIFIED
+    for (device, _learner), entry in _best_per(rows, lambda r: (r.device or "unknown", r.learner), kind).items():
+        groups[device].append(entry)
     out = []
     for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
         # A result graded behind the OS wall ranks above every weak-sandbox (or unknown) one, whatever the scores:
@@ -176,7 +212,12 @@ def lab_board(store, lab_id: str) -> dict:
         for rank, entry in enumerate(ranked, start=1):
             entry["rank"] = rank
         out.append({"device": device, "learners": ranked})
-    return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)), "devices": out}
+    return out
+
+
+def _self_graded_apart(rows) -> list[dict]:
+    """Each learner's best self-graded attempt, unranked: by learner id."""
+    return sorted(_best_per(rows, lambda r: r.learner, SELF_GRADED).values(), key=lambda e: e["learner"])
 
 
 def _stored_parts(text) -> list:
@@ -188,7 +229,7 @@ def _stored_parts(text) -> list:
 
 
 def _weak(entry: dict) -> bool:
-    return entry["sandbox"] != "strong"
+    return entry.get("sandbox") != "strong"
 
 
 def _better(new: dict, old: dict) -> bool:

@@ -54,11 +54,16 @@ def mark_done_sql(sql, learner: str, checkpoint_id: str, source: str,
     evidence link fills an empty one. `sql` is a store/sql.py Sql inside a write
     transaction (plain SQL: `roadmap grade` records without SQLAlchemy, store/lite.py).
     """
-    row = sql.rows("SELECT completed_at, evidence FROM checkpoint_progress "
+    row = sql.rows("SELECT completed_at, evidence, source FROM checkpoint_progress "
                    "WHERE checkpoint_id = :cid AND learner = :learner", cid=checkpoint_id, learner=learner)
     if row:
-        completed_at, kept = row[0]
-        if evidence and not kept:
+        completed_at, kept, was = row[0]
+        if source.startswith("lab:") and (was or "").startswith("self-graded:"):
+            # A cohort worker's verified grade proves what the learner's own grade only claimed (store/roles.py).
+            sql.execute("UPDATE checkpoint_progress SET source = :source, evidence = :evidence "
+                        "WHERE checkpoint_id = :cid AND learner = :learner",
+                        source=source, evidence=evidence, cid=checkpoint_id, learner=learner)
+        elif evidence and not kept:
             sql.execute("UPDATE checkpoint_progress SET evidence = :evidence "
                         "WHERE checkpoint_id = :cid AND learner = :learner",
                         evidence=evidence, cid=checkpoint_id, learner=learner)
@@ -154,6 +159,9 @@ def uncheck(store, curriculum, checkpoint_id: str) -> bool:
         row = session.get(CheckpointProgress, (checkpoint.id, store.learner))
         if row is None:
             return False
+        if row.source.startswith("lab:") and store.scoped_learner:
+            raise UserError(f"{checkpoint.id} was proved by a grade the cohort's server verified ({row.source}): "
+                            "it is the cohort's record, and only the instructor can undo it")
         if row.evidence:
             session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=f"evidence: {row.evidence}"))
         session.delete(row)

@@ -273,8 +273,8 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
             if extra:
                 raise UserError(f"{where}: table {name}: unknown column(s) {', '.join(extra)}")
             for column in columns:
-                if column.name == "imported":
-                    continue  # set by the import itself
+                if column.name in ("imported", "verified"):
+                    continue  # set by the import itself (an imported attempt is never verified)
                 if column.name == "learner" and "learner" not in row:
                     continue  # an export from before migration 5: the importing learner's rows
                 if column.name == "learner" and isinstance(row["learner"], str) and row["learner"]:

@@ -136,7 +136,8 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                     # An export from before learner ids (migration 5): one person's, the importer's.
                     rows = [row if "learner" in row else {**row, "learner": store.learner} for row in rows]
                 if table.name == "grade_attempts":
-                    rows = [{**row, "imported": True} for row in rows]
+                    # Graded elsewhere: never vouched for here, whatever the file says.
+                    rows = [{**row, "imported": True, "verified": False} for row in rows]
                 if rows:
                     conn.execute(table.insert(), rows)
                 inserted[table.name] = len(rows)
@@ -187,18 +188,33 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
     if existing and not replace:
         raise UserError(f"you already have {sum(existing.values())} rows in this database; use --replace to replace "
                         "them (a backup export of your rows is saved first; other learners' rows are not touched)")
+    from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SERVER_RECORDED_TABLES, session
+
+    # A cohort learner's login: their attempts and lab-proved checkpoints are the server's record (store/roles.py,
+    # migration 10); an import neither deletes nor brings them, it restores the rest.
+    scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
+    kept_lab = set()
+    if scoped:
+        progress = next(t for t in _tables() if t.name == "checkpoint_progress")
+        kept_lab = {r[0] for r in conn.execute(sa.select(progress.c.checkpoint_id).where(
+            progress.c.learner == me, progress.c.source.like(LAB_SOURCE_PREFIX + "%")))}
     if existing:
         write_backup(home, dumps(_export(conn, learner=me)))
         for table in reversed(_tables()):
-            if "learner" in table.columns:
-                conn.execute(table.delete().where(table.c.learner == me))
+            if "learner" in table.columns and not (scoped and table.name in SERVER_RECORDED_TABLES):
+                conn.execute(table.delete().where(table.c.learner == me))  # lab-proved checkpoints: policy keeps
     new_ids: dict[str, dict] = {}
     inserted: dict[str, int] = {}
     for table in _tables():
         rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
                 for row in data["tables"].get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+        if scoped and table.name in SERVER_RECORDED_TABLES:
+            rows = []
+        if scoped and table.name == "checkpoint_progress":
+            rows = [r for r in rows if not str(r.get("source", "")).startswith(LAB_SOURCE_PREFIX)
+                    and r.get("checkpoint_id") not in kept_lab]
         if table.name == "grade_attempts":
-            rows = [{**row, "imported": True} for row in rows]
+            rows = [{**row, "imported": True, "verified": False} for row in rows]
         for fk in table.foreign_keys:
             column, parent = fk.parent.name, fk.column.table.name
             for row in rows:

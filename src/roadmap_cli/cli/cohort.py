@@ -62,9 +62,12 @@ def board(
     data = lab_board(context.current().store(), lab)
 
     def render(console):
-        if not data["devices"]:
+        if not data["devices"] and not data["self_graded"]:
             console.print(f"No graded attempts of {data['lab']} yet.")
             return
+        if not data["devices"]:
+            console.print(f"No verified attempts of {data['lab']} yet (`roadmap submit` has the cohort's worker "
+                          "grade one).", markup=False, highlight=False, soft_wrap=True)
         # One line per learner, not a table: at a narrow terminal a table cuts learner ids ("…") or squeezes
         # every other column to one letter; a line wraps whole instead.
         for group in data["devices"]:
@@ -77,10 +80,29 @@ def board(
                               f"{e['outcome_text']}  perf vs baseline {ratio}  sandbox {e['sandbox']}  "
                               f"attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
                               soft_wrap=True)
-        console.print("Ranks compare results from the same device model only; a strong-sandbox result (graded "
-                      "behind bubblewrap) ranks above any weak or unknown one.")
+        if data["devices"]:
+            console.print("Ranks compare results from the same device model only; a strong-sandbox result (graded "
+                          "behind bubblewrap) ranks above any weak or unknown one."
+                          + (" Only verified attempts rank: graded by the cohort's worker (`roadmap submit`)."
+                             if data["mode"] == "cohort" else ""), markup=False, highlight=False, soft_wrap=True)
+        if data["self_graded"]:
+            _render_self_graded(console, data)
 
     emit("cohort board", data, as_json=as_json, render=render)
+
+
+def _render_self_graded(console, data: dict) -> None:
+    console.print(f"{data['lab']}, self-graded (not ranked: the learner's own machine; score, device and "
+                  "sandbox are their claim)", style="bold", markup=False, highlight=False, soft_wrap=True)
+    width = max(len(e["learner"]) for e in data["self_graded"])
+    for e in data["self_graded"]:
+        claimed = e["claimed"]
+        where = f"claimed device {claimed['device']}, sandbox {claimed['sandbox']}"
+        if claimed.get("graded_on"):
+            where += f", graded on {claimed['graded_on']}"
+        console.print(f"  {e['learner']:<{width}}  {e['best_score']:g}/{e['max_score']:g}  {e['outcome_text']}  "
+                      f"{where}  attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 @cohort_app.command("export")

@@ -138,18 +138,22 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
 _ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
                     "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
-                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner", "graded_on")
+                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner", "graded_on",
+                    "verified")
 _INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
                    f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
 _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
                 "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
 
 
-def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
-    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
+def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool = False) -> set[str]:
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped);
+    `verified_only`: of the worker's attempts only (a self-graded claim never helps prove a checkpoint)."""
     done: set[str] = set()
+    only = " AND verified" if verified_only else ""
     for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                             "AND outcome NOT IN ('timeout', 'interrupted') AND score > 0", lab=lab_id, learner=learner):
+                             f"AND outcome NOT IN ('timeout', 'interrupted') AND score > 0{only}", lab=lab_id,
+                             learner=learner):
         try:
             entries = json.loads(parts or "[]")
         except ValueError:
@@ -163,15 +167,26 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
     """Store the attempt and its per-test results; mark the checkpoints of passed parts.
 
     Plain SQL (store/sql.py) in one write transaction, on either store: the
-    full one, or store/lite.py's, which spares the grade the SQLAlchemy import."""
+    full one, or store/lite.py's, which spares the grade the SQLAlchemy import.
+    A cohort learner's login records it through the server's function, as
+    self-graded (store/roles.py)."""
     return store.write_sql(attempt_writer(spec, run, commit_sha, dirty, learner=store.learner, graded_on=graded_on))
 
 
+def _through_server(sql) -> bool:
+    """A cohort learner's login: it may not write grade_attempts itself (migration 10), the server's
+    SECURITY DEFINER function records the attempt, self-graded. The instructor (and the worker, which runs
+    as the instructor) and every SQLite file write directly."""
+    return sql.dialect == "postgresql" and not sql.scalar("SELECT has_table_privilege('grade_attempts', 'INSERT')")
+
+
 def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *, learner: str,
-                   graded_on: Optional[str] = None) -> Callable[[object], tuple[int, list[str]]]:
+                   graded_on: Optional[str] = None, verified: bool = False) -> Callable[[object], tuple[int, list[str]]]:
     """record_attempt's transaction body, `write(sql) -> (attempt id, checkpoints marked)`, for `learner`:
-    the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission."""
+    the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission,
+    with `verified=True` (only a role allowed to write grade_attempts can record that)."""
     from roadmap_cli.progress import mark_done_sql
+    from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SELF_GRADED_FUNCTION, SELF_GRADED_SOURCE_PREFIX
 
     parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
                    "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
@@ -183,16 +198,29 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
         dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
         sandbox=run.sandbox,
         imported=False, learner=learner, graded_on=graded_on,  # None: this machine; else the remote's name
+        verified=bool(verified),
     )
+    tests = [dict(nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome, duration_s=t.duration_s,
+                  message=t.message) for t in run.tests]
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
-        passed = _parts_passed_before(sql, spec.id, learner) if any(p.status == "passed" for p in run.parts) else set()
-        attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
-        for t in run.tests:
-            sql.execute(_INSERT_TEST, attempt_id=attempt_id, nodeid=t.nodeid, part_id=t.part or "?",
-                        outcome=t.outcome, duration_s=t.duration_s, message=t.message, learner=learner)
+        passed = (_parts_passed_before(sql, spec.id, learner, verified_only=verified)
+                  if any(p.status == "passed" for p in run.parts) else set())
+        self_graded = _through_server(sql)
+        if self_graded:
+            claim = {k: v for k, v in row.items() if k not in ("imported", "learner", "verified")}
+            attempt_id = int(sql.scalar(f"SELECT {SELF_GRADED_FUNCTION}(CAST(:attempt AS jsonb), CAST(:tests AS jsonb))",
+                                        attempt=json.dumps(claim), tests=json.dumps(tests)))
+        else:
+            attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
+            for t in tests:
+                sql.execute(_INSERT_TEST, attempt_id=attempt_id, learner=learner, **t)
         passed |= {p.id for p in run.parts if p.status == "passed"}
+        # A cohort learner's own grade proves a checkpoint only as their claim; the server's (and a solo file's) is
+        # lab-proved.
+        source_prefix, evidence = ((SELF_GRADED_SOURCE_PREFIX, f"self-graded attempt {attempt_id}") if self_graded
+                                   else (LAB_SOURCE_PREFIX, f"grade attempt {attempt_id}"))
         for p in run.parts:
             if p.status != "passed":
                 continue
@@ -201,8 +229,7 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
                 # counted attempt): a GPU part not graded on this machine keeps it open.
                 if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
                     continue
-                _, already = mark_done_sql(sql, learner, checkpoint, f"lab:{spec.id}/{p.id}",
-                                           f"grade attempt {attempt_id}")
+                _, already = mark_done_sql(sql, learner, checkpoint, f"{source_prefix}{spec.id}/{p.id}", evidence)
                 if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked

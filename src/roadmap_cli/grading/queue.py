@@ -141,6 +141,17 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
 # ---------------------------------------------------------------- the worker
 
 
+def grade_home_env(scratch: Path) -> dict[str, str]:
+    """A submission's grade gets a fresh, empty HOME of its own (and XDG folders inside it), never the
+    instructor's: no ~/.pgpass, no dotfile, nothing an earlier submission left. The credentials themselves never
+    leave this process: grader_env drops DATABASE_URL and PG* (grading/runner.py), and every process is started
+    with only the descriptors it is passed."""
+    home = scratch / "home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_DATA_HOME": str(home / ".local" / "share")}
+
+
 class _Stopping(Exception):
     """The worker is stopping (Ctrl-C): the grade was cancelled and its job goes back to the queue."""
 
@@ -268,7 +279,8 @@ class Worker:
                 unpack(files, ws)
             except Exception as exc:  # noqa: BLE001 - a broken archive is the submission's problem, one line
                 raise ValueError(f"the submission's files cannot be unpacked: {exc}") from None
-            job = GradeJob(spec, ws, cancel=cancel, device=self.device, warm=self.warm)
+            job = GradeJob(spec, ws, cancel=cancel, device=self.device, warm=self.warm,
+                           extra_env=grade_home_env(Path(tmp)))
             problem = precheck.check_workspace(ws)
             if problem is not None:
                 run = precheck.failed_run(job, problem)
@@ -283,8 +295,9 @@ class Worker:
 
         # The temporary folder is gone; the attempt says which submission it graded.
         run = replace(run, workspace=f"submission {submission_id}")
+        # verified: this worker graded the submitted files itself (only the instructor's role may write that).
         body = attempt_writer(spec, run, sha, dirty, learner=learner,
-                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0])
+                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0], verified=True)
 
         def write(sql):
             # The submitter's queue (store/server.py): their own commands never race this write.
@@ -324,7 +337,12 @@ class Worker:
 
         from roadmap_cli.grading.runner import warm_graders
 
+        from roadmap_cli.grading.isolation import not_dumpable
+
         _quiet_library_logs()
+        # It holds the cohort's credential (DATABASE_URL in its /proc/PID/environ, the password in its memory):
+        # no other process of this user may read either, from the first moment.
+        not_dumpable()
         # A worker grades submission after submission: each forks a warm grader instead of
         # importing torch and pytest again. Started here, in the thread that runs the worker
         # (the zygote's parent-death signal follows the thread that starts it).

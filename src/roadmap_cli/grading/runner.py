@@ -129,10 +129,20 @@ _PYTEST_MAIN = ("import runpy; sys.argv[0] = 'pytest'; "
                 "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
 
 
+# A grade never opens the database: no credential for it reaches a grader (nor, through it, learner code). libpq
+# reads every PG* variable (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, ...); DATABASE_URL holds roadmap's own.
+_CREDENTIAL_ENV = ("DATABASE_URL",)
+_CREDENTIAL_PREFIX = "PG"
+
+
+def is_credential_var(name: str) -> bool:
+    return name in _CREDENTIAL_ENV or name.startswith(_CREDENTIAL_PREFIX)
+
+
 def grader_env(device: DeviceInfo) -> dict:
     """Every grader process's environment on this device, less what is per
     grade: also the environment a warm grader (grading/warm.py) starts with."""
-    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV and not is_credential_var(k)}
     env.update(
         ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
         # Only our plugin: third-party plugins (e.g. hypothesis, ~0.5 s) stay out of

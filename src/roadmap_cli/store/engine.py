@@ -58,6 +58,13 @@ class Store:
         self._learner: str | None = None
 
     @property
+    def scoped_learner(self) -> bool:
+        """Logged in to a cohort server as a learner (row-level security scopes every write)."""
+        from roadmap_cli.store.learners import is_scoped_learner
+
+        return is_scoped_learner(self)
+
+    @property
     def learner(self) -> str:
         """The current learner's id (store/learners.py), looked up once."""
         from roadmap_cli.store.learners import current_learner

@@ -118,6 +118,11 @@ def _scoped_role(store):
     return None if who.instructor else who
 
 
+def is_scoped_learner(store) -> bool:
+    """A cohort learner's own login, which row-level security scopes (False: SQLite, or the instructor)."""
+    return _scoped_role(store) is not None
+
+
 def current_learner(store) -> str:
     """The learner this process acts as (cached on the store: one lookup per command)."""
     cached = getattr(store, "_learner", None)

@@ -335,6 +335,24 @@ def m010_paper_metadata(conn: sa.Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE papers ADD COLUMN {column} VARCHAR"))
 
 
+def m011_verified_attempts(conn: sa.Connection) -> None:
+    """grade_attempts.verified: true only for an attempt a cohort worker graded
+    and recorded (grading/queue.py). On PostgreSQL a learner's login then loses
+    INSERT/UPDATE/DELETE on grade_attempts and grade_test_results: their own
+    grades go through one SECURITY DEFINER function and are recorded
+    self-graded (verified false, whatever they send), and lab-proved
+    checkpoints (source 'lab:...') become the server's to write (store/roles.py).
+    On SQLite (one person's file) every attempt stays the learner's own."""
+    conn.execute(sa.text("ALTER TABLE grade_attempts ADD COLUMN verified BOOLEAN NOT NULL DEFAULT FALSE"))
+    if conn.dialect.name == "postgresql":
+        from roadmap_cli.store import roles
+
+        # A PostgreSQL view's `*` was expanded when migration 8 made it: show graded_on and verified through it.
+        conn.execute(sa.text("CREATE OR REPLACE VIEW cohort_grade_attempts WITH (security_barrier = true) AS "
+                             "SELECT * FROM grade_attempts"))
+        roles.protect_server_records(conn)
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -347,6 +365,7 @@ MIGRATIONS: list[Migration] = [
     ("cohort_security", m008_cohort_security),
     ("attempt_graded_on", m009_attempt_graded_on),
     ("paper_metadata", m010_paper_metadata),
+    ("verified_attempts", m011_verified_attempts),
 ]
 
 LATEST = len(MIGRATIONS)

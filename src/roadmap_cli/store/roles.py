@@ -15,6 +15,18 @@ a learner's environment claims (`ROADMAP_LEARNER`): the server decides.
 - **The cohort views** (`cohort_grade_attempts`, ...: migration 8) are owned
   by the instructor and marked `security_barrier`; through them every member
   reads the whole cohort (status, board, export), read-only.
+- **Grades only the server vouches for** (migration 10): row-level security
+  decides whose rows a learner writes, not what they say, so a learner's
+  login has no INSERT, UPDATE or DELETE on `grade_attempts` and
+  `grade_test_results` at all. A grade on the learner's own machine is
+  recorded through `roadmap_record_self_graded(attempt, tests)`, a SECURITY
+  DEFINER function that stamps the row with the login (`session_user`),
+  `verified = false` and `imported = false` whatever was sent: its device,
+  sandbox and `graded_on` stay the learner's claim. Only the worker (the
+  instructor's role, grading/queue.py) writes `verified = true`. A
+  restrictive policy keeps lab-proved checkpoints (`source LIKE 'lab:%'`)
+  out of a learner's reach; the checkpoints their own grades prove are
+  recorded as `self-graded:<lab>/<part>`.
 
 A database where every learner still logs in as the owner keeps working as
 before, unprotected: `roadmap db status` says so.
@@ -31,6 +43,15 @@ from roadmap_cli.errors import NotFoundError, StoreError, UserError
 COHORT_TABLES = ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries")
 POLICY = "roadmap_own_rows"
 SETTINGS_POLICY = "roadmap_database_settings"
+# What only the server writes in a cohort (migration 10): a learner's login may read these, never write them.
+SERVER_RECORDED_TABLES = ("grade_attempts", "grade_test_results")
+SELF_GRADED_FUNCTION = "roadmap_record_self_graded"
+LAB_PROVED_POLICY = "roadmap_lab_proved_checkpoints"
+# checkpoint_progress.source of a checkpoint a verified (worker) grade proved, and of one a learner's own grade did.
+LAB_SOURCE_PREFIX = "lab:"
+SELF_GRADED_SOURCE_PREFIX = "self-graded:"
+# What a self-graded attempt may say about its outcome (rowcheck.LAB_OUTCOMES plus the engine's own words).
+_SELF_GRADED_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "interrupted")
 
 
 def view_name(table: str) -> str:
@@ -61,6 +82,70 @@ def enable_row_security(conn, person_tables: list[str]) -> None:
                              "WITH CHECK (learner = current_user)"))
     # The database-wide settings rows (learner '') are readable by everyone, writable by the owner only.
     conn.execute(sa.text(f"CREATE POLICY {SETTINGS_POLICY} ON settings FOR SELECT USING (learner = '')"))
+
+
+# The narrow door for a cohort learner's own grades (migration 10). Frozen as released: change it only in a new
+# migration. `session_user` is the login (inside a SECURITY DEFINER function current_user is the owner).
+_SELF_GRADED_DDL = """
+CREATE FUNCTION {function}(attempt jsonb, tests jsonb) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = {schema}, pg_temp AS $$
+DECLARE
+    new_id integer;
+    me text := session_user;
+BEGIN
+    IF jsonb_typeof(attempt) IS DISTINCT FROM 'object' OR jsonb_typeof(tests) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'roadmap_record_self_graded(attempt jsonb object, tests jsonb array)'
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT (attempt->>'outcome' = ANY (ARRAY[{outcomes}])) THEN
+        RAISE EXCEPTION 'unknown outcome %', attempt->>'outcome' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_array_length(tests) > 100000 OR length(attempt::text) > 16000000 THEN
+        RAISE EXCEPTION 'attempt too large' USING ERRCODE = '54000';
+    END IF;
+    INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, device,
+            device_capability, torch_version, triton_version, interpret_mode, commit_sha, dirty, workspace,
+            grader_sha256, message, sandbox, graded_on, imported, verified, learner)
+        VALUES (attempt->>'lab_id', attempt->>'started_at', (attempt->>'duration_s')::float8, attempt->>'outcome',
+            (attempt->>'score')::float8, (attempt->>'max_score')::float8, attempt->>'parts', attempt->>'perf',
+            attempt->>'device', attempt->>'device_capability', attempt->>'torch_version',
+            attempt->>'triton_version', (attempt->>'interpret_mode')::boolean, attempt->>'commit_sha',
+            (attempt->>'dirty')::boolean, attempt->>'workspace', attempt->>'grader_sha256', attempt->>'message',
+            attempt->>'sandbox', attempt->>'graded_on', false, false, me)
+        RETURNING id INTO new_id;
+    INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner)
+        SELECT new_id, t->>'nodeid', t->>'part_id', t->>'outcome', (t->>'duration_s')::float8, t->>'message', me
+          FROM jsonb_array_elements(tests) AS t;
+    RETURN new_id;
+END $$;
+REVOKE ALL ON FUNCTION {function}(jsonb, jsonb) FROM PUBLIC;
+"""
+
+
+def protect_server_records(conn) -> None:
+    """Migration 10 on PostgreSQL: attempts and lab-proved checkpoints become the server's record."""
+    import psycopg.sql
+
+    raw = conn.connection.driver_connection
+    schema = psycopg.sql.Identifier(conn.exec_driver_sql("SELECT current_schema()").scalar()).as_string(raw)
+    learners = [row["learner"] for row in learner_roles(conn)]  # before the revoke: they still hold INSERT
+    outcomes = ", ".join(f"'{o}'" for o in _SELF_GRADED_OUTCOMES)
+    raw.execute(_SELF_GRADED_DDL.format(function=SELF_GRADED_FUNCTION, schema=schema, outcomes=outcomes))
+    # Restrictive: AND-ed with the own-rows policy. A learner writes self-marked checkpoints, never lab-proved ones.
+    lab = f"source NOT LIKE '{LAB_SOURCE_PREFIX}%'"
+    for command, clause in (("INSERT", f"WITH CHECK ({lab})"), ("UPDATE", f"USING ({lab}) WITH CHECK ({lab})"),
+                            ("DELETE", f"USING ({lab})")):
+        raw.execute(f"CREATE POLICY {LAB_PROVED_POLICY}_{command.lower()} ON checkpoint_progress "  # '%': no params
+                    f"AS RESTRICTIVE FOR {command} {clause}")
+    for name in learners:
+        who = _quote(conn, name)
+        conn.exec_driver_sql(f"REVOKE INSERT, UPDATE, DELETE ON {', '.join(SERVER_RECORDED_TABLES)} FROM {who}")
+        conn.exec_driver_sql(f"GRANT EXECUTE ON FUNCTION {SELF_GRADED_FUNCTION}(jsonb, jsonb) TO {who}")
+
+
+def learner_writable_tables(person_tables: list[str]) -> list[str]:
+    """The person tables a learner's login may write (row-level security still scopes the rows)."""
+    return [t for t in person_tables if t not in SERVER_RECORDED_TABLES]
 
 
 # ---------------------------------------------------------------- who is connected
@@ -139,9 +224,12 @@ def add_learner(conn, name: str, password: str, person_tables: list[str]) -> Non
         f"GRANT USAGE ON SCHEMA {schema} TO {who}",
         # Reading is scoped by the policies (person tables) or harmless (the migrations ledger, the views).
         f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {who}",
-        f"GRANT INSERT, UPDATE, DELETE ON {', '.join(person_tables)} TO {who}",
+        f"GRANT INSERT, UPDATE, DELETE ON {', '.join(learner_writable_tables(person_tables))} TO {who}",
         f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {who}",
     ]
+    if conn.exec_driver_sql("SELECT to_regprocedure(%(f)s) IS NOT NULL",
+                            {"f": f"{SELF_GRADED_FUNCTION}(jsonb, jsonb)"}).scalar():
+        statements.append(f"GRANT EXECUTE ON FUNCTION {SELF_GRADED_FUNCTION}(jsonb, jsonb) TO {who}")
     for statement in statements:
         conn.exec_driver_sql(statement)
     from roadmap_cli.store.queue import grant_learner
@@ -167,6 +255,7 @@ def remove_learner(conn, name: str) -> int:
     # would need membership in the role, which a CREATEROLE instructor lacks), then the role.
     for statement in (f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {who}",
                       f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}",
+                      f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {who}",
                       f"REVOKE ALL ON SCHEMA {schema} FROM {who}",
                       f"REVOKE ALL ON DATABASE {database} FROM {who}",
                       f"DROP ROLE {who}"):
@@ -182,6 +271,7 @@ def learner_roles(conn) -> list[dict]:
     rows = conn.exec_driver_sql(
         "SELECT r.rolname FROM pg_roles r WHERE r.rolcanlogin AND NOT r.rolsuper AND NOT r.rolbypassrls "
         "AND NOT pg_has_role(r.rolname, %(owner)s, 'MEMBER') "
-        "AND has_table_privilege(r.rolname, 'grade_attempts', 'INSERT') ORDER BY r.rolname",
+        # checkpoint_notes: every learner writes it (grade_attempts no longer, since migration 10).
+        "AND has_table_privilege(r.rolname, 'checkpoint_notes', 'INSERT') ORDER BY r.rolname",
         {"owner": owner}).all()
     return [{"learner": name} for (name,) in rows]

@@ -20,6 +20,8 @@ from typing import Any
 class Sql:
     """What a body passed to `read_sql`/`write_sql` may call."""
 
+    dialect = "sqlite"  # or "postgresql": what the connection speaks
+
     def rows(self, statement: str, **params: Any) -> list[tuple]:
         """Every row a SELECT (or an INSERT ... RETURNING) gives, as tuples."""
         raise NotImplementedError
@@ -44,6 +46,7 @@ class AlchemySql(Sql):
         import sqlalchemy as sa
 
         self._conn, self._text = conn, sa.text
+        self.dialect = conn.dialect.name
 
     def rows(self, statement: str, **params: Any) -> list[tuple]:
         return [tuple(row) for row in self._conn.execute(self._text(statement), params).all()]
