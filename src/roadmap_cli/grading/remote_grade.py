@@ -799,6 +799,9 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     outcome: GradeOutcome = _outcome(store, spec, attempt_id, run, sha, dirty, marked, "en", problem=precheck_problem)
     outcome.sent = sent  # type: ignore[attr-defined]
     outcome.graded_on = remote.name  # type: ignore[attr-defined]
+    # The footers of `grade --on` and `watch --on` say where the grade ran (not on this machine).
+    address = remote.url.split("://", 1)[1]
+    outcome.graded_where = f"graded remotely on {remote.name} ({address})"  # type: ignore[attr-defined]
     if signed is None and not interrupted:
         raise RemoteError(f"the connection to remote {remote.name!r} was lost during the grade: attempt "
                           f"{outcome.attempt_number} of {spec.id} is recorded as interrupted")
