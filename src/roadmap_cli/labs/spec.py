@@ -351,7 +351,8 @@ def use_cache(folder: Optional[Path]) -> None:
 def _cache_key(dirs: list[Path]) -> str:
     """sha256 of what a lab's validation reads: every lab.yaml's bytes, and the modification times of the
     folders whose entries the cross-checks look for (an added or deleted README, test, starter or wrong
-    variant changes its folder's mtime), plus this module, roadmap's and pydantic's versions."""
+    variant changes its folder's mtime), plus this module, roadmap's and pydantic's versions. (A
+    solution_files source deleted outside the lab folders is not seen: `dev check` reads specs uncached.)"""
     import hashlib
     import os
 
