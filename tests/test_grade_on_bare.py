@@ -53,7 +53,10 @@ def _python_without_ensurepip(folder: Path, python: Path) -> Path:
     (shadow / "ensurepip" / "__init__.py").write_text(
         "raise ModuleNotFoundError(\"No module named 'ensurepip'\", name='ensurepip')\n")
     wrapper = folder / "python3-no-venv"
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(shadow))} exec {shlex.quote(str(python))} \"$@\"\n")
+    # Its own managed folder: the bare python's venv (another test's) must not be found ready.
+    root = folder / "no-venv-root"
+    wrapper.write_text(f"#!/bin/sh\nROADMAP_REMOTE_ROOT={shlex.quote(str(root))} PYTHONPATH={shlex.quote(str(shadow))} "
+                       f"exec {shlex.quote(str(python))} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper
 
@@ -152,7 +155,8 @@ def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact
         assert f"has no ensurepip" in result.stderr
         assert f"`{ssh} sudo apt-get install -y python{version}-venv`" in result.stderr, result.stderr
         assert (f"`roadmap remote add novenv {far.url} --replace --python PATH`") in result.stderr
-        assert not list(far.far_root.glob("envs/*/ready"))  # nothing half-installed, nothing sent for nothing
+        root = far.no_venv.parent / "no-venv-root"
+        assert root.is_dir() and not list(root.glob("envs/*"))  # nothing installed, no wheel sent for nothing
         check = run_cli("remote", "check", "novenv")
         assert check.exit_code == 0 and f"{ssh} sudo apt-get install -y python{version}-venv" in check.stdout, check
         assert "a first `grade --on` installs torch, the CPU build" in check.stdout  # no NVIDIA driver here

@@ -408,7 +408,8 @@ def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
     last = lines[-1].strip() if lines else "ssh exited without a message"
     hint = ""
     if "Permission denied" in last:
-        hint = " (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config)"
+        hint = (" (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config, "
+                f"so that `{remote.ssh_command()}` logs in without a password)")
     elif "Host key verification failed" in last:
         hint = f" (connect once with `{remote.ssh_command()}` to accept the host key)"
     return RemoteError(f"cannot reach remote {remote.name!r} ({remote.url}): {last}{hint}")
