@@ -409,7 +409,8 @@ def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(rem
     try:
         child.expect("watching adder")
         child.expect(r"first grade on box: all parts")
-        child.expect(r"attempt #1")  # the starter fails; the CPU remote cannot grade the GPU part
+        # The starter fails; the CPU remote cannot grade the GPU part. The footer says where it ran.
+        child.expect(r"attempt #1 · [\d.]+s · graded remotely on box \(" + f"{remote.user}@127.0.0.1:{remote.port}" + r"\)")
         tmp = adder_workspace / "adder.new"
         tmp.write_text("def add(a, b):\n    return a + b\n")
         os.replace(tmp, adder_workspace / "adder.py")

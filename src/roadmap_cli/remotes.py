@@ -56,6 +56,11 @@ class Remote:
     added: str = ""
     # The far side's python (`remote add --python`); None: `python3` from the remote login's PATH.
     python: Optional[str] = None
+    # Where a first `grade --on` gets torch when the far python has none (`remote add --torch/--torch-index`):
+    # a pip requirement (default: roadmap's own torch range) and an index URL, or "pip" for pip's own
+    # configuration there (default: the CPU build's index without an NVIDIA driver, PyPI with one).
+    torch: Optional[str] = None
+    torch_index: Optional[str] = None
 
     @property
     def url(self) -> str:
@@ -85,6 +90,28 @@ class Remote:
             argv += ["-l", self.user]
         # "--" ends ssh's options: a host can never be read as one.
         return argv + ["--", self.host, command]
+
+    def ssh_command(self, *words: str, tty: bool = False) -> str:
+        """The exact `ssh` command a person types to reach this remote as roadmap does (its ssh_config, port
+        and user), e.g. to accept its host key: `ssh -p 2222 ubuntu@gpu.example.com`."""
+        import shlex
+
+        argv = ["ssh"] + (["-t"] if tty else [])  # -t: a command that may prompt (sudo) gets a terminal
+        config = os.environ.get(SSH_CONFIG_VAR)
+        if config:
+            argv += ["-F", config]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        argv.append(f"{self.user}@{self.host}" if self.user else self.host)
+        return " ".join(shlex.quote(a) for a in argv + list(words))
+
+    def add_command(self, **changes: str) -> str:
+        """The exact `roadmap remote add NAME URL --replace ...` that keeps this remote's settings and
+        changes `changes` (e.g. python="PATH")."""
+        options = {"python": self.python, "torch": self.torch, "torch-index": self.torch_index}
+        options.update({k.replace("_", "-"): v for k, v in changes.items()})
+        words = [f"--{k} {v}" for k, v in options.items() if v]
+        return " ".join(["roadmap remote add", self.name, self.url, "--replace", *words])
 
 
 def parse_url(url: str) -> tuple[Optional[str], str, Optional[int]]:
@@ -137,7 +164,8 @@ def load(home: Path) -> dict[str, Remote]:
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"unknown version {data.get('version')!r}")
         return {name: Remote(name=name, host=entry["host"], user=entry.get("user"), port=entry.get("port"),
-                             added=entry.get("added", ""), python=entry.get("python"))
+                             added=entry.get("added", ""), python=entry.get("python"), torch=entry.get("torch"),
+                             torch_index=entry.get("torch_index"))
                 for name, entry in data["remotes"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StoreError(f"{path} is not a remotes file roadmap can read ({exc}); fix or delete it, then add "
@@ -167,7 +195,8 @@ def get(home: Path, name: str) -> Remote:
     return remotes[name]
 
 
-def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optional[str] = None) -> Remote:
+def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optional[str] = None,
+        torch: Optional[str] = None, torch_index: Optional[str] = None) -> Remote:
     if not NAME_PATTERN.match(name):
         raise UserError(f"remote name {name!r}: use letters, digits, '.', '_' or '-' (at most 40, starting "
                         "with a letter or digit)")
@@ -179,7 +208,13 @@ def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optio
     if python is not None and (not python.startswith("/") or any(c.isspace() or c in "'\"$`\\;&|<>" for c in python)):
         raise UserError(f"--python {python!r}: give the absolute path of the far side's python (no spaces or "
                         "shell characters), e.g. /usr/bin/python3")
-    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso(), python=python)
+    if torch is not None and (not torch.strip() or torch.strip().startswith("-")):
+        raise UserError(f"--torch {torch!r}: give a pip requirement, e.g. torch==2.13.0 (or a wheel's path there)")
+    if torch_index is not None and torch_index != "pip" and not re.match(r"^(https?|file)://\S+$", torch_index):
+        raise UserError(f"--torch-index {torch_index!r}: give an index URL (https://…, file://…), or `pip` for "
+                        "pip's own configuration on the remote")
+    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso(), python=python,
+                    torch=torch.strip() if torch else None, torch_index=torch_index)
     if name in remotes:
         close_shared(home, remotes[name])  # replaced: its shared connection goes to the old machine
     remotes[name] = remote
@@ -282,8 +317,12 @@ def key(home: Path, name: str) -> bytes:
     except FileNotFoundError:
         return new_key(home, name)
     except (OSError, ValueError) as exc:
+        try:
+            again = get(home, name).add_command()
+        except RoadmapError:
+            again = f"roadmap remote add {name} URL --replace"
         raise StoreError(f"the key of remote {name!r} ({_key_path(home, name)}) is unreadable ({exc}); "
-                         f"`roadmap remote add {name} URL --replace` makes a new one") from None
+                         f"`{again}` makes a new one") from None
 
 
 # ---------------------------------------------------------------- what is on the far side
@@ -307,6 +346,12 @@ try:
     out["gpus"] = [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) >= 3]
 except (OSError, subprocess.TimeoutExpired):
     out["gpus"] = []
+out["nvidia_driver"] = os.path.exists("/proc/driver/nvidia/version") or bool(out["gpus"])
+try:
+    import ensurepip
+    out["ensurepip"] = True
+except ImportError:
+    out["ensurepip"] = False
 try:
     import torch
     out["torch"] = torch.__version__
@@ -318,8 +363,15 @@ except Exception as exc:
 print("ROADMAP-PROBE " + json.dumps(out))
 '''
 _PROBE_MARK = "ROADMAP-PROBE "
-# The remote's login shell runs this; the probe arrives on stdin. No python3 is an answer, not a failure.
-_PROBE_COMMAND = "command -v python3 >/dev/null 2>&1 && exec python3 - || echo 'ROADMAP-PROBE {\"python\": null}'"
+
+
+def _probe_command(python: Optional[str]) -> str:
+    """What the remote's login shell runs (the probe arrives on stdin), with the python `grade --on` uses
+    there (`remote add --python`, else python3 on the PATH). No such python is an answer, not a failure."""
+    import shlex
+
+    py = shlex.quote(python or "python3")
+    return f"command -v {py} >/dev/null 2>&1 && exec {py} - || echo 'ROADMAP-PROBE {{\"python\": null}}'"
 
 
 @dataclass
@@ -337,6 +389,10 @@ class RemoteFacts:
     cuda_available: Optional[bool] = None
     gpus: Optional[list] = None
     disk_free_bytes: Optional[int] = None
+    executable: Optional[str] = None  # the far python's own path (the one `grade --on` uses)
+    ensurepip: Optional[bool] = None  # False: a venv made there gets no pip (Debian's python3.X-venv missing)
+    nvidia_driver: Optional[bool] = None
+    torch_install: Optional[str] = None  # what a first `grade --on` installs there when torch is missing
 
     @property
     def gpu_model(self) -> Optional[str]:
@@ -352,9 +408,10 @@ def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
     last = lines[-1].strip() if lines else "ssh exited without a message"
     hint = ""
     if "Permission denied" in last:
-        hint = " (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config)"
+        hint = (" (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config, "
+                f"so that `{remote.ssh_command()}` logs in without a password)")
     elif "Host key verification failed" in last:
-        hint = f" (connect once with `ssh {remote.host}` to accept the host key)"
+        hint = f" (connect once with `{remote.ssh_command()}` to accept the host key)"
     return RemoteError(f"cannot reach remote {remote.name!r} ({remote.url}): {last}{hint}")
 
 
@@ -364,7 +421,7 @@ def check(home: Path, name: str, *, timeout_s: float = 60) -> RemoteFacts:
     remote = get(home, name)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(remote.ssh_argv(_PROBE_COMMAND), input=_PROBE, capture_output=True, text=True,
+        proc = subprocess.run(remote.ssh_argv(_probe_command(remote.python)), input=_PROBE, capture_output=True, text=True,
                               timeout=timeout_s)
     except FileNotFoundError:
         raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
@@ -380,5 +437,20 @@ def check(home: Path, name: str, *, timeout_s: float = 60) -> RemoteFacts:
         raise RemoteError(f"remote {name!r} answered, but its probe did not run (exit {proc.returncode}): {tail}")
     data = json.loads(line[len(_PROBE_MARK):])
     fields = {k: data.get(k) for k in ("python", "hostname", "os", "cpus", "torch", "torch_cuda", "cuda_available",
-                                       "gpus", "disk_free_bytes")}
-    return RemoteFacts(name=name, url=remote.url, reachable=True, round_trip_s=round(elapsed, 3), **fields)
+                                       "gpus", "disk_free_bytes", "executable", "ensurepip", "nvidia_driver")}
+    facts = RemoteFacts(name=name, url=remote.url, reachable=True, round_trip_s=round(elapsed, 3), **fields)
+    if facts.python and not facts.torch:
+        facts.torch_install = torch_install_plan(remote, bool(facts.nvidia_driver))
+    return facts
+
+
+def torch_install_plan(remote: Remote, nvidia_driver: bool) -> str:
+    """What a first `grade --on` installs where the far python has no torch, and why (the far agent decides
+    the same way: grading/remote_agent.torch_plan)."""
+    spec = remote.torch or "torch"
+    if remote.torch_index:
+        where = "pip's own configuration there" if remote.torch_index == "pip" else remote.torch_index
+        return f"{spec} from {where} (--torch-index)"
+    if nvidia_driver:
+        return f"{spec}, the CUDA build from PyPI (an NVIDIA driver is there)"
+    return f"{spec}, the CPU build from download.pytorch.org (no NVIDIA driver there)"

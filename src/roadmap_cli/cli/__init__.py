@@ -148,16 +148,48 @@ def main(argv: Optional[list[str]] = None) -> None:
             remote_grade.discard_early()  # not taken: the command failed before grading
 
 
+def _plain_status(args: list[str]):
+    """`roadmap [--home H] [--curriculum C] [--lang L] status [--json]` (nothing else): the status command,
+    called without typer parsing the line. typer coerces every parameter through a pydantic TypeAdapter,
+    and importing pydantic for that cost `status` a third of its budget (1.3x `import sqlmodel, typer,
+    rich`). Anything else (--help, another option, a typo) returns None: typer parses it as usual."""
+    root_opts: dict[str, str] = {}
+    i = 0
+    while i < len(args) and args[i] != "status":
+        name, eq, value = args[i].partition("=")
+        if name not in ("--home", "--curriculum", "--lang") or name[2:] in root_opts:
+            return None
+        if not eq:
+            if i + 1 >= len(args):
+                return None
+            value, i = args[i + 1], i + 1
+        root_opts[name[2:]] = value
+        i += 1
+    rest = args[i + 1:]
+    if i >= len(args) or rest not in ([], ["--json"]):
+        return None
+
+    def run() -> None:
+        from roadmap_cli.cli.core import status
+
+        root(home=root_opts.get("home"), curriculum=root_opts.get("curriculum"), lang=root_opts.get("lang"))
+        status(as_json=bool(rest))
+
+    return run
+
+
 def _run(args: list[str]) -> None:
     from roadmap_cli.output import error_line
 
-    register_for(args)
+    plain = _plain_status(args)
+    if plain is None:
+        register_for(args)
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
     from typer.exceptions import Abort
 
     try:
         # Not standalone: usage errors come back here, to be one line like every other mistake.
-        code = app(args=args, prog_name="roadmap", standalone_mode=False)
+        code = plain() if plain is not None else app(args=args, prog_name="roadmap", standalone_mode=False)
     except NoArgsIsHelpError as exc:
         # `roadmap lab`: typer has printed the group's help already (while raising this).
         sys.exit(exc.exit_code)

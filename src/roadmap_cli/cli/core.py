@@ -81,6 +81,9 @@ def status(as_json: JsonOpt = False) -> None:
     ctx = context.current()
     store = ctx.store()
     start = ctx.setting("start_date")
+    from roadmap_cli.labs.spec import use_cache
+
+    use_cache(ctx.home / "cache")  # the labs section reads every lab's spec: validated once, then from cache/
     report = build_status(
         store, ctx.curriculum(), lang=ctx.lang,
         start_date=parse_date(start) if start else None, today=local_today(),

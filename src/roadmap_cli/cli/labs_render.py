@@ -265,6 +265,8 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
 def _footer(console: Console, outcome) -> None:
     run = outcome.run
     device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    if getattr(outcome, "graded_where", None):  # `grade --on NAME`: the device is the remote's
+        device += f" · {outcome.graded_where}"
     if run.sandbox == "weak":
         device += " · weak sandbox (no bubblewrap: see `roadmap doctor`)"
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")

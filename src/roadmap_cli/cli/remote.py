@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 def _row(remote) -> dict:
     return {"name": remote.name, "url": remote.url, "user": remote.user, "host": remote.host, "port": remote.port,
-            "added": remote.added, "python": remote.python}
+            "added": remote.added, "python": remote.python, "torch": remote.torch, "torch_index": remote.torch_index}
 
 
 @remote_app.command("add")
@@ -35,13 +35,21 @@ def add(
     python: Annotated[Optional[str], typer.Option("--python", help="The far side's python for `grade --on` "
                                                   "(absolute path; default: python3 on the remote's PATH). "
                                                   "If it imports torch, its packages are reused.")] = None,
+    torch: Annotated[Optional[str], typer.Option(
+        "--torch", metavar="SPEC", help="Where the far python has no torch: the pip requirement a first "
+        "`grade --on` installs (e.g. torch==2.13.0, or a wheel's path there; default: roadmap's torch range).")] = None,
+    torch_index: Annotated[Optional[str], typer.Option(
+        "--torch-index", metavar="URL|pip", help="The index pip takes torch from there (default: PyTorch's CPU "
+        "index on a machine without an NVIDIA driver, PyPI's CUDA build with one); `pip`: pip's own "
+        "configuration there (pip.conf: a mirror, find-links).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    remote = remotes.add(context.current().home, name, url, replace=replace, python=python)
+    remote = remotes.add(context.current().home, name, url, replace=replace, python=python, torch=torch,
+                         torch_index=torch_index)
     emit("remote add", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
                                               f"Next: `roadmap remote check {remote.name}`."))
@@ -94,13 +102,16 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the machine.")] = 60,
     as_json: JsonOpt = False,
 ) -> None:
-    """Connect once: python, torch and its CUDA, GPU model, driver and free disk on the far side."""
+    """Connect once, with the python `grade --on` uses there (`remote add --python`): python, torch and its
+    CUDA (or which build a first grade would install), GPU model, driver and free disk on the far side."""
     from dataclasses import asdict
 
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
-    facts = remotes.check(context.current().home, name, timeout_s=timeout)
+    home = context.current().home
+    remote = remotes.get(home, name)
+    facts = remotes.check(home, name, timeout_s=timeout)
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):
@@ -109,10 +120,18 @@ def check(
             torch += f" (CUDA {facts.torch_cuda}, {'GPU visible' if facts.cuda_available else 'no GPU visible'})"
         elif facts.torch:
             torch += " (CPU build)"
+        elif facts.torch_install:
+            torch += f"; a first `grade --on` installs {facts.torch_install}"
+        python = (f"{facts.python} ({facts.executable})" if facts.executable else facts.python) \
+            if facts.python else f"{remote.python or 'python3'} not found"
+        if facts.python and facts.ensurepip is False and not facts.torch:
+            package = "python" + ".".join(facts.python.split(".")[:2]) + "-venv"
+            python += (f"; no ensurepip, so no pip for a venv: run "
+                       f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}`")
         lines = [
             ("reached in", f"{facts.round_trip_s:.2f} s"),
             ("host", f"{facts.hostname or '-'} ({facts.os or '-'}, {facts.cpus or '-'} CPUs)"),
-            ("python", facts.python or "python3 not found"),
+            ("python", python),
             ("torch", torch),
             ("GPU", ", ".join(g["name"] for g in facts.gpus) if facts.gpus else "none (no nvidia-smi)"),
             ("driver", facts.driver or "-"),

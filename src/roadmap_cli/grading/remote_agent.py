@@ -40,6 +40,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,8 +65,9 @@ def say(obj):
             return False
 
 
-def fail(message):
-    say({"error": message})
+def fail(message, **details):
+    """The one line the near side shows (with `details` it may make more exact, e.g. naming its ssh command)."""
+    say({"error": message, **details})
     sys.exit(3)
 
 
@@ -199,10 +201,115 @@ print(json.dumps(missing))
     return json.loads(proc.stdout)
 
 
-def install(root, tag, wheel_name, wheel, has_torch):
+# Where pip finds torch's CPU build (PyTorch's own index: a few hundred MB, instead of PyPI's default Linux
+# build, which bundles CUDA: several GB that a machine without an NVIDIA GPU cannot use).
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+PIP_CONFIGURED = "pip"  # a torch index setting meaning: pip's own configuration there (pip.conf, PIP_* variables)
+
+
+def nvidia_driver():
+    """The NVIDIA kernel driver's version on this machine, or None where it has none (no GPU torch can use)."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            words = f.readline().split()
+        for i, word in enumerate(words):
+            if word == "Module" and i + 1 < len(words):
+                return words[i + 1]
+        return "?"
+    except OSError:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=20)
+            lines = proc.stdout.split()
+            if proc.returncode == 0 and lines:
+                return lines[0]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
+def torch_plan(requirement, setting, driver):
+    """(pip arguments for torch, the index it comes from or None, why) for a venv that has no torch.
+    `requirement`: roadmap's own (e.g. 'torch<2.14,>=2.3'); `setting`: the remote's --torch / --torch-index
+    (either may be missing); `driver`: nvidia_driver()."""
+    setting = setting or {}
+    spec = setting.get("spec") or requirement
+    index = setting.get("index")
+    if index:
+        where = "pip's own configuration here" if index == PIP_CONFIGURED else index
+        why = f"the remote's --torch-index: {where}"
+        index = None if index == PIP_CONFIGURED else index
+    elif driver:
+        why = f"NVIDIA driver {driver} found: the CUDA build (PyPI's default torch for Linux)"
+    else:
+        index = CPU_TORCH_INDEX
+        why = "no NVIDIA driver here (no /proc/driver/nvidia/version, no nvidia-smi): the CPU build"
+    return [spec] + (["--index-url", index] if index else []), index, why
+
+
+def no_ensurepip_line(python=None):
+    """One line: this python cannot give a venv pip, and which Debian/Ubuntu package fixes that."""
+    major, minor = sys.version_info[:2]
+    package = f"python{major}.{minor}-venv"
+    return (f"{python or sys.executable} (Python {major}.{minor}) has no ensurepip, so a venv made with it has no "
+            f"pip to install roadmap's dependencies: install it there with `sudo apt install {package}` "
+            f"(Debian/Ubuntu; python3-venv on the default python3)")
+
+
+def has_ensurepip():
+    try:
+        import ensurepip  # noqa: F401 - only whether this python ships it (Debian: python3.X-venv)
+
+        return True
+    except ImportError:
+        return False
+
+
+def last_pip_line(text):
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")]
+    return (errors or lines or ["?"])[-1]
+
+
+def pip_install(venv_python, args, what):
+    """pip install ARGS in the managed venv, its progress summarised as progress lines (a package being
+    collected at most every few seconds: a first install takes a minute or more)."""
+    proc = subprocess.Popen([venv_python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                             "--progress-bar", "off", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    tail = []
+    last_said = 0.0
+    for line in proc.stdout:
+        tail = (tail + [line])[-40:]
+        if line.startswith("Collecting ") and time.monotonic() - last_said > 3:
+            last_said = time.monotonic()
+            say({"progress": "pip: collecting " + line.split()[1]})
+        elif line.startswith("Installing collected packages:"):
+            count = len(line.split(":", 1)[1].split(","))
+            say({"progress": f"pip: installing {count} package(s)"})
+    if proc.wait() != 0:
+        fail(f"pip could not install {what}: " + last_pip_line("".join(tail)))
+
+
+def torch_build(venv_python):
+    """(version, CUDA version or None) of the torch the venv imports."""
+    proc = subprocess.run([venv_python, "-c", "import json, torch; print(json.dumps([torch.__version__, "
+                           "torch.version.cuda]))"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        fail("torch was installed but does not import: " + last_pip_line(proc.stderr))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def install(root, tag, wheel_name, wheel, has_torch, torch_setting=None):
     """The managed venv ROOT/envs/TAG: roadmap unpacked from the near side's
     wheel; dependencies reused from this python when it has torch (system
-    site-packages), and only what is still missing installed with pip."""
+    site-packages), and only what is still missing installed with pip (pip
+    itself from this python's ensurepip, only when something is missing).
+    torch, when missing, first and on its own: the CPU build where this
+    machine has no NVIDIA driver, PyPI's CUDA build where it has one, or
+    what the remote's --torch / --torch-index settings say."""
     env = os.path.join(root, "envs", tag)
     lock_path = os.path.join(root, "envs", tag + ".lock")
     os.makedirs(os.path.dirname(env), exist_ok=True)
@@ -214,6 +321,8 @@ def install(root, tag, wheel_name, wheel, has_torch):
         reuse = has_torch
         say({"progress": f"creating the managed venv {env}" + (" (reusing this python's packages: it imports torch)"
                                                                 if reuse else "")})
+        # Without pip for now: when this python's packages cover every requirement, none is needed (and
+        # ensurepip costs seconds); it is added below only when something must be installed.
         cmd = [sys.executable, "-m", "venv", "--without-pip"] + (["--system-site-packages"] if reuse else []) + [env]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -239,19 +348,28 @@ def install(root, tag, wheel_name, wheel, has_torch):
             whl.extractall(site)  # a pure-python wheel: unpacking it into site-packages is installing it
         missing = missing_requirements(venv_python, site)
         if missing:
-            if not any(m.lower().startswith("torch") for m in missing) or reuse:
-                say({"progress": "installing with pip: " + ", ".join(missing)})
-            else:
-                say({"progress": "torch is not importable by " + sys.executable + ": installing torch with pip "
-                     "in the managed venv (pip's default Linux build, with CUDA; a large download), and "
-                     + ", ".join(m for m in missing if not m.lower().startswith("torch"))})
-            if subprocess.run([venv_python, "-m", "ensurepip", "-q"], capture_output=True).returncode != 0:
-                fail("the managed venv has no pip (ensurepip failed): install python3-venv / python3-pip there")
-            proc = subprocess.run([venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                                   "--no-input", *missing], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            say({"progress": "missing here: " + ", ".join(missing)})
+            # venv's own way of giving a venv pip (what `python -m venv` without --without-pip runs).
+            if not has_ensurepip():
+                fail(no_ensurepip_line(), kind="no-ensurepip", python=sys.executable,
+                     version="%d.%d" % sys.version_info[:2])
+            proc = subprocess.run([venv_python, "-m", "ensurepip", "--upgrade", "--default-pip"],
+                                  capture_output=True, text=True)
             if proc.returncode != 0:
-                fail("pip could not install " + ", ".join(missing) + ": "
-                     + (proc.stdout.strip().splitlines() or ["?"])[-1])
+                fail("ensurepip could not give the managed venv pip: " + last_pip_line(proc.stderr or proc.stdout))
+            torch_req = next((m for m in missing if re.match(r"torch\b(?![-_.])", m.lower())), None)
+            if torch_req is not None:
+                args, index, why = torch_plan(torch_req, torch_setting, nvidia_driver())
+                say({"progress": f"torch is not importable by {sys.executable}: installing {args[0]} with pip"
+                                 + (f" from {index}" if index else "") + f" ({why})"})
+                pip_install(venv_python, args, args[0])
+                version, cuda = torch_build(venv_python)
+                say({"progress": f"installed torch {version}: "
+                                 + (f"the CUDA {cuda} build" if cuda else "the CPU build (no CUDA)")})
+                missing = missing_requirements(venv_python, site)
+            if missing:
+                say({"progress": "installing with pip: " + ", ".join(missing)})
+                pip_install(venv_python, missing, ", ".join(missing))
         check = subprocess.run([venv_python, "-c", "import roadmap_cli, os; print(os.path.realpath(roadmap_cli.__file__))"],
                                capture_output=True, text=True)
         if check.returncode != 0 or not check.stdout.strip().startswith(os.path.realpath(site)):
@@ -386,8 +504,11 @@ def main():
     files = current_files(ws, manifest_path)
     agent = agent_socket(root, tag) if req.get("agent") and os.environ.get("ROADMAP_FAR_AGENT") != "0" else None
     running = agent is not None and agent_running(root, tag)
+    # Only to set up a venv: whether torch's CUDA build could use a GPU here, and whether pip can be had.
+    driver = None if ready or has_torch else nvidia_driver()
     say({"hello": {"venv": ready, "key": os.path.exists(key_path), "files": files, "torch": has_torch,
-                   "python": sys.version.split()[0], "root": root, "agent": agent, "agent_running": running}})
+                   "nvidia_driver": driver, "ensurepip": ready or has_ensurepip(),
+                   "python": sys.version.split()[0], "executable": sys.executable, "root": root, "agent": agent, "agent_running": running}})
     wheel = wheel_name = None
     want = files
     while True:
@@ -412,7 +533,7 @@ def main():
     if not os.path.exists(os.path.join(env_dir, "ready")):
         if wheel is None:
             fail("the managed venv is not installed and no wheel was sent")
-        install(root, tag, wheel_name, wheel, torch_imports())
+        install(root, tag, wheel_name, wheel, torch_imports(), req.get("torch"))
     if not os.path.exists(key_path):
         fail("no result key here (it was not sent)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROADMAP_") or k in req.get("pass_env", ())}

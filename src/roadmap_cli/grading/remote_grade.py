@@ -361,7 +361,7 @@ class _Session:
         last = (text.strip().splitlines() or [f"exit status {rc}"])[-1].strip()
         if rc == 127:
             return RemoteError(f"remote {self.remote.name!r} has no {self.remote.python or 'python3'} ({last}); "
-                               f"point `roadmap remote add {self.remote.name} URL --replace --python PATH` at one")
+                               f"point `{self.remote.add_command(python='PATH')}` at one")
         return RemoteError(f"remote {self.remote.name!r}: the connection ended ({last})")
 
     def end_input(self) -> None:
@@ -560,7 +560,9 @@ class _Opened:
         self.control = remotes.control_path(home, remote)
         # "agent": the session may start the far agent (it is reached through the shared connection only).
         self.request = {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv, "nonce": self.nonce,
-                        "agent": self.control is not None and os.environ.get("ROADMAP_FAR_AGENT") != "0"}
+                        "agent": self.control is not None and os.environ.get("ROADMAP_FAR_AGENT") != "0",
+                        # Where a first install gets torch when the far python has none (remote add --torch ...).
+                        "torch": {"spec": remote.torch, "index": remote.torch_index}}
         sock = _connect_agent(home, remote, self.control, self.tag)
         self.session = (_AgentSession(sock, remote, self.request) if sock is not None
                         else _Session(remote, self.request, control=self.control))
@@ -727,10 +729,17 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
         deleted = sorted(set(theirs) - set(files))
         if not hello["venv"]:
+            if not hello.get("torch") and hello.get("ensurepip") is False:
+                # Without torch everything must come from pip, and this python cannot give a venv pip.
+                _raise({"error": "", "kind": "no-ensurepip", "python": hello.get("executable"),
+                        "version": ".".join(str(hello.get("python", "3")).split(".")[:2])}, remote)
             wheel = make_wheel()
+            from roadmap_cli.remotes import torch_install_plan
+
             say(f"first use of {remote.name}: sending roadmap {tag} ({wheel.stat().st_size / 2**20:.1f} MB) to set up "
-                f"its managed venv" + ("" if hello.get("torch") else " (its python has no torch: torch will be "
-                                        "installed there with pip)"))
+                f"its managed venv" + ("" if hello.get("torch") else
+                                       f" (its python has no torch: pip installs "
+                                       f"{torch_install_plan(remote, bool(hello.get('nvidia_driver')))})"))
             session.put("wheel", wheel.read_bytes(), name=wheel.name.split(".whl")[0][:40] + ".whl")
             sent["installed"] = True
         if not hello["key"]:
@@ -794,6 +803,9 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     outcome: GradeOutcome = _outcome(store, spec, attempt_id, run, sha, dirty, marked, "en", problem=precheck_problem)
     outcome.sent = sent  # type: ignore[attr-defined]
     outcome.graded_on = remote.name  # type: ignore[attr-defined]
+    # The footers of `grade --on` and `watch --on` say where the grade ran (not on this machine).
+    address = remote.url.split("://", 1)[1]
+    outcome.graded_where = f"graded remotely on {remote.name} ({address})"  # type: ignore[attr-defined]
     if signed is None and not interrupted:
         raise RemoteError(f"the connection to remote {remote.name!r} was lost during the grade: attempt "
                           f"{outcome.attempt_number} of {spec.id} is recorded as interrupted")
@@ -805,6 +817,14 @@ class _Cancelled(Exception):
 
 
 def _raise(msg: dict, remote) -> bool:
+    if msg.get("kind") == "no-ensurepip":
+        # Debian and Ubuntu ship ensurepip apart from python itself (python3.X-venv): name that package, and
+        # the exact commands that fix it (installing it there, or using another python there).
+        package = f"python{msg.get('version') or '3'}-venv"
+        raise RemoteError(f"remote {remote.name!r}: {msg.get('python') or remote.python or 'python3'} has no "
+                          f"ensurepip, so roadmap cannot install torch and its other dependencies there: run "
+                          f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}` (Debian/Ubuntu), "
+                          f"or use another python there: `{remote.add_command(python='PATH')}`")
     raise RemoteError(f"remote {remote.name!r}: {msg['error']}")
 
 

@@ -264,7 +264,8 @@ class Watcher:
             self.say(f"  checkpoints completed: {', '.join(outcome.checkpoints_marked)}")
         if outcome.hint_offer:
             self.say(f"  {outcome.hint_offer} (press h)" if self.tty else f"  {outcome.hint_offer}")
-        self.say(f"  attempt #{outcome.attempt_number} · {run.duration_s:.1f}s · {self._summary_line()}")
+        where = f"{outcome.graded_where} · " if getattr(outcome, "graded_where", None) else ""  # `watch --on`
+        self.say(f"  attempt #{outcome.attempt_number} · {run.duration_s:.1f}s · {where}{self._summary_line()}")
         # Move on when the part we are on passed (also in an all-parts run where another part failed).
         return self.current is not None and any(p.id == self.current and p.status == "passed" for p in ran)
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from roadmap_cli.errors import NotFoundError, ValidationError
+if TYPE_CHECKING:
+    import yaml  # imported where a spec is parsed: `roadmap status` reads validated specs from a cache
+
 from roadmap_cli.labs.plan import SPEC_FILE, labs_root, project_root, solution_sources  # noqa: F401 - this module's API too
 
 KEBAB = r"^[a-z0-9]+(-[a-z0-9]+)*$"
@@ -191,6 +193,8 @@ class LabSpec(BaseModel):
 def _mark_of(node: yaml.Node | None, loc: tuple, *, at_key: bool = False) -> Optional[yaml.Mark]:
     """The YAML position of pydantic's error location (or its deepest existing
     parent); `at_key` points at the last key itself (an unknown key)."""
+    import yaml
+
     if node is None:
         return None
     mark = node.start_mark
@@ -330,15 +334,102 @@ def all_labs() -> list[LabSpec]:
     return sorted((load_lab(p) for p in _lab_dirs()), key=lambda s: (s.stage, s.id))
 
 
+# `roadmap status` reads every lab's spec for its labs section: parsing fourteen lab.yaml files with the
+# bounded YAML reader cost it more than all its SQL (issue 36). When a command sets a cache folder (status
+# does: the data home's cache/), load_all() reads the validated specs back from one JSON file instead,
+# keyed by everything they were read from (below); a miss, or any invalid lab, is read the slow way.
+_cache_dir: Optional[Path] = None
+CACHE_FORMAT = 1
+
+
+def use_cache(folder: Optional[Path]) -> None:
+    """load_all() keeps its validated specs in `folder` (None: never cached)."""
+    global _cache_dir
+    _cache_dir = folder
+
+
+def _cache_key(dirs: list[Path]) -> str:
+    """sha256 of what a lab's validation reads: every lab.yaml's bytes, and the modification times of the
+    folders whose entries the cross-checks look for (an added or deleted README, test, starter or wrong
+    variant changes its folder's mtime), plus this module, roadmap's and pydantic's versions. (A
+    solution_files source deleted outside the lab folders is not seen: `dev check` reads specs uncached.)"""
+    import hashlib
+    import os
+
+    import pydantic
+
+    from roadmap_cli import __version__
+
+    digest = hashlib.sha256(f"{CACHE_FORMAT}|{__version__}|{pydantic.VERSION}|{labs_root()}|{project_root()}"
+                            .encode())
+    for module in (__file__,):
+        st = os.stat(module)
+        digest.update(f"|{st.st_size}:{st.st_mtime_ns}".encode())
+    for lab_dir in dirs:
+        digest.update(b"\0" + str(lab_dir).encode() + b"\0" + (lab_dir / SPEC_FILE).read_bytes())
+        for sub in ("", "tests", "starter", "wrong"):
+            try:
+                digest.update(f"|{sub}:{os.stat(lab_dir / sub).st_mtime_ns}".encode())
+            except OSError:
+                digest.update(f"|{sub}:-".encode())
+    return digest.hexdigest()
+
+
+def _load_cached(dirs: list[Path]) -> Optional[tuple[str, list[LabSpec]]]:
+    """(key, specs): the specs when the cache holds them (else an empty list); None when no cache is set."""
+    if _cache_dir is None:
+        return None
+    import json
+
+    try:
+        key = _cache_key(dirs)
+    except OSError:
+        return None
+    try:
+        rows = json.loads((_cache_dir / f"labs-{key[:40]}.json").read_bytes())
+        specs = []
+        for row in rows:
+            spec = LabSpec.model_validate(row["spec"])
+            spec._root = Path(row["root"])
+            specs.append(spec)
+        return key, specs
+    except (OSError, ValueError, KeyError, TypeError):  # a miss, or a file that is not ours: read the labs
+        return key, []
+
+
+def _store_cached(key: str, specs: list[LabSpec]) -> None:
+    """Written atomically (two commands may race); a read-only home only costs speed."""
+    import json
+    import os
+    import tempfile
+
+    try:
+        _cache_dir.mkdir(parents=True, exist_ok=True)
+        for old in _cache_dir.glob("labs-*.json"):  # one labs tree per data home is the usual case
+            old.unlink(missing_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".labs-", suffix=".tmp", dir=_cache_dir)
+        with os.fdopen(fd, "w") as out:
+            json.dump([{"root": str(s.root), "spec": s.model_dump(mode="json")} for s in specs], out)
+        os.replace(tmp, _cache_dir / f"labs-{key[:40]}.json")
+    except OSError:
+        pass
+
+
 def load_all() -> tuple[list[LabSpec], dict[str, ValidationError]]:
     """Every valid lab, and the problems of the invalid ones (by folder name):
     one lab being written must not break `lab list` for the others."""
+    dirs = _lab_dirs()
+    cached = _load_cached(dirs)
+    if cached is not None and cached[1]:
+        return sorted(cached[1], key=lambda s: (s.stage, s.id)), {}
     specs, broken = [], {}
-    for path in _lab_dirs():
+    for path in dirs:
         try:
             specs.append(load_lab(path))
         except ValidationError as exc:
             broken[path.name] = exc
+    if cached is not None and specs and not broken:
+        _store_cached(cached[0], specs)
     return sorted(specs, key=lambda s: (s.stage, s.id)), broken
 
 
