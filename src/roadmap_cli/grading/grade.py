@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.service import resolve_workspace, start_command, workspace_at, workspaces, workspaces_fast
+from roadmap_cli.store.values import UNCOUNTED_SQL
 
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec
@@ -149,7 +150,7 @@ def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
     """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
     done: set[str] = set()
     for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                             "AND outcome NOT IN ('timeout', 'interrupted') AND score > 0", lab=lab_id, learner=learner):
+                             f"AND outcome NOT IN {UNCOUNTED_SQL} AND score > 0", lab=lab_id, learner=learner):
         try:
             entries = json.loads(parts or "[]")
         except ValueError:

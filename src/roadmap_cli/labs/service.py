@@ -43,7 +43,7 @@ def load_all():
 # checkpoints stay open too).
 STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
 # Attempts that prove nothing about the learner's code: never part of "best".
-UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES, UNCOUNTED_SQL  # noqa: E402 - beside its comment
 
 
 # ---------------------------------------------------------------- workspaces
@@ -241,7 +241,7 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
         counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner "
                                            "GROUP BY lab_id"), mine).all())
         scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
-                                      "AND outcome NOT IN ('timeout', 'interrupted') AND learner = :learner"),
+                                      f"AND outcome NOT IN {UNCOUNTED_SQL} AND learner = :learner"),
                               mine).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)

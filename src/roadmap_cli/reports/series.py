@@ -15,8 +15,7 @@ from typing import Optional
 
 from roadmap_cli.reports.loss_history import LossHistory, minigpt_loss_history, thin
 
-# Attempts that say nothing about the learner's code (the grade was cut short).
-UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES  # the grade was cut short: says nothing about the code
 
 
 @dataclass
