@@ -25,6 +25,7 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
+from roadmap_cli.labs.passing import lab_verdict, passed_parts
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 
 
@@ -44,18 +45,14 @@ def _week(today: date) -> tuple[date, date]:
 
 
 def _passed_labs(rows, specs: dict) -> dict[str, set[str]]:
-    """learner -> ids of labs whose every part some counted attempt passed."""
-    best: dict[tuple[str, str], set[str]] = defaultdict(set)
+    """learner -> ids of the labs passed (labs/passing.py: every part, by parts across counted attempts)."""
+    attempts: dict[tuple[str, str], list] = defaultdict(list)
     for learner, lab_id, parts, outcome in rows:
-        if outcome in UNCOUNTED_OUTCOMES:
-            continue
-        for entry in json.loads(parts or "[]"):
-            if entry.get("status") == "passed":
-                best[(learner, lab_id)].add(entry.get("id"))
+        attempts[(learner, lab_id)].append((outcome, parts))
     passed: dict[str, set[str]] = defaultdict(set)
-    for (learner, lab_id), done in best.items():
+    for (learner, lab_id), mine in attempts.items():
         spec = specs.get(lab_id)
-        if spec is not None and {p.id for p in spec.parts} <= done:
+        if spec is not None and lab_verdict(spec.parts, passed_parts(mine), cuda=None)["passed"]:
             passed[learner].add(lab_id)
     return passed
 
@@ -152,7 +149,9 @@ def lab_board(store, lab_id: str) -> dict:
             "FROM cohort_grade_attempts WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
     best: dict[tuple[str, str], dict] = {}
     counts: dict[tuple[str, str], int] = defaultdict(int)
+    by_learner: dict[str, list] = defaultdict(list)  # (outcome, parts) of every attempt, any device
     for learner, score, max_score, outcome, perf, device, started_at, parts, sandbox in rows:
+        by_learner[learner].append((outcome, parts))
         if outcome in UNCOUNTED_OUTCOMES:
             continue
         key = (device or "unknown", learner)
@@ -164,9 +163,14 @@ def lab_board(store, lab_id: str) -> dict:
         old = best.get(key)
         if old is None or _better(entry, old):
             best[key] = entry
+    # The lab itself, by parts across every attempt (labs/passing.py), whatever the best attempt's scope.
+    verdicts = {learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None) for learner, mine in by_learner.items()}
     groups: dict[str, list[dict]] = defaultdict(list)
     for (device, _learner), entry in best.items():
-        groups[device].append({**entry, "attempts": counts[(device, _learner)]})
+        lab = verdicts[_learner]
+        groups[device].append({**entry, "attempts": counts[(device, _learner)], "lab_state": lab["state"],
+                               "lab_state_text": lab["state_text"], "lab_parts_passed": len(lab["parts_passed"]),
+                               "lab_parts": len(lab["parts_passed"]) + len(lab["parts_open"])})
     out = []
     for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
         # A result graded behind the OS wall ranks above every weak-sandbox (or unknown) one, whatever the scores:
@@ -193,8 +197,8 @@ def _weak(entry: dict) -> bool:
 
 def _better(new: dict, old: dict) -> bool:
     """A learner's best: a strong-sandbox result beats any weak one, then the score, then performance."""
-    return ((not _weak(new), new["best_score"], new["perf_ratio"] or 0.0)
-            > (not _weak(old), old["best_score"], old["perf_ratio"] or 0.0))
+    return ((not _weak(new), not new["part_attempt"], new["best_score"], new["perf_ratio"] or 0.0)
+            > (not _weak(old), not old["part_attempt"], old["best_score"], old["perf_ratio"] or 0.0))
 
 
 def cohort_export(store, curriculum, *, today: date) -> dict:

@@ -123,19 +123,22 @@ def hours_per_week(store, curriculum, *, first: date, last: date) -> HoursSeries
 
 
 def grade_series(store, *, until: Optional[date] = None) -> list[LabGrades]:
-    """Per lab, the score of each counted attempt as a % of the points gradable
-    on that attempt's machine, numbered like `roadmap lab history`."""
+    """Per lab, the score of each counted whole attempt as a % of the points gradable
+    on that attempt's machine, numbered like `roadmap lab history`. A part attempt
+    (--part, -k/--test, -x: labs/passing.py) is not plotted: its 15/15 is one part's,
+    not the lab's percentage."""
     import sqlalchemy as sa
 
-    
+    from roadmap_cli.labs.passing import is_part_attempt
+
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score FROM grade_attempts "
+        rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score, parts FROM grade_attempts "
                                     "WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     by_lab: dict[str, list[tuple[int, float]]] = {}
     numbers: dict[str, int] = {}
-    for lab_id, started_at, outcome, score, max_score in rows:
+    for lab_id, started_at, outcome, score, max_score, parts in rows:
         numbers[lab_id] = numbers.get(lab_id, 0) + 1  # every attempt has a number, counted or not
-        if outcome in UNCOUNTED_OUTCOMES or (until and local_day(started_at) > until):
+        if outcome in UNCOUNTED_OUTCOMES or (until and local_day(started_at) > until) or is_part_attempt(parts):
             continue
         pct = 100.0 * score / max_score if max_score else 0.0
         by_lab.setdefault(lab_id, []).append((numbers[lab_id], round(pct, 1)))
