@@ -192,11 +192,20 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
         for table in reversed(_tables()):
             if "learner" in table.columns:
                 conn.execute(table.delete().where(table.c.learner == me))
+    return insert_own_rows(conn, data["tables"], me)
+
+
+def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str, int]:
+    """Insert `tables_data` ({table: rows}) as `me`'s rows, with the database's new ids (references follow).
+
+    Rows of the database-wide scope (learner '') are left out; a reference to a row not in `tables_data`
+    is refused. `progress(table, rows)` is called after each table. Used by a scoped import and by
+    `db copy --to` a learner's login (dbcopy.py)."""
     new_ids: dict[str, dict] = {}
     inserted: dict[str, int] = {}
     for table in _tables():
         rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
-                for row in data["tables"].get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+                for row in tables_data.get(table.name, []) if row.get("learner") != ""]  # '': database-wide
         if table.name == "grade_attempts":
             rows = [{**row, "imported": True} for row in rows]
         for fk in table.foreign_keys:
@@ -217,6 +226,8 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
         elif rows:
             conn.execute(table.insert(), rows)
         inserted[table.name] = len(rows)
+        if progress is not None and rows:
+            progress(table.name, len(rows))
     return inserted
 
 

@@ -85,9 +85,9 @@ def db_status(as_json: JsonOpt = False) -> None:
 
 @db_app.command("copy")
 def db_copy(
-    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data.")],
+    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data (a learner's cohort login: none of theirs).")],
 ) -> None:
-    """Copy every row of this database into another one, with a progress bar."""
+    """Copy every row of this database into another one, with a progress bar. To a learner's cohort login: that learner's own rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from roadmap_cli.output import err_console
@@ -106,7 +106,10 @@ def db_copy(
 
         result = copy_database(source, to, home=ctx.home, progress=advance)
     rows = sum(result["rows"].values())
-    typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}")
+    mine = f" as {result['learner']}" if result.get("learner") else ""
+    typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}{mine}")
+    for note in result["notes"]:
+        typer.echo(note)
 
 
 def export(
