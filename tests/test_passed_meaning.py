@@ -36,6 +36,7 @@ def _surfaces(run_cli) -> dict:
         "report": next(lab for lab in report.json()["data"]["labs"] if lab["lab_id"] == "adder"),
         "report_text": run_cli("report", "--month", month).stdout,
         "stats": run_cli("stats", "--json").json()["data"]["grades"],
+        "stats_text": run_cli("stats").stdout,
         "board": board,
         "board_text": run_cli("cohort", "board", "adder").stdout,
         "cohort": run_cli("cohort", "status", "--json").json()["data"]["learners"][0],
@@ -65,6 +66,7 @@ def test_a_one_part_attempt_is_a_part_attempt_everywhere(adder_workspace: Path, 
     assert "Partial: 1 of 4 parts passed (20/40 points" in seen["report_text"]
     assert "\nPassed" not in seen["report_text"]
     assert all(g["lab_id"] != "adder" for g in seen["stats"])  # 20/20 of one part is not the lab at 100 %
+    assert "1 part attempt (--part, -k, watch) not plotted" in seen["stats_text"]
     board = seen["board"]
     assert (board["lab_state"], board["outcome"], board["part_attempt"]) == ("partial", "part-passed", True)
     assert "lab partial (1/4 parts)" in seen["board_text"]
