@@ -11,7 +11,7 @@ import json
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.passing import (PART_PASSED, PASSED_ON_CPU, attempt_scope, focused_parts, graded_parts,
-                                      is_part_attempt, left_out_parts)
+                                      is_part_attempt, stored_parts)
 
 # README's rule ("GPU first, CPU honest"; "When is a lab passed?", labs/passing.py): an attempt is
 # "passed" only when every part was graded and passed. Stored rows keep the engine's "passed" (old rows
@@ -40,26 +40,21 @@ def outcome_word(outcome: str, parts) -> str:
 
 
 def outcome_text(outcome: str, parts) -> str:
-    """The word with what it covers, as people read it: `passed-on-cpu (1 part not graded here)`,
-    `part-passed (graded capture; 4 parts not run)`, `failed (graded mul; 2 parts not run)`."""
+    """The word with what it covers, short enough for a table cell: `passed-on-cpu (1 part not graded
+    here)`, `part-passed (graded mul; 1/4 parts)`, `part-passed (some tests of add; 0/4 parts)`
+    (--json's graded_parts and parts_left_out name them all)."""
     word = outcome_word(outcome, parts)
     n = not_graded_count(parts)
-    gpu = f"{n} part{'s' if n != 1 else ''} not graded here"
     if is_part_attempt(parts) and outcome != "interrupted":  # an interrupted run ran what it ran: not counted
         graded, focused = graded_parts(parts), focused_parts(parts)
         what = []
         if graded:
-            what.append("graded " + ", ".join(graded))
+            what.append("graded " + (", ".join(graded) if len(graded) <= 2 else f"{len(graded)} parts"))
         if focused:
-            what.append("selected tests of " + ", ".join(focused))
-        left = len(left_out_parts(parts)) - len(focused)
-        if left:
-            what.append(f"{left} part{'s' if left != 1 else ''} not run")
-        if n:
-            what.append(gpu)
-        return f"{word} ({'; '.join(what)})"
+            what.append("some tests of " + (", ".join(focused) if len(focused) <= 2 else f"{len(focused)} parts"))
+        return f"{word} ({' + '.join(what) or 'no part'}; {len(graded)}/{len(stored_parts(parts))} parts)"
     if word == PASSED_ON_CPU:
-        return f"{word} ({gpu})"
+        return f"{word} ({n} part{'s' if n != 1 else ''} not graded here)"
     return word
 
 
