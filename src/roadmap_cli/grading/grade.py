@@ -147,16 +147,13 @@ _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, ou
 
 
 def _parts_passed_before(sql, lab_id: str, learner: str) -> set[str]:
-    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped)."""
-    done: set[str] = set()
-    for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                             f"AND outcome NOT IN {UNCOUNTED_SQL} AND score > 0", lab=lab_id, learner=learner):
-        try:
-            entries = json.loads(parts or "[]")
-        except ValueError:
-            continue
-        done.update(e.get("id") for e in entries if isinstance(e, dict) and e.get("status") == "passed")
-    return done
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped):
+    labs/passing.py's rule, the one every view uses."""
+    from roadmap_cli.labs.passing import passed_parts
+
+    rows = sql.rows("SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
+                    f"AND outcome NOT IN {UNCOUNTED_SQL} AND score > 0", lab=lab_id, learner=learner)
+    return set(passed_parts(rows))
 
 
 def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *,
