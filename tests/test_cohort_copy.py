@@ -117,11 +117,23 @@ def test_what_the_server_refuses_a_learner_is_left_out_with_one_line(run_cli, co
     assert "2 grade attempts (and their 2 test results)" in notes[0] and "roadmap submit" in notes[0]
     assert "1 checkpoints proved by lab grades" in notes[1]
 
+    history = _rows_of(run_cli, tmp_path, "carol-sqlite")
     _as(monkeypatch, carol_url)
     after = _rows_of(run_cli, tmp_path, "carol")
     assert after["grade_attempts"] == [] and after["grade_test_results"] == []
     assert [r["source"] for r in after["checkpoint_progress"]] == ["self"]
     assert len(after["checkpoint_notes"]) == 1 and len(after["papers"]) == 1 and after["cadence_entries"]
+
+    # `roadmap import --replace` with the same login says the same, and imports the rest.
+    # (Rows without a learner id are the importer's: an export from before learner ids.)
+    mine = {name: [{k: v for k, v in row.items() if k != "learner"} for row in rows if row.get("learner") != ""]
+            for name, rows in history.items()}
+    (tmp_path / "carol-sqlite.json").write_text(json.dumps({"format": "roadmap-export", "version": 1,
+                                                            "schema_version": 1, "tables": mine}))
+    imported = run_cli("import", tmp_path / "carol-sqlite.json", "--replace")
+    assert imported.exit_code == 0, imported
+    assert [line.split(":")[0] for line in imported.stdout.splitlines()[1:]] == ["not imported", "not imported"]
+    assert len(_rows_of(run_cli, tmp_path, "carol-again")["papers"]) == 1
 
 
 def test_a_source_holding_several_learners_is_refused_for_a_learner_login(run_cli, cohort, monkeypatch,

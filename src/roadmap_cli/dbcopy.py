@@ -104,11 +104,6 @@ def copy_database(source, target_url: str, *, home: Path,
         target.engine.dispose()
 
 
-# Written for a learner only by the cohort's server (issue 36; the `cohort` work makes them so): a copy by a
-# learner's login tries them last, each group in its own savepoint, and leaves out a group the server refuses.
-GRADE_TABLES = ("grade_attempts", "grade_test_results")
-
-
 def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", exc)
     return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
@@ -118,9 +113,7 @@ def _copy_own_rows(src, dst, me: str, where: str, progress) -> dict:
     """`db copy --to` a learner's login: the source's one learner's rows become `me`'s (see the module doc)."""
     import sqlalchemy as sa
 
-    from roadmap_cli.store.server import sqlstate
-    from roadmap_cli.store.values import LAB_SOURCE_PREFIX
-    from roadmap_cli.transfer import _tables, insert_own_rows
+    from roadmap_cli.transfer import _tables, insert_own_history
 
     tables = [t for t in _tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
@@ -137,7 +130,7 @@ def _copy_own_rows(src, dst, me: str, where: str, progress) -> dict:
     rows = {t.name: [dict(r) for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns)
                                                                           or list(t.columns)))).mappings()]
             for t in tables}
-    total = sum(len(r) for name, r in rows.items())
+    total = sum(len(r) for r in rows.values())
     done = [0]
 
     def advance(table: str, n: int) -> None:
@@ -145,37 +138,5 @@ def _copy_own_rows(src, dst, me: str, where: str, progress) -> dict:
         if progress is not None:
             progress(table, done[0], total)
 
-    grades = {name: rows.pop(name) for name in GRADE_TABLES}
-    checkpoints = rows["checkpoint_progress"]
-    proved = [r for r in checkpoints if str(r["source"]).startswith(LAB_SOURCE_PREFIX)]
-    rows["checkpoint_progress"] = [r for r in checkpoints if not str(r["source"]).startswith(LAB_SOURCE_PREFIX)]
-    for row in grades["grade_attempts"]:
-        row["imported"] = True  # graded elsewhere: a claim here, never a solution unlock by itself
-    copied = insert_own_rows(dst, rows, me, advance)
-    skipped: dict[str, int] = {}
-    notes: list[str] = []
-    groups = ((grades, f"{len(grades['grade_attempts'])} grade attempts (and their "
-                       f"{len(grades['grade_test_results'])} test results)",
-               "this cohort records grades only from its own grading: grade the labs again with `roadmap grade` "
-               "or `roadmap submit LAB`"),
-              ({"checkpoint_progress": proved}, f"{len(proved)} checkpoints proved by lab grades",
-               "they are marked again when the cohort grades the parts that prove them"))
-    for group, what, instead in groups:
-        if not any(group.values()):
-            continue
-        savepoint = dst.begin_nested()
-        try:
-            got = insert_own_rows(dst, group, me, advance)
-        except Exception as exc:
-            if sqlstate(exc) != "42501":  # anything but "the server does not let you write these" is a failure
-                raise
-            savepoint.rollback()
-            for name, n in ((name, len(r)) for name, r in group.items()):
-                skipped[name] = skipped.get(name, 0) + n
-            notes.append(f"not copied: {what}: the server refused them for your login ({_first_line(exc)}); "
-                         f"{instead}")
-            continue
-        savepoint.commit()
-        for name, n in got.items():
-            copied[name] = copied.get(name, 0) + n
+    copied, skipped, notes = insert_own_history(dst, rows, me, advance)
     return {"target": where, "rows": copied, "skipped": skipped, "notes": notes, "learner": me}

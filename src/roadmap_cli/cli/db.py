@@ -197,5 +197,8 @@ def import_(
             return None  # a broken curriculum is reported by the commands that use it
     validate_import(data, lab_ids=set(lab_ids()), stages=stages)  # before the store is opened
     store = open_store(ctx.home)
-    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True)
+    notes: list[str] = []
+    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True, notes=notes)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")
+    for note in notes:  # rows a learner's cohort login may not write, left out (transfer.insert_own_history)
+        typer.echo(note)
