@@ -93,8 +93,21 @@ def test_a_learner_copies_their_sqlite_history_into_the_cohort(run_cli, cohort, 
 
     _sqlite(monkeypatch, tmp_path / "ada-home")
     again = run_cli("db", "copy", "--to", ada_url)  # never merges into their rows
-    assert again.exit_code == 2 and "already holds" in again.stderr and "import mine.json --replace" in again.stderr
+    assert again.exit_code == 2 and "already holds" in again.stderr and "add --replace" in again.stderr
     _one_line(again)
+    assert run_cli("log", "hours", "4").exit_code == 0  # one more row here
+    backups = tmp_path / "ada-home" / "backups"
+    assert not backups.exists()
+    replaced = run_cli("db", "copy", "--to", ada_url, "--replace")
+    assert replaced.exit_code == 0, replaced
+    (backup,) = backups.glob("*.json")  # what it replaced, kept
+    kept = json.loads(backup.read_text())["tables"]
+    assert len(kept["cadence_entries"]) == len(after["cadence_entries"]) + 1  # ada's, with the hour logged there
+    assert {r["learner"] for rows in kept.values() for r in rows} == {ada}  # never bob's
+    _as(monkeypatch, ada_url)
+    assert len(_rows_of(run_cli, tmp_path, "replaced")["cadence_entries"]) == len(before["cadence_entries"]) + 1
+    _as(monkeypatch, bob_url)
+    assert len(_rows_of(run_cli, tmp_path, "bob")["papers"]) == 1  # bob's rows untouched
 
 
 def test_what_the_server_refuses_a_learner_is_left_out_with_one_line(run_cli, cohort, monkeypatch, tmp_path: Path):

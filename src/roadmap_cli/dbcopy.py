@@ -31,7 +31,7 @@ BATCH = 1000
 
 
 def copy_database(source, target_url: str, *, home: Path,
-                  progress: Optional[Callable[[str, int, int], None]] = None) -> dict:
+                  progress: Optional[Callable[[str, int, int], None]] = None, replace: bool = False) -> dict:
     """Copy every table; returns {"target": redacted URL, "rows": {table: n}} (the
     database-scope settings rows not counted, as the refusal over data counts).
 
@@ -58,9 +58,12 @@ def copy_database(source, target_url: str, *, home: Path,
 
                 who = session(dst)
                 if not who.instructor:  # a learner's login: their own rows only (row-level security)
-                    result = _copy_own_rows(src, dst, who.role, target.where, progress)
+                    result = _copy_own_rows(src, dst, who.role, target.where, progress, home=home, replace=replace)
                     src.rollback()
                     return result
+            if replace:
+                raise UserError("--replace replaces a learner's own rows, with that learner's cohort login; "
+                                f"{target.where} is not one: a whole copy needs an empty database")
             counts = _row_counts(src)
             existing = _row_counts(dst)
             existing["settings"] -= dst.execute(sa.text("SELECT count(*) FROM settings WHERE learner = :s"),
@@ -109,11 +112,12 @@ def _first_line(exc: BaseException) -> str:
     return (str(orig).strip().splitlines() or [type(orig).__name__])[0]
 
 
-def _copy_own_rows(src, dst, me: str, where: str, progress) -> dict:
-    """`db copy --to` a learner's login: the source's one learner's rows become `me`'s (see the module doc)."""
+def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, replace: bool) -> dict:
+    """`db copy --to` a learner's login: the source's one learner's rows become `me`'s (see the module doc).
+    `replace`: the rows `me` already has there are saved to a backup export under `home`, then deleted."""
     import sqlalchemy as sa
 
-    from roadmap_cli.transfer import _tables, insert_own_history
+    from roadmap_cli.transfer import _export, _tables, dumps, insert_own_history, write_backup
 
     tables = [t for t in _tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
@@ -123,10 +127,13 @@ def _copy_own_rows(src, dst, me: str, where: str, progress) -> dict:
                         "can take only its own: copy with the login that owns the cohort's tables instead")
     mine = sum(dst.execute(sa.select(sa.func.count()).select_from(t).where(t.c.learner == me)).scalar_one()
                for t in tables)
+    if mine and not replace:
+        raise UserError(f"{where} already holds {mine} rows of yours ({me}); a copy never merges: add --replace to "
+                        "replace them (a backup export of your rows there is saved first)")
     if mine:
-        raise UserError(f"{where} already holds {mine} rows of yours ({me}); a copy never merges: to replace them, "
-                        f"`roadmap export -o mine.json`, then with DATABASE_URL set to your login "
-                        "`roadmap import mine.json --replace` (a backup of your rows is saved first)")
+        write_backup(home, dumps(_export(dst, learner=me)))
+        for table in reversed(tables):  # children first (foreign keys); row security limits it to `me` anyway
+            dst.execute(table.delete().where(table.c.learner == me))
     rows = {t.name: [dict(r) for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns)
                                                                           or list(t.columns)))).mappings()]
             for t in tables}

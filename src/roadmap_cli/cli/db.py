@@ -86,6 +86,7 @@ def db_status(as_json: JsonOpt = False) -> None:
 @db_app.command("copy")
 def db_copy(
     to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data (a learner's cohort login: none of theirs).")],
+    replace: Annotated[bool, typer.Option("--replace", help="To a learner's cohort login only: replace your rows there (a backup export of them is saved first).")] = False,
 ) -> None:
     """Copy every row of this database into another one, with a progress bar. To a learner's cohort login: that learner's own rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -104,7 +105,7 @@ def db_copy(
         def advance(table: str, done: int, total: int) -> None:
             bar.update(task, description=f"copying {table}", completed=done, total=total)
 
-        result = copy_database(source, to, home=ctx.home, progress=advance)
+        result = copy_database(source, to, home=ctx.home, progress=advance, replace=replace)
     rows = sum(result["rows"].values())
     mine = f" as {result['learner']}" if result.get("learner") else ""
     typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}{mine}")
