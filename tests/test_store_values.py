@@ -35,7 +35,7 @@ ENUMERATED = {
     ("review_logs", "source"): values.REVIEW_SOURCES,
     ("review_logs", "item"): tuple(f"{kind}:s1-x" for kind in values.REVIEW_ITEM_KINDS),
     ("review_cards", "item"): tuple(f"{kind}:s1-x" for kind in values.REVIEW_ITEM_KINDS),
-    ("settings", "key"): ("start_date", "weekly_hours", "lang", "curriculum"),
+    ("settings", "key"): values.SETTING_KEYS,
 }
 # String columns whose values are free (text, ids, paths, timestamps, JSON) or checked elsewhere.
 FREE = {
@@ -190,6 +190,12 @@ def test_import_still_refuses_a_value_outside_the_definition(run_cli, tmp_path: 
         path.write_text(json.dumps(doc))
         result = run_cli("import", path, "--replace")
         assert result.exit_code == 2 and f"grade_attempts[0].{column}" in result.stderr, result
+    doc = json.loads(json.dumps(data))
+    doc["tables"]["checkpoint_progress"] = [dict(checkpoint_id="s1-x", completed_at=STAMP, source="by magic",
+                                                 evidence=None, learner="local")]
+    (tmp_path / "bad-source.json").write_text(json.dumps(doc))
+    result = run_cli("import", tmp_path / "bad-source.json", "--replace")
+    assert result.exit_code == 2 and "checkpoint_progress[0].source" in result.stderr, result
 
 
 def _literals(path: Path, names: set[str]) -> set[str]:
@@ -224,5 +230,13 @@ def test_the_engine_writes_only_defined_values():
     assert written and written <= set(values.ATTEMPT_OUTCOMES) | set(values.PART_STATUSES) | set(values.TEST_OUTCOMES), \
         written - set(values.ATTEMPT_OUTCOMES) - set(values.PART_STATUSES) - set(values.TEST_OUTCOMES)
     assert {"interrupted", "focused", "not-run"} <= written  # the scan sees the values issue 36 was about
+    from roadmap_cli.rowcheck import SETTING_RULES
+
+    assert tuple(SETTING_RULES) == values.SETTING_KEYS
+    import re
+
+    written_keys = {m for path in SRC.rglob("*.py")
+                    for m in re.findall(r'set_setting\(\w+, "(\w+)"', path.read_text(encoding="utf-8"))}
+    assert written_keys and written_keys <= set(values.SETTING_KEYS), written_keys - set(values.SETTING_KEYS)
     plugin = _literals(SRC / "grading" / "plugin.py", {"outcome"})
     assert plugin and plugin <= set(values.TEST_OUTCOMES), plugin - set(values.TEST_OUTCOMES)

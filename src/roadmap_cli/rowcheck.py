@@ -141,7 +141,7 @@ def _json_list(value: str, required: tuple[str, ...], numbers: tuple[str, ...]) 
     return None
 
 
-SETTING_RULES = {
+SETTING_RULES = {  # one rule per values.SETTING_KEYS (tests/test_store_values.py)
     "start_date": lambda v: None if isinstance(v, str) and _date_ok(v) else "must be a date string (YYYY-MM-DD)",
     "weekly_hours": lambda v: None if _is_number(v) and 0 < v <= 100 else "must be a number of hours within 0..100",
     "lang": lambda v: None if v in ("en", "zh") else "must be \"en\" or \"zh\"",

@@ -45,6 +45,10 @@ WORKER_PREFIX = "worker:"
 SELF_SOURCES = ("self", "self (forced)")
 LAB_SOURCE_PREFIX = "lab:"
 
+# settings.key of a learner's settings (`roadmap init`; rowcheck.SETTING_RULES says what each value must be).
+# The database-wide scope (learner '') also holds "learner": the home's pinned learner id (store/learners.py).
+SETTING_KEYS = ("start_date", "weekly_hours", "lang", "curriculum")
+
 # papers.status (research/papers.py); COUNTED ones count for the cadence on read_on.
 PAPER_STATUSES = ("to-read", "reading", "read", "reproduced")
 COUNTED_PAPER_STATUSES = ("read", "reproduced")
