@@ -64,7 +64,7 @@ def test_a_learner_printing_200_mb_is_graded_with_bounded_memory(tmp_path: Path)
                           env=env, capture_output=True, text=True, timeout=300)
     peak_kb = int(proc.stderr.strip().splitlines()[-1])
     data = json.loads(proc.stdout)["data"]
-    assert proc.returncode == 0 and data["outcome"] == "passed-on-cpu", proc.stdout[-2000:]
+    assert proc.returncode == 0 and data["outcome"] == "part-passed", proc.stdout[-2000:]
     print(f"peak RSS of the grade's processes: {peak_kb / 1024:.0f} MB")
     assert peak_kb < 150 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
     assert len(proc.stdout) < 1_000_000

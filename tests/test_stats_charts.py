@@ -37,7 +37,7 @@ def test_stats_json_gives_the_series(run_cli, roadmap_home: Path):
     _, first, last = previous_month(date.today())
     seed(roadmap_home, first, last)
     data = run_cli("stats", "--json", "--weeks", "20").json()["data"]
-    assert set(data) == {"burnup", "hours", "grades", "loss"}
+    assert set(data) == {"burnup", "hours", "grades", "loss", "part_attempts"}
     assert data["burnup"]["done"][-1] == 3 and data["burnup"]["total"] == 46
     assert len(data["burnup"]["days"]) == len(data["burnup"]["planned"]) == len(data["burnup"]["done"])
     assert len(data["hours"]["weeks"]) == 20 and data["hours"]["target_min"] == 10

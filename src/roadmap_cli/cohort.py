@@ -27,6 +27,7 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
+from roadmap_cli.labs.passing import lab_verdict, passed_parts
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 
 
@@ -46,18 +47,14 @@ def _week(today: date) -> tuple[date, date]:
 
 
 def _passed_labs(rows, specs: dict) -> dict[str, set[str]]:
-    """learner -> ids of labs whose every part some counted attempt passed."""
-    best: dict[tuple[str, str], set[str]] = defaultdict(set)
+    """learner -> ids of the labs passed (labs/passing.py: every part, by parts across counted attempts)."""
+    attempts: dict[tuple[str, str], list] = defaultdict(list)
     for learner, lab_id, parts, outcome in rows:
-        if outcome in UNCOUNTED_OUTCOMES:
-            continue
-        for entry in json.loads(parts or "[]"):
-            if entry.get("status") == "passed":
-                best[(learner, lab_id)].add(entry.get("id"))
+        attempts[(learner, lab_id)].append((outcome, parts))
     passed: dict[str, set[str]] = defaultdict(set)
-    for (learner, lab_id), done in best.items():
+    for (learner, lab_id), mine in attempts.items():
         spec = specs.get(lab_id)
-        if spec is not None and {p.id for p in spec.parts} <= done:
+        if spec is not None and lab_verdict(spec.parts, passed_parts(mine), cuda=None)["passed"]:
             passed[learner].add(lab_id)
     return passed
 
@@ -170,8 +167,8 @@ def lab_board(store, lab_id: str) -> dict:
             continue
         (claimed_rows if attempt_kind(solo, row.verified) == SELF_GRADED else ranked_rows).append(row)
     return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)),
-            "mode": "solo" if solo else "cohort", "devices": _ranked_by_device(ranked_rows, solo),
-            "self_graded": _self_graded_apart(claimed_rows)}
+            "mode": "solo" if solo else "cohort", "devices": _ranked_by_device(ranked_rows, solo, spec),
+            "self_graded": _self_graded_apart(claimed_rows, spec)}
 
 
 def _entry(row, kind: str) -> dict:
@@ -197,12 +194,28 @@ def _best_per(rows, key, kind: str) -> dict:
     return {k: {**entry, "attempts": counts[k]} for k, entry in best.items()}
 
 
-def _ranked_by_device(rows, solo: bool) -> list[dict]:
+def _with_lab_state(entry: dict, verdict: dict) -> dict:
+    """The lab itself, by parts across the learner's attempts of this kind (labs/passing.py), whatever the best
+    attempt's scope: a one-part attempt never reads as a passed lab."""
+    return {**entry, "lab_state": verdict["state"], "lab_state_text": verdict["state_text"],
+            "lab_parts_passed": len(verdict["parts_passed"]),
+            "lab_parts": len(verdict["parts_passed"]) + len(verdict["parts_open"])}
+
+
+def _verdicts(rows, spec) -> dict[str, dict]:
+    by_learner: dict[str, list] = defaultdict(list)
+    for row in rows:
+        by_learner[row.learner].append((row.outcome, row.parts))
+    return {learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None) for learner, mine in by_learner.items()}
+
+
+def _ranked_by_device(rows, solo: bool, spec) -> list[dict]:
     """Timings from different GPUs say nothing about each other: a ranking per device model."""
     groups: dict[str, list[dict]] = defaultdict(list)
     kind = OWN if solo else VERIFIED
-    for (device, _learner), entry in _best_per(rows, lambda r: (r.device or "unknown", r.learner), kind).items():
-        groups[device].append(entry)
+    verdicts = _verdicts(rows, spec)
+    for (device, learner), entry in _best_per(rows, lambda r: (r.device or "unknown", r.learner), kind).items():
+        groups[device].append(_with_lab_state(entry, verdicts[learner]))
     out = []
     for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
         # A result graded behind the OS wall ranks above every weak-sandbox (or unknown) one, whatever the scores:
@@ -215,9 +228,12 @@ def _ranked_by_device(rows, solo: bool) -> list[dict]:
     return out
 
 
-def _self_graded_apart(rows) -> list[dict]:
+def _self_graded_apart(rows, spec) -> list[dict]:
     """Each learner's best self-graded attempt, unranked: by learner id."""
-    return sorted(_best_per(rows, lambda r: r.learner, SELF_GRADED).values(), key=lambda e: e["learner"])
+    verdicts = _verdicts(rows, spec)
+    return sorted((_with_lab_state(entry, verdicts[entry["learner"]])
+                   for entry in _best_per(rows, lambda r: r.learner, SELF_GRADED).values()),
+                  key=lambda e: e["learner"])
 
 
 def _stored_parts(text) -> list:
@@ -234,8 +250,8 @@ def _weak(entry: dict) -> bool:
 
 def _better(new: dict, old: dict) -> bool:
     """A learner's best: a strong-sandbox result beats any weak one, then the score, then performance."""
-    return ((not _weak(new), new["best_score"], new["perf_ratio"] or 0.0)
-            > (not _weak(old), old["best_score"], old["perf_ratio"] or 0.0))
+    return ((not _weak(new), not new["part_attempt"], new["best_score"], new["perf_ratio"] or 0.0)
+            > (not _weak(old), not old["part_attempt"], old["best_score"], old["perf_ratio"] or 0.0))
 
 
 def cohort_export(store, curriculum, *, today: date) -> dict:

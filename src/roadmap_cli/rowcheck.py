@@ -23,15 +23,17 @@ from datetime import date, datetime, timedelta
 from typing import Any, Iterable, Optional
 
 from roadmap_cli.errors import StoreError, UserError
+from roadmap_cli.store import values
 
 MAX_TEXT = 100_000  # characters in one text value (a long note is ~10 KB)
 MAX_ID = 500  # characters in an id, key, tag or path-like value
 MAX_JSON_DEPTH = 20  # nesting inside a JSON column (parts/perf need 3)
 MAX_ROWS = 1_000_000
 
-LAB_OUTCOMES = ("passed", "failed", "error", "timeout", "crash")
-TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "crashed", "timeout")
-PART_STATUSES = ("passed", "failed", "skipped", "not-graded-here", "not-run", "error", "timeout", "crashed")
+# The enumerated columns' values are the engine's own (store/values.py): what a grade can store, an import accepts.
+LAB_OUTCOMES = values.ATTEMPT_OUTCOMES
+TEST_OUTCOMES = values.TEST_OUTCOMES
+PART_STATUSES = values.PART_STATUSES
 DATE_COLUMNS = ("on_date", "read_on", "added_on")  # local dates, YYYY-MM-DD
 TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "applied_at",
                      "taken_at", "reviewed_at", "updated_at")
@@ -139,7 +141,7 @@ def _json_list(value: str, required: tuple[str, ...], numbers: tuple[str, ...]) 
     return None
 
 
-SETTING_RULES = {
+SETTING_RULES = {  # one rule per values.SETTING_KEYS (tests/test_store_values.py)
     "start_date": lambda v: None if isinstance(v, str) and _date_ok(v) else "must be a date string (YYYY-MM-DD)",
     "weekly_hours": lambda v: None if _is_number(v) and 0 < v <= 100 else "must be a number of hours within 0..100",
     "lang": lambda v: None if v in ("en", "zh") else "must be \"en\" or \"zh\"",
@@ -186,10 +188,8 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
     if get("stage") is not None and ctx["stages"]() is not None and get("stage") not in ctx["stages"]():
         yield "stage", f"stage {get('stage')} does not exist in the curriculum"
     if table == "papers":
-        from roadmap_cli.research.papers import STATUSES
-
-        if get("status") not in STATUSES:
-            yield "status", f"status {get('status')!r} is not one of {', '.join(STATUSES)}"
+        if get("status") not in values.PAPER_STATUSES:
+            yield "status", f"status {get('status')!r} is not one of {', '.join(values.PAPER_STATUSES)}"
         if get("rating") is not None and not 1 <= get("rating") <= 5:
             yield "rating", f"rating {get('rating')} is not within 1..5"
         if get("year") is not None and not 1000 <= get("year") <= ctx["today"].year + 1:
@@ -197,10 +197,10 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
         if not (get("title") or "").strip():
             yield "title", "title is empty"
     if table == "cadence_entries":
-        from roadmap_cli.research.entries import ENTRY_KINDS, MAX_HOURS_PER_DAY
+        from roadmap_cli.research.entries import MAX_HOURS_PER_DAY
 
-        if get("kind") not in ENTRY_KINDS:
-            yield "kind", f"kind {get('kind')!r} is not one of {', '.join(ENTRY_KINDS)}"
+        if get("kind") not in values.ENTRY_KINDS:
+            yield "kind", f"kind {get('kind')!r} is not one of {', '.join(values.ENTRY_KINDS)}"
         hours = get("hours")
         if get("kind") == "hours" and hours is None:
             yield "hours", "an hours entry needs hours"
@@ -209,6 +209,10 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
     if table == "grade_attempts":
         if get("outcome") not in LAB_OUTCOMES:
             yield "outcome", f"outcome {get('outcome')!r} is not one of {', '.join(LAB_OUTCOMES)}"
+        if get("sandbox") is not None and get("sandbox") not in values.SANDBOXES:
+            yield "sandbox", f"sandbox {get('sandbox')!r} is not one of {', '.join(values.SANDBOXES)} (or null)"
+        if get("graded_on") is not None and _graded_on_problem(get("graded_on")):
+            yield "graded_on", _graded_on_problem(get("graded_on"))
         for column in ("duration_s", "score", "max_score"):
             if get(column) is not None and get(column) < 0:
                 yield column, f"{column} {get(column)} is negative"
@@ -228,6 +232,8 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
             yield "perf", f"perf {problem}"
     if table == "grade_test_results" and get("outcome") not in TEST_OUTCOMES:
         yield "outcome", f"outcome {get('outcome')!r} is not one of {', '.join(TEST_OUTCOMES)}"
+    if table == "checkpoint_progress" and values.checkpoint_source_problem(get("source")):
+        yield "source", values.checkpoint_source_problem(get("source"))
     if table == "lab_hints" and get("hint_index") is not None and get("hint_index") < 0:
         yield "hint_index", f"hint_index {get('hint_index')} is negative"
     if table in ("quiz_attempts", "review_cards", "review_logs"):
@@ -236,6 +242,15 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
         yield from row_problems(table, row)
     if table == "lab_workspaces" and get("path") is not None and not get("path").startswith("/"):
         yield "path", f"path {get('path')!r} is not an absolute path"
+
+
+def _graded_on_problem(value: str) -> Optional[str]:
+    """graded_on: a remote's name (`grade --on NAME`) or worker:<name> (the cohort queue's worker)."""
+    from roadmap_cli.remotes import NAME_PATTERN
+
+    if NAME_PATTERN.match(value) or (value.startswith(values.WORKER_PREFIX) and value[len(values.WORKER_PREFIX):].strip()):
+        return None
+    return f"graded_on {value!r} is not a remote's name nor {values.WORKER_PREFIX}<name>"
 
 
 def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], stages) -> None:
@@ -340,7 +355,8 @@ _BAD_ROW_SQL = [
     ("cadence_entries", "id", f"hours IS NOT NULL AND (typeof(hours) NOT IN {_NUM} OR hours < 0)", "hours is not a number ≥ 0"),
     ("cadence_entries", "id", "kind = 'hours' AND hours IS NULL", "an hours entry has no hours"),
     ("cadence_entries", "id", "stage IS NOT NULL AND typeof(stage) != 'integer'", "stage is not a number"),
-    ("papers", "id", "status NOT IN ('to-read', 'reading', 'read', 'reproduced')", "status is not one of to-read, reading, read, reproduced"),
+    ("papers", "id", "status NOT IN (" + ", ".join(f"'{s}'" for s in values.PAPER_STATUSES) + ")",
+     "status is not one of " + ", ".join(values.PAPER_STATUSES)),
     ("papers", "id", "read_on IS NOT NULL AND (typeof(read_on) != 'text' OR date(read_on) IS NOT read_on)", "read_on is not a date"),
     ("papers", "id", "typeof(added_on) != 'text' OR date(added_on) IS NOT added_on", "added_on is not a date"),
     ("papers", "id", "rating IS NOT NULL AND (typeof(rating) != 'integer' OR rating NOT BETWEEN 1 AND 5)", "rating is not within 1..5"),

@@ -87,8 +87,10 @@ def _row_counts(conn) -> dict[str, int]:
 
 
 def import_data(store, data: Any, *, home: Path, replace: bool = False,
-                lab_ids: Optional[set] = None, stages=None, validated: bool = False) -> dict[str, int]:
-    """Restore an export into `store`; returns rows inserted per table.
+                lab_ids: Optional[set] = None, stages=None, validated: bool = False,
+                notes: Optional[list] = None) -> dict[str, int]:
+    """Restore an export into `store`; returns rows inserted per table (`notes` gets a line for each
+    group of rows a learner's cohort login may not write and that was left out: insert_own_history).
 
     Every row is validated first (rowcheck.py: the commands' own rules);
     the first problem refuses the whole file with its JSON path. Then, in one
@@ -113,7 +115,7 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         # so a failed import leaves the data exactly as it was.
         with store.connection() as conn:
             if conn.dialect.name != "sqlite" and _shared(conn, store.learner):
-                return _import_own_rows(conn, data, store.learner, home=home, replace=replace)
+                return _import_own_rows(conn, data, store.learner, home=home, replace=replace, notes=notes)
             counts = _row_counts(conn)
             # The home's pinned learner id (settings, learner '') is not data.
             counts["settings"] -= conn.execute(sa.text("SELECT count(*) FROM settings WHERE learner = ''")).scalar_one()
@@ -164,7 +166,8 @@ def _shared(conn, me: str) -> bool:
                for t in _tables() if "learner" in t.columns)
 
 
-def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) -> dict[str, int]:
+def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
+                     notes: Optional[list] = None) -> dict[str, int]:
     """A shared (server) database: the import touches the importer's own rows only.
 
     Every row of the file must be the importer's (an export from before
@@ -188,12 +191,13 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
     if existing and not replace:
         raise UserError(f"you already have {sum(existing.values())} rows in this database; use --replace to replace "
                         "them (a backup export of your rows is saved first; other learners' rows are not touched)")
-    from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SERVER_RECORDED_TABLES, session
+    from roadmap_cli.store.roles import SERVER_RECORDED_TABLES, session
+    from roadmap_cli.store.values import LAB_SOURCE_PREFIX
 
     # A cohort learner's login: their attempts and lab-proved checkpoints are the server's record (store/roles.py,
-    # migration 10); an import neither deletes nor brings them, it restores the rest.
+    # migration 11); an import neither deletes them (the server would refuse) nor may collide with them.
     scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
-    kept_lab = set()
+    kept_lab: set = set()
     if scoped:
         progress = next(t for t in _tables() if t.name == "checkpoint_progress")
         kept_lab = {r[0] for r in conn.execute(sa.select(progress.c.checkpoint_id).where(
@@ -203,17 +207,82 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
         for table in reversed(_tables()):
             if "learner" in table.columns and not (scoped and table.name in SERVER_RECORDED_TABLES):
                 conn.execute(table.delete().where(table.c.learner == me))  # lab-proved checkpoints: policy keeps
+    tables = data["tables"]
+    if kept_lab:  # a checkpoint the server already holds as lab-proved stays the server's row
+        tables = {**tables, "checkpoint_progress": [r for r in tables.get("checkpoint_progress", [])
+                                                    if r.get("checkpoint_id") not in kept_lab]}
+    inserted, _skipped, said = insert_own_history(conn, tables, me, verb="imported")
+    if notes is not None:
+        notes.extend(said)
+    return inserted
+
+
+# Written for a learner only by the cohort's server (issue 36; the `cohort` work makes them so): a learner's
+# own import or copy tries them last, each group in its own savepoint, and leaves out a group the server refuses.
+GRADE_TABLES = ("grade_attempts", "grade_test_results")
+
+
+def insert_own_history(conn, tables_data: dict, me: str, progress=None, *,
+                       verb: str = "copied") -> tuple[dict, dict, list[str]]:
+    """`tables_data` as `me`'s rows on a shared database: (inserted, skipped, notes) per table.
+
+    Everything but the grades is inserted first (a refusal there fails the whole, as any error does).
+    Then grade attempts with their test results, and the checkpoints a lab grade proved, each group in a
+    savepoint: where the server refuses a learner's login those rows (SQLSTATE 42501, permission or
+    row-level security), the group is left out and a note line says what and what to do instead.
+    Attempts come in marked `imported`: graded elsewhere, a claim, never a solution unlock by itself."""
+    from roadmap_cli.store.server import sqlstate
+    from roadmap_cli.store.values import LAB_SOURCE_PREFIX
+
+    rest = {name: list(rows) for name, rows in tables_data.items() if name not in GRADE_TABLES}
+    grades = {name: [{**row, "imported": True, "verified": False} if name == "grade_attempts" else row
+                     for row in tables_data.get(name, [])] for name in GRADE_TABLES}
+    checkpoints = rest.get("checkpoint_progress", [])
+    proved = [r for r in checkpoints if str(r.get("source")).startswith(LAB_SOURCE_PREFIX)]
+    rest["checkpoint_progress"] = [r for r in checkpoints if not str(r.get("source")).startswith(LAB_SOURCE_PREFIX)]
+    inserted = insert_own_rows(conn, rest, me, progress)
+    skipped: dict[str, int] = {}
+    notes: list[str] = []
+    groups = ((grades, f"{len(grades['grade_attempts'])} grade attempts (and their "
+                       f"{len(grades['grade_test_results'])} test results)",
+               "this cohort records grades only from its own grading: grade the labs again with `roadmap grade` "
+               "or `roadmap submit LAB`"),
+              ({"checkpoint_progress": proved}, f"{len(proved)} checkpoints proved by lab grades",
+               "they are marked again when the cohort grades the parts that prove them"))
+    for group, what, instead in groups:
+        if not any(group.values()):
+            continue
+        savepoint = conn.begin_nested()
+        try:
+            got = insert_own_rows(conn, group, me, progress)
+        except Exception as exc:
+            if sqlstate(exc) != "42501":  # anything but "the server does not let you write these" is a failure
+                raise
+            savepoint.rollback()
+            for name, rows in group.items():
+                skipped[name] = skipped.get(name, 0) + len(rows)
+            orig = getattr(exc, "orig", exc)
+            reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+            notes.append(f"not {verb}: {what}: the server refused them for your login ({reason}); {instead}")
+            continue
+        savepoint.commit()
+        for name, n in got.items():
+            inserted[name] = inserted.get(name, 0) + n
+    return inserted, skipped, notes
+
+
+def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str, int]:
+    """Insert `tables_data` ({table: rows}) as `me`'s rows, with the database's new ids (references follow).
+
+    Rows of the database-wide scope (learner '') are left out; a reference to a row not in `tables_data`
+    is refused. `progress(table, rows)` is called after each table. Used by a scoped import and by
+    `db copy --to` a learner's login (dbcopy.py)."""
     new_ids: dict[str, dict] = {}
     inserted: dict[str, int] = {}
     for table in _tables():
         rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
-                for row in data["tables"].get(table.name, []) if row.get("learner") != ""]  # '': database-wide
-        if scoped and table.name in SERVER_RECORDED_TABLES:
-            rows = []
-        if scoped and table.name == "checkpoint_progress":
-            rows = [r for r in rows if not str(r.get("source", "")).startswith(LAB_SOURCE_PREFIX)
-                    and r.get("checkpoint_id") not in kept_lab]
-        if table.name == "grade_attempts":
+                for row in tables_data.get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+        if table.name == "grade_attempts":  # graded elsewhere: never an unlock by itself, never vouched for
             rows = [{**row, "imported": True, "verified": False} for row in rows]
         for fk in table.foreign_keys:
             column, parent = fk.parent.name, fk.column.table.name
@@ -233,6 +302,8 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool) ->
         elif rows:
             conn.execute(table.insert(), rows)
         inserted[table.name] = len(rows)
+        if progress is not None and rows:
+            progress(table.name, len(rows))
     return inserted
 
 

@@ -76,8 +76,10 @@ def board(
             width = max(len(e["learner"]) for e in group["learners"])
             for e in group["learners"]:
                 ratio = "-" if e["perf_ratio"] is None else f"{e['perf_ratio']:.2f}x"
-                console.print(f"  #{e['rank']} {e['learner']:<{width}}  {e['best_score']:g}/{e['max_score']:g}  "
-                              f"{e['outcome_text']}  perf vs baseline {ratio}  sandbox {e['sandbox']}  "
+                console.print(f"  #{e['rank']} {e['learner']:<{width}}  lab {e['lab_state_text']} "
+                              f"({e['lab_parts_passed']}/{e['lab_parts']} parts)  best attempt "
+                              f"{e['best_score']:g}/{e['max_score']:g} {e['outcome_text']}  "
+                              f"perf vs baseline {ratio}  sandbox {e['sandbox']}  "
                               f"attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
                               soft_wrap=True)
         if data["devices"]:

@@ -85,9 +85,10 @@ def db_status(as_json: JsonOpt = False) -> None:
 
 @db_app.command("copy")
 def db_copy(
-    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data.")],
+    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data (a learner's cohort login: none of theirs).")],
+    replace: Annotated[bool, typer.Option("--replace", help="To a learner's cohort login only: replace your rows there (a backup export of them is saved first).")] = False,
 ) -> None:
-    """Copy every row of this database into another one, with a progress bar."""
+    """Copy every row of this database into another one, with a progress bar. To a learner's cohort login: that learner's own rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from roadmap_cli.output import err_console
@@ -104,9 +105,12 @@ def db_copy(
         def advance(table: str, done: int, total: int) -> None:
             bar.update(task, description=f"copying {table}", completed=done, total=total)
 
-        result = copy_database(source, to, home=ctx.home, progress=advance)
+        result = copy_database(source, to, home=ctx.home, progress=advance, replace=replace)
     rows = sum(result["rows"].values())
-    typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}")
+    mine = f" as {result['learner']}" if result.get("learner") else ""
+    typer.echo(f"copied {rows} rows in {len(result['rows'])} tables to {result['target']}{mine}")
+    for note in result["notes"]:
+        typer.echo(note)
 
 
 def export(
@@ -194,5 +198,8 @@ def import_(
             return None  # a broken curriculum is reported by the commands that use it
     validate_import(data, lab_ids=set(lab_ids()), stages=stages)  # before the store is opened
     store = open_store(ctx.home)
-    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True)
+    notes: list[str] = []
+    counts = import_data(store, data, home=ctx.home, replace=replace, validated=True, notes=notes)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")
+    for note in notes:  # rows a learner's cohort login may not write, left out (transfer.insert_own_history)
+        typer.echo(note)

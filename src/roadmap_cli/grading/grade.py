@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.service import resolve_workspace, start_command, workspace_at, workspaces, workspaces_fast
+from roadmap_cli.store.values import UNCOUNTED_SQL
 
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec
@@ -147,19 +148,15 @@ _INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, ou
 
 
 def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool = False) -> set[str]:
-    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped);
-    `verified_only`: of the worker's attempts only (a self-graded claim never helps prove a checkpoint)."""
-    done: set[str] = set()
+    """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped):
+    labs/passing.py's rule, the one every view uses. `verified_only`: of the worker's attempts only (a
+    self-graded claim never helps prove a checkpoint)."""
+    from roadmap_cli.labs.passing import passed_parts
+
     only = " AND verified" if verified_only else ""
-    for (parts,) in sql.rows("SELECT parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                             f"AND outcome NOT IN ('timeout', 'interrupted') AND score > 0{only}", lab=lab_id,
-                             learner=learner):
-        try:
-            entries = json.loads(parts or "[]")
-        except ValueError:
-            continue
-        done.update(e.get("id") for e in entries if isinstance(e, dict) and e.get("status") == "passed")
-    return done
+    rows = sql.rows("SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
+                    f"AND outcome NOT IN {UNCOUNTED_SQL} AND score > 0{only}", lab=lab_id, learner=learner)
+    return set(passed_parts(rows))
 
 
 def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *,

@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, StoreError, UserError
-
-GRADED_ON_PREFIX = "worker:"  # grade_attempts.graded_on of an attempt a cohort worker recorded
+from roadmap_cli.store.values import WORKER_PREFIX as GRADED_ON_PREFIX  # grade_attempts.graded_on of a worker's attempt
 
 
 def _require_server(store, command: str) -> None:

@@ -13,11 +13,13 @@ import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+from roadmap_cli.store.values import ATTEMPT_OUTCOMES, PART_STATUSES, TEST_OUTCOMES  # noqa: F401 - the values written here
+
 if TYPE_CHECKING:
     from roadmap_cli.grading.focus import Focus
 
-# Outcomes of one test: passed|failed|error|skipped from pytest; crashed and
-# timeout when the child died while it ran; not-run when it never started.
+# A test's outcome is one of store/values.TEST_OUTCOMES, a part's status one of PART_STATUSES and
+# the run's outcome one of ATTEMPT_OUTCOMES (tests/test_store_values.py checks this module against them).
 BAD_TEST_OUTCOMES = {"failed", "error", "crashed", "timeout"}
 # "interrupted": Ctrl-C, or `roadmap watch` cancelled the run because a file was saved.
 EXIT_CODES = {"passed": 0, "failed": 1, "crash": 1, "error": 4, "timeout": 4, "interrupted": 130}
@@ -40,7 +42,7 @@ class PartResult:
     title: dict
     max_points: float  # 0 when not graded in this run
     points: float
-    status: str  # passed|failed|skipped|not-graded-here|not-run
+    status: str  # store/values.PART_STATUSES
     needs_cuda: bool
     tests_passed: int = 0
     tests_total: int = 0
@@ -52,7 +54,7 @@ class GradeRun:
     lab_id: str
     workspace: str
     started_at: str
-    outcome: str  # passed|failed|error|timeout|crash
+    outcome: str  # store/values.ATTEMPT_OUTCOMES
     score: float
     max_score: float
     parts: list[PartResult]

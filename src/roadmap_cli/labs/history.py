@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 
 from roadmap_cli.errors import UserError
+from roadmap_cli.labs.passing import (PART_PASSED, PASSED_ON_CPU, attempt_scope, focused_parts, graded_parts,
+                                      is_part_attempt, stored_parts)
 
-# README's rule ("GPU first, CPU honest"): a grade is "passed" only when every
-# part was graded and passed. Stored rows keep the engine's "passed" (old rows
-# and every reader that counts passes stay as they were); the word people and
-# JSON consumers see is derived here from the stored per-part statuses.
-PASSED_ON_CPU = "passed-on-cpu"
+# README's rule ("GPU first, CPU honest"; "When is a lab passed?", labs/passing.py): an attempt is
+# "passed" only when every part was graded and passed. Stored rows keep the engine's "passed" (old rows
+# and every reader that counts passes stay as they were); the word people and JSON consumers see is
+# derived here from the stored per-part statuses: `part-passed` when the attempt left parts out
+# (--part, -k/--test, -x), `passed-on-cpu` when parts were not graded here.
 
 
 def _status(part) -> str | None:
@@ -28,25 +30,38 @@ def not_graded_count(parts) -> int:
 
 
 def outcome_word(outcome: str, parts) -> str:
-    """`passed` only when no part was left ungraded; `passed-on-cpu` otherwise; other outcomes unchanged."""
+    """`passed` only when every part was graded; `part-passed` when parts were left out (a part attempt);
+    `passed-on-cpu` when parts were not graded here; other outcomes unchanged."""
+    if outcome == "passed" and is_part_attempt(parts):
+        return PART_PASSED
     if outcome == "passed" and not_graded_count(parts):
         return PASSED_ON_CPU
     return outcome
 
 
 def outcome_text(outcome: str, parts) -> str:
-    """The word with its count, as people read it: `passed-on-cpu (1 part not graded here)`."""
+    """The word with what it covers, short enough for a table cell: `passed-on-cpu (1 part not graded
+    here)`, `part-passed (graded mul; 1/4 parts)`, `part-passed (some tests of add; 0/4 parts)`
+    (--json's graded_parts and parts_left_out name them all)."""
     word = outcome_word(outcome, parts)
-    if word != PASSED_ON_CPU:
-        return word
     n = not_graded_count(parts)
-    return f"{word} ({n} part{'s' if n != 1 else ''} not graded here)"
+    if is_part_attempt(parts) and outcome != "interrupted":  # an interrupted run ran what it ran: not counted
+        graded, focused = graded_parts(parts), focused_parts(parts)
+        what = []
+        if graded:
+            what.append("graded " + (", ".join(graded) if len(graded) <= 2 else f"{len(graded)} parts"))
+        if focused:
+            what.append("some tests of " + (", ".join(focused) if len(focused) <= 2 else f"{len(focused)} parts"))
+        return f"{word} ({' + '.join(what) or 'no part'}; {len(graded)}/{len(stored_parts(parts))} parts)"
+    if word == PASSED_ON_CPU:
+        return f"{word} ({n} part{'s' if n != 1 else ''} not graded here)"
+    return word
 
 
 def outcome_fields(outcome: str, parts) -> dict:
     """The keys every --json view of an attempt carries (README, "Grading words")."""
     return {"outcome": outcome_word(outcome, parts), "outcome_text": outcome_text(outcome, parts),
-            "parts_not_graded_here": not_graded_count(parts)}
+            "parts_not_graded_here": not_graded_count(parts), **attempt_scope(parts)}
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "

@@ -43,7 +43,7 @@ def load_all():
 # checkpoints stay open too).
 STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
 # Attempts that prove nothing about the learner's code: never part of "best".
-UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES, UNCOUNTED_SQL  # noqa: E402 - beside its comment
 
 
 # ---------------------------------------------------------------- workspaces
@@ -217,17 +217,11 @@ def _attempt_rows(store, lab_id: Optional[str] = None) -> list:
 
 
 def _progress(attempts) -> tuple[dict[str, float], int]:
-    """(best points per passed part, number of attempts) from attempt rows."""
-    best: dict[str, float] = {}
-    count = 0
-    for attempt in attempts:
-        count += 1
-        if getattr(attempt, "outcome", None) in UNCOUNTED_OUTCOMES:
-            continue
-        for entry in json.loads(attempt.parts or "[]"):
-            if entry.get("status") == "passed":
-                best[entry["id"]] = max(best.get(entry["id"], 0.0), float(entry.get("points") or 0.0))
-    return best, count
+    """(best points per passed part, number of attempts) from attempt rows (labs/passing.py)."""
+    from roadmap_cli.labs.passing import passed_parts
+
+    attempts = list(attempts)
+    return passed_parts((getattr(a, "outcome", None), a.parts) for a in attempts), len(attempts)
 
 
 def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
@@ -241,7 +235,7 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
         counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner "
                                            "GROUP BY lab_id"), mine).all())
         scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
-                                      "AND outcome NOT IN ('timeout', 'interrupted') AND learner = :learner"),
+                                      f"AND outcome NOT IN {UNCOUNTED_SQL} AND learner = :learner"),
                               mine).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)
@@ -251,50 +245,33 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
 
 def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspace: bool,
              cuda: Optional[bool], lang: Optional[str] = None) -> dict:
-    """State from every attempt: a part counts as passed once any attempt passed it.
+    """State from every attempt, by parts (labs/passing.py: the one meaning of "passed").
 
     "passed" needs every part, the GPU ones included; when only the parts
     that run without a GPU passed, the state says so ("passed-on-cpu"),
     whatever machine asks. The score counts the parts gradable here.
     """
-    required = [p for p in spec.parts if cuda is not False or not p.needs_cuda]
-    done = [p for p in required if p.id in best]
-    cpu_parts = [p for p in spec.parts if not p.needs_cuda]
-    gpu_open = [p.id for p in spec.parts if p.needs_cuda and p.id not in best]
-    if all(p.id in best for p in spec.parts):
-        state = "passed"
-    elif gpu_open and cpu_parts and all(p.id in best for p in cpu_parts):
-        state = "passed-on-cpu"
-    elif done:
-        state = "partial"
-    elif n_attempts or has_workspace:
-        state = "in-progress"
-    else:
-        state = "not-started"
+    from roadmap_cli.labs.passing import lab_verdict
+
+    verdict = lab_verdict(spec.parts, best, cuda=cuda, n_attempts=n_attempts, has_workspace=has_workspace)
     needs_cuda = any(p.needs_cuda for p in spec.parts)
     row = {
         "id": spec.id,
         "title": spec.title.model_dump(),
         "stage": spec.stage,
-        "state": state,
-        "best_score": round(sum(best.get(p.id, 0.0) for p in required), 3),
-        "max_score": round(sum(p.points for p in required), 3),
+        "state": verdict["state"],
+        "best_score": verdict["best_score"],
+        "max_score": verdict["max_score"],
         "gradable_here": (not needs_cuda) or cuda,
         "attempts": n_attempts,
-        "parts_not_gradable_here": [p.id for p in spec.parts if p not in required],
-        "gpu_parts_open": gpu_open,
-        "state_text": state_text(state, len(gpu_open)),
+        "parts_not_gradable_here": [p.id for p in spec.parts if cuda is False and p.needs_cuda],
+        "gpu_parts_open": verdict["gpu_parts_open"],
+        "parts_open": verdict["parts_open"],
+        "state_text": verdict["state_text"],
     }
     if lang:
         row["title_text"] = spec.title.get(lang)
     return row
-
-
-def state_text(state: str, gpu_open: int) -> str:
-    """The state as people read it: `passed on CPU (2 parts need a CUDA GPU)`."""
-    if state == "passed-on-cpu":
-        return f"passed on CPU ({gpu_open} part{'s' if gpu_open != 1 else ''} need{'s' if gpu_open == 1 else ''} a CUDA GPU)"
-    return state
 
 
 def _summaries(store, cuda: Optional[bool], lang: Optional[str] = None) -> list[dict]:

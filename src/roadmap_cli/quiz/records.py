@@ -133,8 +133,7 @@ def history(store, learner: str, item: Optional[str] = None) -> list[dict]:
 
 # ---------------------------------------------------------------- import rules (rowcheck.py)
 
-ITEM_KINDS = ("checkpoint", "question")
-SOURCES = ("quiz", "review")
+from roadmap_cli.store.values import REVIEW_ITEM_KINDS as ITEM_KINDS, REVIEW_RATINGS, REVIEW_SOURCES as SOURCES
 
 
 def _iso_problem(value) -> Optional[str]:
@@ -163,7 +162,7 @@ def row_problems(table: str, row: dict):
     if item.partition(":")[0] not in ITEM_KINDS or not item.partition(":")[2]:
         yield "item", f"item {item!r} is not checkpoint:<id> or question:<id>"
     if table == "review_logs":
-        if get("rating") not in (1, 2, 3, 4):
+        if get("rating") not in REVIEW_RATINGS:
             yield "rating", f"rating {get('rating')!r} is not 1-4 (again, hard, good, easy)"
         if get("source") not in SOURCES:
             yield "source", f"source {get('source')!r} is not one of {', '.join(SOURCES)}"

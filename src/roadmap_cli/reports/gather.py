@@ -60,10 +60,19 @@ class PerfLine:
 class LabLine:
     lab_id: str
     title: str
+    # The lab by its parts over every counted attempt up to the period's end (labs/passing.py: the one
+    # meaning of "passed"): state is passed | passed-on-cpu | partial | in-progress.
+    state: str
+    state_line: str  # "Passed", "Passed on CPU (1 part needs a CUDA GPU)", "Partial: 2 of 5 parts passed"
+    lab_score: float  # best points per passed part, summed, over the parts gradable here
+    lab_max_score: float
+    parts_open: list[str]  # ids of the parts not passed yet
+    # The period's best attempt (a whole attempt before any part attempt, then its score):
     attempt: int  # number within the lab, as `roadmap lab history` shows it
     day: str
-    outcome: str  # "passed" only when every part was graded; "passed-on-cpu" otherwise (labs/history.py)
-    outcome_text: str  # with the count: "passed-on-cpu (1 part not graded here)"
+    outcome: str  # the attempt's word: passed | passed-on-cpu | part-passed | failed ... (labs/history.py)
+    outcome_text: str  # with its scope: "passed-on-cpu (1 part not graded here)", "part-passed (graded capture; ...)"
+    part_attempt: bool  # it graded only some parts (--part, -k/--test, -x): never the lab's result
     score: float
     max_score: float
     device: str
@@ -217,12 +226,15 @@ def _pct_of_baseline(figure: dict) -> Optional[float]:
 
 
 def _labs(store, lang: str, period: Period) -> list[LabLine]:
-    """Per lab graded in the period: its best attempt there (score, then newest)."""
+    """Per lab graded in the period: its state by parts (every counted attempt to the period's end) and its
+    best attempt there (whole attempts first, then score, then newest)."""
     import json
 
     import sqlalchemy as sa
 
+    from roadmap_cli.labs.device import nvidia_smi_present
     from roadmap_cli.labs.history import outcome_text, outcome_word
+    from roadmap_cli.labs.passing import is_part_attempt, lab_verdict, passed_parts, verdict_line
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
@@ -232,16 +244,20 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
     number: dict[str, int] = {}
+    so_far: dict[str, list] = {}  # (outcome, parts) of every attempt up to the period's end
     for row in rows:
         number[row.lab_id] = number.get(row.lab_id, 0) + 1
         day = local_day(row.started_at)
+        if day <= period.end:
+            so_far.setdefault(row.lab_id, []).append((row.outcome, row.parts))
         if not period.contains(day) or row.outcome in UNCOUNTED_OUTCOMES:
             continue
         counts[row.lab_id] = counts.get(row.lab_id, 0) + 1
-        key = (row.outcome == "passed", row.score, row.id)
+        key = (not is_part_attempt(row.parts), row.outcome == "passed", row.score, row.id)
         if row.lab_id not in best or key > best[row.lab_id][0]:
             best[row.lab_id] = (key, number[row.lab_id], day, row)
     specs = _specs(best)
+    cuda = None if nvidia_smi_present() else False  # as `roadmap status` counts the score
     lines = []
     for lab_id, (_, attempt, day, row) in best.items():
         spec = specs.get(lab_id)
@@ -255,9 +271,13 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
         perf = [PerfLine(str(f.get("name")), float(f["value"]), str(f.get("unit", "")), _pct_of_baseline(f))
                 for f in figures if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
         stored = parse_parts(row.parts)
+        done = passed_parts(so_far[lab_id])
+        verdict = lab_verdict(spec.parts if spec else [], done, cuda=cuda, n_attempts=len(so_far[lab_id]))
         lines.append(LabLine(
-            lab_id, spec.title.get(lang) if spec else lab_id, attempt, day.isoformat(),
-            outcome_word(row.outcome, stored), outcome_text(row.outcome, stored),
+            lab_id, spec.title.get(lang) if spec else lab_id, verdict["state"],
+            verdict_line(verdict) if spec else "a lab no longer in this install",
+            verdict["best_score"], verdict["max_score"], verdict["parts_open"], attempt, day.isoformat(),
+            outcome_word(row.outcome, stored), outcome_text(row.outcome, stored), is_part_attempt(stored),
             float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), row.sandbox, parts,
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}

@@ -99,8 +99,8 @@ def chart_svgs(report: Report) -> dict[str, str]:
         "calendar": svg.calendar(f"Cadence calendar {report.label}", report.calendar),
         "grades": svg.line_chart("Grade score per attempt", [
             svg.SvgSeries(g.lab_id, g.points, svg.PALETTE[(i + 2) % len(svg.PALETTE)]) for i, g in enumerate(c.grades)],
-            x_label="attempt number (per lab)", y_label="score (% of gradable points)", y_min=0,
-            empty="no grade attempts yet"),
+            x_label="whole attempt number (per lab)", y_label="score (% of gradable points)", y_min=0,
+            empty="no whole grade attempt yet"),
         "loss": svg.line_chart("MiniGPT loss", [
             svg.SvgSeries("train", c.loss.train, svg.PALETTE[0]), svg.SvgSeries("val", c.loss.val, svg.PALETTE[2])],
             x_label="iteration", y_label="cross-entropy loss", empty=c.loss.problem or "no loss history yet"),

@@ -15,8 +15,7 @@ from typing import Optional
 
 from roadmap_cli.reports.loss_history import LossHistory, minigpt_loss_history, thin
 
-# Attempts that say nothing about the learner's code (the grade was cut short).
-UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES  # the grade was cut short: says nothing about the code
 
 
 @dataclass
@@ -56,6 +55,7 @@ class Charts:
     hours: HoursSeries
     grades: list[LabGrades]
     loss: LossHistory
+    part_attempts: int = 0  # counted part attempts (--part, -k, watch) left out of `grades`
 
 
 def local_day(timestamp: str) -> date:
@@ -124,23 +124,34 @@ def hours_per_week(store, curriculum, *, first: date, last: date) -> HoursSeries
 
 
 def grade_series(store, *, until: Optional[date] = None) -> list[LabGrades]:
-    """Per lab, the score of each counted attempt as a % of the points gradable
-    on that attempt's machine, numbered like `roadmap lab history`."""
+    return _grade_series(store, until=until)[0]
+
+
+def _grade_series(store, *, until: Optional[date] = None) -> tuple[list[LabGrades], int]:
+    """Per lab, the score of each counted whole attempt as a % of the points gradable
+    on that attempt's machine, numbered like `roadmap lab history`. A part attempt
+    (--part, -k/--test, -x: labs/passing.py) is not plotted: its 15/15 is one part's,
+    not the lab's percentage."""
     import sqlalchemy as sa
 
-    
+    from roadmap_cli.labs.passing import is_part_attempt
+
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score FROM grade_attempts "
+        rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score, parts FROM grade_attempts "
                                     "WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
     by_lab: dict[str, list[tuple[int, float]]] = {}
     numbers: dict[str, int] = {}
-    for lab_id, started_at, outcome, score, max_score in rows:
+    part_attempts = 0
+    for lab_id, started_at, outcome, score, max_score, parts in rows:
         numbers[lab_id] = numbers.get(lab_id, 0) + 1  # every attempt has a number, counted or not
         if outcome in UNCOUNTED_OUTCOMES or (until and local_day(started_at) > until):
             continue
+        if is_part_attempt(parts):
+            part_attempts += 1
+            continue
         pct = 100.0 * score / max_score if max_score else 0.0
         by_lab.setdefault(lab_id, []).append((numbers[lab_id], round(pct, 1)))
-    return [LabGrades(lab, points) for lab, points in sorted(by_lab.items())]
+    return [LabGrades(lab, points) for lab, points in sorted(by_lab.items())], part_attempts
 
 
 def all_charts(store, curriculum, *, start: Optional[date], first: date, last: date,
@@ -148,11 +159,13 @@ def all_charts(store, curriculum, *, start: Optional[date], first: date, last: d
     """The four charts for `first`..`last` (the burn-up always runs from the start)."""
     loss = loss if loss is not None else minigpt_loss_history(store)
     loss = LossHistory(loss.source, thin(loss.train), thin(loss.val), loss.problem)
+    grades, part_attempts = _grade_series(store, until=last)
     return Charts(
         burnup=burnup(store, curriculum, start=start, end=last),
         hours=hours_per_week(store, curriculum, first=first, last=last),
-        grades=grade_series(store, until=last),
+        grades=grades,
         loss=loss,
+        part_attempts=part_attempts,
     )
 
 

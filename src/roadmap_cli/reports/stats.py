@@ -46,8 +46,12 @@ def stats_lines(charts: Charts, width: int = 80) -> list[str]:
     out.append("")
 
     grade_series = [TextSeries(g.lab_id, g.points, MARKERS[i % len(MARKERS)]) for i, g in enumerate(charts.grades)]
-    out += line_chart("Grade score per attempt, per lab", grade_series, x_label="attempt number (per lab)",
+    out += line_chart("Grade score per attempt, per lab", grade_series, x_label="whole attempt number (per lab)",
                       y_label="score (% of gradable points)", width=width, y_min=0, y_max=100)
+    if charts.part_attempts:
+        n = charts.part_attempts
+        out.append(f"  {n} part attempt{'s' if n != 1 else ''} (--part, -k, watch) not plotted: "
+                   "see roadmap lab history")
     out.append("")
 
     loss = charts.loss

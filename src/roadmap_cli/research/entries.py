@@ -13,9 +13,8 @@ from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
 from roadmap_cli.research.papers import PAPER_HINT, mark_reproduced, one_line, utc_now_iso
+from roadmap_cli.store.values import ENTRY_KINDS  # the kinds of `roadmap log KIND` (`paper` is the paper log)
 
-# The kinds of `roadmap log KIND`; `paper` is the paper log itself.
-ENTRY_KINDS = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours")
 ITEM_KINDS = ENTRY_KINDS[:-1]
 MAX_HOURS_PER_DAY = 24.0
 

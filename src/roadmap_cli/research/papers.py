@@ -18,9 +18,9 @@ from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
 from roadmap_cli.research.ids import doi_from_url, duplicate_title_key, normalize_doi, parse_arxiv, title_key
+from roadmap_cli.store.values import COUNTED_PAPER_STATUSES as COUNTED_STATUSES  # count for the cadence on read_on
+from roadmap_cli.store.values import PAPER_STATUSES as STATUSES
 
-STATUSES = ("to-read", "reading", "read", "reproduced")
-COUNTED_STATUSES = ("read", "reproduced")  # these count for the cadence on read_on
 PAPER_HINT = "see `roadmap paper list`"  # paper ids are numbers: a did-you-mean rarely helps
 
 

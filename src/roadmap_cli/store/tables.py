@@ -57,7 +57,7 @@ class GradeAttempt(SQLModel, table=True):
     lab_id: str = Field(index=True)
     started_at: str
     duration_s: float
-    outcome: str  # passed|failed|error|timeout|crash
+    outcome: str  # store/values.py: ATTEMPT_OUTCOMES (and every other enumerated column)
     score: float
     max_score: float
     parts: str  # JSON list
