@@ -121,5 +121,7 @@ def test_the_rule_itself() -> None:
     assert lab_verdict(spec, {**both, "g": 30.0}, cuda=True)["state"] == "passed"
     # An interrupted or timed-out attempt passes nothing; a later failure does not undo a pass.
     assert passed_parts([("interrupted", only_a), ("timeout", only_b)]) == {}
+    gpu_only = lab_verdict(spec[2:], {}, cuda=False, n_attempts=1)
+    assert (gpu_only["state"], gpu_only["state_text"]) == ("in-progress", "in-progress (every part needs a CUDA GPU)")
     failed_a = [{"id": "a", "status": "failed", "points": 0}]
     assert passed_parts([("passed", only_a), ("failed", failed_a)]) == {"a": 10.0}

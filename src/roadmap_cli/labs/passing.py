@@ -115,8 +115,11 @@ def lab_verdict(spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_a
         state = "in-progress"
     else:
         state = "not-started"
+    text = state_text(state, len(gpu_open))
+    if cuda is False and not cpu_parts and state != "passed":  # nothing to grade here: say why, not just "0/0"
+        text = f"{state} (every part needs a CUDA GPU)"
     return {
-        "state": state, "state_text": state_text(state, len(gpu_open)), "passed": state == "passed",
+        "state": state, "state_text": text, "passed": state == "passed",
         "best_score": round(sum(best.get(p.id, 0.0) for p in required), 3),
         "max_score": round(sum(p.points for p in required), 3),
         "parts_passed": [p.id for p in spec_parts if p.id in best],
