@@ -29,8 +29,10 @@ ENUMERATED = {
     ("grade_attempts", "graded_on"): (None, "gpu-box", values.WORKER_PREFIX + "worker-host"),  # kinds, not a list
     ("grade_attempts", "parts.status"): values.PART_STATUSES,  # inside the parts JSON
     ("grade_test_results", "outcome"): values.TEST_OUTCOMES,
-    ("checkpoint_progress", "source"): (*values.SELF_SOURCES, values.LAB_SOURCE_PREFIX + f"{LAB}/capture"),
+    ("checkpoint_progress", "source"): (*values.SELF_SOURCES, values.LAB_SOURCE_PREFIX + f"{LAB}/capture",
+                                        values.SELF_GRADED_SOURCE_PREFIX + f"{LAB}/passes"),
     ("papers", "status"): values.PAPER_STATUSES,
+    ("papers", "metadata_source"): (*values.METADATA_SOURCES, None),
     ("cadence_entries", "kind"): values.ENTRY_KINDS,
     ("review_logs", "source"): values.REVIEW_SOURCES,
     ("review_logs", "item"): tuple(f"{kind}:s1-x" for kind in values.REVIEW_ITEM_KINDS),
@@ -47,7 +49,7 @@ FREE = {
     "grade_test_results": {"nodeid", "part_id", "message", "learner"},
     "lab_hints": {"lab_id", "shown_at", "learner"},
     "papers": {"title", "title_key", "authors", "arxiv_id", "doi", "url", "read_on", "added_on", "notes",
-               "bibtex_key", "learner"},
+               "bibtex_key", "learner", "venue", "abstract", "pdf_url", "metadata_fetched_on"},
     "paper_tags": {"tag", "learner"},
     "cadence_entries": {"title", "on_date", "link", "lab_id", "note", "created_at", "learner"},
     "quiz_attempts": {"learner", "checkpoint_id", "taken_at", "answers"},
@@ -117,8 +119,12 @@ def _rows() -> dict[str, list[dict]]:
     papers = [dict(id=i, title=f"Paper {i}", title_key=f"paper {i}", authors=None, year=2020, arxiv_id=None,
                    arxiv_version=None, doi=None, url=None, stage=None, status=value,
                    read_on="2026-01-05" if value in values.COUNTED_PAPER_STATUSES else None, added_on="2026-01-04",
-                   rating=None, notes=None, bibtex_key=None, learner="local")
+                   rating=None, notes=None, bibtex_key=None, learner="local", metadata_source=None,
+                   metadata_fetched_on=None)  # every row the same keys: one executemany
               for i, value in enumerate(ENUMERATED[("papers", "status")], 1)]
+    papers += [dict(papers[0], id=len(papers) + i, title=f"Fetched {i}", title_key=f"fetched {i}", metadata_source=value,
+                    metadata_fetched_on="2026-01-04" if value else None)
+               for i, value in enumerate(ENUMERATED[("papers", "metadata_source")], 1)]
     entries = [dict(id=i, kind=value, title=None if value == "hours" else f"item {i}", on_date="2026-01-05",
                     hours=2.0 if value == "hours" else None, stage=None, link=None, paper_id=None, lab_id=None,
                     note=None, created_at=STAMP, learner="local")

@@ -117,7 +117,7 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
     `replace`: the rows `me` already has there are saved to a backup export under `home`, then deleted."""
     import sqlalchemy as sa
 
-    from roadmap_cli.transfer import _export, _tables, dumps, insert_own_history, write_backup
+    from roadmap_cli.transfer import OwnRows, _export, _tables, dumps, insert_own_history, write_backup
 
     tables = [t for t in _tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
@@ -125,15 +125,14 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
         shown = ", ".join(owners[:3]) + (" ..." if len(owners) > 3 else "")
         raise UserError(f"this database holds the rows of {len(owners)} learners ({shown}); a learner's login ({me}) "
                         "can take only its own: copy with the login that owns the cohort's tables instead")
-    mine = sum(dst.execute(sa.select(sa.func.count()).select_from(t).where(t.c.learner == me)).scalar_one()
-               for t in tables)
+    own = OwnRows(dst, me)  # on a cohort login: not the server's records (grades, lab-proved checkpoints)
+    mine = own.count()
     if mine and not replace:
         raise UserError(f"{where} already holds {mine} rows of yours ({me}); a copy never merges: add --replace to "
                         "replace them (a backup export of your rows there is saved first)")
     if mine:
         write_backup(home, dumps(_export(dst, learner=me)))
-        for table in reversed(tables):  # children first (foreign keys); row security limits it to `me` anyway
-            dst.execute(table.delete().where(table.c.learner == me))
+        own.delete()  # row security limits it to `me` anyway
     rows = {t.name: [dict(r) for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns)
                                                                           or list(t.columns)))).mappings()]
             for t in tables}
@@ -145,5 +144,5 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
         if progress is not None:
             progress(table, done[0], total)
 
-    copied, skipped, notes = insert_own_history(dst, rows, me, advance)
+    copied, skipped, notes = insert_own_history(dst, own.without_collisions(rows), me, advance)
     return {"target": where, "rows": copied, "skipped": skipped, "notes": notes, "learner": me}

@@ -196,6 +196,9 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
             yield "year", f"year {get('year')} is not a plausible year"
         if not (get("title") or "").strip():
             yield "title", "title is empty"
+        if get("metadata_source") is not None and get("metadata_source") not in values.METADATA_SOURCES:
+            yield "metadata_source", (f"metadata_source {get('metadata_source')!r} is not one of "
+                                      f"{', '.join(values.METADATA_SOURCES)} (or null)")
     if table == "cadence_entries":
         from roadmap_cli.research.entries import MAX_HOURS_PER_DAY
 

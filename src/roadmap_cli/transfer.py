@@ -185,36 +185,66 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
         shown = ", ".join(repr(o) for o in others[:3]) + (" ..." if len(others) > 3 else "")
         raise UserError(f"the file holds rows of other learners ({shown}): on a shared database you can import only "
                         f"your own rows (you are {me!r}); nothing was imported")
-    mine = {t.name: conn.execute(sa.select(sa.func.count()).select_from(t).where(t.c.learner == me)).scalar_one()
-            for t in _tables() if "learner" in t.columns}
-    existing = {name: n for name, n in mine.items() if n}
+    own = OwnRows(conn, me)
+    existing = own.count()
     if existing and not replace:
-        raise UserError(f"you already have {sum(existing.values())} rows in this database; use --replace to replace "
+        raise UserError(f"you already have {existing} rows in this database; use --replace to replace "
                         "them (a backup export of your rows is saved first; other learners' rows are not touched)")
-    from roadmap_cli.store.roles import SERVER_RECORDED_TABLES, session
-    from roadmap_cli.store.values import LAB_SOURCE_PREFIX
-
-    # A cohort learner's login: their attempts and lab-proved checkpoints are the server's record (store/roles.py,
-    # migration 11); an import neither deletes them (the server would refuse) nor may collide with them.
-    scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
-    kept_lab: set = set()
-    if scoped:
-        progress = next(t for t in _tables() if t.name == "checkpoint_progress")
-        kept_lab = {r[0] for r in conn.execute(sa.select(progress.c.checkpoint_id).where(
-            progress.c.learner == me, progress.c.source.like(LAB_SOURCE_PREFIX + "%")))}
     if existing:
         write_backup(home, dumps(_export(conn, learner=me)))
-        for table in reversed(_tables()):
-            if "learner" in table.columns and not (scoped and table.name in SERVER_RECORDED_TABLES):
-                conn.execute(table.delete().where(table.c.learner == me))  # lab-proved checkpoints: policy keeps
-    tables = data["tables"]
-    if kept_lab:  # a checkpoint the server already holds as lab-proved stays the server's row
-        tables = {**tables, "checkpoint_progress": [r for r in tables.get("checkpoint_progress", [])
-                                                    if r.get("checkpoint_id") not in kept_lab]}
-    inserted, _skipped, said = insert_own_history(conn, tables, me, verb="imported")
+        own.delete()
+    inserted, _skipped, said = insert_own_history(conn, own.without_collisions(data["tables"]), me, verb="imported")
     if notes is not None:
         notes.extend(said)
     return inserted
+
+
+class OwnRows:
+    """A learner's own rows on a shared database, as far as that learner may replace them.
+
+    On a cohort learner's login (PostgreSQL, not the instructor) the grade attempts, their test results and
+    the checkpoints a lab grade proved are the server's record (store/roles.py): they are neither counted as
+    the learner's to replace, nor deleted (the server refuses), and a row brought in may not collide with a
+    lab-proved checkpoint the server keeps. Elsewhere every row with the learner's id is theirs."""
+
+    def __init__(self, conn, me: str) -> None:
+        import sqlalchemy as sa
+
+        from roadmap_cli.store.roles import SERVER_RECORDED_TABLES, session
+        from roadmap_cli.store.values import LAB_SOURCE_PREFIX
+
+        self.conn, self.me = conn, me
+        self.scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
+        self.tables = [t for t in _tables() if "learner" in t.columns
+                       and not (self.scoped and t.name in SERVER_RECORDED_TABLES)]
+        self._progress = next(t for t in _tables() if t.name == "checkpoint_progress")
+        self._lab_source = LAB_SOURCE_PREFIX + "%"
+        self.kept_lab: set = set()
+        if self.scoped:
+            self.kept_lab = {r[0] for r in conn.execute(sa.select(self._progress.c.checkpoint_id).where(
+                self._progress.c.learner == me, self._progress.c.source.like(self._lab_source)))}
+
+    def _where(self, table):
+        clause = table.c.learner == self.me
+        if self.scoped and table is self._progress:
+            clause = clause & ~table.c.source.like(self._lab_source)
+        return clause
+
+    def count(self) -> int:
+        import sqlalchemy as sa
+
+        return sum(self.conn.execute(sa.select(sa.func.count()).select_from(t).where(self._where(t))).scalar_one()
+                   for t in self.tables)
+
+    def delete(self) -> None:
+        for table in reversed(self.tables):  # children first (foreign keys)
+            self.conn.execute(table.delete().where(self._where(table)))
+
+    def without_collisions(self, tables_data: dict) -> dict:
+        if not self.kept_lab:
+            return tables_data
+        return {**tables_data, "checkpoint_progress": [r for r in tables_data.get("checkpoint_progress", [])
+                                                       if r.get("checkpoint_id") not in self.kept_lab]}
 
 
 # Written for a learner only by the cohort's server (issue 36; the `cohort` work makes them so): a learner's
@@ -247,7 +277,8 @@ def insert_own_history(conn, tables_data: dict, me: str, progress=None, *,
                        f"{len(grades['grade_test_results'])} test results)",
                "this cohort records grades only from its own grading: grade the labs again with `roadmap grade` "
                "or `roadmap submit LAB`"),
-              ({"checkpoint_progress": proved}, f"{len(proved)} checkpoints proved by lab grades",
+              ({"checkpoint_progress": proved},
+               f"{len(proved)} checkpoint{'s' if len(proved) != 1 else ''} proved by lab grades",
                "they are marked again when the cohort grades the parts that prove them"))
     for group, what, instead in groups:
         if not any(group.values()):

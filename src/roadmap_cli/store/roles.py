@@ -48,8 +48,7 @@ SERVER_RECORDED_TABLES = ("grade_attempts", "grade_test_results")
 SELF_GRADED_FUNCTION = "roadmap_record_self_graded"
 LAB_PROVED_POLICY = "roadmap_lab_proved_checkpoints"
 # checkpoint_progress.source of a checkpoint a verified (worker) grade proved, and of one a learner's own grade did.
-LAB_SOURCE_PREFIX = "lab:"
-SELF_GRADED_SOURCE_PREFIX = "self-graded:"
+from roadmap_cli.store.values import LAB_SOURCE_PREFIX, SELF_GRADED_SOURCE_PREFIX  # noqa: E402  (one definition)
 # What a self-graded attempt may say about its outcome (rowcheck.LAB_OUTCOMES plus the engine's own words).
 _SELF_GRADED_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "interrupted")
 

@@ -41,9 +41,12 @@ SANDBOXES = ("strong", "weak")
 # WORKER_PREFIX + the cohort worker's name (grading/queue.py).
 WORKER_PREFIX = "worker:"
 
-# checkpoint_progress.source: SELF_SOURCES, or LAB_SOURCE_PREFIX + "<lab>/<part>" (the part that proved it).
+# checkpoint_progress.source: SELF_SOURCES, or LAB_SOURCE_PREFIX + "<lab>/<part>" (the part that proved it),
+# or in a cohort SELF_GRADED_SOURCE_PREFIX + "<lab>/<part>" (a part the learner's own machine graded: a claim
+# until a verified grade proves it; store/roles.py).
 SELF_SOURCES = ("self", "self (forced)")
 LAB_SOURCE_PREFIX = "lab:"
+SELF_GRADED_SOURCE_PREFIX = "self-graded:"
 
 # settings.key of a learner's settings (`roadmap init`; rowcheck.SETTING_RULES says what each value must be).
 # The database-wide scope (learner '') also holds "learner": the home's pinned learner id (store/learners.py).
@@ -52,6 +55,8 @@ SETTING_KEYS = ("start_date", "weekly_hours", "lang", "curriculum")
 # papers.status (research/papers.py); COUNTED ones count for the cadence on read_on.
 PAPER_STATUSES = ("to-read", "reading", "read", "reproduced")
 COUNTED_PAPER_STATUSES = ("read", "reproduced")
+# papers.metadata_source: the registry the fetched fields came from (research/fetch.py); NULL: never fetched.
+METADATA_SOURCES = ("arxiv", "crossref", "datacite")
 
 # cadence_entries.kind (research/entries.py): the logged items, and study hours.
 ENTRY_KINDS = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours")
@@ -66,6 +71,8 @@ def checkpoint_source_problem(source: object) -> str | None:
     """Why `source` is not a checkpoint_progress.source the engine writes, or None."""
     if source in SELF_SOURCES:
         return None
-    if isinstance(source, str) and source.startswith(LAB_SOURCE_PREFIX) and "/" in source[len(LAB_SOURCE_PREFIX):]:
-        return None
-    return f"source {source!r} is not one of {', '.join(SELF_SOURCES)} or lab:<lab>/<part>"
+    for prefix in (LAB_SOURCE_PREFIX, SELF_GRADED_SOURCE_PREFIX):
+        if isinstance(source, str) and source.startswith(prefix) and "/" in source[len(prefix):]:
+            return None
+    return (f"source {source!r} is not one of {', '.join(SELF_SOURCES)}, {LAB_SOURCE_PREFIX}<lab>/<part> or "
+            f"{SELF_GRADED_SOURCE_PREFIX}<lab>/<part>")
