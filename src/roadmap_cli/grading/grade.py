@@ -96,9 +96,21 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         job.abort()
         raise
     run = job.finish(on_event)
+    if run.nothing_selected and job.focus.narrows:
+        # A -k/--test that matches no test is a typo, not an attempt: nothing ran, so nothing is recorded.
+        raise UserError(f"no test of {spec.id} matches {_focus_words(job.focus)}: nothing graded, no attempt recorded")
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     checks = cuda_checks.result() if cuda_checks is not None else []
     return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+
+
+def _focus_words(focus) -> str:
+    """`-k 'zzz'` / `--test a.py::b`: the narrowing as the learner typed it."""
+    import shlex
+
+    words = [f"-k {shlex.quote(focus.keyword)}"] if focus.keyword else []
+    words += [f"--test {shlex.quote(t)}" for t in focus.tests]
+    return " ".join(words)
 
 
 def _start_cuda_checks(job):
