@@ -7,6 +7,7 @@ from rich.markup import escape as e  # lab text, test ids and failure messages a
 from rich.table import Table
 
 from roadmap_cli.cli.status_view import best_text
+from roadmap_cli.labs.device import device_label
 from roadmap_cli.labs.history import not_graded_count, outcome_fields, outcome_text
 from roadmap_cli.output import err_console
 
@@ -103,7 +104,7 @@ def lab_status(console: Console, data: dict) -> None:
             # Parts that need a GPU are named once above the table, not in every row.
             parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
             commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
-            device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
+            device = device_label(a["device"], a["interpret_mode"], lab["id"], short=True)
             perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
             table.add_row(str(a.get("number") or a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome_text"],
                           f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit), e(device), e(perf))
@@ -264,7 +265,7 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
 
 def _footer(console: Console, outcome) -> None:
     run = outcome.run
-    device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    device = device_label(run.device, run.interpret_mode, run.lab_id)
     if run.sandbox == "weak":
         device += " · weak sandbox (no bubblewrap: see `roadmap doctor`)"
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
@@ -288,7 +289,7 @@ def lab_history(console: Console, data: dict) -> None:
         parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
         outcome = a["outcome_text"] + ("" if a["counted"] else " (not counted)")
         commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
-        device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
+        device = device_label(a["device"], a["interpret_mode"], data["lab"], short=True)
         if a.get("graded_on"):
             device += f"\non remote {a['graded_on']}"  # `grade --on NAME`: graded there, recorded here
         if a.get("sandbox") == "weak":
