@@ -156,3 +156,28 @@ def test_the_triton_interpreter_is_named_only_for_labs_that_use_triton(run_cli, 
         {"cuda-matmul", "flash-attention"}
     assert device_label("cpu", True, "flash-attention") == "cpu (Triton interpreter)"
     assert device_label("cpu", True, "minigpt") == device_label("cpu", False, "flash-attention") == "cpu"
+
+
+def test_one_attempt_numbering_per_learner_per_lab(run_cli, tmp_path, monkeypatch) -> None:
+    """Another learner's attempt takes database id 1; mine is still "attempt #1 of adder" in the grade's
+    footer, in `lab history` and in the evidence of the checkpoint it marked (what `stage show` prints)."""
+    monkeypatch.setenv("ROADMAP_LEARNER", "someone-else")
+    monkeypatch.chdir(_start(run_cli, tmp_path / "other", "adder"))
+    assert run_cli("grade").exit_code == 1
+    monkeypatch.setenv("ROADMAP_LEARNER", "me")
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    graded = run_cli("grade", "--json").json()["data"]
+    assert graded["attempt_id"] == 2 and graded["attempt_number"] == 1
+    assert "attempt #2 of adder" in run_cli("grade", "--part", "add").stdout  # database id 3: numbered per learner
+    numbers = [a["number"] for a in run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]]
+    assert sorted(numbers) == [1, 2]
+    from sqlmodel import select
+
+    from roadmap_cli import context
+    from roadmap_cli.store.tables import CheckpointProgress
+
+    with context.current().store().session() as s:
+        evidence = {row.checkpoint_id: row.evidence for row in s.exec(select(CheckpointProgress)) if row.learner == "me"}
+    assert evidence["fake-add"] == "grade attempt #1 of adder", evidence

@@ -140,11 +140,19 @@ def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=
     return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
 
 
+# The one numbering of attempts people see (the grade's footer, `lab history`, `stage show`'s evidence,
+# the cohort queue): 1, 2, ... per learner per lab, computed on read (no schema change).
+ATTEMPT_NUMBER_SQL = ("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id "
+                      "AND learner = :learner")
+
+
+def attempt_number_in(sql, lab_id: str, learner: str, attempt_id: int) -> int:
+    return int(sql.scalar(ATTEMPT_NUMBER_SQL, lab=lab_id, id=attempt_id, learner=learner) or 0)
+
+
 def attempt_number(store, lab_id: str, attempt_id: int) -> int:
-    """The attempt's number within its lab (computed on read: no schema change)."""
-    return int(store.read_sql(lambda sql: sql.scalar(
-        "SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id AND learner = :learner",
-        lab=lab_id, id=attempt_id, learner=store.learner)) or 0)
+    """The attempt's number within its lab, for this store's learner."""
+    return store.read_sql(lambda sql: attempt_number_in(sql, lab_id, store.learner, attempt_id))
 
 
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
@@ -213,8 +221,9 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
                 # counted attempt): a GPU part not graded on this machine keeps it open.
                 if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
                     continue
+                number = attempt_number_in(sql, spec.id, learner, attempt_id)
                 _, already = mark_done_sql(sql, learner, checkpoint, f"lab:{spec.id}/{p.id}",
-                                           f"grade attempt {attempt_id}")
+                                           f"grade attempt #{number} of {spec.id}")
                 if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked
