@@ -63,10 +63,20 @@ def _gradable(value) -> str:
 
 
 def lab_list(console: Console, data: dict) -> None:
+    from rich.cells import cell_len
+
+    from roadmap_cli.output import PIPED_TABLE_WIDTH
+
     table = Table(title=f"Labs (grading on {data['device']})")
+    # The state ("passed on CPU (1 part needs a CUDA GPU)") stays on one line while the title
+    # column, which folds, keeps at least 12 columns; on a narrower screen it wraps between words.
+    width = console.width if console.is_terminal else min(console.width, PIPED_TABLE_WIDTH)
+    longest = {key: max((cell_len(str(r.get(key) or "")) for r in data["labs"]), default=0)
+               for key in ("id", "state_text")}
+    whole_state = width - (longest["id"] + 5 + longest["state_text"] + 5 + 13 + 3 * 6 + 1) >= 12
     for col in ("id", "stage", "title", "state", "best", "gradable here"):
         # Ids are typed back into commands: never break one over two lines.
-        table.add_column(col, overflow="fold", no_wrap=col == "id")
+        table.add_column(col, overflow="fold", no_wrap=col == "id" or (col == "state" and whole_state))
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
         table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
@@ -97,11 +107,11 @@ def lab_status(console: Console, data: dict) -> None:
         if not lab["history"]:
             console.print("  no attempts yet: run `roadmap grade` in the workspace")
             continue
-        attempt_table(console, lab["id"], lab["history"], last_column="perf")
+        attempt_table(console, lab["id"], lab["history"], last_column="perf", skipped_said=True)
 
 
 def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_column: str,
-                  title: Optional[str] = None) -> None:
+                  title: Optional[str] = None, skipped_said: bool = False) -> None:
     """`lab status`/`lab history`: one row per attempt, readable on an 80-column terminal.
 
     What every row shares is said once above the table (the device, the parts this machine cannot
@@ -115,7 +125,7 @@ def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_c
     if one_device:
         console.print(f"[dim]device: {e(next(iter(devices)).replace(chr(10), ', '))}[/]", soft_wrap=True)
     skipped = sorted({p["id"] for a in attempts for p in a["parts"] if p["status"] == "not-graded-here"})
-    if skipped:
+    if skipped and not skipped_said:
         console.print(f"[dim]not graded here (needs a CUDA GPU): {e(', '.join(skipped))}[/]", soft_wrap=True)
     perf = last_column == "perf" and any(a.get("perf") for a in attempts)
     columns = ["#", "when (UTC)", "outcome", "score", "parts", "commit", *([] if one_device else ["device"]),
@@ -130,7 +140,9 @@ def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_c
         # Parts that need a GPU are named once above the table, not in every row.
         parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
         commit = (a["commit_sha"] or "")[:8] + ("\n+dirty" if a["dirty"] else "")
-        outcome = a["outcome"] + ("" if a.get("counted", True) else "\n(not counted)")
+        # "passed-on-cpu (1 part not graded here)": the honest word with its count, wrapped between
+        # words when the terminal is narrow
+        outcome = a["outcome_text"] + ("" if a.get("counted", True) else " (not counted)")
         cells = [str(a.get("number") or a["id"]), (a["started_at"] or "").replace("T", " ")[5:16], e(outcome),
                  f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit)]
         if not one_device:
