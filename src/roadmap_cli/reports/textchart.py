@@ -88,8 +88,9 @@ def line_chart(title: str, series: list[TextSeries], *, x_label: str, y_label: s
 
 
 def legend_lines(items: list[str], indent: int, width: int) -> list[str]:
-    """Legend entries three spaces apart, as many lines as they need: never cut at
-    the chart's width (a ninth lab's name is as much a fact as the first's)."""
+    """Legend entries three spaces apart, as many lines as they need: an entry is never
+    dropped for want of room (a ninth lab's name is as much a fact as the first's); only
+    one longer than the whole width is cut."""
     lines: list[str] = []
     line = ""
     for item in items:
@@ -99,7 +100,7 @@ def legend_lines(items: list[str], indent: int, width: int) -> list[str]:
         line = f"{line}   {item}" if line else item
     if line:
         lines.append(" " * indent + line)
-    return lines
+    return [text[:width].rstrip() for text in lines]
 
 
 def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: int = 80,
