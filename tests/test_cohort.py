@@ -100,6 +100,10 @@ def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monk
         run.parts[0].id = part.id
         context.reset()
         record_attempt(context.current().store(), minigpt, run, None, None)
+    from roadmap_cli import context
+
+    phase_checkpoint = context.current().curriculum().phase_checkpoints()[0][2].id
+    assert run_cli("check", phase_checkpoint, "--force").exit_code == 0  # a plan phase's own checkpoint
     _as(monkeypatch, "grace")
     assert run_cli("log", "hours", "1").exit_code == 0
     result = run_cli("cohort", "status", "--json")
@@ -110,7 +114,11 @@ def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monk
     assert rows["ada"]["week"] == {"papers": 1, "items": {}, "hours": 2.0}
     assert rows["grace"]["checkpoints_done"] == 0 and rows["grace"]["week"]["hours"] == 1.0
     assert rows["grace"]["stage"] == 1
-    assert "ada" in run_cli("cohort", "status").stdout
+    phases_total = len(context.current().curriculum().phase_checkpoints())
+    assert (rows["ada"]["phase_checkpoints_done"], rows["ada"]["phase_checkpoints_total"]) == (1, phases_total)
+    assert rows["grace"]["phase_checkpoints_done"] == 0
+    shown = run_cli("cohort", "status").stdout
+    assert "ada" in shown and "plan phases" in shown and f"1/{phases_total}" in shown
     exported = run_cli("cohort", "export")
     assert exported.exit_code == 0
     doc = json.loads(exported.stdout)

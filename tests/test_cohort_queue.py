@@ -170,11 +170,19 @@ def test_two_workers_grade_forty_submissions_exactly_once_through_a_kill(run_cli
         _as(monkeypatch, urls[names[0]])
         mine = run_cli("submissions", "--json").json()["data"]
         assert mine["counts"]["done"] == 10 and {s["learner"] for s in mine["submissions"]} == {names[0]}
+        # One numbering: the queue shows each attempt by its number in the learner's lab, as `lab history` does.
+        history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
+        by_id = {a["id"]: a["number"] for a in history}
+        assert sorted(s["attempt_number"] for s in mine["submissions"]) == list(range(1, 11))
+        assert all(by_id[s["attempt_id"]] == s["attempt_number"] for s in mine["submissions"])
+        assert f"attempt #{mine['submissions'][0]['attempt_number']})" in run_cli("submissions").stdout
         refused = run_cli("submissions", "--all")
         assert refused.exit_code == 2 and "instructor" in refused.stderr and "Traceback" not in refused.stderr
         _as(monkeypatch, teacher_url)
         everyone = run_cli("submissions", "--all", "--json", "--limit", "100").json()["data"]
         assert len(everyone["submissions"]) == 40 and everyone["counts"]["done"] == 40
+        for name in names:  # per learner, not across the cohort
+            assert sorted(s["attempt_number"] for s in everyone["submissions"] if s["learner"] == name) == list(range(1, 11))
         assert all(s["wait_s"] is not None and s["wait_s"] >= 0 for s in everyone["submissions"])
 
         # Ctrl-C stops the survivor cleanly.

@@ -145,3 +145,19 @@ def test_streamed_export_has_the_bytes_of_the_in_memory_one(run_cli, roadmap_hom
     assert out.read_text(encoding="utf-8") == dumps(export_data(open_store(roadmap_home)))
     again = run_cli("export", "-o", str(out))
     assert again.exit_code == 2 and "exists" in again.stderr
+
+
+def test_next_and_status_suggest_a_grade_for_a_started_lab(run_cli, tmp_path: Path):
+    """`lab start X` refuses a lab already started: the suggestion there is the grade."""
+    def commands(*args):
+        return {a["command"] for a in run_cli(*args).json()["data"]} if args[0] == "next" else \
+            {a["command"] for a in run_cli(*args).json()["data"]["next"]}
+
+    assert "roadmap lab start minigpt  # then: roadmap grade" in commands("next", "-n", "60", "--json")
+    phase_lab = next(c.split()[3] for c in commands("status", "--json") if c.startswith("roadmap lab start "))
+    for lab in ("minigpt", phase_lab):
+        assert run_cli("lab", "start", lab).exit_code == 0
+    assert run_cli("lab", "start", "minigpt").exit_code == 2  # what the old suggestion ran into
+    after = commands("next", "-n", "60", "--json")
+    assert "roadmap grade minigpt" in after and not any(c.startswith("roadmap lab start minigpt") for c in after)
+    assert f"roadmap grade {phase_lab}" in commands("status", "--json")

@@ -60,3 +60,12 @@ def test_learner_frame_is_named(run_cli, workspace: Path) -> None:
     result = run_cli("grade", "--part", "mul", "--json").json()["data"]
     message = next(p for p in result["parts"] if p["id"] == "mul")["message"]
     assert "in your code: mul.py:2 in mul" in message and "checked by: test_mul.py" in message
+
+
+def test_k_matching_no_test_is_one_line_and_records_nothing(run_cli, workspace: Path) -> None:
+    """A -k typo is a user mistake (exit 2, one line), not a grader error (4) nor a recorded `error` attempt."""
+    result = run_cli("grade", "-k", "zzz")
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "-k zzz" in lines[0] and "no attempt recorded" in lines[0]
+    assert run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"] == []

@@ -108,7 +108,7 @@ def test_hint_follows_the_part_that_failed_and_is_offered_after_two_failures(run
     # mul's only hint is used up: the next `lab hint` says so, then gives add's, naming add.
     more = run_cli("lab", "hint")
     assert "mul: its hint is used up." in more.stdout
-    assert "Hint 1/2, for part add (not mul): Use the + operator." in more.stdout
+    assert "Hint 2/2, for part add (not mul): Use the + operator." in more.stdout  # numbered as shown
     again = run_cli("lab", "hint", "--json").json()["data"]
     assert again["new"] is False and again["part_used_up"] and again["index"] == 2  # mul's, repeated
     asked = run_cli("lab", "hint", "--part", "add", "--json").json()["data"]
@@ -125,3 +125,59 @@ def test_a_lab_never_graded_says_so_not_best_zero(run_cli, tmp_path: Path) -> No
     assert "0/" not in next(line for line in run_cli("lab", "list").stdout.splitlines() if "adder" in line)
     run_cli("grade", "adder")
     assert "best 0/" in run_cli("lab", "status", "adder").stdout  # graded and failed: now a 0 means something
+
+
+def test_the_first_hint_goes_to_a_part_not_passed_yet_and_is_numbered_one(run_cli, tmp_path, monkeypatch) -> None:
+    """mul failed, then passed: the next hint is for add (still open), not mul, and reads "Hint 1/2"."""
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    run_cli("grade", "--part", "mul")  # the starter's mul fails
+    (ws / "mul.py").write_text("def mul(a, b):\n    return a * b\n")
+    assert run_cli("grade", "--part", "mul").exit_code == 0
+    shown = run_cli("lab", "hint")
+    assert shown.stdout.startswith("Hint 1/2 (add): Use the + operator."), shown.stdout
+    nxt = run_cli("lab", "hint", "--json").json()["data"]
+    # add's only hint is used up; mul passed, so its hint is the last one left (named, numbered 2)
+    assert nxt["number"] == 2 and nxt["index"] == 2 and nxt["other_part"] and nxt["for_part"] == "add"
+
+
+def test_the_triton_interpreter_is_named_only_for_labs_that_use_triton(run_cli, tmp_path, monkeypatch) -> None:
+    """A CPU grade of a lab without Triton (adder) says `cpu`, never "(Triton interpreter)"."""
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    footer = run_cli("grade").stdout.strip().splitlines()[-1]
+    assert footer.startswith("attempt #1 of adder") and "· cpu ·" in footer and "interpreter" not in footer, footer
+    assert "(interpreter)" not in run_cli("lab", "history", "adder").stdout
+    assert "(interpreter)" not in run_cli("lab", "status", "adder").stdout
+    monkeypatch.delenv("ROADMAP_LABS_DIR")  # the shipped labs: which ones import triton, read from their files
+    from roadmap_cli.labs.device import device_label, uses_triton
+
+    assert {lab for lab in ("cuda-matmul", "flash-attention", "minigpt", "profiling") if uses_triton(lab)} == \
+        {"cuda-matmul", "flash-attention"}
+    assert device_label("cpu", True, "flash-attention") == "cpu (Triton interpreter)"
+    assert device_label("cpu", True, "minigpt") == device_label("cpu", False, "flash-attention") == "cpu"
+
+
+def test_one_attempt_numbering_per_learner_per_lab(run_cli, tmp_path, monkeypatch) -> None:
+    """Another learner's attempt takes database id 1; mine is still "attempt #1 of adder" in the grade's
+    footer, in `lab history` and in the evidence of the checkpoint it marked (what `stage show` prints)."""
+    monkeypatch.setenv("ROADMAP_LEARNER", "someone-else")
+    monkeypatch.chdir(_start(run_cli, tmp_path / "other", "adder"))
+    assert run_cli("grade").exit_code == 1
+    monkeypatch.setenv("ROADMAP_LEARNER", "me")
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    graded = run_cli("grade", "--json").json()["data"]
+    assert graded["attempt_id"] == 2 and graded["attempt_number"] == 1
+    assert "attempt #2 of adder" in run_cli("grade", "--part", "add").stdout  # database id 3: numbered per learner
+    numbers = [a["number"] for a in run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]]
+    assert sorted(numbers) == [1, 2]
+    from sqlmodel import select
+
+    from roadmap_cli import context
+    from roadmap_cli.store.tables import CheckpointProgress
+
+    with context.current().store().session() as s:
+        evidence = {row.checkpoint_id: row.evidence for row in s.exec(select(CheckpointProgress)) if row.learner == "me"}
+    assert evidence["fake-add"] == "grade attempt #1 of adder", evidence

@@ -34,7 +34,7 @@ def test_long_paths_stay_on_one_line_when_piped(run_cli, long_home: Path) -> Non
     assert any(line.endswith(f"workspace {ws}") for line in status.stdout.splitlines()), status.stdout
     listed = run_cli("lab", "list")
     row = next(line for line in listed.stdout.splitlines() if "adder" in line)
-    assert "Adder (engine test lab)" in row and "partly (needs a CUDA GPU)" in row
+    assert "Adder (engine test lab)" in row and "partly (GPU)" in row
 
 
 def test_lab_show_piped_is_the_plain_handout(run_cli, long_home: Path) -> None:

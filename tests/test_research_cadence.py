@@ -226,3 +226,8 @@ def test_smoke_real_curriculum_targets_and_reading_list(run_cli):
 def _data_of(result):
     assert result.exit_code == 0, result
     return result.json()["data"]
+
+
+def test_calendar_totals_say_one_day_not_one_days():
+    cal = build_calendar({date(2021, 1, 4): 5}, end=date(2021, 1, 6), weeks=52, met_weeks=set())
+    assert render_calendar(cal)[-1].strip() == "5 logged on 1 day; 0 of 52 weeks met every target"

@@ -128,6 +128,13 @@ def test_show_read_note_edit(run_cli, library, monkeypatch, tmp_path):
     assert _data(run_cli("paper", "show", "3", "--json"))["notes"] == "first\n\nsecond"
     run_cli("paper", "note", "3", "--text", "only", "--replace")
     assert _data(run_cli("paper", "show", "3", "--json"))["notes"] == "only"
+    # positional text, like `check ID --note`: `paper note 3 "text"`
+    assert run_cli("paper", "note", "3", "positional").exit_code == 0
+    assert _data(run_cli("paper", "show", "3", "--json"))["notes"] == "only\n\npositional"
+    both = run_cli("paper", "note", "3", "a", "--text", "b")
+    assert both.exit_code == 2 and len(both.stderr.strip().splitlines()) == 1
+    assert _data(run_cli("paper", "show", "3", "--json"))["notes"] == "only\n\npositional"
+    run_cli("paper", "note", "3", "only", "--replace")
 
     import sys
 
@@ -227,13 +234,13 @@ def test_suggest_current_stage_first_then_backlog_then_later(run_cli, reading_cu
     from roadmap_cli.store import open_store
 
     _data(log(run_cli, "whatever title", "--arxiv", "1706.03762v5"))  # read: not suggested
-    _data(log(run_cli, "GQA", "--status", "to-read"))  # on the list: still suggested, with its id
+    _data(log(run_cli, "GQA", "--status", "to-read"))  # already logged: never suggested (a log would duplicate it)
     with open_store(roadmap_home).session() as session:
         mark_done(session, "s1-a", "self")  # stage 1 done -> current stage 2
     data = _data(run_cli("paper", "suggest", "--json"))
-    assert data["current_stage"] == 2 and data["total_unread"] == 4
-    assert [s["reading_id"] for s in data["suggestions"]] == ["rope", "gqa", "gpt2", "vllm"]
-    assert data["suggestions"][1]["paper_id"] == 2 and data["suggestions"][1]["status"] == "to-read"
+    assert data["current_stage"] == 2 and data["total_unread"] == 3 and data["on_your_list"] == 1
+    assert [s["reading_id"] for s in data["suggestions"]] == ["rope", "gpt2", "vllm"]
+    assert "1 more already logged to read" in run_cli("paper", "suggest").stdout
     forced = _data(run_cli("paper", "suggest", "--stage", "3", "--limit", "2", "--json"))
     assert [s["reading_id"] for s in forced["suggestions"]] == ["vllm", "rope"]
     assert "unknown stage '7'" in run_cli("paper", "suggest", "--stage", "7").stderr
@@ -263,3 +270,14 @@ def test_every_research_command_and_option_has_help():
         assert command.help, command.name
         for param in command.params:
             assert getattr(param, "help", None), f"{command.name} {param.name}"
+
+
+def test_suggest_never_offers_a_paper_logged_under_another_spelling_of_its_link(run_cli, reading_curriculum):
+    item = _reading("blog", 1, "The Illustrated Transformer")
+    item.url = "https://jalammar.github.io/illustrated-transformer/"
+    reading_curriculum.reading_list.append(item)
+    assert "blog" in [s["reading_id"] for s in _data(run_cli("paper", "suggest", "--json"))["suggestions"]]
+    _data(log(run_cli, "Jay's transformer post", "--url", "http://www.jalammar.github.io/illustrated-transformer",
+              "--status", "reading"))
+    data = _data(run_cli("paper", "suggest", "--json"))
+    assert "blog" not in [s["reading_id"] for s in data["suggestions"]] and data["on_your_list"] == 1

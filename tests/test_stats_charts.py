@@ -157,3 +157,15 @@ def test_bar_legend_states_how_the_weeks_stand_against_the_minimum():
     assert mixed[-1].strip() == "| target 10–15 h   ✓ = minimum reached   2026-W49: 4 h, 6 h short of the minimum"
     met = bar_chart("hours", [("2026-W49", 12)], unit="h", width=100, target=(10, 15))
     assert met[-1].strip().endswith("✓ = minimum reached   2026-W49: minimum reached")
+
+
+def test_legends_wrap_instead_of_being_cut_at_the_chart_width():
+    labs = ["minigpt", "autograd", "modern-llm", "paged-kv-cache", "cpp-extension", "cuda-matmul",
+            "flash-attention", "graph-compiler", "serving-cluster"]
+    series = [TextSeries(lab, [(1, 10.0 * i), (2, 20.0)], marker="●·+x*o#@%"[i]) for i, lab in enumerate(labs)]
+    lines = line_chart("scores", series, x_label="attempt", y_label="%", width=80)
+    assert all(len(line) <= 80 for line in lines)
+    text = "\n".join(lines)
+    assert all(f"{s.marker} {s.label}" in text for s in series)  # every lab named, none cut
+    bars = bar_chart("hours", [("2026-W49", 2.5)], unit="h", width=60, target=(10, 15))
+    assert all(len(line) <= 60 for line in bars) and "7.5 h short of the minimum" in "\n".join(bars)

@@ -91,6 +91,8 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
             items[learner][kind] = int(n)
     all_checkpoints = [cp.id for stage in curriculum.stages for cp in stage.checkpoints]
     known = set(all_checkpoints)
+    # The long-range plan's phases have checkpoints of their own (`status` shows them beside the stages).
+    phase_checkpoints = {cp.id for _plan, _phase, cp in curriculum.phase_checkpoints()}
     rows = []
     for learner in names:
         mine = done[learner] & known
@@ -99,6 +101,8 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
             "learner": learner,
             "stage": stage.number if stage else None,
             "checkpoints_done": len(mine), "checkpoints_total": len(all_checkpoints),
+            "phase_checkpoints_done": len(done[learner] & phase_checkpoints),
+            "phase_checkpoints_total": len(phase_checkpoints),
             "labs_passed": sorted(passed[learner]), "labs_total": len(specs),
             "week": {"papers": int(papers.get(learner, 0)), "items": dict(sorted(items[learner].items())),
                      "hours": round(hours[learner], 2)},

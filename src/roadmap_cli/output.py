@@ -20,6 +20,9 @@ JSON_SCHEMA_VERSION = 1
 # nothing wraps, so a path, an id or a line of code is never split in two and
 # `grep`/copy-paste see whole lines. Tables take only the width they need.
 NO_WRAP_WIDTH = 10_000
+# ...except a table's: piped, a table is laid out in at most this many columns (its long cells fold
+# inside their column), so `roadmap lab list | less` stays readable. --json is the format for scripts.
+PIPED_TABLE_WIDTH = 100
 
 
 class AdaptiveConsole(Console):
@@ -37,6 +40,14 @@ class AdaptiveConsole(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+        if kwargs.get("width") is None and not self.is_terminal and not self.is_jupyter:
+            from rich.table import Table  # the commands that print tables have imported it already
+
+            if any(isinstance(o, Table) for o in objects):
+                kwargs["width"] = PIPED_TABLE_WIDTH
+        super().print(*objects, **kwargs)
 
 
 console = AdaptiveConsole(highlight=False)

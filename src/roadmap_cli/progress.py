@@ -200,10 +200,14 @@ def _shipped_labs() -> frozenset[str]:
         return frozenset()
 
 
-def _command(curriculum, cp) -> str:
-    """The command that advances checkpoint `cp`."""
+def _command(curriculum, cp, started_labs: frozenset[str] = frozenset()) -> str:
+    """The command that advances checkpoint `cp` (`started_labs`: labs with a workspace, which
+    `lab start` would refuse to make again)."""
     if cp.kind == "build" and cp.proved_by and cp.proved_by[0].lab in _shipped_labs():
-        return f"roadmap lab start {cp.proved_by[0].lab}  # then: roadmap grade"
+        lab = cp.proved_by[0].lab
+        if lab in started_labs:
+            return f"roadmap grade {lab}"
+        return f"roadmap lab start {lab}  # then: roadmap grade"
     if cp.kind == "build":
         # a curriculum may name a lab that does not exist (yet): the work can
         # only be recorded by hand
@@ -214,7 +218,8 @@ def _command(curriculum, cp) -> str:
     return f"roadmap check {cp.id}"
 
 
-def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) -> list[NextAction]:
+def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5,
+                 started_labs: frozenset[str] = frozenset()) -> list[NextAction]:
     """The next unfinished checkpoints, each with the command that advances it.
 
     The stages' checkpoints come first, in curriculum order. When the plan
@@ -229,9 +234,9 @@ def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5) ->
     stage_slots = limit - phase_slots
     if len(stage_work) < stage_slots:  # stage work is nearly done: the phases take what is left
         phase_slots = min(len(phase_work), limit - len(stage_work))
-    actions = [NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), _command(curriculum, cp))
+    actions = [NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), _command(curriculum, cp, started_labs))
                for cp, stage in stage_work[:limit - phase_slots]]
-    actions += [NextAction(cp.id, None, cp.kind, cp.text.get(lang), _command(curriculum, cp),
+    actions += [NextAction(cp.id, None, cp.kind, cp.text.get(lang), _command(curriculum, cp, started_labs),
                            phase=f"{plan.id}/{phase.id}", phase_title=phase.title.get(lang))
                 for plan, phase, cp in phase_work[:phase_slots]]
     return actions

@@ -153,6 +153,11 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
 
         return lab_summaries(store)
 
+    def started():
+        from roadmap_cli.labs.service import started_labs
+
+        return started_labs(store)
+
     def cadence():
         from roadmap_cli.research import cadence_summary
 
@@ -177,7 +182,7 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
         schedule=_schedule(curriculum, done, start_date, today, stage_now.number if stage_now else None) if start_date else None,
         labs=_optional_section(labs, notes, "labs"),
         cadence=_optional_section(cadence, notes, "cadence"),
-        next=next_actions(curriculum, done, lang, limit=3),
+        next=next_actions(curriculum, done, lang, limit=3, started_labs=_optional_section(started, notes, "labs") or frozenset()),
         notes=notes,
         reviews=_optional_section(reviews, notes, "reviews"),
         phases=phases,

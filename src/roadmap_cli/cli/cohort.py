@@ -34,12 +34,15 @@ def status(as_json: JsonOpt = False) -> None:
 
         week = data["week"]
         table = Table(title=f"Cohort — week {week['start']} to {week['end']}")
-        for column in ("learner", "stage", "checkpoints", "labs passed", "papers", "items", "hours"):
+        phases = any(row["phase_checkpoints_total"] for row in data["learners"])
+        for column in ("learner", "stage", "checkpoints", *(["plan phases"] if phases else []), "labs passed",
+                       "papers", "items", "hours"):
             table.add_column(column, justify="right" if column not in ("learner", "labs passed", "items") else "left")
         for row in data["learners"]:
             items = ", ".join(f"{k} {v}" for k, v in row["week"]["items"].items()) or "-"
+            plan = [f"{row['phase_checkpoints_done']}/{row['phase_checkpoints_total']}"] if phases else []
             table.add_row(row["learner"], str(row["stage"] or "done"),
-                          f"{row['checkpoints_done']}/{row['checkpoints_total']}",
+                          f"{row['checkpoints_done']}/{row['checkpoints_total']}", *plan,
                           f"{len(row['labs_passed'])}/{row['labs_total']}", str(row["week"]["papers"]), items,
                           f"{row['week']['hours']:g}")
         if not data["learners"]:

@@ -105,8 +105,11 @@ def next_steps(
     from roadmap_cli.output import emit
     from roadmap_cli.progress import completed, next_actions
 
+    from roadmap_cli.labs.service import started_labs
+
     ctx = context.current()
-    actions = next_actions(ctx.curriculum(), completed(ctx.store()), ctx.lang, limit=limit)
+    store = ctx.store()
+    actions = next_actions(ctx.curriculum(), completed(store), ctx.lang, limit=limit, started_labs=started_labs(store))
 
     def render(console):
         from rich.markup import escape  # curriculum text is data, never markup

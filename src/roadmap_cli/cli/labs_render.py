@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from rich.console import Console
 from rich.markup import escape as e  # lab text, test ids and failure messages are data, never markup
 from rich.table import Table
 
 from roadmap_cli.cli.status_view import best_text
+from roadmap_cli.labs.device import device_label
 from roadmap_cli.labs.history import not_graded_count, outcome_fields, outcome_text
 from roadmap_cli.output import err_console
 
@@ -56,14 +59,24 @@ PART_MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[ye
 
 
 def _gradable(value) -> str:
-    return {True: "yes", False: "[yellow]partly (needs a CUDA GPU)[/]", None: "?"}[value]
+    return {True: "yes", False: "[yellow]partly (GPU)[/]", None: "?"}[value]
 
 
 def lab_list(console: Console, data: dict) -> None:
+    from rich.cells import cell_len
+
+    from roadmap_cli.output import PIPED_TABLE_WIDTH
+
     table = Table(title=f"Labs (grading on {data['device']})")
-    for col in ("id", "stage", "title", "state", "best", "fully gradable here?"):
+    # The state ("passed on CPU (1 part needs a CUDA GPU)") stays on one line while the title
+    # column, which folds, keeps at least 12 columns; on a narrower screen it wraps between words.
+    width = console.width if console.is_terminal else min(console.width, PIPED_TABLE_WIDTH)
+    longest = {key: max((cell_len(str(r.get(key) or "")) for r in data["labs"]), default=0)
+               for key in ("id", "state_text")}
+    whole_state = width - (longest["id"] + 5 + longest["state_text"] + 5 + 13 + 3 * 6 + 1) >= 12
+    for col in ("id", "stage", "title", "state", "best", "gradable here"):
         # Ids are typed back into commands: never break one over two lines.
-        table.add_column(col, overflow="fold", no_wrap=col == "id")
+        table.add_column(col, overflow="fold", no_wrap=col == "id" or (col == "state" and whole_state))
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
         table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
@@ -72,7 +85,7 @@ def lab_list(console: Console, data: dict) -> None:
                       _gradable(row["gradable_here"]))
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
-        console.print("[dim]Scores count only the parts gradable on this machine.[/]")
+        console.print("[dim]partly (GPU): the parts that need a CUDA GPU are not graded or scored here.[/]")
     for lab, problems in data.get("invalid", {}).items():
         console.print(f"[yellow]warning:[/] lab {e(lab)} is not listed: {e(problems[1] if len(problems) > 1 else problems[0])}",
                       soft_wrap=True, markup=True)
@@ -94,20 +107,61 @@ def lab_status(console: Console, data: dict) -> None:
         if not lab["history"]:
             console.print("  no attempts yet: run `roadmap grade` in the workspace")
             continue
-        table = Table(show_edge=False)
-        for col in ("#", "when (UTC)", "outcome", "score", "parts", "commit", "device", "perf"):
-            # "#" is the lab's own attempt number (`roadmap lab diff A B` takes it).
-            # Part ids and shas stay whole (one part per line); free text folds.
-            table.add_column(col, overflow="fold", no_wrap=col in ("outcome", "score", "parts", "commit"))
-        for a in lab["history"]:
-            # Parts that need a GPU are named once above the table, not in every row.
-            parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
-            commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
-            device = a["device"] + (" (interpreter)" if a["interpret_mode"] else "")
-            perf = "; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])
-            table.add_row(str(a.get("number") or a["id"]), a["started_at"].replace("T", " ")[5:16], a["outcome_text"],
-                          f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit), e(device), e(perf))
-        console.print(table)
+        attempt_table(console, lab["id"], lab["history"], last_column="perf", skipped_said=True)
+
+
+def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_column: str,
+                  title: Optional[str] = None, skipped_said: bool = False) -> None:
+    """`lab status`/`lab history`: one row per attempt, readable on an 80-column terminal.
+
+    What every row shares is said once above the table (the device, the parts this machine cannot
+    grade), so the columns left keep their width: the date and the outcome are never squeezed to
+    nothing. `last_column` is "perf" (lab status) or "s" (lab history: seconds).
+    """
+    if title:
+        console.print(f"[bold]{title}[/]", soft_wrap=True)
+    devices = {_device_cell(a, lab_id) for a in attempts}
+    one_device = len(devices) == 1
+    if one_device:
+        console.print(f"[dim]device: {e(next(iter(devices)).replace(chr(10), ', '))}[/]", soft_wrap=True)
+    skipped = sorted({p["id"] for a in attempts for p in a["parts"] if p["status"] == "not-graded-here"})
+    if skipped and not skipped_said:
+        console.print(f"[dim]not graded here (needs a CUDA GPU): {e(', '.join(skipped))}[/]", soft_wrap=True)
+    perf = last_column == "perf" and any(a.get("perf") for a in attempts)
+    columns = ["#", "when (UTC)", "outcome", "score", "parts", "commit", *([] if one_device else ["device"]),
+               *(["perf"] if perf else ["s"] if last_column == "s" else [])]
+    table = Table(show_edge=False)
+    for col in columns:
+        # "#" is the lab's own attempt number (`roadmap lab diff A B` takes it). The date, the score,
+        # part ids and shas stay whole (one part per line); the outcome wraps between words; free text folds.
+        table.add_column(col, overflow="fold", no_wrap=col in ("#", "when (UTC)", "score", "parts", "commit", "s"),
+                         min_width=len(col) if col in ("when (UTC)", "outcome", "score", "parts", "commit") else None)
+    for a in attempts:
+        # Parts that need a GPU are named once above the table, not in every row.
+        parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
+        commit = (a["commit_sha"] or "")[:8] + ("\n+dirty" if a["dirty"] else "")
+        # "passed-on-cpu (1 part not graded here)": the honest word with its count, wrapped between
+        # words when the terminal is narrow
+        outcome = a["outcome_text"] + ("" if a.get("counted", True) else " (not counted)")
+        cells = [str(a.get("number") or a["id"]), (a["started_at"] or "").replace("T", " ")[5:16], e(outcome),
+                 f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit)]
+        if not one_device:
+            cells.append(e(_device_cell(a, lab_id)))
+        if perf:
+            cells.append(e("; ".join(f"{f['name']}={f['value']:.4g} {f['unit']}" for f in a["perf"][:3])))
+        elif last_column == "s":
+            cells.append(f"{a['duration_s'] or 0:.1f}")
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _device_cell(a: dict, lab_id: str) -> str:
+    device = device_label(a["device"], a["interpret_mode"], lab_id, short=True)
+    if a.get("graded_on"):
+        device += f"\non remote {a['graded_on']}"  # `grade --on NAME`: graded there, recorded here
+    if a.get("sandbox") == "weak":
+        device += "\nweak sandbox"  # graded without the OS wall (no bubblewrap there)
+    return device
 
 
 def _part_cell(p: dict) -> str:
@@ -237,8 +291,9 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
             console.print("  " + text.replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
     if skipped:
+        # Wrapped between words on a terminal (never when piped: that console does not wrap).
         console.print(f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "
-                      "The score counts only the parts gradable on this machine.", soft_wrap=True)
+                      "The score counts only the parts gradable on this machine.")
     for check in outcome.cuda_checks:
         mark = {"compiled, not run": "[yellow]~[/]", "compile error": "[red]✗[/]"}.get(check.status, "[dim]·[/]")
         console.print(f"{mark} nvcc {e(check.file)}: {check.status}" + (f" — {e(check.message)}" if check.message and check.status != "compile error" else ""),
@@ -264,7 +319,7 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
 
 def _footer(console: Console, outcome) -> None:
     run = outcome.run
-    device = run.device + (" (Triton interpreter)" if run.interpret_mode else "")
+    device = device_label(run.device, run.interpret_mode, run.lab_id)
     if getattr(outcome, "graded_where", None):  # `grade --on NAME`: the device is the remote's
         device += f" · {outcome.graded_where}"
     if run.sandbox == "weak":
@@ -283,21 +338,8 @@ def lab_history(console: Console, data: dict) -> None:
     if not data["attempts"]:
         console.print(f"{data['lab']}: no attempts yet: run `roadmap grade` in the workspace")
         return
-    table = Table(title=f"{e(data['lab'])}: {data['total']} attempt(s), newest first", show_edge=False)
-    for col in ("#", "when (UTC)", "outcome", "score", "parts", "device", "commit", "s"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("#", "outcome", "parts", "commit"))
-    for a in data["attempts"]:
-        parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
-        outcome = a["outcome_text"] + ("" if a["counted"] else " (not counted)")
-        commit = (a["commit_sha"] or "")[:8] + ("+dirty" if a["dirty"] else "")
-        device = (a["device"] or "?") + (" (interpreter)" if a["interpret_mode"] else "")
-        if a.get("graded_on"):
-            device += f"\non remote {a['graded_on']}"  # `grade --on NAME`: graded there, recorded here
-        if a.get("sandbox") == "weak":
-            device += "\nweak sandbox"  # graded without the OS wall (no bubblewrap there)
-        table.add_row(str(a["number"]), (a["started_at"] or "").replace("T", " ")[5:16], outcome,
-                      f"{a['score']:g}/{a['max_score']:g}", e(parts), e(device), e(commit), f"{a['duration_s'] or 0:.1f}")
-    console.print(table)
+    attempt_table(console, data["lab"], data["attempts"], last_column="s",
+                  title=f"{e(data['lab'])}: {data['total']} attempt(s), newest first")
 
 
 def lab_diff(console: Console, data: dict) -> None:
@@ -367,8 +409,8 @@ def doctor(console: Console, report) -> None:
     for note in report.notes:
         console.print(f"[yellow]note:[/] {e(note)}", soft_wrap=True)
     if report.labs:
-        labs = Table(title="what can be graded here")
-        for col in ("lab", "parts graded here", "not graded here (needs a CUDA GPU)"):
+        labs = Table(title="what can be graded here (the other parts need a CUDA GPU)")
+        for col in ("lab", "parts graded here", "not graded here"):
             labs.add_column(col, overflow="fold")
         for lab in report.labs:
             labs.add_row(e(lab["id"]), e(", ".join(lab["gradable"]) or "—"), e(", ".join(lab["not_gradable"]) or "—"))

@@ -94,7 +94,7 @@ def worker(
             again = "" if event["recorded"] else " (already recorded by an earlier run: not recorded twice)"
             line = (f"submission {event['submission']} of {event['learner']}: {event['outcome']} "
                     f"{event['score']:g}/{event['max_score']:g} in {event['seconds']:.1f} s, "
-                    f"attempt {event['attempt_id']}{again}")
+                    f"attempt #{event['attempt_number']} of {event['lab']}{again}")
         elif kind == "failed":
             line = f"submission {event['submission']} of {event['learner']} failed: {event['message']}"
         elif kind == "rescued":
@@ -142,7 +142,7 @@ def submissions(
                 state = f"running on {s['worker']} (waited {_wait(s['wait_s'])}, try {s['tries']})"
             elif s["status"] == "done":
                 state = (f"done: {s['outcome']} {s['score']:g}/{s['max_score']:g} on {s['device']} "
-                         f"(waited {_wait(s['wait_s'])}, graded in {_wait(s['grade_s'])}, attempt {s['attempt_id']})")
+                         f"(waited {_wait(s['wait_s'])}, graded in {_wait(s['grade_s'])}, attempt #{s['attempt_number']})")
             else:
                 state = f"failed: {s['message']}"
             console.print(f"#{s['submission']}{who} {s['lab']} {s['submitted_at']}  {state}", markup=False,

@@ -164,12 +164,17 @@ def paper_read(
 @paper_app.command("note")
 def paper_note(
     paper_id: Annotated[str, typer.Argument(help="Paper id.")],
-    text: Annotated[Optional[str], typer.Option("--text", help="Append this note (without it, $EDITOR opens the notes).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="With --text: replace the notes instead of appending.")] = False,
+    note: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", help="Append this note (like --text).")] = None,
+    text: Annotated[Optional[str], typer.Option("--text", help="Append this note (without TEXT or --text, $EDITOR opens the notes).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="With TEXT/--text: replace the notes instead of appending.")] = False,
 ) -> None:
-    """Add to a paper's notes with --text, or edit them in $EDITOR."""
+    """Add to a paper's notes (`roadmap paper note 5 "text"`, or --text), or edit them in $EDITOR."""
+    from roadmap_cli.errors import UserError
     from roadmap_cli.research.papers import current_notes, edit_in_editor, parse_paper_id, set_notes
 
+    if note is not None and text is not None:
+        raise UserError("give the note once: as TEXT or with --text, not both")
+    text = note if note is not None else text
     store, pid = context.current().store(), parse_paper_id(paper_id)
     if text is None:
         current = current_notes(store, pid)

@@ -53,7 +53,8 @@ def render_status(console: Console, report) -> None:
             title = title.get(report.lang) or title.get("en") if isinstance(title, dict) else title
             best = f" {best_text(lab)}" if lab.get("state") != "not-started" else ""
             state = lab.get("state_text") or lab["state"]  # "passed on CPU (n parts need a CUDA GPU)"
-            console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {state}{best}", soft_wrap=True)
+            # wrapped between words on a narrow terminal (ids have no spaces: never split)
+            console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {state}{best}")
     else:
         console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
 

@@ -97,9 +97,21 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         job.abort()
         raise
     run = job.finish(on_event)
+    if run.nothing_selected and job.focus.narrows:
+        # A -k/--test that matches no test is a typo, not an attempt: nothing ran, so nothing is recorded.
+        raise UserError(f"no test of {spec.id} matches {_focus_words(job.focus)}: nothing graded, no attempt recorded")
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     checks = cuda_checks.result() if cuda_checks is not None else []
     return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+
+
+def _focus_words(focus) -> str:
+    """`-k 'zzz'` / `--test a.py::b`: the narrowing as the learner typed it."""
+    import shlex
+
+    words = [f"-k {shlex.quote(focus.keyword)}"] if focus.keyword else []
+    words += [f"--test {shlex.quote(t)}" for t in focus.tests]
+    return " ".join(words)
 
 
 def _start_cuda_checks(job):
@@ -129,11 +141,19 @@ def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=
     return GradeOutcome(attempt_id, run, sha, dirty, marked, number, problem, list(cuda_checks), offer)
 
 
+# The one numbering of attempts people see (the grade's footer, `lab history`, `stage show`'s evidence,
+# the cohort queue): 1, 2, ... per learner per lab, computed on read (no schema change).
+ATTEMPT_NUMBER_SQL = ("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id "
+                      "AND learner = :learner")
+
+
+def attempt_number_in(sql, lab_id: str, learner: str, attempt_id: int) -> int:
+    return int(sql.scalar(ATTEMPT_NUMBER_SQL, lab=lab_id, id=attempt_id, learner=learner) or 0)
+
+
 def attempt_number(store, lab_id: str, attempt_id: int) -> int:
-    """The attempt's number within its lab (computed on read: no schema change)."""
-    return int(store.read_sql(lambda sql: sql.scalar(
-        "SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id AND learner = :learner",
-        lab=lab_id, id=attempt_id, learner=store.learner)) or 0)
+    """The attempt's number within its lab, for this store's learner."""
+    return store.read_sql(lambda sql: attempt_number_in(sql, lab_id, store.learner, attempt_id))
 
 
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
@@ -216,8 +236,7 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
         passed |= {p.id for p in run.parts if p.status == "passed"}
         # A cohort learner's own grade proves a checkpoint only as their claim; the server's (and a solo file's) is
         # lab-proved.
-        source_prefix, evidence = ((SELF_GRADED_SOURCE_PREFIX, f"self-graded attempt {attempt_id}") if self_graded
-                                   else (LAB_SOURCE_PREFIX, f"grade attempt {attempt_id}"))
+        source_prefix, kind = (SELF_GRADED_SOURCE_PREFIX, "self-graded attempt") if self_graded else (LAB_SOURCE_PREFIX, "grade attempt")
         for p in run.parts:
             if p.status != "passed":
                 continue
@@ -226,7 +245,9 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
                 # counted attempt): a GPU part not graded on this machine keeps it open.
                 if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
                     continue
-                _, already = mark_done_sql(sql, learner, checkpoint, f"{source_prefix}{spec.id}/{p.id}", evidence)
+                number = attempt_number_in(sql, spec.id, learner, attempt_id)
+                _, already = mark_done_sql(sql, learner, checkpoint, f"{source_prefix}{spec.id}/{p.id}",
+                                           f"{kind} #{number} of {spec.id}")
                 if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked

@@ -115,6 +115,9 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
         rows = sql.rows(
             "SELECT s.id, s.learner, s.lab_id, s.submitted_at, s.status, s.tries, s.worker, s.device, s.started_at, "
             "s.finished_at, s.attempt_id, s.outcome, s.score, s.max_score, s.message, "
+            # the attempt's number in its learner's lab: the one the grade and `lab history` show
+            "(SELECT count(*) FROM grade_attempts g WHERE g.lab_id = s.lab_id AND g.learner = s.learner "
+            "AND g.id <= s.attempt_id), "
             f"CASE WHEN s.status = 'queued' THEN (SELECT count(*) FROM {VIEW} q WHERE q.status = 'queued' "
             "AND q.id <= s.id) END, "
             "EXTRACT(EPOCH FROM (COALESCE(s.started_at, now()) - s.submitted_at)), "
@@ -126,12 +129,13 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
     rows, counts = store.read_sql(read)
     out = []
     for (sid, who, lab, at, status, tries, worker, device, started, finished, attempt, outcome, score, max_score,
-         message, position, wait_s, grade_s) in rows:
+         message, number, position, wait_s, grade_s) in rows:
         out.append({"submission": int(sid), "learner": who, "lab": lab,
                     "submitted_at": at.isoformat(timespec="seconds"), "status": status, "position": position,
                     "wait_s": round(float(wait_s), 1) if wait_s is not None else None,
                     "grade_s": round(float(grade_s), 1) if grade_s is not None else None,
                     "tries": int(tries), "worker": worker, "device": device, "attempt_id": attempt,
+                    "attempt_number": int(number) if attempt is not None and number else None,
                     "outcome": outcome, "score": score, "max_score": max_score, "message": message})
     return {"learner": None if everyone else learner, "queue_ready": True,
             "counts": {s: int(counts.get(s, 0)) for s in ("queued", "running", "done", "failed")}, "submissions": out}
@@ -256,10 +260,10 @@ class Worker:
                 f"UPDATE {TABLE} SET status = 'queued', worker = NULL WHERE id = :id AND attempt_id IS NULL",
                 id=submission_id))
             raise _Stopping(f"submission {submission_id}: the worker stopped; back in the queue")
-        attempt_id, recorded = self._record(submission_id, learner, spec, run, sha, dirty)
+        attempt_id, number, recorded = self._record(submission_id, learner, spec, run, sha, dirty)
         self.graded += recorded
         self.on_event({"event": "graded", "submission": submission_id, "learner": learner, "lab": lab_id,
-                       "attempt_id": attempt_id, "recorded": recorded, "outcome": run.outcome, "score": run.score,
+                       "attempt_id": attempt_id, "attempt_number": number, "recorded": recorded, "outcome": run.outcome, "score": run.score,
                        "max_score": run.max_score, "seconds": round(time.monotonic() - t0, 2)})
 
     def _grade(self, lab_id: str, files: bytes, cancel: threading.Event):
@@ -288,8 +292,9 @@ class Worker:
                 run = job.finish(None)
         return spec, run
 
-    def _record(self, submission_id: int, learner: str, spec, run, sha, dirty) -> tuple[int, bool]:
-        from roadmap_cli.grading.grade import attempt_writer
+    def _record(self, submission_id: int, learner: str, spec, run, sha, dirty) -> tuple[int, int, bool]:
+        """(attempt id, its number in the learner's lab, recorded now)."""
+        from roadmap_cli.grading.grade import attempt_number_in, attempt_writer
         from roadmap_cli.store.queue import TABLE
 
         # The temporary folder is gone; the attempt says which submission it graded.
@@ -302,14 +307,14 @@ class Worker:
             # The submitter's queue (store/server.py): their own commands never race this write.
             sql.execute("SELECT pg_advisory_xact_lock(hashtext(:key))", key="roadmap-learner:" + learner)
             existing = sql.scalar(f"SELECT attempt_id FROM {TABLE} WHERE id = :id FOR UPDATE", id=submission_id)
-            if existing is not None:
-                return int(existing), False  # another run of this job recorded it first
+            if existing is not None:  # another run of this job recorded it first
+                return int(existing), attempt_number_in(sql, spec.id, learner, int(existing)), False
             attempt_id, _marked = body(sql)
             sql.execute(f"UPDATE {TABLE} SET status = 'done', attempt_id = :a, finished_at = now(), outcome = :o, "
                         "score = :s, max_score = :m, message = :msg, worker = :w, device = :d WHERE id = :id",
                         a=attempt_id, o=run.outcome, s=run.score, m=run.max_score, msg=run.message,
                         w=self.options.name, d=run.device, id=submission_id)
-            return attempt_id, True
+            return attempt_id, attempt_number_in(sql, spec.id, learner, attempt_id), True
 
         return self.store.write_sql(write)
 

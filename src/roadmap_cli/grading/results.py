@@ -71,6 +71,7 @@ class GradeRun:
     unassigned: list[str] = field(default_factory=list)
     log_tail: str = ""
     sandbox: Optional[str] = None  # "strong" (behind bubblewrap) or "weak" (in-process only): grading_kit/oswall.py
+    nothing_selected: bool = False  # pytest collected no test (exit status 5): a -k/--test that matches nothing
 
     @property
     def exit_code(self) -> int:
@@ -105,6 +106,7 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
             finish = ev
 
     message = None
+    nothing_selected = False
     if timed_out:
         outcome = "timeout"
         message = f"the grader ran past its time limit of {timeout:g} s and was killed"
@@ -130,6 +132,7 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
             reason = {2: "interrupted (a grader file failed to import?)", 3: "internal error", 4: "usage error",
                       5: "no tests were collected"}.get(status, f"exit status {status}")
             message = f"the grader failed: pytest {reason}"
+            nothing_selected = status == 5
 
     for nodeid, part in collected.items():
         results.setdefault(nodeid, TestResult(nodeid, part, "not-run"))
@@ -149,6 +152,7 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
         triton_version=device_event.get("triton_version") or device.triton_version,
         interpret_mode=not device.cuda, grader_sha256="", duration_s=0.0, message=message,
         unassigned=unassigned, log_tail=log_tail if outcome in ("error", "crash", "timeout") else "",
+        nothing_selected=nothing_selected,
     )
 
 

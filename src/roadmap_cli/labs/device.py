@@ -112,3 +112,39 @@ def detect_device() -> DeviceInfo:
 def nvidia_smi_present() -> bool:
     """Cheap hint (no subprocess) for `lab list`: no nvidia-smi means no GPU."""
     return os.environ.get("ROADMAP_DEVICE") != "cpu" and shutil.which("nvidia-smi") is not None
+
+
+_TRITON_IMPORT = re.compile(r"^\s*(?:import|from)\s+triton\b", re.MULTILINE)
+
+
+def uses_triton(lab_id: str) -> bool:
+    """Whether a lab's code runs Triton kernels (its starter or its grader imports triton).
+
+    On a CPU every grade runs with TRITON_INTERPRET=1, but only these labs go
+    through the interpreter: a footer saying "Triton interpreter" for a lab
+    without Triton would misname what ran. Read from the files, so it cannot
+    drift from them.
+    """
+    from roadmap_cli.labs.plan import labs_root
+
+    return _imports_triton(labs_root() / lab_id)
+
+
+@lru_cache(maxsize=None)
+def _imports_triton(lab_dir: Path) -> bool:
+    for folder in ("starter", "tests"):
+        for path in sorted((lab_dir / folder).rglob("*.py")):
+            try:
+                if _TRITON_IMPORT.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def device_label(device: Optional[str], interpret_mode: bool, lab_id: str, *, short: bool = False) -> str:
+    """`cpu (Triton interpreter)` for a CPU grade of a Triton lab, plain `cpu` for any other lab."""
+    label = device or "?"
+    if interpret_mode and uses_triton(lab_id):
+        label += " (interpreter)" if short else " (Triton interpreter)"
+    return label

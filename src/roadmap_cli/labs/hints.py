@@ -8,7 +8,10 @@ A hint in lab.yaml may name the part(s) and/or test(s) it helps with:
       - {en: "General advice"}          # no parts/tests: for any failure
 
 `roadmap lab hint` gives the next unseen hint for the part that failed last
-(or `--part`), so a causal-mask failure never gets hint 1 about parts 2 and 3.
+while it is still not passed, else for the first part not passed yet (or
+`--part`), so a causal-mask failure never gets hint 1 about parts 2 and 3, and
+a part that just passed gets no more hints while others wait. Hints are
+numbered in the order they are shown ("Hint 1/6" first), not by file position.
 When that part's hints are used up it says so, and only then gives a general
 hint or another part's, naming the part it is for. Every hint of a real lab
 names its parts (tests/test_lab_hints.py). Hints stay
@@ -49,17 +52,41 @@ def last_failure(store, lab_id: str) -> tuple[Optional[str], list[str]]:
     return store.read_sql(read)
 
 
+def passed_parts(store, lab_id: str) -> set[str]:
+    """Parts that any counted attempt passed (a timed-out or interrupted run proves nothing)."""
+    rows = store.read_sql(lambda sql: sql.rows(
+        "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('timeout', 'interrupted') "
+        "AND learner = :learner", lab=lab_id, learner=store.learner))
+    return {p["id"] for (parts,) in rows for p in json.loads(parts or "[]") if p.get("status") == "passed"}
+
+
+def target_part(spec: LabSpec, store) -> tuple[Optional[str], list[str]]:
+    """(part, failing tests) a hint should help with: the part that failed last while it is
+    still not passed, else the first part in the lab's order that no attempt has passed (and
+    that this machine can grade)."""
+    from roadmap_cli.labs.device import detect_device
+
+    failed, tests = last_failure(store, spec.id)
+    passed = passed_parts(store, spec.id)
+    if failed is not None and failed not in passed:
+        return failed, tests
+    cuda = detect_device().cuda  # a part this machine cannot grade is not the one to work on here
+    return next((p.id for p in spec.parts if p.id not in passed and (cuda or not p.needs_cuda)), None), []
+
+
 def _for(hint, part: Optional[str], tests: list[str]) -> bool:
     return bool((part and part in hint.parts) or any(prefix_matches(p, t) for p in hint.tests for t in tests))
 
 
 def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str], *,
-           any_part: bool = True) -> Optional[int]:
+           any_part: bool = True, open_parts: frozenset[str] = frozenset()) -> Optional[int]:
     """Index of the next unseen hint: for the failing part/tests, then general,
-    then (with `any_part`) any other."""
+    then (with `any_part`) one for a part still open, then any other."""
     unseen = [i for i in range(len(spec.hints)) if i not in seen]
     tiers = [lambda h: _for(h, part, tests), lambda h: not h.parts and not h.tests]
-    for wanted in tiers + ([lambda h: True] if any_part else []):
+    if any_part:
+        tiers += [lambda h: bool(open_parts & set(h.parts)), lambda h: True]
+    for wanted in tiers:
         for i in unseen:
             if wanted(spec.hints[i]):
                 return i
@@ -67,9 +94,17 @@ def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str],
 
 
 def seen_indexes(store, lab_id: str) -> set[int]:
-    return {int(i) for (i,) in store.read_sql(lambda sql: sql.rows(
-        "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner",
-        lab=lab_id, learner=store.learner))}
+    return set(seen_order(store, lab_id))
+
+
+def seen_order(store, lab_id: str) -> list[int]:
+    """Indexes of the hints seen, in the order they were first shown."""
+    order: dict[int, None] = {}
+    for (i,) in store.read_sql(lambda sql: sql.rows(
+            "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner ORDER BY id",
+            lab=lab_id, learner=store.learner)):
+        order.setdefault(int(i), None)
+    return list(order)
 
 
 def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict:
@@ -83,7 +118,7 @@ def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict
 
     spec = find_lab(lab_id)
     total = len(spec.hints)
-    failed, tests = last_failure(store, spec.id)
+    failed, tests = target_part(spec, store)
     if part is not None:
         spec.part(part)  # an unknown part is a user error naming the lab's parts
         tests = tests if part == failed else []
@@ -92,11 +127,13 @@ def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict
     if total == 0:
         return {**base, "index": 0, "text": None, "new": False, "seen": 0, "parts": [],
                 "part_hints": 0, "part_used_up": False, "other_part": False}
-    seen = seen_indexes(store, spec.id)
+    order = seen_order(store, spec.id)
+    seen = set(order)
     mine = [i for i, h in enumerate(spec.hints) if _for(h, want, tests)]
     index = next((i for i in mine if i not in seen), None)
     if index is None:
-        index = choose(spec, seen, None, [])  # general hints first, then the other parts' in file order
+        # general hints first, then those of the parts not passed yet, then the others, in file order
+        index = choose(spec, seen, None, [], open_parts=frozenset(p.id for p in spec.parts) - passed_parts(store, spec.id))
     new = index is not None
     if not new:
         # Every hint seen: repeat the most relevant one rather than nothing.
@@ -105,8 +142,11 @@ def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict
         with store.session() as s:
             s.add(LabHint(lab_id=spec.id, hint_index=index, shown_at=utc_now_iso()))
         seen.add(index)
+        order.append(index)
     hint = spec.hints[index]
-    return {**base, "index": index + 1, "text": hint.get(lang), "new": new, "seen": len(seen),
+    # "index": its place in lab.yaml; "number": its place in the order shown (what people read).
+    return {**base, "index": index + 1, "number": order.index(index) + 1 if index in order else len(order) + 1,
+            "text": hint.get(lang), "new": new, "seen": len(seen),
             "parts": list(hint.parts), "part_hints": len(mine),
             "part_used_up": bool(want) and (index not in mine or not new),
             "other_part": bool(want) and index not in mine and bool(hint.parts or hint.tests)}
@@ -123,9 +163,9 @@ def lines(data: dict) -> list[str]:
                    if n else f"{want} has no hints of its own.")
     label = ", ".join(data["parts"]) or "any part"
     if data["other_part"]:
-        head = f"Hint {data['index']}/{data['total']}, for part {label} (not {want})"
+        head = f"Hint {data['number']}/{data['total']}, for part {label} (not {want})"
     else:
-        head = f"Hint {data['index']}/{data['total']} ({label})"
+        head = f"Hint {data['number']}/{data['total']} ({label})"
     out.append(f"{head}: {data['text']}")
     if not data["new"]:
         out.append("(every hint has been seen: that one again)")

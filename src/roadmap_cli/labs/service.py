@@ -91,6 +91,12 @@ def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
     return [(lab, Path(path)) for lab, path in rows]
 
 
+def started_labs(store) -> frozenset[str]:
+    """Labs whose recorded workspace is still on disk: `lab start` would refuse
+    them, so what comes next there is a grade (progress.next_actions)."""
+    return frozenset(lab for lab, path in workspaces(store) if path.is_dir())
+
+
 def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
     """The same rows read with the stdlib sqlite3, without importing SQLAlchemy.
 

@@ -83,9 +83,24 @@ def line_chart(title: str, series: list[TextSeries], *, x_label: str, y_label: s
     span = " " * gutter + left + " " * max(cols - len(left) - len(right), 1) + right
     lines.append(span[:width].rstrip())
     lines.append((" " * gutter + x_label.center(cols)).rstrip()[:width])
-    legend = "   ".join(f"{s.marker} {s.label}" for s in series)
-    lines.append((" " * gutter + legend)[:width].rstrip())
+    lines += legend_lines([f"{s.marker} {s.label}" for s in series], gutter, width)
     return lines
+
+
+def legend_lines(items: list[str], indent: int, width: int) -> list[str]:
+    """Legend entries three spaces apart, as many lines as they need: an entry is never
+    dropped for want of room (a ninth lab's name is as much a fact as the first's); only
+    one longer than the whole width is cut."""
+    lines: list[str] = []
+    line = ""
+    for item in items:
+        if line and indent + len(line) + 3 + len(item) > width:
+            lines.append(" " * indent + line)
+            line = ""
+        line = f"{line}   {item}" if line else item
+    if line:
+        lines.append(" " * indent + line)
+    return [text[:width].rstrip() for text in lines]
 
 
 def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: int = 80,
@@ -117,11 +132,11 @@ def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: in
     if target:
         # The legend states facts about these rows: "✓" is explained only when one is drawn, and the
         # last row (this week) says how it stands, so a 2.5 h week never sits above "minimum reached".
-        legend = f"| target {target[0]:g}–{target[1]:g} {unit}"
+        legend = [f"| target {target[0]:g}–{target[1]:g} {unit}"]
         if any(v >= target[0] for _, v in rows):
-            legend += "   ✓ = minimum reached"
+            legend.append("✓ = minimum reached")
         last, value = rows[-1]
-        legend += (f"   {last}: minimum reached" if value >= target[0] else
-                   f"   {last}: {value:g} {unit}, {target[0] - value:g} {unit} short of the minimum")
-        lines.append((" " * (label_w + 1) + legend)[:width])
+        legend.append(f"{last}: minimum reached" if value >= target[0] else
+                      f"{last}: {value:g} {unit}, {target[0] - value:g} {unit} short of the minimum")
+        lines += legend_lines(legend, label_w + 1, width)
     return lines

@@ -93,6 +93,7 @@ def render_calendar(calendar: dict) -> list[str]:
         lines.append(gutter + "".join(shade(col["days"][d]) for col in columns).rstrip())
     lines.append(f"{'met':<{GUTTER}}" + "".join(MET if col["met"] else " " for col in columns).rstrip())
     lines.append(f"{'':<{GUTTER}}less {EMPTY} {' '.join(SHADES)} more   {MET} week met every target")
-    lines.append(f"{'':<{GUTTER}}{calendar['total']} logged on {calendar['active_days']} days; "
-                 f"{calendar['weeks_met']} of {len(columns)} weeks met every target")
+    days = calendar["active_days"]
+    lines.append(f"{'':<{GUTTER}}{calendar['total']} logged on {days} day{'' if days == 1 else 's'}; "
+                 f"{calendar['weeks_met']} of {len(columns)} week{'' if len(columns) == 1 else 's'} met every target")
     return lines

@@ -218,18 +218,21 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
     """Unread papers from the reading list: the current stage's first, then the
     earlier stages' (backlog), then the later ones, each in list order.
 
-    A reading item is "read" when a logged paper with the same arXiv id or
-    title has status read/reproduced; one logged as to-read/reading is still
-    suggested, with its paper id.
+    A reading item already logged (same arXiv id, title or URL), whatever its
+    status, is never suggested: `paper log` on it would make a duplicate. The
+    ones logged as to-read/reading are counted (`on_your_list`), since
+    `paper list --status to-read` is where they are.
     """
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
-        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status FROM papers WHERE learner = :l"),
+        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status, url FROM papers WHERE learner = :l"),
                             {"l": store.learner}).all()
         conn.rollback()
     by_arxiv = {r[1]: r for r in rows if r[1]}
     by_title = {duplicate_title_key(r[2]): r for r in rows}
+    by_url = {_url_key(r[4]): r for r in rows if r[4]}
+    on_your_list = 0
 
     def bucket(stage: int) -> tuple[int, int]:
         if current_stage is None or stage == current_stage:
@@ -251,18 +254,26 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
                 arxiv_id = parse_arxiv(item.arxiv).id
             except Exception:  # noqa: BLE001 - a bad id in the list must not hide the rest
                 arxiv_id = None
-        logged = (by_arxiv.get(arxiv_id) if arxiv_id else None) or by_title.get(duplicate_title_key(title_key(item.title)))
-        if logged is not None and logged[3] in COUNTED_STATUSES:
+        logged = ((by_arxiv.get(arxiv_id) if arxiv_id else None)
+                  or by_title.get(duplicate_title_key(title_key(item.title)))
+                  or (by_url.get(_url_key(item.url)) if item.url else None))
+        if logged is not None:
+            on_your_list += logged[3] not in COUNTED_STATUSES
             continue
         items.append(((bucket(item.stage), order), {
             "reading_id": item.id, "title": item.title, "authors": item.authors, "year": item.year,
             "arxiv": item.arxiv, "url": item.url or (f"https://arxiv.org/abs/{item.arxiv}" if item.arxiv else None),
             "stage": item.stage, "kind": item.kind,
-            "paper_id": logged[0] if logged else None, "status": logged[3] if logged else None,
         }))
     items.sort(key=lambda pair: pair[0])
     chosen = [data for _, data in items]
     total = len(chosen)
     if limit is not None:
         chosen = chosen[:limit]
-    return {"current_stage": current_stage, "total_unread": total, "suggestions": chosen}
+    return {"current_stage": current_stage, "total_unread": total, "suggestions": chosen, "on_your_list": on_your_list}
+
+
+def _url_key(url: str) -> str:
+    """A URL as two spellings of one page share it: no scheme, no `www.`, no trailing slash, any case."""
+    key = url.strip().lower().split("://", 1)[-1]
+    return key.removeprefix("www.").rstrip("/")

@@ -94,14 +94,17 @@ def suggestions(result: dict, console: Console) -> None:
                   f"{result['total_unread']} unread")
     for s in result["suggestions"]:
         link = f"arXiv:{s['arxiv']}" if s.get("arxiv") else (s.get("url") or "")
-        logged = f" [dim](logged #{s['paper_id']}, {s['status']})[/]" if s.get("paper_id") else ""
-        console.print(f"  [cyan]stage {s['stage']}[/] {esc(s['title'])} [dim]{esc(link)}[/]{logged}", soft_wrap=True)
+        console.print(f"  [cyan]stage {s['stage']}[/] {esc(s['title'])} [dim]{esc(link)}[/]", soft_wrap=True)
     if result["suggestions"]:
         first = result["suggestions"][0]
         hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else (f" --url {shlex.quote(first['url'])}" if first.get("url") else "")
         hint += f" --authors {shlex.quote(first['authors'])}" if first.get("authors") else ""
         hint += f" --year {first['year']}" if first.get("year") else ""
         console.print(f"[dim]log one: roadmap paper log {esc(shlex.quote(first['title']))}{hint} --stage {first['stage']}[/]")
+    waiting = result.get("on_your_list", 0)
+    if waiting:
+        console.print(f"[dim]{waiting} more already logged to read (not suggested again): "
+                      "roadmap paper list --status to-read[/]")
 
 
 def entry_table(result: dict, console: Console) -> None:
