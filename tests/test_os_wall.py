@@ -300,3 +300,28 @@ def test_doctor_sandbox_prints_the_allow_list(run_cli, wall) -> None:
     assert not any(path in ("/root", "/var", "/home", os.path.expanduser("~")) for _, path in rows), rows
     text = run_cli("doctor", "--sandbox").stdout
     assert "nothing else exists" in text and "<workspace>" in text
+
+
+def test_a_hidden_folder_may_hold_a_hidden_folder_and_a_granted_one(wall, tmp_path: Path) -> None:
+    """A wheel install hides roadmap_cli/_data and, inside it, _data/labs and _data/kernels; a source checkout
+    grants a lab's data/ inside its hidden labs/. Both need mount points made inside a hidden (empty) folder,
+    which bwrap cannot do once that folder is read-only: the read-only remounts come last."""
+    import subprocess
+
+    data = tmp_path / "site" / "roadmap_cli" / "_data"
+    (data / "kernels").mkdir(parents=True)
+    (data / "labs" / "lab" / "data").mkdir(parents=True)
+    (data / "kernels" / "ref.py").write_text("SECRET = 1\n")
+    (data / "labs" / "lab" / "data" / "corpus.txt").write_text("input\n")
+    view = {"read_only": [*wall.python_runtime(), str(tmp_path / "site"), str(data / "labs" / "lab" / "data")],
+            "hide": [str(data), str(data / "kernels"), str(data / "labs")], "read_write": []}
+    script = (f"import os; print(os.listdir({str(data / 'kernels')!r})); "
+              f"print(open({str(data / 'labs' / 'lab' / 'data' / 'corpus.txt')!r}).read().strip()); "
+              f"print(os.path.exists({str(data / 'kernels' / 'ref.py')!r}))")
+    import sys
+
+    with wall.walled([sys.executable, "-c", script], view) as (argv, fds):
+        proc = subprocess.run(argv, pass_fds=fds, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    listing, corpus, secret = proc.stdout.split("\n")[:3]
+    assert (listing, corpus, secret) == ("[]", "input", "False")

@@ -293,15 +293,22 @@ def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list
             argv += ["--ro-bind", host, host]
     for dest, fd in data_fds.items():
         argv += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
+    remounts: list[str] = []
     for kind, host in _mounts(view):
         if kind == "read_write":
             argv += ["--bind", host, host]
         elif kind == "read_only":
             argv += ["--ro-bind", host, host]
         elif os.path.isdir(host):
-            argv += ["--tmpfs", host, "--remount-ro", host]  # absent: an empty, read-only folder on top
+            argv += ["--tmpfs", host]  # absent: an empty folder on top, made read-only below
+            remounts.append(host)
         else:
             argv += ["--ro-bind", "/dev/null", host]  # an absent file reads as empty
+    # Read-only only once every deeper mount is in place: bwrap makes a mount point with mkdir, which a
+    # read-only tmpfs refuses (a hidden roadmap_cli/_data holding a hidden kernels/, a lab's data/ granted
+    # inside a hidden labs/). A remount touches that one mount, never the ones below it.
+    for host in reversed(remounts):
+        argv += ["--remount-ro", host]
     if view.get("cwd"):
         argv += ["--chdir", view["cwd"]]
     return argv + ["--"], list(data_fds.values())
