@@ -211,3 +211,17 @@ def test_remote_add_refuses_a_bad_torch_setting_in_one_line(run_cli):
     assert (data["torch"], data["torch_index"]) == ("torch==2.13.0", "pip")
     listed = run_cli("remote", "list", "--json").json()["data"]["remotes"][0]
     assert (listed["torch"], listed["torch_index"]) == ("torch==2.13.0", "pip")
+
+
+def test_a_failed_torch_install_names_the_exact_command_that_uses_pips_own_configuration():
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.grading.remote_grade import _raise
+    from roadmap_cli.remotes import Remote
+
+    box = Remote(name="box", host="203.0.113.7", user="ubuntu", port=2222, python="/usr/bin/python3")
+    with pytest.raises(RoadmapError) as caught:
+        _raise({"error": "pip could not install torch<2.14,>=2.3: ERROR: No matching distribution found for torch",
+                "kind": "torch-install"}, box)
+    assert str(caught.value).endswith("(to take torch from the mirror or wheels pip is configured with there: "
+                                      "`roadmap remote add box ssh://ubuntu@203.0.113.7:2222 --replace "
+                                      "--python /usr/bin/python3 --torch-index pip`)")

@@ -84,10 +84,13 @@ def status(as_json: JsonOpt = False) -> None:
     from roadmap_cli.labs.spec import use_cache
 
     use_cache(ctx.home / "cache")  # the labs section reads every lab's spec: validated once, then from cache/
-    report = build_status(
-        store, ctx.curriculum(), lang=ctx.lang,
-        start_date=parse_date(start) if start else None, today=local_today(),
-    )
+    try:
+        report = build_status(
+            store, ctx.curriculum(), lang=ctx.lang,
+            start_date=parse_date(start) if start else None, today=local_today(),
+        )
+    finally:
+        use_cache(None)  # only this command: another in the same process (tests) reads the specs afresh
 
     def render(console):
         from roadmap_cli.cli.status_view import render_status

@@ -273,7 +273,7 @@ def last_pip_line(text):
     return (errors or lines or ["?"])[-1]
 
 
-def pip_install(venv_python, args, what):
+def pip_install(venv_python, args, what, kind="pip"):
     """pip install ARGS in the managed venv, its progress summarised as progress lines (a package being
     collected at most every few seconds: a first install takes a minute or more)."""
     proc = subprocess.Popen([venv_python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
@@ -290,7 +290,7 @@ def pip_install(venv_python, args, what):
             count = len(line.split(":", 1)[1].split(","))
             say({"progress": f"pip: installing {count} package(s)"})
     if proc.wait() != 0:
-        fail(f"pip could not install {what}: " + last_pip_line("".join(tail)))
+        fail(f"pip could not install {what}: " + last_pip_line("".join(tail)), kind=kind)
 
 
 def torch_build(venv_python):
@@ -362,7 +362,7 @@ def install(root, tag, wheel_name, wheel, has_torch, torch_setting=None):
                 args, index, why = torch_plan(torch_req, torch_setting, nvidia_driver())
                 say({"progress": f"torch is not importable by {sys.executable}: installing {args[0]} with pip"
                                  + (f" from {index}" if index else "") + f" ({why})"})
-                pip_install(venv_python, args, args[0])
+                pip_install(venv_python, args, args[0], kind="torch-install")
                 version, cuda = torch_build(venv_python)
                 say({"progress": f"installed torch {version}: "
                                  + (f"the CUDA {cuda} build" if cuda else "the CPU build (no CUDA)")})

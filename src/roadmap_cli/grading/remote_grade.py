@@ -825,6 +825,10 @@ def _raise(msg: dict, remote) -> bool:
                           f"ensurepip, so roadmap cannot install torch and its other dependencies there: run "
                           f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}` (Debian/Ubuntu), "
                           f"or use another python there: `{remote.add_command(python='PATH')}`")
+    if msg.get("kind") == "torch-install" and remote.torch_index != "pip":
+        # Most often a box that cannot reach the index torch's build comes from (a firewall, a mirror only).
+        raise RemoteError(f"remote {remote.name!r}: {msg['error']} (to take torch from the mirror or wheels pip "
+                          f"is configured with there: `{remote.add_command(torch_index='pip')}`)")
     raise RemoteError(f"remote {remote.name!r}: {msg['error']}")
 
 
