@@ -1,0 +1,69 @@
+"""GPU code paths checked on the CPU (issue 37): the mechanisms that need no GPU to exist.
+
+What still needs a GPU is listed in docs/labs.md ("Verifiable only on a GPU") and run by
+`roadmap dev check --gpu`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(path: Path, name: str):
+    """A lab's grader helper module, imported from its file (its folder on sys.path for its siblings)."""
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+# ------------------------------------------------------------ devices never mix in reference checks
+
+
+class OnGraderDevice(torch.Tensor):
+    """A tensor that stands for one on the grader's device (CUDA on a GPU machine) while the learner's
+    outputs come back as plain tensors: any op that mixes the two (beyond a 0-dim scalar) raises, as
+    CUDA does for a CPU index into a CUDA tensor. `.cpu()` (or `.to(device)`) leaves the device."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = [a for a in (*args, *kwargs.values())]
+        flat += [x for a in flat if isinstance(a, (list, tuple)) for x in a]
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        ours = any(type(t) is cls for t in tensors)
+        plain = any(type(t) is not cls and t.dim() > 0 for t in tensors)
+        name = getattr(func, "__name__", "")
+        if ours and plain:
+            raise RuntimeError(f"device mix in {name}: a grader-device tensor met a learner-side one")
+        moves = name == "cpu" or (name == "to" and (any(isinstance(a, (torch.device, str)) for a in args[1:])
+                                                   or "device" in kwargs))
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **kwargs)
+        if moves:
+            return out.as_subclass(torch.Tensor) if isinstance(out, torch.Tensor) else out
+        return torch._tensor._convert(out, cls) if ours else out
+
+
+def test_flash_attention_reference_check_never_mixes_devices() -> None:
+    """fp32 rows whose scores all sit near -250 take the `wide` path, which indexes the learner's O with a
+    mask computed from the grader's tensors (issue 37: a device-mismatch error on every GPU)."""
+    refs = _load(ROOT / "labs" / "flash-attention" / "tests" / "references.py", "fa_references_under_test")
+    q, k, v = refs.make_qkv(7, 1, 2, 2, 33, 16, torch.float32, "negative")
+    o, lse = refs.reference(q, k, v, False, None)  # the learner's (right) answer, on the learner's side
+    q, k, v = (t.as_subclass(OnGraderDevice) for t in (q, k, v))
+    assert bool((refs.fp32_score_rounding(q, k, v, None) > 0.1 * refs.tolerance(torch.float32)).any())
+    refs.check_forward(o, lse, q, k, v, False, None)
+    with pytest.raises(RuntimeError, match="device mix"):  # the stand-in really catches a mix
+        _ = o[(q[..., 0] > 0).any(-1)[0, 0]]
