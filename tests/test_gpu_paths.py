@@ -94,3 +94,45 @@ def test_the_measured_roofline_admits_cublas_on_every_gpu_in_the_device_table() 
     flops, nbytes = ref.matmul_traffic(size, size, size, 128, 128, 2)
     tiled = ref.attainable(flops / nbytes, h100.fp16_tflops, h100.hbm_gbps)
     assert tiled * 1.05 < PUBLISHED_GEMM_TFLOPS["H100 SXM"], "the old bound (tiled traffic) rejected cuBLAS"
+
+
+# ------------------------------------------------------------ profiling: the harness's syncs
+
+
+def _recorded_trace(middle_syncs: int) -> dict:
+    """A CUDA profile as torch.profiler exports it: a fast model's launches and kernels, `middle_syncs`
+    .item() calls between launches, then the two syncs every profiled call ends with (the harness's
+    torch.cuda.synchronize() and the profiler's own on exit)."""
+    ev, t = [], 0.0
+
+    def x(cat, name, ts, dur, **args):
+        ev.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 7 if cat != "kernel" else 0,
+                   "ts": ts, "dur": dur, "args": args})
+
+    for i in range(3):
+        x("cpu_op", "aten::addmm", t, 8.0, **{"Input Dims": [[64], [16, 64], [64, 64]]})
+        x("cuda_runtime", "cudaLaunchKernel", t + 2, 4.0, correlation=i)
+        x("kernel", "ampere_sgemm_32x32", t + 10, 3.0, correlation=i, stream=7)
+        t += 12
+        if i < middle_syncs:
+            x("cpu_op", "aten::_local_scalar_dense", t, 6.0)
+            x("cuda_runtime", "cudaStreamSynchronize", t + 1, 4.0)
+            t += 8
+    x("cuda_runtime", "cudaDeviceSynchronize", t + 5, 9.0)
+    x("cuda_runtime", "cudaDeviceSynchronize", t + 20, 2.0)
+    return {"traceEvents": ev}
+
+
+def test_profiling_ignores_the_syncs_after_the_last_kernel() -> None:
+    """profiling Part 5 (issue 37): the fixed model's trace holds exactly the two trailing syncs, which
+    equal the host-sync threshold; without them it shows nothing, and a sync between launches still counts."""
+    lab = ROOT / "labs" / "profiling"
+    refs = _load(lab / "tests" / "refs.py", "pf_refs_under_test")
+    fast = _recorded_trace(middle_syncs=0)
+    assert refs.find_bottlenecks(fast) == ["host-sync"]  # the trap: 2 syncs = the threshold
+    trimmed = refs.without_trailing_syncs(fast)
+    assert refs.bottleneck_counts(trimmed)["host-sync"] == 0 and refs.find_bottlenecks(trimmed) == []
+    solution = _load(lab / "solution" / "bottlenecks.py", "pf_solution_under_test")
+    assert solution.find_bottlenecks(trimmed) == []
+    slow = refs.without_trailing_syncs(_recorded_trace(middle_syncs=1))
+    assert refs.bottleneck_counts(slow)["host-sync"] == 2 and "host-sync" in solution.find_bottlenecks(slow)
