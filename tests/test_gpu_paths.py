@@ -136,3 +136,77 @@ def test_profiling_ignores_the_syncs_after_the_last_kernel() -> None:
     assert solution.find_bottlenecks(trimmed) == []
     slow = refs.without_trailing_syncs(_recorded_trace(middle_syncs=1))
     assert refs.bottleneck_counts(slow)["host-sync"] == 2 and "host-sync" in solution.find_bottlenecks(slow)
+
+
+# ------------------------------------------------------------ load_inline behind the OS wall
+
+_BUILD = """
+import sys, time, torch
+from torch.utils.cpp_extension import load_inline
+start = time.perf_counter()
+ext = load_inline(name="roadmap_wall_probe_v1", cpp_sources="int twice(int x) { return 2 * x; }",
+                  functions=["twice"], verbose=False)
+print("twice", ext.twice(21), round(time.perf_counter() - start, 2))
+"""
+
+
+def test_load_inline_builds_and_loads_behind_the_wall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A C++ load_inline from inside the wall on the CPU, with the folder rules CUDA's builds use (issue 37:
+    ~/.cache/torch_extensions is read-only behind the wall, so every load failed with EROFS). The second
+    load reuses the build; a killed build's lock file is cleared before the next learner process starts."""
+    import os
+    import subprocess
+
+    from roadmap_cli.grading import isolation
+    from roadmap_cli.grading_kit import learner_extras, oswall, sandbox
+    from roadmap_cli.labs.spec import find_lab
+
+    oswall._probe.cache_clear()
+    if oswall._probe()[0] is None:
+        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
+            pytest.fail(f"{oswall._probe()[1]} (ROADMAP_REQUIRE_BWRAP=1)", pytrace=False)
+        pytest.skip(oswall._probe()[1])
+    monkeypatch.setenv("ROADMAP_LABS_DIR", str(ROOT / "tests" / "fixtures_labs" / "labs"))
+    monkeypatch.setenv(learner_extras.CACHE_VAR, str(tmp_path / "gpu-cache"))
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    ws, scratch, shim = (tmp_path / name for name in ("ws", "scratch", "shim"))
+    for folder in (ws, scratch, shim):
+        folder.mkdir()
+    view = isolation.learner_view(find_lab("adder"), str(ws), str(scratch), str(shim))
+    env = sandbox.learner_env({"workspace": str(ws), "os_wall": view})
+    extensions = Path(env["TORCH_EXTENSIONS_DIR"])
+    assert extensions.is_relative_to(tmp_path / "gpu-cache") and str(extensions) in view["read_write"]
+    assert env["TRITON_CACHE_DIR"] in view["read_write"]
+
+    def build(environment: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run(oswall.wrap([sys.executable, "-I", "-c", _BUILD], view), env=environment, cwd=ws,
+                              capture_output=True, text=True, timeout=timeout)
+
+    # Without the extensions folder: torch's default under the (read-only) home.
+    refused = build({k: v for k, v in env.items() if k != "TORCH_EXTENSIONS_DIR"}, timeout=120)
+    assert refused.returncode != 0 and "Read-only file system" in refused.stderr, refused.stderr[-800:]
+
+    first = build(env)
+    assert first.returncode == 0 and first.stdout.startswith("twice 42"), first.stderr[-2000:]
+    lease = learner_extras.ExtensionsLease(extensions)
+    try:
+        assert lease.renew() == []  # this grade's learner process starts
+        stale = extensions / "roadmap_wall_probe_v1" / "lock"
+        stale.write_text("")  # what a build killed mid-way leaves
+        other = learner_extras.ExtensionsLease(extensions)
+        assert other.renew() == [] and stale.exists()  # another grade holds the folder: its build may be live
+        other.close()
+        assert lease.renew() == [stale] and not stale.exists()  # alone now: the lock was a dead build's
+        again = build(env, timeout=120)
+        assert again.returncode == 0 and again.stdout.startswith("twice 42"), again.stderr[-2000:]
+        assert float(again.stdout.split()[-1]) < float(first.stdout.split()[-1]) / 2  # loaded, not built again
+    finally:
+        lease.close()
+
+
+def test_rlimit_nproc_only_where_it_counts_per_namespace() -> None:
+    from roadmap_cli.grading_kit.learner_extras import nproc_is_per_namespace
+
+    assert nproc_is_per_namespace("5.14.0-1-amd64") and nproc_is_per_namespace("6.8.0-45-generic")
+    assert not nproc_is_per_namespace("5.10.0-28-cloud-amd64") and not nproc_is_per_namespace("4.18.0-513.el8")
+    assert not nproc_is_per_namespace("weird")

@@ -90,11 +90,13 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str) -> di
     made by learner_shim: the learner side imports its adapter from there),
     the lab's data/ (inputs such as a corpus) and the C++ build cache (the
     grader compiles, the learner loads). Writable: the workspace, the grade's
-    scratch folder (pytest's tmp_path) and a Triton cache of the learner's own."""
-    triton_cache = Path(scratch) / "triton-cache"
-    triton_cache.mkdir(exist_ok=True)
-    return {**_view([spec], [str(workspace), str(scratch)], [shim]), "cwd": str(workspace),
-            "triton_cache": str(triton_cache)}
+    scratch folder (pytest's tmp_path) and the GPU build folders of
+    grading_kit/learner_extras.py (torch extensions, the workspace's Triton
+    cache, CUDA MPS's pipes)."""
+    from roadmap_cli.grading_kit import learner_extras
+
+    writable = [str(workspace), str(scratch), *learner_extras.extra_rw_dirs(str(workspace))]
+    return {**_view([spec], writable, [shim]), "cwd": str(workspace)}
 
 
 def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
@@ -102,8 +104,12 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     learner_view's hidden and read-only paths for every lab of the run, with
     `shims` (where the run's grades make their labs' shims) read-only, and
     one writable folder, `root`, under which every workspace and every
-    grade's scratch folder (its Triton cache among them) are made."""
-    return {**_view(specs, [root], [shims]), "cwd": root}
+    grade's scratch folder are made, and the GPU build folders
+    (grading_kit/learner_extras.py: every workspace's Triton cache lives there)."""
+    from roadmap_cli.grading_kit import learner_extras
+
+    writable = [root, str(learner_extras.cache_root()), *learner_extras.mps_dirs()]
+    return {**_view(specs, writable, [shims]), "cwd": root}
 
 
 def _view(specs: list["LabSpec"], writable: list[str], shims: list[str]) -> dict:

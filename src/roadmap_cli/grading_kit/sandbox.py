@@ -137,11 +137,12 @@ def learner_env(config: dict) -> dict:
         # long before they run out of memory.
         env.setdefault("MALLOC_ARENA_MAX", "4")
     env["PYTHONUNBUFFERED"] = "1"  # ignored under -I; stdout is flushed per reply instead
-    wall = config.get("os_wall")
-    if wall and wall.get("triton_cache"):
-        # Behind the wall the home folder is read-only: Triton compiles into a cache of the learner's own
-        # (never the grader's, which the learner could otherwise fill with kernels of its choosing).
-        env["TRITON_CACHE_DIR"] = wall["triton_cache"]
+    # Behind the wall the home folder is read-only: torch extensions and Triton kernels build in folders of
+    # the learner's own that the wall shows read-write (never the grader's: the learner could otherwise fill
+    # them with kernels of its choosing). grading_kit/learner_extras.py.
+    from roadmap_cli.grading_kit import learner_extras
+
+    env.update(learner_extras.learner_env(config["workspace"], env.get("PATH", "")))
     return env
 
 
@@ -160,6 +161,7 @@ class LearnerClient:
         self.ready = False
         self.digests = os.environ.get("ROADMAP_OUTPUT_DIGESTS")
         self.digest_test, self.digest_n = None, 0
+        self.extensions = None  # learner_extras.ExtensionsLease while a learner process may build
 
     # --- process lifetime ---------------------------------------------
     def start(self) -> None:
@@ -168,7 +170,12 @@ class LearnerClient:
             return
         import subprocess
 
+        from roadmap_cli.grading_kit import learner_extras
         from roadmap_cli.grading_kit.boundedlog import PipeDrain
+
+        if self.extensions is None:
+            self.extensions = learner_extras.ExtensionsLease()
+        self.extensions.renew()  # a killed build's lock file would make load_inline wait for ever
 
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -246,6 +253,9 @@ class LearnerClient:
     def close(self) -> None:
         import subprocess
 
+        if self.extensions is not None:
+            self.extensions.close()
+            self.extensions = None
         if self.proc is None:
             return
         try:
