@@ -210,3 +210,31 @@ def test_rlimit_nproc_only_where_it_counts_per_namespace() -> None:
     assert nproc_is_per_namespace("5.14.0-1-amd64") and nproc_is_per_namespace("6.8.0-45-generic")
     assert not nproc_is_per_namespace("5.10.0-28-cloud-amd64") and not nproc_is_per_namespace("4.18.0-513.el8")
     assert not nproc_is_per_namespace("weird")
+
+
+# ------------------------------------------------------------ flash-attention tiles per GPU
+
+# Triton's max_shared_mem (the opt-in shared memory per block) by architecture.
+SHARED_MEMORY_PER_BLOCK = {"sm_75 (T4)": 65536, "sm_80 (A100)": 166912, "sm_86 (A10, RTX 3090)": 101376,
+                           "sm_89 (L4, L40S, RTX 4090)": 101376, "sm_90 (H100, H200)": 232448}
+
+
+def test_flash_attention_tiles_fit_each_gpus_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: the default tiles at head_dim 128 need more shared memory than sm_86/89 give a block
+    (OutOfResources below the autotune threshold, where nothing prunes them)."""
+    fa = _load(ROOT / "kernels" / "triton" / "flash_attention.py", "fa_kernel_under_test")
+    for arch, limit in SHARED_MEMORY_PER_BLOCK.items():
+        monkeypatch.setattr(fa, "_shared_memory_per_block", lambda device, limit=limit: limit)
+        for kind in ("fwd", "dkdv", "dq"):
+            for block_d in (16, 32, 64, 128):
+                for elem, candidates in ((2, fa._GPU_TILES[kind]), (4, [fa._GPU_TILES_FP32[kind]])):
+                    tiles = fa._fitting_tiles(kind, candidates, block_d, elem, None)
+                    assert tiles, (arch, kind, block_d)
+                    for m, n, _, stages in tiles:
+                        assert stages >= 1 and fa._tile_bytes(kind, m, n, block_d, stages, elem) <= limit, (
+                            arch, kind, block_d, elem, (m, n, stages))
+    monkeypatch.setattr(fa, "_shared_memory_per_block", lambda device: SHARED_MEMORY_PER_BLOCK["sm_90 (H100, H200)"])
+    assert fa._fitting_tiles("fwd", fa._GPU_TILES["fwd"], 128, 2, None)[0] == fa._GPU_TILES["fwd"][0]
+    small = SHARED_MEMORY_PER_BLOCK["sm_86 (A10, RTX 3090)"]
+    default = fa._GPU_TILES["fwd"][0]
+    assert fa._tile_bytes("fwd", default[0], default[1], 128, default[3], 2) > small  # the failure the issue saw

@@ -10,6 +10,8 @@ from roadmap_cli import grading_kit as kit
 
 ON_GPU = kit.has_cuda()
 DEVICE = kit.device()
+# bf16 tl.dot compiles only from compute capability 8.0 (Ampere) on: a T4 (7.5) grades fp16 and fp32 only.
+BF16 = ON_GPU and torch.cuda.get_device_capability()[0] >= 8
 # GRADING.md asks for >= 5 trials per shape; the CPU interpreter runs one Triton
 # program at a time, so CPU runs use 2 (one per input distribution).
 TRIALS = 5 if ON_GPU else 2
