@@ -25,7 +25,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,7 +191,7 @@ def _doctor_row(step: Step) -> CheckRow:
                     detail="\n".join(bad))
 
 
-GPU_CHECKS = ("CUDA GPU", "driver vs torch CUDA", "nvcc", "ninja", "compute mode", "shared memory per block",
+GPU_CHECKS = ("CUDA GPU", "driver vs torch CUDA", "nvcc major", "ninja", "compute mode", "shared memory per block",
               "GPU behind the wall")
 
 _PROBE_IS_CUDA = r"""
@@ -225,24 +224,9 @@ print("ok" if y.is_cuda and torch.equal(y, 2 * x) else "wrong", flush=True)
 """
 
 
-def _walled(code: str, timeout: float) -> subprocess.CompletedProcess:
-    """`code` in a learner process's place: behind the OS wall, with its environment and folders."""
-    from roadmap_cli.grading.isolation import learner_view
-    from roadmap_cli.grading_kit import oswall, sandbox
-    from roadmap_cli.labs.spec import all_labs
-
-    with tempfile.TemporaryDirectory(prefix="roadmap-gpu-check-") as tmp:
-        ws, scratch, shim = (Path(tmp) / n for n in ("ws", "scratch", "shim"))
-        for folder in (ws, scratch, shim):
-            folder.mkdir()
-        strong, _ = oswall.status()
-        view = learner_view(all_labs()[0], str(ws), str(scratch), str(shim)) if strong == oswall.STRONG else None
-        env = sandbox.learner_env({"workspace": str(ws), "os_wall": view})
-        argv = oswall.wrap([sys.executable, "-I", "-c", "import sys\n" + code], view)
-        return subprocess.run(argv, env=env, cwd=ws, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
 def _probe_row(step: Step) -> CheckRow:
+    from roadmap_cli.grading.doctor import walled_python as _walled
+
     try:
         if step.kind == "is_cuda":
             proc = _walled(_PROBE_IS_CUDA, 120)
