@@ -108,7 +108,7 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     (grading_kit/learner_extras.py: every workspace's Triton cache lives there)."""
     from roadmap_cli.grading_kit import learner_extras
 
-    writable = [root, str(learner_extras.cache_root()), *learner_extras.mps_dirs()]
+    writable = [root, *learner_extras.shared_rw_dirs()]
     return {**_view(specs, writable, [shims]), "cwd": root}
 
 

@@ -106,6 +106,12 @@ def mps_dirs() -> list[str]:
     return found
 
 
+def shared_rw_dirs() -> list[str]:
+    """What dev check's warm learner shows read-write besides its root: the whole GPU cache (every
+    workspace's Triton cache lies in it) and MPS's folders. Every grade's extra_rw_dirs lie inside these."""
+    return [str(cache_root()), *mps_dirs()]
+
+
 def extra_rw_dirs(workspace: str) -> list[str]:
     """The folders the wall must show read-write besides the workspace and the scratch folder."""
     return [str(extensions_dir()), str(triton_cache_dir(workspace)), *mps_dirs()]
