@@ -67,3 +67,15 @@ def test_dry_run_alone_and_the_gpu_run_without_a_gpu_are_one_line_errors(run_cli
     assert alone.exit_code == 2 and "--dry-run goes with --gpu" in (alone.stdout + alone.stderr)
     no_gpu = run_cli("dev", "check", "--gpu", "flash-attention")
     assert no_gpu.exit_code == 2 and "needs a CUDA GPU" in no_gpu.stderr and "Traceback" not in no_gpu.stderr + no_gpu.stdout
+
+
+def test_on_a_gpu_dev_check_skips_interpreter_only_variants(monkeypatch: pytest.MonkeyPatch) -> None:
+    from roadmap_cli.authoring.devcheck import check_wrong
+    from roadmap_cli.labs.device import DeviceInfo
+    from roadmap_cli.labs.spec import find_lab
+
+    monkeypatch.delenv("ROADMAP_LABS_DIR", raising=False)
+    spec = find_lab("cuda-matmul")
+    gpu = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", "9.0")
+    row = check_wrong(spec, "grid-one-extra-row", gpu)  # returns before grading: nothing runs here
+    assert row.ok is None and "interpreter-only" in row.got
