@@ -52,7 +52,13 @@ def cache_root() -> Path:
 
         root = os.path.join(user_cache_dir("roadmap", appauthor=False), "gpu")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:  # a read-only home (a locked-down worker): a per-user folder in the temp dir instead
+        import tempfile
+
+        path = Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}"
+        path.mkdir(exist_ok=True, mode=0o700)
     return path
 
 
