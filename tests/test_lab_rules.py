@@ -149,3 +149,18 @@ def test_dev_check_fails_a_broken_rules_list_end_to_end(adder: Path, run_cli):
         "rule mul-returns-product: no wrong variant breaks it (list it in a variant's `breaks:`)",
         "rule mul-by-zero: names no test",
     ]
+
+
+def test_an_interpreter_only_rule_is_not_checked_on_a_gpu(adder: Path):
+    """Issue 37: on a GPU the interpreter's checks record nothing, so an `interpreter_only` rule (and the
+    variants breaking it, which dev check skips there) is 'not checked', never a failure."""
+    from roadmap_cli.authoring.rules import check_rules
+    from roadmap_cli.labs.spec import load_lab
+
+    edit(adder, lambda d: rule(d, "mul-returns-product").update(interpreter_only=True))
+    spec = load_lab(adder)
+    failed_by = {**FAILED_BY, "mul-adds": []}  # on a GPU the variant ran and failed none of the rule's tests
+    on_gpu = check_rules(spec, collected=COLLECTED, failed_by=failed_by, gradable=GRADABLE, interpreted=False)
+    assert on_gpu.problems == [] and on_gpu.unchecked == ["mul-returns-product"]
+    on_cpu = check_rules(spec, collected=COLLECTED, failed_by=failed_by, gradable=GRADABLE)
+    assert on_cpu.problems and "mul-returns-product" in on_cpu.problems[0]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
+REAL_PROBE = __import__("roadmap_cli.labs.device", fromlist=["torch_sees_cuda"]).torch_sees_cuda
 
 
 @pytest.fixture
@@ -27,6 +28,7 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from roadmap_cli.labs import device
 
     monkeypatch.setattr(device, "torch_built_with_cuda", lambda: "12.4")
+    monkeypatch.setattr(device, "torch_sees_cuda", lambda gpus: (True, ""))
     device.detect_device.cache_clear()
     yield device
     device.detect_device.cache_clear()
@@ -46,6 +48,29 @@ def test_cpu_torch_build_or_hidden_gpus_mean_cpu(fake_gpu, monkeypatch: pytest.M
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     fake_gpu.detect_device.cache_clear()
     assert fake_gpu.detect_device().kind == "cpu"
+
+
+def test_cuda_mode_needs_torch_to_see_the_gpu(fake_gpu, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """nvidia-smi and a CUDA wheel are not enough (issue 37): a driver older than the wheel's CUDA leaves
+    torch.cuda.is_available() False, and the grade must then run on the CPU under the interpreter. The
+    real probe (this machine's torch sees no GPU) is asked once and cached per driver/torch/GPU key."""
+    monkeypatch.setattr(fake_gpu, "torch_sees_cuda", REAL_PROBE)  # the real probe, behind the fake nvidia-smi
+    monkeypatch.setattr(fake_gpu, "_probe_cache", lambda: tmp_path / "cache" / "cuda-probe.json")
+    fake_gpu.detect_device.cache_clear()
+    info = fake_gpu.detect_device()
+    assert info.kind == "cpu" and "torch.cuda.is_available() is False" in info.reason
+    assert (tmp_path / "cache" / "cuda-probe.json").is_file()
+    calls = []
+
+    def no_python(*args, **kwargs):
+        calls.append(args)
+        raise OSError("no python here")
+
+    monkeypatch.setattr(fake_gpu.subprocess, "run", no_python)
+    assert fake_gpu.torch_sees_cuda([("NVIDIA H100 80GB HBM3", "9.0")])[0] is False and not calls  # cached
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # another key: asked again (and the fake run fails)
+    assert fake_gpu.torch_sees_cuda([("NVIDIA H100 80GB HBM3", "9.0")])[0] is False and calls
+    fake_gpu.detect_device.cache_clear()
 
 
 def test_on_a_cuda_machine_every_part_runs_without_the_interpreter(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,7 +144,11 @@ def _allowed(spec, workspace: Path, scratch: str, shim: str) -> tuple[dict, list
     from roadmap_cli.grading import isolation
     from roadmap_cli.grading_kit import oswall
 
-    view = isolation._view([spec], isolation.learner_grants(spec, str(workspace), scratch, shim))
+    from roadmap_cli.grading_kit import learner_extras
+
+    grants = isolation.learner_grants(spec, str(workspace), scratch, shim)
+    grants += [("read_write", path, "GPU build folders") for path in learner_extras.extra_rw_dirs(str(workspace))]
+    view = isolation._view([spec], grants)
     rows = oswall.describe(view)
     return view, [path for access, path, _ in rows if access != "network"]
 
@@ -200,7 +204,9 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
     seen = json.loads((workspace / "view.json").read_text())
 
     # The walk: every file or empty folder found lies in what the allow-list grants, and all of it was found.
-    scratch = next(os.path.dirname(p) for p in seen["leaves"] if p.endswith("/triton-cache/"))
+    import re
+
+    scratch = next(m.group(0) for p in seen["leaves"] if (m := re.match(r".*/roadmap-grade-[^/]+", p)))
     shim = next(os.path.dirname(p) for p in seen["leaves"] if p.endswith("/adapter.py") and "learner-shim-" in p)
     view, allowed = _allowed(find_lab("adder"), workspace, scratch, shim)
     hidden = [os.path.realpath(p) for p in view["hide"]]

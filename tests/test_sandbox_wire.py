@@ -42,6 +42,44 @@ def test_tensors_come_back_as_exact_copies_with_dtype_shape_and_strides() -> Non
         [torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")]
 
 
+class _CudaLooking:
+    """A CPU tensor dressed as a CUDA one: what `_tensor_record` reads of a tensor on the GPU."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+        self.device = torch.device("cuda", 0)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self.t
+
+
+def test_the_device_travels_with_a_tensor(monkeypatch) -> None:
+    """A CUDA result comes back a CUDA tensor (issue 37: rebuilt on the CPU, every `is_cuda` check failed)."""
+    base = torch.arange(12, dtype=torch.float16).reshape(3, 4).t()
+    record = wire._tensor_record(_CudaLooking(base))
+    assert record.data[-1] == "cuda:0"
+    assert wire._tensor_record(base).data[-1] == "cpu"
+    placed = []
+
+    def fake_to(tensor, device):  # this machine has no GPU: record where the grader would put it
+        placed.append(str(device))
+        return tensor
+
+    monkeypatch.setattr(wire, "place", fake_to)
+    back = wire.decode(wire.loads_reply(wire.dumps_reply(record)), lambda i, t: None)
+    assert placed == ["cuda:0"] and torch.equal(back, base) and back.stride() == base.stride()
+    monkeypatch.undo()
+    if not torch.cuda.is_available():  # the real placement: refused, never a silent CPU copy
+        with pytest.raises(wire.WireError, match="cannot use CUDA"):
+            wire.decode(record, lambda i, t: None)
+    for bad in ("meta", "gibberish:9"):
+        with pytest.raises(wire.WireError):
+            wire.decode(wire.Tagged("tensor", record.data[:-1] + (bad,)), lambda i, t: None)
+
+
 def test_numpy_arrays_and_scalars_are_plain_data() -> None:
     np = pytest.importorskip("numpy")
     arr = np.arange(6, dtype=np.int16).reshape(2, 3)

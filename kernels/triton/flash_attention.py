@@ -313,6 +313,49 @@ _GPU_TILES = {
 _GPU_TILES_FP32 = {"fwd": (32, 32, 4, 2), "dkdv": (16, 32, 4, 2), "dq": (64, 32, 8, 2)}
 AUTOTUNE_MIN_SEQ = 1024
 _TUNED: dict = {}
+_SMALLEST_TILE = (16, 16, 4, 1)  # fits any GPU Triton supports
+
+
+def _shared_memory_per_block(device) -> int:
+    """The most shared memory one program may use on `device`: Triton's own figure (what it checks
+    a compiled kernel against), else torch's. sm_80: 163 KB, sm_90: 227 KB, sm_86/sm_89: 99 KB."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        return int(triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"])
+    except Exception:  # noqa: BLE001 - an older Triton: ask torch
+        props = torch.cuda.get_device_properties(index)
+        return int(getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 49152))
+
+
+def _tile_bytes(kind: str, block_m: int, block_n: int, block_d: int, stages: int, elem: int) -> int:
+    """Shared memory a tile configuration needs, estimated: the operand tiles streamed through the
+    loop are buffered `stages` times, the tiles a program keeps (and P or dS, staged for the second
+    dot) once. An estimate on the safe side; a config that still does not fit raises OutOfResources
+    at launch and the next one is tried."""
+    streamed = block_n if kind in ("fwd", "dq") else block_m  # K, V past Q's rows; Q, dO past K/V's (dK/dV)
+    kept = {"fwd": block_m, "dq": 2 * block_m, "dkdv": 2 * block_n}[kind]  # Q; Q and dO; K and V
+    return elem * (2 * stages * streamed * block_d + kept * block_d + block_m * block_n)
+
+
+def _fitting_tiles(kind: str, candidates, block_d: int, elem: int, device) -> list:
+    """`candidates` that fit this device's shared memory, each with as many pipeline stages as fit
+    (at least 1); the smallest tile when none does. The order (the default first) is kept."""
+    limit = _shared_memory_per_block(device)
+    fitting = []
+    for block_m, block_n, warps, stages in candidates:
+        while stages > 1 and _tile_bytes(kind, block_m, block_n, block_d, stages, elem) > limit:
+            stages -= 1
+        if _tile_bytes(kind, block_m, block_n, block_d, stages, elem) <= limit:
+            fitting.append((block_m, block_n, warps, stages))
+    return list(dict.fromkeys(fitting)) or [_SMALLEST_TILE]
+
+
+def _check_gpu_dtype(t: torch.Tensor) -> None:
+    """bf16 tl.dot compiles only for compute capability 8.0 and newer (a T4 is 7.5)."""
+    if t.dtype == torch.bfloat16 and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] < 8:
+        raise ValueError(f"bfloat16 needs a GPU of compute capability 8.0 or newer; "
+                         f"{torch.cuda.get_device_name(t.device)} has "
+                         f"{'.'.join(map(str, torch.cuda.get_device_capability(t.device)))}")
 # STARTER
 # def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
     # """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq" (a starting point:
@@ -340,17 +383,26 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
         kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1,
                                        **kwargs)
         return
+    q = args[0]
+    _check_gpu_dtype(q)
     fp32 = kwargs["DOT_PRECISION"] == "ieee"
+    # Tiles sized for an H100 need more shared memory than sm_86/sm_89 (RTX, A10, L4, L40S) give a block.
+    tiles = _fitting_tiles(kind, [_GPU_TILES_FP32[kind]] if fp32 else _GPU_TILES[kind], kwargs["BLOCK_D"],
+                           q.element_size(), q.device)
     if fp32 or seq < AUTOTUNE_MIN_SEQ:
-        block_m, block_n, warps, stages = _GPU_TILES_FP32[kind] if fp32 else _GPU_TILES[kind][0]
-        kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
-                                       num_stages=stages, **kwargs)
-        return
-    if kind not in _TUNED:
-        configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st)
-                   for m, n, w, st in _GPU_TILES[kind]]
-        _TUNED[kind] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
-    _TUNED[kind][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
+        for i, (block_m, block_n, warps, stages) in enumerate(tiles):
+            try:
+                kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+                                               num_stages=stages, **kwargs)
+                return
+            except triton.runtime.errors.OutOfResources:
+                if i == len(tiles) - 1:
+                    raise
+    key = (kind, q.device.index, kwargs["BLOCK_D"], q.element_size())
+    if key not in _TUNED:
+        configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st) for m, n, w, st in tiles]
+        _TUNED[key] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
+    _TUNED[key][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
         # STARTER
         # block_m, block_n = INTERPRETER_BLOCKS[kernel]
         # return dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1)

@@ -327,7 +327,9 @@ class _WrongWhileTimed(Exception):
 
 # ---------------------------------------------------------------- CUDA parts
 
-GEMM_LIBRARY_MARKERS = ("gemm", "cublas", "cutlass", "xmma", "sm80_", "sm90_", "ampere_", "volta_", "turing_")
+# Kernel-name pieces of library GEMMs: cuBLAS (H100's cuBLAS 12.x names its own kernels nvjet_*), CUTLASS.
+GEMM_LIBRARY_MARKERS = ("gemm", "cublas", "cutlass", "xmma", "nvjet", "sm80_", "sm90_", "sm100_", "ampere_", "volta_",
+                        "turing_")
 
 
 def _kernel_names(fn, *args):

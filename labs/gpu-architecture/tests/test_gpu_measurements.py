@@ -74,7 +74,12 @@ def test_measured_roofline_plot(record_perf):
     out.mkdir(exist_ok=True)
     (out / "roofline.svg").write_text(svg, encoding="utf-8")
     attainable = adapter.roofline("attainable_tflops", mm["intensity"], peak.fp16_tflops, peak.hbm_gbps)
-    record_perf("matmul_tflops", mm_tflops, "TFLOP/s", intensity=mm["intensity"], attainable=attainable)
-    assert mm_tflops <= attainable * 1.05, (
-        f"torch.matmul measured {mm_tflops:.0f} TFLOP/s above the roofline's {attainable:.0f}: the timing is wrong")
+    # The impossible-time bound: peak compute and the bytes that must move. The tiled model's intensity
+    # (no cache reuse) is only where the point is plotted: cuBLAS reuses tiles in L2 and beats it.
+    ceiling = reference.matmul_ceiling_tflops(size, size, size, 2, peak.fp16_tflops, peak.hbm_gbps)
+    record_perf("matmul_tflops", mm_tflops, "TFLOP/s", intensity=mm["intensity"], attainable=attainable,
+                ceiling=ceiling)
+    assert mm_tflops <= ceiling * 1.05, (
+        f"torch.matmul measured {mm_tflops:.0f} TFLOP/s, above the {ceiling:.0f} TFLOP/s that peak compute and "
+        "the bytes that must move allow: the timing is wrong")
     assert "<svg" in svg and "polyline" in svg, "gpu_probes.roofline_svg gave no plot (the file is given: restore it)"

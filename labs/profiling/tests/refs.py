@@ -168,6 +168,20 @@ def find_bottlenecks(trace) -> list[str]:
     return sorted(k for k, n in bottleneck_counts(trace).items() if n >= THRESHOLDS[k])
 
 
+def without_trailing_syncs(trace) -> dict:
+    """The trace less the runtime syncs that start after its last kernel launch. Those are the
+    harness's own: the explicit torch.cuda.synchronize() that ends the profiled call and the one the
+    profiler makes on exit. They wait for work already queued and stall nothing, yet two of them equal
+    the host-sync threshold, so a fixed model would be flagged. Syncs between launches stay."""
+    runtime = events(trace, "cuda_runtime")
+    launches = [ns(e["ts"]) for e in runtime if "Launch" in e["name"]]
+    if not launches:
+        return trace
+    last = max(launches)
+    drop = {id(e) for e in runtime if e["name"] in SYNC_RUNTIME and ns(e["ts"]) > last}
+    return {**trace, "traceEvents": [e for e in trace["traceEvents"] if id(e) not in drop]}
+
+
 # ---------------------------------------------------------------- synthetic traces
 
 

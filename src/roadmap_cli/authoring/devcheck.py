@@ -175,6 +175,9 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional
     expected = f"fails {', '.join(wrong.fails)}"
     if not parts:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "not checked here (needs a CUDA GPU)", None)
+    if wrong.interpreter_only and device.cuda:
+        return CheckRow(spec.id, f"wrong:{wrong.id}", expected,
+                        "not checked on a GPU (interpreter-only: only the Triton interpreter's checks catch it)", None)
 
     def build(d: Path) -> None:
         ws.write_solution(spec, d)
@@ -229,10 +232,10 @@ def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
         if row.lab == spec.id and row.check.startswith("wrong:"):
             failed_by[row.check[len("wrong:"):]] = None if row.ok is None else row.failed_tests
     verdict = check_rules(spec, collected=collected or None, failed_by=failed_by,
-                          gradable=set(gradable_parts(spec, device)))
+                          gradable=set(gradable_parts(spec, device)), interpreted=not device.cuda)
     got = f"{verdict.rules} rules, {len(verdict.problems)} problem(s)"
     if verdict.unchecked:
-        got += f", {len(verdict.unchecked)} not checked here (needs a CUDA GPU)"
+        got += f", {len(verdict.unchecked)} not checked here ({'interpreter-only' if device.cuda else 'needs a CUDA GPU'})"
     return CheckRow(spec.id, "rules", "every rule tested and broken by a variant", got,
                     not verdict.problems, 0.0, "\n".join(verdict.problems))
 

@@ -82,13 +82,15 @@ class RulesVerdict:
 
 
 def check_rules(spec: LabSpec, *, collected: Optional[list[str]], failed_by: dict[str, Optional[list[str]]],
-                gradable: set[str]) -> RulesVerdict:
+                gradable: set[str], interpreted: bool = True) -> RulesVerdict:
     """What is wrong with `spec.rules`.
 
     `collected`: node ids (relative to tests/) the solution's run collected,
     None when that run collected nothing usable (its own row already fails).
     `failed_by`: wrong variant id -> node ids it failed, None when it did not
     run here (its parts need a GPU). `gradable`: the part ids runnable here.
+    `interpreted`: Triton runs under the interpreter (False on a GPU, where an
+    `interpreter_only` rule is not checked).
     """
     rules = spec.rules or []
     verdict = RulesVerdict(len(rules))
@@ -102,6 +104,9 @@ def check_rules(spec: LabSpec, *, collected: Optional[list[str]], failed_by: dic
             verdict.problems.append(problem)
         if not rule.tests:
             verdict.problems.append(f"rule {rule.id}: names no test")
+            continue
+        if rule.interpreter_only and not interpreted:
+            verdict.unchecked.append(rule.id)
             continue
         needs_gpu = False
         for prefix in rule.tests:

@@ -366,6 +366,12 @@ def dev_check(
     cold_learners: Annotated[bool, typer.Option("--cold-learners", help="Start every learner process as bubblewrap "
                                                 "+ a new Python instead of forking the run's warm learner (slower; "
                                                 "--cold implies it).")] = False,
+    gpu: Annotated[bool, typer.Option("--gpu", help="On a CUDA machine: doctor, every part whose code runs "
+                                      "differently on a GPU (references pass, wrong variants that are not "
+                                      "interpreter-only fail), load_inline behind the wall, an is_cuda round trip "
+                                      "and the kernel benchmarks, in one table (about 10 minutes).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --gpu: list what it would run; runs nothing "
+                                          "(no GPU needed).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
@@ -373,6 +379,13 @@ def dev_check(
     from roadmap_cli.authoring.devcheck import run_dev_check
     from roadmap_cli.labs.spec import all_labs, find_lab, load_all
 
+    if dry_run and not gpu:
+        from roadmap_cli.errors import UserError
+
+        raise UserError("--dry-run goes with --gpu: `roadmap dev check --gpu --dry-run`")
+    if gpu:
+        _dev_check_gpu([find_lab(lab_id)] if lab_id else all_labs(), jobs, dry_run, as_json)
+        return
     if walk:
         _dev_walk([find_lab(lab_id)] if lab_id else all_labs(), jobs, as_json)
         return
@@ -383,6 +396,21 @@ def dev_check(
     from roadmap_cli.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _dev_check_gpu(specs: list, jobs: int, dry_run: bool, as_json: bool) -> None:
+    """`dev check --gpu [--dry-run]`: one table (authoring/gpucheck.py)."""
+    from roadmap_cli.authoring import gpucheck
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.output import emit
+
+    if dry_run:
+        report = gpucheck.dry_run(specs)
+    else:
+        report = gpucheck.run_gpu_check(specs, jobs=max(jobs, 4), on_row=render.dev_check_progress)
+    emit("dev check gpu", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
     if not report.ok:
         raise typer.Exit(1)
 

@@ -41,6 +41,11 @@ def dev_check_table(console: Console, report) -> None:
         console.print(f"[yellow]warning:[/] {e(warning)}", soft_wrap=True)
     bad = sum(r.ok is False for r in report.rows)
     skipped = sum(r.ok is None for r in report.rows)
+    if report.device.startswith("dry run"):  # dev check --gpu --dry-run: a plan, nothing ran
+        listed = sum(r.got == "would run" for r in report.rows)
+        console.print(f"dry run: {listed} check(s) would run on a GPU, {skipped - listed} skipped "
+                      "(interpreter-only); nothing ran")
+        return
     console.print(f"{'[red]' + str(bad) + ' violation(s)[/]' if bad else '[green]all checks passed[/]'}"
                   + (f", {skipped} not checked here (needs a CUDA GPU)" if skipped else ""))
 

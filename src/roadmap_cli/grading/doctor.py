@@ -7,6 +7,7 @@ an import; the CLI itself never imports torch).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shutil
@@ -27,6 +28,9 @@ try:
         info["gpu"] = torch.cuda.get_device_name(0)
         info["capability"] = "%d.%d" % torch.cuda.get_device_capability(0)
         info["gpu_count"] = torch.cuda.device_count()
+        props = torch.cuda.get_device_properties(0)
+        info["shared_per_block"] = int(getattr(props, "shared_memory_per_block_optin", 0) or
+                                       getattr(props, "shared_memory_per_block", 0) or 0)
 except Exception as exc:
     info["torch_error"] = repr(exc)[:300]
 try:
@@ -113,6 +117,11 @@ def run_doctor() -> DoctorReport:
               "CPU: Triton under TRITON_INTERPRET=1; parts that need a CUDA GPU are not graded here"))
     if device.cuda and not torch_info.get("cuda_available"):
         report.notes.append("nvidia-smi sees a GPU but torch cannot use it: check the driver / CUDA build")
+    if shutil.which("nvidia-smi") is not None and os.environ.get("ROADMAP_DEVICE") != "cpu":
+        # What a CUDA grade needs beyond "torch sees a GPU" (issue 37): each a fact a grade would fail on.
+        facts = gpu_facts(torch_info, nvcc)
+        for check in gpu_checks(facts):
+            add(check)
     specs, broken = load_all()
     for lab_id, exc in broken.items():
         report.notes.append(f"lab {lab_id} is invalid: {exc.details[0] if exc.details else exc.message}")
@@ -163,3 +172,129 @@ def sandbox_report() -> dict:
             "line": ("strong: learner code, the C++ compiler and test binaries see only what is listed; nothing else "
                      "exists for them" if strength == oswall.STRONG else
                      f"weak: {why}; learner code runs as you, with the in-process sandbox only (install bubblewrap)")}
+
+
+# ------------------------------------------------------------------ GPU facts (a CUDA grade's needs)
+
+_WALLED_PROBE = ("import json, torch\n"
+                 "ok = torch.cuda.is_available()\n"
+                 "print(json.dumps({'available': ok, 'count': torch.cuda.device_count() if ok else 0}))\n")
+
+
+def walled_python(code: str, timeout: float) -> subprocess.CompletedProcess:
+    """`code` run where a learner process runs: behind the OS wall (when this machine has it), with the
+    learner's environment and folders (grading_kit/learner_extras.py). Output as bytes."""
+    import tempfile
+    from pathlib import Path
+
+    from roadmap_cli.grading.isolation import learner_view
+    from roadmap_cli.grading_kit import oswall, sandbox
+    from roadmap_cli.labs.spec import all_labs
+
+    with tempfile.TemporaryDirectory(prefix="roadmap-walled-") as tmp:
+        ws, scratch, shim = (Path(tmp) / n for n in ("ws", "scratch", "shim"))
+        for folder in (ws, scratch, shim):
+            folder.mkdir()
+        try:
+            strong = oswall.status()[0] == oswall.STRONG
+        except oswall.WallUnavailable:
+            strong = False
+        specs = all_labs()
+        view = learner_view(specs[0], str(ws), str(scratch), str(shim)) if strong and specs else None
+        env = sandbox.learner_env({"workspace": str(ws), "os_wall": view})
+        with oswall.walled([sys.executable, "-I", "-c", code], view) as (argv, fds):
+            return subprocess.run(argv, env=env, cwd=ws, capture_output=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, pass_fds=fds)
+
+
+def _nvidia_smi(*args: str) -> str:
+    try:
+        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def gpu_facts(torch_info: dict, nvcc: Optional[str]) -> dict:
+    """Everything gpu_checks judges, gathered here (nvidia-smi, the torch probe, a walled probe)."""
+    header = _nvidia_smi()
+    driver = re.search(r"Driver Version:\s*([\d.]+)", header)
+    driver_cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    modes = [m.strip() for m in _nvidia_smi("--query-gpu=compute_mode", "--format=csv,noheader").splitlines()
+             if m.strip()]
+    try:
+        import ninja
+
+        ninja_path: Optional[str] = os.path.join(ninja.BIN_DIR, "ninja")
+    except ImportError:
+        ninja_path = shutil.which("ninja")
+    walled: dict = {}
+    try:
+        proc = walled_python(_WALLED_PROBE, 180)
+        walled = json.loads(proc.stdout.decode().strip().splitlines()[-1]) if proc.returncode == 0 else \
+            {"error": proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]}
+    except (subprocess.TimeoutExpired, ValueError, IndexError, OSError) as exc:
+        walled = {"error": [str(exc)]}
+    return {"torch_cuda": torch_info.get("torch_cuda"), "driver": driver.group(1) if driver else None,
+            "driver_cuda": driver_cuda.group(1) if driver_cuda else None, "nvcc": nvcc, "ninja": ninja_path,
+            "compute_modes": modes, "shared_per_block": torch_info.get("shared_per_block"),
+            "capability": torch_info.get("capability"), "walled": walled}
+
+
+def _version_tuple(text: Optional[str]) -> Optional[tuple[int, ...]]:
+    match = re.match(r"(\d+)(?:\.(\d+))?", text or "")
+    return (int(match.group(1)), int(match.group(2) or 0)) if match else None
+
+
+def gpu_checks(facts: dict) -> list[Check]:
+    """The GPU lines of `roadmap doctor`, judged from `facts` (gpu_facts; tests give their own)."""
+    checks = []
+    torch_cuda, driver_cuda = _version_tuple(facts.get("torch_cuda")), _version_tuple(facts.get("driver_cuda"))
+    if torch_cuda is None:
+        checks.append(Check("driver vs torch CUDA", False, "torch is a CPU-only build: install the CUDA wheel "
+                                                           "for your driver (README: Which torch to install)"))
+    elif driver_cuda is None:
+        checks.append(Check("driver vs torch CUDA", None, f"torch built for CUDA {facts['torch_cuda']}; the "
+                                                          "driver's CUDA version is unknown (nvidia-smi said none)"))
+    elif driver_cuda[0] < torch_cuda[0]:
+        checks.append(Check("driver vs torch CUDA", False, f"driver {facts.get('driver')} supports CUDA "
+                            f"{facts['driver_cuda']}, torch was built for {facts['torch_cuda']}: torch cannot use "
+                            "the GPU; update the driver or install the wheel for your CUDA"))
+    elif driver_cuda < torch_cuda:
+        checks.append(Check("driver vs torch CUDA", None, f"driver supports CUDA {facts['driver_cuda']}, torch "
+                            f"built for {facts['torch_cuda']}: runs by minor-version compatibility, but kernels "
+                            "needing a newer PTX (Triton's) may fail to load; a newer driver is safer"))
+    else:
+        checks.append(Check("driver vs torch CUDA", True, f"driver {facts.get('driver')} (CUDA "
+                            f"{facts['driver_cuda']}) >= torch's CUDA {facts['torch_cuda']}"))
+    nvcc = _version_tuple(facts.get("nvcc"))
+    if nvcc is None:
+        checks.append(Check("nvcc major", False, "no nvcc: the CUDA C parts (load_inline) cannot build; "
+                                                 "install the CUDA toolkit matching torch's CUDA major"))
+    elif torch_cuda is not None and nvcc[0] != torch_cuda[0]:
+        checks.append(Check("nvcc major", False, f"nvcc {facts['nvcc']} but torch built for CUDA "
+                            f"{facts['torch_cuda']}: load_inline refuses a different major version"))
+    else:
+        checks.append(Check("nvcc major", True, f"nvcc {facts['nvcc']}"))
+    checks.append(Check("ninja", bool(facts.get("ninja")), facts.get("ninja") or
+                        "not found: load_inline needs it (pip install ninja; it is a roadmap dependency)"))
+    modes = facts.get("compute_modes") or []
+    bad = [m for m in modes if m.lower().replace("_", " ") not in ("default",)]
+    checks.append(Check("compute mode", not bad if modes else None,
+                        (", ".join(modes) or "unknown") + ("" if not bad else
+                        ": the grader and the learner process each open a CUDA context; EXCLUSIVE_PROCESS allows "
+                        "one (sudo nvidia-smi -c DEFAULT), PROHIBITED none")))
+    smem = facts.get("shared_per_block")
+    if smem:
+        small = smem < 160 * 1024
+        checks.append(Check("shared memory per block", True, f"{smem // 1024} KB (compute capability "
+                            f"{facts.get('capability')})" + ("; flash-attention's tiles shrink to fit" if small else "")))
+    else:
+        checks.append(Check("shared memory per block", None, "unknown (torch sees no GPU)"))
+    walled = facts.get("walled") or {}
+    if walled.get("available"):
+        checks.append(Check("GPU behind the wall", True, f"the learner process sees {walled.get('count')} GPU(s)"))
+    else:
+        why = "; ".join(walled.get("error") or []) or "torch.cuda.is_available() is False there"
+        checks.append(Check("GPU behind the wall", False, f"the learner process cannot use the GPU: {why} "
+                            "(/dev/nvidia* must be reachable; MPS's pipe folder too)"))
+    return checks

@@ -87,8 +87,9 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artef
     (grading_kit/oswall.py adds the system's part, `oswall.SYSTEM`; nothing
     else exists in there). Built up from nothing:
 
-    read-write  the workspace and the grade's scratch folder (pytest's
-                tmp_path, the learner's own Triton cache);
+    read-write  the workspace, the grade's scratch folder (pytest's
+                tmp_path) and the workspace's own GPU build folders (torch
+                extensions, Triton cache, CUDA MPS pipes: learner_extras);
     read-only   the Python runtime and site-packages, the lab's data/ (inputs
                 such as a corpus), the lab's adapter shim (`shim`, made by
                 learner_shim outside every writable folder: the learner side
@@ -99,16 +100,16 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artef
                 granted, every `roadmap_cli/_data` copy, labs folder, kernels/,
                 project .git and data home.
 
-    To grant one more folder to every grade (a per-user torch extensions
-    folder, say), add one line to `grants` below."""
-    from roadmap_cli.grading_kit import cpp_build
+    To grant one more folder to every grade, add one line to `grants` below."""
+    from roadmap_cli.grading_kit import cpp_build, learner_extras
 
-    triton_cache = Path(scratch) / "triton-cache"
-    triton_cache.mkdir(exist_ok=True)
     # Without a folder of its own (a grade of dev check, whose warm learner sees the cache): the cache.
     artefacts = artefacts or str(cpp_build.cache_root())
-    return {**_view([spec], learner_grants(spec, workspace, scratch, shim, artefacts)), "cwd": str(workspace),
-            "triton_cache": str(triton_cache)}
+    grants = learner_grants(spec, workspace, scratch, shim, artefacts)
+    grants += [("read_write", path, "the workspace's own GPU build folders: torch extensions, Triton cache, "
+                                    "CUDA MPS pipes (grading_kit/learner_extras.py)")
+               for path in learner_extras.extra_rw_dirs(str(workspace))]
+    return {**_view([spec], grants), "cwd": str(workspace)}
 
 
 def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
@@ -116,7 +117,7 @@ def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
     """learner_view's per-grade grants: (kind, path, why)."""
     return [
         ("read_write", str(workspace), "the workspace: the learner's own files"),
-        ("read_write", str(scratch), "the grade's scratch folder: pytest's tmp_path, the learner's Triton cache"),
+        ("read_write", str(scratch), "the grade's scratch folder: pytest's tmp_path"),
         ("read_only", shim, "the lab's adapter shim (adapter.py and its declared learner-side files)"),
         ("read_only", str(Path(spec.root).resolve() / "data"), "the lab's input data"),
         ("read_only", artefacts, "this grade's C++ builds (the grader builds, the learner loads; never the cache)"),
@@ -129,10 +130,13 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     learner_view's system, runtime and hidden paths for every lab of the run,
     with `shims` (where the run's grades make their labs' shims) read-only,
     and one writable folder, `root`, under which every workspace and every
-    grade's scratch folder (its Triton cache among them) are made."""
-    from roadmap_cli.grading_kit import cpp_build
+    grade's scratch folder are made, and the GPU build folders
+    (grading_kit/learner_extras.py: every workspace's Triton cache and torch extensions)."""
+    from roadmap_cli.grading_kit import cpp_build, learner_extras
 
     grants = [("read_write", root, "dev check's root: every workspace and scratch folder of the run"),
+              *(("read_write", path, "the GPU build folders of every workspace of the run")
+                for path in learner_extras.shared_rw_dirs()),
               ("read_only", shims, "the labs' adapter shims"),
               ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
               *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs)]

@@ -236,10 +236,13 @@ def serve(req_fd: int, reply_fd: int) -> None:
     global _config
     _config = pickle.loads(wire.recv(req_fd))
     _set_limits(_config.get("memory_limit_mb"), int(_config.get("nofile", 1024)))
-    if _config.get("walled") and _config.get("nproc"):
+    from roadmap_cli.grading_kit.learner_extras import nproc_is_per_namespace
+
+    if _config.get("walled") and _config.get("nproc") and nproc_is_per_namespace():
         # Behind the OS wall this process is alone in a new user namespace, where RLIMIT_NPROC counts only the
-        # processes started inside it: a fork bomb stops here. (Outside the wall it would count every process
-        # of the user, so it is not set there; root is exempt either way.)
+        # processes started inside it (Linux >= 5.14): a fork bomb stops here. Outside the wall, or on an older
+        # kernel, it would count every process of the host user, and CUDA's or OpenMP's threads would fail to
+        # start on a busy machine, so it is not set there; root is exempt either way.
         resource.setrlimit(resource.RLIMIT_NPROC, (int(_config["nproc"]), int(_config["nproc"])))
     _drop_privileges()
     faulthandler.enable(file=sys.stderr, all_threads=False)

@@ -141,21 +141,23 @@ def learner_env(config: dict) -> dict:
     if wall:
         env.pop("TRITON_HOME", None)  # a host path: Triton would fall back to HOME, which is its own in there
         env.update(walled_env(wall))
+    # torch extensions and Triton kernels build in folders of the learner's own, per workspace, that the wall
+    # shows read-write (never the grader's, nor another workspace's: a learner could otherwise fill them with
+    # kernels of its choosing for someone else's grade). grading_kit/learner_extras.py.
+    from roadmap_cli.grading_kit import learner_extras
+
+    env.update(learner_extras.learner_env(config["workspace"], env.get("PATH", "")))
     return env
 
 
 def walled_env(wall: dict) -> dict:
     """What the environment says about the learner behind the OS wall: its
-    own empty HOME and name, no host path it cannot see (a cache under the
-    real home), Triton compiling into a cache of the learner's own (never the
-    grader's, which the learner could otherwise fill with kernels of its choosing)."""
+    own empty HOME and name, and no host path it cannot see (a cache under the
+    real home)."""
     from roadmap_cli.grading_kit import oswall
 
-    env = {"HOME": oswall.LEARNER_HOME, "USER": oswall.LEARNER_USER, "LOGNAME": oswall.LEARNER_USER,
-           "XDG_CACHE_HOME": oswall.LEARNER_HOME + "/.cache", "TMPDIR": "/tmp"}
-    if wall.get("triton_cache"):
-        env["TRITON_CACHE_DIR"] = wall["triton_cache"]
-    return env
+    return {"HOME": oswall.LEARNER_HOME, "USER": oswall.LEARNER_USER, "LOGNAME": oswall.LEARNER_USER,
+            "XDG_CACHE_HOME": oswall.LEARNER_HOME + "/.cache", "TMPDIR": "/tmp"}
 
 
 class LearnerClient:
@@ -173,6 +175,7 @@ class LearnerClient:
         self.ready = False
         self.digests = os.environ.get("ROADMAP_OUTPUT_DIGESTS")
         self.digest_test, self.digest_n = None, 0
+        self.extensions = None  # learner_extras.ExtensionsLease while a learner process may build
 
     # --- process lifetime ---------------------------------------------
     def start(self) -> None:
@@ -181,7 +184,12 @@ class LearnerClient:
             return
         import subprocess
 
+        from roadmap_cli.grading_kit import learner_extras
         from roadmap_cli.grading_kit.boundedlog import PipeDrain
+
+        if self.extensions is None:
+            self.extensions = learner_extras.ExtensionsLease(learner_extras.extensions_dir(self.config["workspace"]))
+        self.extensions.renew()  # a killed build's lock file would make load_inline wait for ever
 
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -259,6 +267,9 @@ class LearnerClient:
     def close(self) -> None:
         import subprocess
 
+        if self.extensions is not None:
+            self.extensions.close()
+            self.extensions = None
         if self.proc is None:
             return
         try:

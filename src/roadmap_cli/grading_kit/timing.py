@@ -1,13 +1,17 @@
 """The one GPU timing harness every performance part uses (see GRADING.md).
 
 How one measurement is taken (CudaTimer):
-    synchronize -> flush L2 (write a buffer >= 2x the L2 size) -> start event
-    -> call -> end event -> synchronize
+    synchronize -> flush L2 (write a buffer >= 2x the L2 size) -> synchronize
+    -> queue a spin kernel (SPIN_MS) -> start event -> call -> end event
+    -> synchronize
 The flush stays outside the events, so every timed call starts with a cold
-cache, as a kernel inside a real model would. Host time (perf_counter around
-the events, including the final synchronize) is kept as a cross-check: if it
-is much longer than the event time, work was hidden on another stream, and
-the learner is scored with the host time (build_comparison).
+cache, as a kernel inside a real model would. The spin keeps the stream busy
+while Python launches the call: without it the stream is idle after the
+synchronize, the start event fires at once, and the 10-40 us of launch cost
+would be timed (they dominate a short kernel). Host time (perf_counter around
+the events, including the final synchronize, less the spin) is kept as a
+cross-check: if it is much longer than the event time, work was hidden on
+another stream, and the learner is scored with the host time (build_comparison).
 
 The loop (`_run_interleaved`):
     one untimed call per function (compile / autotune), then about 25 ms of
@@ -38,6 +42,9 @@ from typing import Any, Callable, Protocol, Sequence
 from roadmap_cli.grading_kit.devices import DevicePeak, current_device_peak, is_impossible, roofline_ms
 
 DEFAULT_FLUSH_BYTES = 256 * 1024 * 1024  # when the L2 size is unknown (triton.testing does the same)
+# How long the spin kernel queued before each start event runs: far longer than a launch from Python
+# (tens of us), short next to a measurement's other costs (the flush writes >= 2x L2).
+SPIN_MS = 0.5
 
 
 @dataclass(frozen=True)
@@ -188,8 +195,21 @@ class CudaTimer:
         props = torch.cuda.get_device_properties(self.device)
         size = flush_bytes(getattr(props, "L2_cache_size", 0))
         self.flush_buffer = torch.empty(size // 4, dtype=torch.int32, device=self.device)
+        self.queued = torch.cuda.Event(enable_timing=True)  # before the spin: host time leaves the spin out
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
+        self.spin_cycles = self._cycles_for(SPIN_MS)
+
+    def _cycles_for(self, ms: float) -> int:
+        """torch.cuda._sleep's cycle count for `ms` on this GPU, measured once (clocks differ per card)."""
+        trial = 1_000_000
+        self.torch.cuda.synchronize(self.device)
+        self.start.record()
+        self.torch.cuda._sleep(trial)
+        self.end.record()
+        self.torch.cuda.synchronize(self.device)
+        took_ms = self.start.elapsed_time(self.end)
+        return max(10_000, int(trial * ms / took_ms)) if took_ms > 0 else trial
 
     def prepare(self) -> None:
         self.torch.cuda.synchronize(self.device)
@@ -198,11 +218,15 @@ class CudaTimer:
 
     def time_call(self, fn, args):
         host_start = time.perf_counter()
+        self.queued.record()
+        # The stream is busy spinning while Python launches fn: the start event fires right before
+        # fn's first kernel, not before its launch.
+        self.torch.cuda._sleep(self.spin_cycles)
         self.start.record()
         out = fn(*args)
         self.end.record()
         self.torch.cuda.synchronize(self.device)  # device-wide: catches work on other streams too
-        host_ms = 1e3 * (time.perf_counter() - host_start)
+        host_ms = 1e3 * (time.perf_counter() - host_start) - self.queued.elapsed_time(self.start)
         return self.start.elapsed_time(self.end), host_ms, out
 
 

@@ -74,9 +74,12 @@ def usable(config: dict) -> Optional[int]:
     wall = config.get("os_wall")
     if _unavailable or not fd or not root or not wall:
         return None
-    root = os.path.join(os.path.realpath(root), "")
+    from roadmap_cli.grading_kit.learner_extras import shared_rw_dirs
+
+    # The zygote's writable folders: its root, and the GPU build folders every learner shares (learner_extras).
+    roots = [os.path.join(os.path.realpath(p), "") for p in (root, *shared_rw_dirs())]
     writable = [config["workspace"], *wall.get("read_write", [])]
-    if not all(os.path.join(os.path.realpath(p), "").startswith(root) for p in writable):
+    if not all(any(os.path.join(os.path.realpath(p), "").startswith(r) for r in roots) for p in writable):
         return None
     return int(fd)
 

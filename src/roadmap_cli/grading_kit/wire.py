@@ -89,11 +89,14 @@ def recv(fd: int) -> bytes:
 
 
 def _tensor_record(t) -> Tagged:
-    """A detached CPU copy as raw bytes; strides are kept when the layout is
-    dense and non-overlapping (a transposed view stays transposed)."""
+    """A detached CPU copy as raw bytes, and the device it lived on; strides
+    are kept when the layout is dense and non-overlapping (a transposed view
+    stays transposed). The device travels with the bytes: a CUDA result must
+    still be a CUDA tensor for the grader (`out.is_cuda`)."""
     import torch
 
     t = t.detach()
+    device = str(t.device)
     if t.device.type != "cpu":
         t = t.cpu()
     shape, strides = tuple(t.shape), tuple(t.stride())
@@ -102,7 +105,7 @@ def _tensor_record(t) -> Tagged:
     dense = all(st > 0 for st in strides) and span == t.numel()
     flat = t.contiguous().reshape(-1)
     raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-    return Tagged("tensor", (str(t.dtype).removeprefix("torch."), shape, strides if dense else None, raw))
+    return Tagged("tensor", (str(t.dtype).removeprefix("torch."), shape, strides if dense else None, raw, device))
 
 
 def encode(obj: Any, remember: Callable[[Any], int], _depth: int = 0, _stack: tuple = ()) -> Any:
@@ -193,10 +196,35 @@ def loads_reply(payload: bytes) -> Any:
 def _decode_tensor(data) -> Any:
     import torch
 
-    dtype_name, shape, strides, raw = data
+    dtype_name, shape, strides, raw, device_name = data
     dtype = getattr(torch, str(dtype_name), None)
     if not isinstance(dtype, torch.dtype):
         raise WireError(f"unknown tensor dtype {dtype_name!r}")
+    try:
+        device = torch.device(str(device_name))
+    except (RuntimeError, ValueError):
+        raise WireError(f"unknown tensor device {device_name!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise WireError(f"a tensor on {device} cannot cross the wire")
+    return place(_decode_cpu_tensor(dtype, shape, strides, raw), device)
+
+
+def place(tensor, device) -> Any:
+    """`tensor` (rebuilt on the CPU) on the device the learner's tensor was on;
+    strides survive `.to` for a dense layout. A CUDA reply on a grader that
+    cannot use CUDA is refused: a CPU copy would quietly fail `is_cuda`."""
+    if device.type == "cpu":
+        return tensor
+    import torch
+
+    if not torch.cuda.is_available():
+        raise WireError(f"the learner process returned a tensor on {device}, but the grader cannot use CUDA")
+    return tensor.to(device)
+
+
+def _decode_cpu_tensor(dtype, shape, strides, raw) -> Any:
+    import torch
+
     shape = tuple(int(s) for s in shape)
     numel = 1
     for s in shape:

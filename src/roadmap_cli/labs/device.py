@@ -3,7 +3,12 @@
 `roadmap grade` must stay light, so the parent process never imports torch:
 it asks `nvidia-smi` for the GPU and reads torch's generated `version.py`
 (which records the CUDA version the wheel was built for, or None for a CPU
-build). Inside the grader the plugin reports what torch itself saw.
+build). Those two agreeing is not enough: a driver older than the wheel's
+CUDA, or a broken install, leaves `torch.cuda.is_available()` False, and a
+"cuda" grade would hand Triton parts CPU tensors without the interpreter.
+So the last word is torch's own, asked once in a child process and kept in
+the user's cache folder, keyed by everything that can change the answer
+(torch, the driver, the GPUs, CUDA_VISIBLE_DEVICES, the Python).
 `ROADMAP_DEVICE=cpu` forces CPU grading (tests, or a broken driver).
 """
 
@@ -84,6 +89,68 @@ def query_gpus() -> tuple[list[tuple[str, Optional[str]]], str]:
     return [], f"nvidia-smi failed: {proc.stderr.strip()[:200]}"
 
 
+_PROBE = ("import json, sys, warnings\n"
+          "warnings.simplefilter('always')\n"
+          "with warnings.catch_warnings(record=True) as seen:\n"
+          "    import torch\n"
+          "    ok = torch.cuda.is_available()\n"
+          "print(json.dumps([ok, [str(w.message).splitlines()[0] for w in seen][-1:]]))\n")
+
+
+def _probe_key(gpus: list) -> str:
+    import hashlib
+    import sys
+
+    try:
+        driver = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        driver = ""
+    parts = [sys.executable, _version("torch") or "", torch_built_with_cuda() or "", repr(gpus), driver,
+             os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _probe_cache() -> Optional[Path]:
+    try:
+        from platformdirs import user_cache_dir
+
+        return Path(user_cache_dir("roadmap", appauthor=False)) / "cuda-probe.json"
+    except ImportError:
+        return None
+
+
+def torch_sees_cuda(gpus: list) -> tuple[bool, str]:
+    """(torch.cuda.is_available(), why not) from a child process, cached per key (_probe_key)."""
+    import json
+    import sys
+
+    key, cache = _probe_key(gpus), _probe_cache()
+    if cache is not None:
+        try:
+            saved = json.loads(cache.read_text(encoding="utf-8"))
+            if saved.get("key") == key:
+                return bool(saved["ok"]), str(saved["why"])
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)
+        ok, warned = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        return False, f"importing torch to ask torch.cuda.is_available() failed: {exc}"  # not cached: may pass later
+    why = "" if ok else "torch.cuda.is_available() is False" + (f" ({warned[0]})" if warned else
+                                                                  " (a driver older than the wheel's CUDA?)")
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f".{cache.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": key, "ok": bool(ok), "why": why}), encoding="utf-8")
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return bool(ok), why
+
+
 @lru_cache(maxsize=1)
 def detect_device() -> DeviceInfo:
     torch_version, triton_version = _version("torch"), _version("triton")
@@ -103,6 +170,9 @@ def detect_device() -> DeviceInfo:
         return cpu("torch is not installed")
     if torch_cuda is None:
         return cpu(f"torch {torch_version} is a CPU-only build")
+    usable, why = torch_sees_cuda(gpus)
+    if not usable:
+        return cpu(why)
     name, capability = gpus[0]
     info = DeviceInfo("cuda", name, capability, torch_version, torch_cuda, triton_version)
     info.gpus = [g[0] for g in gpus]

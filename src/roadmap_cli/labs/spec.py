@@ -77,6 +77,9 @@ class Rule(BaseModel):
     section: str = Field(min_length=1)
     text: str = Field(min_length=1)
     tests: list[str] = Field(default_factory=list)
+    # Checked only under the Triton interpreter (bounds of every load/store, the launch recorder, elements
+    # loaded): on a GPU those checks record nothing, so `dev check` there reports the rule as not checked.
+    interpreter_only: bool = False
 
     @field_validator("tests")
     @classmethod
@@ -90,6 +93,9 @@ class WrongVariant(BaseModel):
     description: str = Field(min_length=1)
     fails: list[str] = Field(min_length=1)
     breaks: list[str] = Field(default_factory=list)  # ids of the rules this variant breaks
+    # Caught only by interpreter-only checks (an unmasked load whose lanes are never stored, an extra grid row,
+    # the tile order, the interpreter's tile sizes): on a GPU it is expected to pass, and dev check skips it.
+    interpreter_only: bool = False
 
 
 class KnownSurvivor(BaseModel):

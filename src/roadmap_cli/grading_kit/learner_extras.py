@@ -1,0 +1,210 @@
+"""What a learner process on a GPU machine needs from the host beyond the OS wall's base view.
+
+The wall (oswall.py) shows the host read-only, the workspace and the grade's
+scratch folder read-write, and a private /tmp. Three GPU paths need more:
+
+- `torch.utils.cpp_extension.load_inline` (cuda-matmul's CUDA C, the padded
+  transpose) builds in $TORCH_EXTENSIONS_DIR, by default under ~/.cache,
+  which the wall makes read-only: every load failed with EROFS, even of an
+  extension built before. The learner process gets a per-user extensions
+  folder of its own, read-write, kept across grades (nvcc's minute is paid
+  once per source: each extension's name carries its source's hash). The
+  compilers run inside the wall, as the learner process's children.
+- Triton compiles every kernel specialisation (and ~40 autotune configs for
+  flash-attention) into $TRITON_CACHE_DIR: one cache per workspace, kept
+  across grades, so a re-grade does not compile again against its time
+  limit. Never the grader's cache, and never another workspace's.
+- CUDA MPS clients talk to the daemon through its pipe folder
+  ($CUDA_MPS_PIPE_DIRECTORY, /tmp/nvidia-mps by default), which the private
+  /tmp hides: shown read-write when it exists.
+
+A build killed mid-way (a grade's time limit, Ctrl-C) leaves torch's `lock`
+file in the extension's folder, and the next load_inline waits on it for
+ever. Every grade holds a shared flock on the extensions folder for as long
+as its learner process may build (ExtensionsLease); a lease that finds no
+other holder (an exclusive lock succeeds) knows every lock file is stale and
+removes them.
+
+RLIMIT_NPROC counts per user namespace only on Linux 5.14 and later; before,
+it counts every process of the host user, and CUDA's and OpenMP's thread
+creation in the learner process would fail on a busy machine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Optional
+
+CACHE_VAR = "ROADMAP_GPU_CACHE"  # tests (and a user who wants it elsewhere) move the whole cache
+_MPS_DEFAULT = "/tmp/nvidia-mps"
+
+
+def cache_root() -> Path:
+    """$ROADMAP_GPU_CACHE, else the user's cache folder (~/.cache/roadmap/gpu on Linux)."""
+    root = os.environ.get(CACHE_VAR)
+    if not root:
+        from platformdirs import user_cache_dir
+
+        root = os.path.join(user_cache_dir("roadmap", appauthor=False), "gpu")
+    path = Path(root)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:  # a read-only home (a locked-down worker): a per-user folder in the temp dir instead
+        import tempfile
+
+        path = Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}"
+        path.mkdir(exist_ok=True, mode=0o700)
+    return path
+
+
+def extensions_dir(workspace: str) -> Path:
+    """A workspace's torch extensions folder, kept across its grades (one per torch version: an extension is
+    built against it). Per workspace, never per user: on a cohort's worker every learner's submission is graded
+    by the same user, and a folder they shared would let one submission leave a built extension (a .so and the
+    hash torch checks) that another learner's `load_inline` then loads instead of building its own."""
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        version = "none"
+    key = hashlib.sha256(os.path.realpath(workspace).encode()).hexdigest()[:16]
+    parent = cache_root() / f"torch_extensions-{re.sub(r'[^A-Za-z0-9.+-]', '_', version)}"
+    path = parent / key
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        _prune(parent, keep=path)  # as for Triton caches: the most recently graded workspaces' are kept
+    os.utime(path)
+    return path
+
+
+TRITON_CACHES_KEPT = 16  # workspaces whose Triton caches are kept (dev check's temporary ones come and go)
+
+
+def triton_cache_dir(workspace: str) -> Path:
+    """The Triton cache of one workspace, kept across its grades; the least recently graded
+    workspaces' caches beyond TRITON_CACHES_KEPT are removed when a new one is made."""
+    key = hashlib.sha256(os.path.realpath(workspace).encode()).hexdigest()[:16]
+    parent = cache_root() / "triton"
+    path = parent / key
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        _prune(parent, keep=path)
+    os.utime(path)  # most recently graded
+    return path
+
+
+def _prune(parent: Path, keep: Path) -> None:
+    import shutil
+
+    try:
+        caches = sorted((p for p in parent.iterdir() if p.is_dir() and p != keep), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return
+    for old in caches[: max(0, len(caches) + 1 - TRITON_CACHES_KEPT)]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def mps_dirs() -> list[str]:
+    """CUDA MPS's pipe (and log) folders that exist: the learner's CUDA must reach the daemon."""
+    found = []
+    for var, default in (("CUDA_MPS_PIPE_DIRECTORY", _MPS_DEFAULT), ("CUDA_MPS_LOG_DIRECTORY", None)):
+        path = os.environ.get(var) or default
+        if path and os.path.isdir(path):
+            found.append(os.path.realpath(path))
+    return found
+
+
+def shared_rw_dirs() -> list[str]:
+    """What dev check's warm learner shows read-write besides its root: the whole GPU cache (every
+    workspace's Triton cache lies in it) and MPS's folders. Every grade's extra_rw_dirs lie inside these."""
+    return [str(cache_root()), *mps_dirs()]
+
+
+def extra_rw_dirs(workspace: str) -> list[str]:
+    """The folders the wall must show read-write besides the workspace and the scratch folder."""
+    return [str(extensions_dir(workspace)), str(triton_cache_dir(workspace)), *mps_dirs()]
+
+
+def learner_env(workspace: str, path: str) -> dict[str, str]:
+    """Where the learner process's torch and Triton build (the wall shows these folders read-write),
+    and `path` ($PATH) with the `ninja` that load_inline runs (the pip package's binary sits in the
+    environment's bin folder, which is on no PATH when roadmap is run as .venv/bin/roadmap)."""
+    env = {"TORCH_EXTENSIONS_DIR": str(extensions_dir(workspace)), "TRITON_CACHE_DIR": str(triton_cache_dir(workspace))}
+    try:
+        import ninja
+
+        folders = path.split(os.pathsep) if path else []
+        if ninja.BIN_DIR not in folders:
+            env["PATH"] = os.pathsep.join([ninja.BIN_DIR, *folders])
+    except (ImportError, AttributeError):
+        pass  # load_inline will say that ninja is missing; `roadmap doctor` does too
+    for var in ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+    return env
+
+
+# ------------------------------------------------------------ stale build locks
+
+
+def stale_locks(folder: Path) -> list[Path]:
+    """torch's FileBaton files (`<extension>/lock`) in an extensions folder."""
+    try:
+        return [entry / "lock" for entry in folder.iterdir() if entry.is_dir() and (entry / "lock").is_file()]
+    except OSError:
+        return []
+
+
+class ExtensionsLease:
+    """A shared flock on the extensions folder while a learner process may build in it.
+
+    `renew()` (before each learner process starts) first tries the lock
+    exclusively: when no other grade holds it, no build can be running, and
+    the lock files left are a killed build's: they are removed. Then it holds
+    the lock shared again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.fd: Optional[int] = None
+        self.cleared: list[Path] = []
+
+    def renew(self) -> list[Path]:
+        """Clear stale locks when this grade is alone; the locks removed."""
+        if self.fd is None:
+            self.fd = os.open(self.folder / ".grades.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        removed: list[Path] = []
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another grade is using the folder: its builds may be live
+        else:
+            for lock in stale_locks(self.folder):
+                try:
+                    lock.unlink()
+                    removed.append(lock)
+                except OSError:
+                    pass
+        fcntl.flock(self.fd, fcntl.LOCK_SH)
+        self.cleared += removed
+        return removed
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+
+
+# ------------------------------------------------------------ RLIMIT_NPROC
+
+
+def nproc_is_per_namespace(release: Optional[str] = None) -> bool:
+    """True on Linux >= 5.14, where RLIMIT_NPROC counts the processes of the user namespace (the wall's)
+    rather than every process of the host user."""
+    match = re.match(r"(\d+)\.(\d+)", release if release is not None else platform.release())
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (5, 14)
