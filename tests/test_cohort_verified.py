@@ -1,4 +1,4 @@
-"""Grades only the server vouches for (issue 35 item 6; store/roles.py, migration 10), on a real PostgreSQL.
+"""Grades only the server vouches for (issue 35 item 6; store/roles.py, migration 11), on a real PostgreSQL.
 
 Row-level security decides whose rows a learner writes, not what they say. A learner's own login must not be
 able to write or rewrite an attempt, its per-test results or a lab-proved checkpoint with raw SQL; their own

@@ -92,7 +92,10 @@ def test_v4_database_upgrades_with_every_row_kept(tmp_path: Path, monkeypatch, w
             assert all(r.pop("sandbox", None) is None for r in after), name
             # Migration 9 added grade_attempts.graded_on: NULL (this machine) for every attempt recorded before it.
             assert all(r.pop("graded_on", None) is None for r in after), name
-            # Migration 10 added grade_attempts.verified: false (no worker vouched) for every older attempt.
+            # Migration 10 added the papers' fetched metadata: none for a paper logged before it.
+            for column in ("venue", "abstract", "pdf_url", "metadata_source", "metadata_fetched_on"):
+                assert all(r.pop(column, None) is None for r in after), (name, column)
+            # Migration 11 added grade_attempts.verified: false (no worker vouched) for every older attempt.
             assert all(r.pop("verified", False) is False for r in after), name
             key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
             assert sorted(map(key, after)) == sorted(map(key, before)), name

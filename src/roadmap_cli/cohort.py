@@ -142,7 +142,7 @@ def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
-# What an attempt on a board is worth (migration 10, store/roles.py):
+# What an attempt on a board is worth (migration 11, store/roles.py):
 VERIFIED = "verified"  # a cohort worker graded the submitted files and the server recorded it
 SELF_GRADED = "self-graded"  # a cohort learner's own machine: its score, device and sandbox are the learner's claim
 OWN = "own"  # a solo (SQLite) file: one person's own attempts, nobody else to rank against or vouch to

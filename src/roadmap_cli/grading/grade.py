@@ -191,7 +191,7 @@ def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty
 
 
 def _through_server(sql) -> bool:
-    """A cohort learner's login: it may not write grade_attempts itself (migration 10), the server's
+    """A cohort learner's login: it may not write grade_attempts itself (migration 11), the server's
     SECURITY DEFINER function records the attempt, self-graded. The instructor (and the worker, which runs
     as the instructor) and every SQLite file write directly."""
     return sql.dialect == "postgresql" and not sql.scalar("SELECT has_table_privilege('grade_attempts', 'INSERT')")

@@ -15,7 +15,7 @@ a learner's environment claims (`ROADMAP_LEARNER`): the server decides.
 - **The cohort views** (`cohort_grade_attempts`, ...: migration 8) are owned
   by the instructor and marked `security_barrier`; through them every member
   reads the whole cohort (status, board, export), read-only.
-- **Grades only the server vouches for** (migration 10): row-level security
+- **Grades only the server vouches for** (migration 11): row-level security
   decides whose rows a learner writes, not what they say, so a learner's
   login has no INSERT, UPDATE or DELETE on `grade_attempts` and
   `grade_test_results` at all. A grade on the learner's own machine is
@@ -43,7 +43,7 @@ from roadmap_cli.errors import NotFoundError, StoreError, UserError
 COHORT_TABLES = ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries")
 POLICY = "roadmap_own_rows"
 SETTINGS_POLICY = "roadmap_database_settings"
-# What only the server writes in a cohort (migration 10): a learner's login may read these, never write them.
+# What only the server writes in a cohort (migration 11): a learner's login may read these, never write them.
 SERVER_RECORDED_TABLES = ("grade_attempts", "grade_test_results")
 SELF_GRADED_FUNCTION = "roadmap_record_self_graded"
 LAB_PROVED_POLICY = "roadmap_lab_proved_checkpoints"
@@ -83,7 +83,7 @@ def enable_row_security(conn, person_tables: list[str]) -> None:
     conn.execute(sa.text(f"CREATE POLICY {SETTINGS_POLICY} ON settings FOR SELECT USING (learner = '')"))
 
 
-# The narrow door for a cohort learner's own grades (migration 10). Frozen as released: change it only in a new
+# The narrow door for a cohort learner's own grades (migration 11). Frozen as released: change it only in a new
 # migration. `session_user` is the login (inside a SECURITY DEFINER function current_user is the owner).
 _SELF_GRADED_DDL = """
 CREATE FUNCTION {function}(attempt jsonb, tests jsonb) RETURNS integer
@@ -122,7 +122,7 @@ REVOKE ALL ON FUNCTION {function}(jsonb, jsonb) FROM PUBLIC;
 
 
 def protect_server_records(conn) -> None:
-    """Migration 10 on PostgreSQL: attempts and lab-proved checkpoints become the server's record."""
+    """Migration 11 on PostgreSQL: attempts and lab-proved checkpoints become the server's record."""
     import psycopg.sql
 
     raw = conn.connection.driver_connection
@@ -270,7 +270,7 @@ def learner_roles(conn) -> list[dict]:
     rows = conn.exec_driver_sql(
         "SELECT r.rolname FROM pg_roles r WHERE r.rolcanlogin AND NOT r.rolsuper AND NOT r.rolbypassrls "
         "AND NOT pg_has_role(r.rolname, %(owner)s, 'MEMBER') "
-        # checkpoint_notes: every learner writes it (grade_attempts no longer, since migration 10).
+        # checkpoint_notes: every learner writes it (grade_attempts no longer, since migration 11).
         "AND has_table_privilege(r.rolname, 'checkpoint_notes', 'INSERT') ORDER BY r.rolname",
         {"owner": owner}).all()
     return [{"learner": name} for (name,) in rows]

@@ -80,7 +80,7 @@ class GradeAttempt(SQLModel, table=True):
     sandbox: Optional[str] = None
     # The remote that graded it (`grade --on NAME`, migration 9); None: graded on this machine.
     graded_on: Optional[str] = None
-    # True only for an attempt a cohort worker graded and recorded (migration 10): the server vouches for it.
+    # True only for an attempt a cohort worker graded and recorded (migration 11): the server vouches for it.
     # Everything else is the learner's own (solo) or self-graded (a cohort learner's machine: device, sandbox and
     # graded_on are their claim).
     verified: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
