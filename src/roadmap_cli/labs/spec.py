@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -76,6 +76,8 @@ class Rule(BaseModel):
     id: str = Field(pattern=KEBAB)
     section: str = Field(min_length=1)
     text: str = Field(min_length=1)
+    # The README.md sentence(s) it enforces, verbatim (whitespace-normalised; authoring/handout.py).
+    quote: Optional[Union[str, list[str]]] = None
     tests: list[str] = Field(default_factory=list)
     # Checked only under the Triton interpreter (bounds of every load/store, the launch recorder, elements
     # loaded): on a GPU those checks record nothing, so `dev check` there reports the rule as not checked.
@@ -85,6 +87,15 @@ class Rule(BaseModel):
     @classmethod
     def _relative_prefixes(cls, value: list[str]) -> list[str]:
         return _relative_test_prefixes(value)
+
+
+class NotRule(BaseModel):
+    """A normative handout sentence that needs no test, and why in one line
+    (given code, a measured figure, an explanation): it counts as covered."""
+
+    model_config = ConfigDict(extra="forbid")
+    quote: Union[str, list[str]]
+    why: str = Field(min_length=1)
 
 
 class WrongVariant(BaseModel):
@@ -147,6 +158,11 @@ class LabSpec(BaseModel):
     # None: the lab's rules are not written yet (dev check warns); [] would
     # claim a lab whose handout states nothing checkable.
     rules: Optional[list[Rule]] = None
+    not_rules: list[NotRule] = Field(default_factory=list)
+    # "required" (the default): dev check fails a rule without `quote:` and a normative README.md sentence
+    # nothing quotes. "pending": those are warnings while the quotes are written (a quote that is not in
+    # README.md fails either way).
+    quotes: Literal["required", "pending"] = "required"
     wrong: list[WrongVariant] = Field(default_factory=list)
     known_survivors: list[KnownSurvivor] = Field(default_factory=list)
 
