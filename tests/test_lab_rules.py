@@ -135,7 +135,8 @@ def test_dev_check_fails_a_broken_rules_list_end_to_end(adder: Path, run_cli):
     """The real runs: a variant with `breaks:` reports every test it failed, and the rules row fails."""
     def change(d):
         rule(d, "add-returns-sum")["tests"] = ["test_add.py::test_add_small", "test_add.py::test_add_huge"]
-        d["rules"].append({"id": "mul-by-zero", "section": "Multiply", "text": "x * 0 == 0", "tests": []})
+        d["rules"].append({"id": "mul-by-zero", "section": "Multiply", "text": "x * 0 == 0",
+                           "quote": "anything times 0 is 0", "tests": []})
         d["wrong"][1]["breaks"] = []
 
     edit(adder, change)
@@ -143,7 +144,7 @@ def test_dev_check_fails_a_broken_rules_list_end_to_end(adder: Path, run_cli):
     assert result.exit_code == 1, result
     rows = {r["check"]: r for r in result.json()["data"]["rows"]}
     assert rows["wrong:add-off-by-one"]["failed_tests"] == COLLECTED[:4]  # all of them, not the first
-    assert rows["rules"]["ok"] is False
+    assert rows["rules"]["ok"] is False and rows["handout"]["ok"] is True  # its quotes still hold
     assert rows["rules"]["detail"].splitlines() == [
         "rule add-returns-sum: test 'test_add.py::test_add_huge' does not exist (the grader collects no such test)",
         "rule mul-returns-product: no wrong variant breaks it (list it in a variant's `breaks:`)",

@@ -10,7 +10,8 @@ Plus static checks: every test file belongs to a part, every prefix names an
 existing file, starter/ is the one `dev build-starter` makes from the single
 source, and `proves` agrees with the curriculum's `proved_by`
 (disagreement is a warning: the curriculum is owned elsewhere).
-Then each lab's `rules:` (authoring/rules.py) against what those runs saw:
+Then each lab's `rules:` (authoring/rules.py) against what those runs saw, and
+their quotes against the handout (authoring/handout.py, a `handout` row):
 a variant that lists rules in `breaks:` runs exactly the tests of those
 rules (every one of them, so each rule's verdict is known), plus the whole
 of any `fails` part no such test belongs to. A rule test that fails fails its
@@ -37,6 +38,7 @@ from roadmap_cli.grading.runner import warm_graders, warm_learners
 from roadmap_cli.grading.warm import WarmGraders, WarmLearners
 from roadmap_cli.grading_kit.cpp_build import PCH_VAR
 from roadmap_cli.labs.spec import LabSpec
+from roadmap_cli.authoring.handout import check_handout
 from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
 from roadmap_cli.labs.starter_build import stale_files
 
@@ -237,6 +239,22 @@ def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
                     not verdict.problems, 0.0, "\n".join(verdict.problems))
 
 
+def check_handout_row(spec: LabSpec) -> tuple[CheckRow, Optional[str]]:
+    """One row for the lab's quotes (authoring/handout.py), and a warning while they are pending."""
+    verdict = check_handout(spec)
+    gaps = len(verdict.unquoted_rules) + len(verdict.uncovered)
+    got = (f"{verdict.normative} normative sentences, {len(verdict.uncovered)} uncovered; "
+           f"{len(verdict.unquoted_rules)} rules without a quote; {len(verdict.bad_quotes)} bad quote(s)")
+    warning = None
+    if not verdict.enforced and gaps:
+        got += " (quotes: pending)"
+        warning = (f"{spec.id}: quotes pending: {len(verdict.unquoted_rules)} rule(s) without a quote, "
+                   f"{len(verdict.uncovered)} normative sentence(s) uncovered (`roadmap dev rules {spec.id}`)")
+    row = CheckRow(spec.id, "handout", "every rule quotes README.md; every normative sentence covered", got,
+                   not verdict.problems, 0.0, "\n".join(verdict.problems))
+    return row, warning
+
+
 def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
                   device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None,
                   cold_graders: bool = False, cold_learners: Optional[bool] = None) -> DevCheckReport:
@@ -302,7 +320,11 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     for spec in specs:
         if spec.rules is not None:
             row = check_rules_row(spec, device, report.rows, collected.get(spec.id))
-            report.rows.append(row)
+            handout, warning = check_handout_row(spec)
+            report.rows += [row, handout]
+            if warning:
+                report.warnings.append(warning)
             if on_row:
                 on_row(row)
+                on_row(handout)
     return report

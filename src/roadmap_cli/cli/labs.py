@@ -1,4 +1,4 @@
-"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check|build-starter|mutate`.
+"""`roadmap lab ...`, `roadmap grade`, `roadmap doctor`, `roadmap dev check|rules|build-starter|mutate`.
 
 Thin commands: parse, call `roadmap_cli.labs.*`, render. The lab engine (and
 anything heavy: pydantic models, gitpython, sqlmodel) is imported inside the
@@ -411,6 +411,28 @@ def _dev_walk(specs: list, jobs: int, as_json: bool) -> None:
 
     emit("dev check walk", {"labs": [asdict(r) for r in reports]}, as_json=as_json, render=render)
     if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@dev_app.command("rules")
+def dev_rules(
+    lab_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List what the handout says that no rule quotes: rules without `quote:`, quotes not in README.md, and
+    normative README.md sentences no rule or not_rule covers. Exit 1 on a bad quote, or a gap in a lab whose
+    quotes are required."""
+    from dataclasses import asdict
+
+    from roadmap_cli.authoring.handout import check_handout
+    from roadmap_cli.cli import labs_render as render
+    from roadmap_cli.labs.spec import all_labs, find_lab
+    from roadmap_cli.output import emit
+
+    verdicts = [check_handout(s) for s in ([find_lab(i) for i in lab_ids] if lab_ids else all_labs())]
+    data = {"labs": [{**asdict(v), "problems": v.problems} for v in verdicts]}
+    emit("dev rules", data, as_json=as_json, render=lambda c: render.dev_rules(c, verdicts))
+    if any(v.problems for v in verdicts):
         raise typer.Exit(1)
 
 

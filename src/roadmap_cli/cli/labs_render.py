@@ -42,6 +42,18 @@ def dev_check_table(console: Console, report) -> None:
                   + (f", {skipped} not checked here (needs a CUDA GPU)" if skipped else ""))
 
 
+def dev_rules(console: Console, verdicts) -> None:
+    """`dev rules`: per lab, the counts, then each bad quote and gap on its own line."""
+    for v in verdicts:
+        state = "required" if v.enforced else "pending"
+        mark = "[red]✗[/]" if v.problems else ("[yellow]![/]" if v.gaps else "[green]✓[/]")
+        console.print(f"{mark} {e(v.lab)} (quotes {state}): {v.rules} rules, {v.normative} normative sentences, "
+                      f"{len(v.uncovered)} uncovered, {len(v.unquoted_rules)} rules without a quote, "
+                      f"{len(v.bad_quotes)} bad quote(s)", soft_wrap=True)
+        for line in v.bad_quotes + v.gaps:
+            console.print(f"  {e(line)}", soft_wrap=True)
+
+
 def _first_lines(text: str, n: int) -> str:
     lines = (text or "").strip().splitlines()
     return "\n".join(lines[:n]) + ("\n…" if len(lines) > n else "")

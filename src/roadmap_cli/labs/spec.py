@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -74,12 +74,23 @@ class Rule(BaseModel):
     id: str = Field(pattern=KEBAB)
     section: str = Field(min_length=1)
     text: str = Field(min_length=1)
+    # The README.md sentence(s) it enforces, verbatim (whitespace-normalised; authoring/handout.py).
+    quote: Optional[Union[str, list[str]]] = None
     tests: list[str] = Field(default_factory=list)
 
     @field_validator("tests")
     @classmethod
     def _relative_prefixes(cls, value: list[str]) -> list[str]:
         return _relative_test_prefixes(value)
+
+
+class NotRule(BaseModel):
+    """A normative handout sentence that needs no test, and why in one line
+    (given code, a measured figure, an explanation): it counts as covered."""
+
+    model_config = ConfigDict(extra="forbid")
+    quote: Union[str, list[str]]
+    why: str = Field(min_length=1)
 
 
 class WrongVariant(BaseModel):
@@ -139,6 +150,11 @@ class LabSpec(BaseModel):
     # None: the lab's rules are not written yet (dev check warns); [] would
     # claim a lab whose handout states nothing checkable.
     rules: Optional[list[Rule]] = None
+    not_rules: list[NotRule] = Field(default_factory=list)
+    # "required" (the default): dev check fails a rule without `quote:` and a normative README.md sentence
+    # nothing quotes. "pending": those are warnings while the quotes are written (a quote that is not in
+    # README.md fails either way).
+    quotes: Literal["required", "pending"] = "required"
     wrong: list[WrongVariant] = Field(default_factory=list)
     known_survivors: list[KnownSurvivor] = Field(default_factory=list)
 
