@@ -14,6 +14,20 @@ from roadmap_cli import grading_kit as kit
 SECTION = "Part 5: reading vLLM's C++"
 
 
+def kind_mismatch(got, want) -> str | None:
+    """What `got` IS, beyond its value, where it differs from `want`: 2048.0 == 2048 and True == 1 in
+    Python, but a byte count is an int and use_v1 answers a bool (the handout: every number is a
+    Python int). Tuples may come back as lists (the adapter keeps either); their items may not."""
+    if isinstance(want, bool) or want is None or isinstance(want, int):
+        return None if type(got) is type(want) else f"{got!r} is a {type(got).__name__}, expected a {type(want).__name__}"
+    if isinstance(want, (tuple, list)) and isinstance(got, (tuple, list)):
+        for g, w in zip(got, want):
+            why = kind_mismatch(g, w)
+            if why:
+                return why
+    return None
+
+
 def expect_equal(call: str, got, want) -> None:
     if isinstance(want, dict):
         if not isinstance(got, dict):
@@ -23,9 +37,15 @@ def expect_equal(call: str, got, want) -> None:
             if have != value:
                 pytest.fail(f"{call}: {key} = {have!r}, expected {value!r} (README.md, section \"{SECTION}\")",
                             pytrace=False)
+            why = kind_mismatch(have, value)
+            if why:
+                pytest.fail(f"{call}: {key}: {why} (README.md, section \"{SECTION}\")", pytrace=False)
         return
     if got != want:
         pytest.fail(f"{call} = {got!r}, expected {want!r} (README.md, section \"{SECTION}\")", pytrace=False)
+    why = kind_mismatch(got, want)
+    if why:
+        pytest.fail(f"{call}: {why} (README.md, section \"{SECTION}\")", pytrace=False)
 
 
 # (version, num_seqs, num_heads, head_size, max_seq_len, block_size, num_threads)

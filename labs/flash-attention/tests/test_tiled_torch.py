@@ -16,6 +16,8 @@ CASES = [  # (batch, heads, kv_heads, seq, head_dim, causal, block_size, dtype)
     (1, 1, 1, 1, 16, False, 16, torch.float32),
     # fp16 in: O must come back in q's dtype (the LSE stays fp32).
     (1, 2, 2, 40, 16, False, 16, torch.float16),
+    # bf16 too: q's dtype is not "a 2-byte float means float16" (torch runs bf16 on a CPU).
+    (1, 2, 2, 40, 16, True, 16, torch.bfloat16),
 ]
 
 
@@ -32,7 +34,7 @@ def test_tiled_matches_reference(case):
         q, k, v = ref.make_qkv(kit.seeded(f"tiled-{case}-{trial}"), batch, heads, kv_heads, seq, head_dim,
                                dtype, dist)
         o, lse, shapes = adapter.tiled_attention(q, k, v, causal, None, block)
-        ref.check_forward(o, lse, q, k, v, causal, None)
+        ref.check_forward(o, lse, q, k, v, causal, None, section="Part 2: tiled-torch")
         # Tiled means: never a score matrix wider than one block of keys.
         widest = max((s[-1] for s in shapes), default=0)
         assert widest <= max(block, head_dim), (

@@ -470,6 +470,16 @@ ERROR_CASES = [
      None, "stop"),
     ("bad-stream", "/v1/completions", {"model": MODEL, "prompt": "hi", "stream": "yes"}, 400,
      "invalid_request_error", None, "stream"),
+    # JSON true is not an integer or a number, and 1 is not a boolean (README.md, "Errors"): Python's
+    # bool is an int, so isinstance() checks let them through.
+    ("bool-max-tokens", "/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": True}, 400,
+     "invalid_request_error", None, "max_tokens"),
+    ("bool-seed", "/v1/completions", {"model": MODEL, "prompt": "hi", "seed": True}, 400,
+     "invalid_request_error", None, "seed"),
+    ("bool-temperature", "/v1/completions", {"model": MODEL, "prompt": "hi", "temperature": True}, 400,
+     "invalid_request_error", None, "temperature"),
+    ("int-stream", "/v1/completions", {"model": MODEL, "prompt": "hi", "stream": 1}, 400,
+     "invalid_request_error", None, "stream"),
     ("bad-character", "/v1/completions", {"model": MODEL, "prompt": "caf\u00e9"}, 400, "invalid_request_error",
      None, "prompt"),
     ("bad-character-chat", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user",

@@ -235,7 +235,10 @@ def train(cfg: TrainConfig) -> TrainResult:
                 save_checkpoint(ckpt_path, result, it, batch_gen, cfg)
                 result.interrupted_at = it
                 return result
-            if it % cfg.eval_interval == 0 and not (cfg.resume and it == start):  # (a resumed run did this one)
+            # A checkpoint saved after this step's evaluation (periodic: a crash resumes from it) holds
+            # its entry; a Ctrl-C checkpoint is saved before it, so the resumed run evaluates it once.
+            done = bool(result.val_history) and result.val_history[-1]["iter"] == it
+            if it % cfg.eval_interval == 0 and not done:
                 with progress.evaluating(model, 2 * cfg.eval_iters):  # evaluation shows as its own bar
                     losses = estimate_loss(model, splits, cfg)
                 result.val_history.append({"iter": it, **losses})
@@ -278,7 +281,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     # #       result.interrupted_at = it and return result (python train.py --resume continues there);
     # #     every eval_interval steps: with progress.evaluating(model, 2 * cfg.eval_iters):
     # #       estimate_loss -> result.val_history.append({"iter": it, ...}),
-    # #       and save a checkpoint (iter_num = it);
+    # #       and save a checkpoint (iter_num = it); a resumed run skips this when val_history
+    # #       already ends with step it's entry (README.md 5.5: a crash's checkpoint vs Ctrl-C's);
     # #     set every param group's "lr" to get_lr(it, cfg);
     # #     x, y = get_batch(train_data, ..., generator=batch_gen); _, loss = model(x, y);
     # #     zero_grad, backward, torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip), step;

@@ -166,7 +166,8 @@ def train(cfg: TrainConfig) -> TrainResult:
     #       result.interrupted_at = it and return result (python train.py --resume continues there);
     #     every eval_interval steps: with progress.evaluating(model, 2 * cfg.eval_iters):
     #       estimate_loss -> result.val_history.append({"iter": it, ...}),
-    #       and save a checkpoint (iter_num = it);
+    #       and save a checkpoint (iter_num = it); a resumed run skips this when val_history
+    #       already ends with step it's entry (README.md 5.5: a crash's checkpoint vs Ctrl-C's);
     #     set every param group's "lr" to get_lr(it, cfg);
     #     x, y = get_batch(train_data, ..., generator=batch_gen); _, loss = model(x, y);
     #     zero_grad, backward, torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip), step;

@@ -380,3 +380,34 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_identically(tmp_path):
     assert got == want, f"losses after resuming a Ctrl-C checkpoint differ from the uninterrupted run ({SECTION} 5.4)"
     diff = max(float((resumed["final"][n] - full["final"][n]).abs().max()) for n in full["final"])
     assert diff <= 1e-5, f"after resuming a Ctrl-C checkpoint, the final parameters differ by {diff:.2e} ({SECTION} 5.4)"
+
+
+def test_ctrl_c_at_an_evaluation_step_evaluates_it_once_on_resume(tmp_path):
+    """Ctrl-C before step 12 (eval_interval 6): the checkpoint is saved in step 0 of the loop, before
+    step 12's evaluation, so it holds val_history [0, 6] and the resumed run evaluates step 12 once.
+    (A periodic checkpoint, the one a crash leaves, holds its step's entry: see the crash test.)"""
+    seed = int(seeded("ctrl-c-eval-seed") % 10_000)
+    common = dict(corpus=str(CORPUS), max_iters=24, seed=seed, **RESUME_CONFIG)
+    full = adapter.watch_training(dict(common, out_dir=str(tmp_path / "a"), resume=False))
+    stopped = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=False), stop_at_step=12)
+    assert stopped["interrupted_at"] == 12, (
+        f"after Ctrl-C before step 12 the run reports interrupted_at = {stopped['interrupted_at']}, expected 12 "
+        f"({SECTION} 5.5)")
+    ckpt = adapter.read_checkpoint(str(tmp_path / "b" / "ckpt.pt"))
+    assert ckpt is not None and ckpt["iter_num"] == 12, "the Ctrl-C checkpoint must resume at step 12"
+    val_iters = [int(e["iter"]) for e in ckpt["val_history"] or []]
+    assert val_iters == [0, 6], (
+        f"the Ctrl-C checkpoint saved before step 12 holds val_history iters {val_iters}, expected [0, 6]: on "
+        f"stop.requested save and return before step 12's evaluation ({SECTION} 5.5)")
+    resumed = adapter.watch_training(dict(common, out_dir=str(tmp_path / "b"), resume=True))
+    got_iters = [int(e["iter"]) for e in resumed["val_history"]]
+    want_iters = [int(e["iter"]) for e in full["val_history"]]
+    assert got_iters == want_iters, (
+        f"validation history after resuming a Ctrl-C checkpoint saved at an evaluation step: iters {got_iters}, "
+        f"uninterrupted {want_iters}. Skip a resumed run's first evaluation only when val_history already ends "
+        f"with that step's entry (a periodic checkpoint's); a Ctrl-C checkpoint is saved before it ({SECTION} 5.5)")
+    for a, b in zip(resumed["val_history"], full["val_history"]):
+        assert abs(a["val"] - b["val"]) <= 1e-5, f"val loss at iter {a['iter']}: resumed {a['val']}, uninterrupted {b['val']}"
+    got = [round(float(h["loss"]), 5) for h in resumed["history"]]
+    want = [round(float(h["loss"]), 5) for h in full["history"]]
+    assert got == want, f"losses after resuming a Ctrl-C checkpoint differ from the uninterrupted run ({SECTION} 5.4)"

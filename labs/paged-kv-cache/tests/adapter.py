@@ -126,12 +126,21 @@ def compute_slot_mapping(block_table, start: int, end: int, block_size: int) -> 
 
 @learner_side
 def write_kv(key, value, key_cache, value_cache, slot_mapping):
-    """Returns (key_cache, value_cache) after the learner's in-place write, and the
-    names of inputs it modified (key/value/slot_mapping must stay unchanged)."""
+    """Returns (key_cache, value_cache) after the learner's in-place write, the
+    names of inputs it modified (key/value/slot_mapping must stay unchanged), and
+    the names of the caches whose storage it rebound (`.data = ...`, `set_`):
+    the same tensor object with new contents, which a view taken before the call
+    (as the engine's per-layer caches are) never sees."""
+    import torch
+
     watched = [("key", key), ("value", value), ("slot_mapping", slot_mapping)]
     clones = [t.clone() for _, t in watched]
+    caches = [("key_cache", key_cache, key_cache.untyped_storage().data_ptr(), key_cache.view(-1)),
+              ("value_cache", value_cache, value_cache.untyped_storage().data_ptr(), value_cache.view(-1))]
     _module("paged_attention").write_kv(key, value, key_cache, value_cache, slot_mapping)
-    return key_cache, value_cache, _changed(watched, clones)
+    rebound = [name for name, cache, ptr, before in caches
+               if cache.untyped_storage().data_ptr() != ptr or not torch.equal(before, cache.reshape(-1))]
+    return key_cache, value_cache, _changed(watched, clones), rebound
 
 
 @learner_side

@@ -158,7 +158,7 @@ class Checked:
         st = self.now
         free = st["free"]
         if len(free) != len(set(free)):
-            self.fail(f"after {after}: invariant 1: duplicate block in the free list {free} ({API})")
+            self.fail(f"after {after}: duplicate block in the free list {free} ({API})")
         if st["num_free"] != len(free):
             self.fail(f"after {after}: num_free_blocks = {st['num_free']} but free_block_ids() has {len(free)} "
                       f"blocks ({API})")
@@ -171,7 +171,7 @@ class Checked:
                 self.fail(f"after {after}: num_tokens({seq_id}) = {st['num_tokens'][seq_id]}, expected {len(toks)} "
                           f"({API})")
             if len(table) != ceil_div(len(toks), self.bs):
-                self.fail(f"after {after}: invariant 4: sequence {seq_id} of length {len(toks)} holds "
+                self.fail(f"after {after}: sequence {seq_id} of length {len(toks)} holds "
                           f"{len(table)} blocks {table}, expected ceil({len(toks)} / {self.bs}) = "
                           f"{ceil_div(len(toks), self.bs)} ({API})")
             if len(set(table)) != len(table):
@@ -182,29 +182,29 @@ class Checked:
                 hashed = st["hashed"][block_id]
                 if hashed and not (full and self.caching):
                     filled = min(self.bs, len(toks) - i * self.bs)
-                    self.fail(f"after {after}: invariant 5: block {block_id} (block {i} of sequence {seq_id}, "
+                    self.fail(f"after {after}: block {block_id} (block {i} of sequence {seq_id}, "
                               f"{filled}/{self.bs} tokens) has a hash, expected None: "
                               + ("only full blocks are hashed" if self.caching else "prefix caching is off")
                               + f" ({PREFIX})")
                 if full and self.caching and not hashed:
-                    self.fail(f"after {after}: invariant 5: full block {block_id} (block {i} of sequence {seq_id}) "
+                    self.fail(f"after {after}: full block {block_id} (block {i} of sequence {seq_id}) "
                               f"has no hash; a full block is registered when it fills ({PREFIX})")
         used = set(holders)
         if used & set(free):
-            self.fail(f"after {after}: invariant 1: block(s) {sorted(used & set(free))} are both free and in a "
+            self.fail(f"after {after}: block(s) {sorted(used & set(free))} are both free and in a "
                       f"block table ({API})")
         if len(used) + len(free) != self.num_blocks:
-            self.fail(f"after {after}: invariant 1: {len(free)} free + {len(used)} used != {self.num_blocks} blocks "
+            self.fail(f"after {after}: {len(free)} free + {len(used)} used != {self.num_blocks} blocks "
                       f"(a block was lost or counted twice) ({API})")
         for block_id in range(self.num_blocks):
             rc = st["ref"][block_id]
             if rc != holders.get(block_id, 0):
-                self.fail(f"after {after}: invariant 2: ref_count({block_id}) = {rc}, expected "
+                self.fail(f"after {after}: ref_count({block_id}) = {rc}, expected "
                           f"{holders.get(block_id, 0)} (the number of block tables holding it) ({COW})")
 
     def _check_all_free(self) -> None:
         if sorted(self.now["free"]) != list(range(self.num_blocks)):
-            self.fail(f"invariant 3: after freeing every sequence the free list is {self.now['free']}, expected "
+            self.fail(f"after freeing every sequence the free list is {self.now['free']}, expected "
                       f"every block 0..{self.num_blocks - 1} ({API})")
 
     # ------------------------------------------------------------ one operation, before -> after
@@ -248,7 +248,7 @@ class Checked:
         if cached != expected_hits * self.bs:
             why = ("prefix caching is off" if not self.caching else
                    f"the longest run of cached full blocks holding the same tokens from position 0 is "
-                   f"{expected_hits} block(s) (invariant 5)")
+                   f"{expected_hits} block(s)")
             if self.caching and isinstance(cached, int) and cached > (len(tokens) // self.bs) * self.bs:
                 why += "; a partial block is never a hit"
             self.fail(f"allocate(seq {seq_id}) returned {cached} cached tokens, expected {expected_hits * self.bs}: "
@@ -256,12 +256,12 @@ class Checked:
         if table[:expected_hits] != expected_hit_blocks:
             self.fail(f"allocate(seq {seq_id}): the prefix hits must reuse blocks {expected_hit_blocks} (the cached "
                       f"blocks holding those prefixes), got {table[:expected_hits]} ({PREFIX})")
-        # Fresh blocks come from the front of the free list, in order (invariant 6).
+        # Fresh blocks come from the front of the free list, in order.
         remaining = [b for b in before_free if b not in expected_hit_blocks]
         fresh = table[expected_hits:]
         if fresh != remaining[:len(fresh)]:
             self.fail(f"allocate(seq {seq_id}): new blocks must be the first {len(fresh)} of the free list "
-                      f"{remaining[:len(fresh) + 3]}..., got {fresh} (invariant 6: least recently freed first) "
+                      f"{remaining[:len(fresh) + 3]}..., got {fresh} (least recently freed first) "
                       f"({EVICT})")
         if after["free"] != remaining[len(fresh):]:
             self.fail(f"allocate(seq {seq_id}): the free list should be {remaining[len(fresh):]} (order kept, a "
@@ -287,11 +287,11 @@ class Checked:
                 self.fail(f"append(seq {seq_id}): the last block was full, so a fresh block is taken and nothing is "
                           f"copied: expected None, got {copy} ({COW})")
             if table[:-1] != before_table or len(table) != len(before_table) + 1:
-                self.fail(f"append(seq {seq_id}): new length {n} (L % block_size == 1) must add exactly one block "
-                          f"(invariant 4): table {before_table} -> {table} ({API})")
+                self.fail(f"append(seq {seq_id}): new length {n} (L % block_size == 1) must add exactly one block: "
+                          f"table {before_table} -> {table} ({API})")
             if table[-1] != before_free[0]:
                 self.fail(f"append(seq {seq_id}): the new block must be the front of the free list "
-                          f"{before_free[:3]}..., got {table[-1]} (invariant 6) ({EVICT})")
+                          f"{before_free[:3]}..., got {table[-1]} ({EVICT})")
             self.tracker.forget(table[-1])
         elif last_shared:
             want = (before_table[-1], before_free[0])

@@ -141,7 +141,7 @@ def test_freeing_forks_in_any_order_keeps_the_others(order):
 
 
 def test_ten_shared_tokens_block_size_4_gives_2_hits():
-    """GRADING.md invariant 5's example: only the 2 full shared blocks hit."""
+    """The handout's example (Prefix caching): only the 2 full shared blocks hit."""
     c = checked(16, 4)
     shared = list(range(1, 11))                                  # 10 tokens
     c.allocate(0, shared + [50, 51, 52, 53, 54])

@@ -60,8 +60,10 @@ def test_write_kv_is_exact(block_size):
             if slot >= 0:
                 want_k[slot // block_size, slot % block_size] = k[i]
                 want_v[slot // block_size, slot % block_size] = v[i]
-        got_k, got_v, changed = adapter.write_kv(k, v, kc, vc, slots)
+        got_k, got_v, changed, rebound = adapter.write_kv(k, v, kc, vc, slots)
         expect("inputs write_kv modified (key, value and slot_mapping must stay unchanged)", [], changed, SLOTS)
+        expect("caches write_kv gave new storage instead of writing into theirs (in place: a view of the cache "
+               "taken before the call must see the write)", [], rebound, SLOTS)
         for name, got, want in (("key_cache", got_k, want_k), ("value_cache", got_v, want_v)):
             wrong = (got != want).any(dim=-1).any(dim=-1).nonzero().tolist()
             require(not wrong, f"write_kv: {name} differs from storing row i at slot_mapping[i] (negative slots "

@@ -66,7 +66,7 @@ def run_and_check(num_blocks, block_size, caching, max_num_seqs, budget, request
     require(got["error"] is None, f"the scheduler raised {got['error']} at step {len(got['steps']) - 1} ({setup})",
             CB)
     expect(f"number of steps to finish every request ({setup})", len(want), len(got["steps"]), CB)
-    expect(f"free blocks after every request finished ({setup}) (invariant 3)", free_end, got["free_end"], CB,
+    expect(f"free blocks after every request finished ({setup})", free_end, got["free_end"], CB,
            "a finished or preempted sequence must free its blocks")
     return got["steps"], want
 
