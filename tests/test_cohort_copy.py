@@ -167,6 +167,6 @@ def test_a_source_holding_several_learners_is_refused_for_a_learner_login(run_cl
     _one_line(refused)
 
 
-def test_the_readme_says_how():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_cohort_guide_says_how():
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "cohort.md").read_text(encoding="utf-8")
     assert "Bringing your SQLite history into a cohort" in readme and "roadmap db copy --to 'URL'" in readme

@@ -8,92 +8,19 @@ requests it saw, so "from the cache, no network" is a count that stays put.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
-
-FIXTURES = Path(__file__).parent / "fixtures_papers"
+from paper_registry import FIXTURES, fixture, serve_registry  # noqa: F401  (FIXTURES: the recorded responses)
 FA2_TITLE = "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning"
 PAGED_DOI = "10.1145/3600006.3613165"
 
 
-class Registry:
-    """What the fake registries answer: `routes[key]` is a list of replies,
-    used in turn (the last one repeats). Keys: "arxiv:<id_list>",
-    "crossref:<doi>", "datacite:<doi>". A reply is (status, headers, body) or
-    a callable taking the handler (for slow or dripping answers)."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, list] = {}
-        self.requests: list[tuple[str, dict]] = []
-
-    def serve(self, key: str, *replies) -> None:
-        self.routes[key] = list(replies)
-
-    def count(self, prefix: str = "") -> int:
-        return sum(1 for key, _ in self.requests if key.startswith(prefix))
-
-    def reply_for(self, key: str):
-        replies = self.routes.get(key)
-        if not replies:
-            return 404, {"Content-Type": "application/json"}, b'{"status":"error","message":"not found"}'
-        return replies.pop(0) if len(replies) > 1 else replies[0]
-
-
-def fixture(name: str, status: int = 200, content_type: str = "application/atom+xml; charset=utf-8"):
-    return status, {"Content-Type": content_type}, (FIXTURES / name).read_bytes()
-
-
 @pytest.fixture
 def registry(monkeypatch):
-    reg = Registry()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # keep pytest's output clean
-            pass
-
-        def do_GET(self):
-            parts = urlsplit(self.path)
-            if parts.path == "/arxiv/api/query":
-                key = "arxiv:" + parse_qs(parts.query).get("id_list", [""])[0]
-            elif parts.path.startswith("/crossref/works/"):
-                key = "crossref:" + unquote(parts.path[len("/crossref/works/"):])
-            elif parts.path.startswith("/datacite/dois/"):
-                key = "datacite:" + unquote(parts.path[len("/datacite/dois/"):])
-            else:
-                key = "other:" + parts.path
-            reg.requests.append((key, dict(self.headers)))
-            reply = reg.reply_for(key)
-            if callable(reply):
-                reply(self)
-                return
-            status, headers, body = reply
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            if "Content-Length" not in headers:
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setenv("ROADMAP_ARXIV_API", f"{base}/arxiv/api/query")
-    monkeypatch.setenv("ROADMAP_CROSSREF_API", f"{base}/crossref")
-    monkeypatch.setenv("ROADMAP_DATACITE_API", f"{base}/datacite")
+    reg, stop = serve_registry(monkeypatch)
     yield reg
-    server.shutdown()
-    server.server_close()
+    stop()
 
 
 def papers(run_cli) -> list[dict]:
