@@ -14,7 +14,7 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from conftest import FIXTURE_LABS
+FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"  # not imported from conftest: two conftest modules share that name
 
 ADDER = FIXTURE_LABS / "labs" / "adder"
 
