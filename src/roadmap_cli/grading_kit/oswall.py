@@ -258,17 +258,11 @@ def describe(view: Optional[dict]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def wall_argv(view: Optional[dict]) -> Optional[list[str]]:
+def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list[str]], list[int]]:
     """The `bwrap ... --` prefix for a learner command, or None for the weak
     sandbox. `view`: {"hide": [...], "read_only": [...], "read_write": [...],
-    "cwd": path} as the engine computed it (grading/isolation.py). The
-    synthetic /etc files are read from descriptors: use `walled`, which
-    opens and closes them, rather than this."""
-    argv, _ = _argv(view, {})
-    return argv
-
-
-def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list[str]], list[int]]:
+    "cwd": path, "shared_net": bool} as the engine computed it
+    (grading/isolation.py); `data_fds`: /etc path -> descriptor to read it from."""
     if not view:
         return None, []
     # The engine chose the wall after probing it (status()); a grade never quietly drops to the weak sandbox
