@@ -35,7 +35,7 @@ does not do: limit total memory of the tree (that needs a delegated cgroup;
 each process keeps its RLIMIT_AS).
 
 Where bubblewrap is missing or user namespaces are off (macOS, locked-down
-hosts), `wall_argv` returns None and the in-process sandbox (audit hook,
+hosts), `walled` adds nothing and the in-process sandbox (audit hook,
 limits, hashes) is all there is: the engine records that attempt's sandbox
 as "weak". ROADMAP_SANDBOX=weak chooses that on purpose (for debugging);
 ROADMAP_REQUIRE_BWRAP=1 turns a missing bwrap into an error instead.
