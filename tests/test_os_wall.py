@@ -331,3 +331,23 @@ def test_a_hidden_folder_may_hold_a_hidden_folder_and_a_granted_one(wall, tmp_pa
     assert proc.returncode == 0, proc.stderr
     listing, corpus, secret = proc.stdout.split("\n")[:3]
     assert (listing, corpus, secret) == ("[]", "input", "False")
+
+
+def test_the_grader_never_follows_a_link_out_of_the_workspace(tmp_path: Path) -> None:
+    """Learner code may swap a workspace file for a link to anywhere the grading user can read, for a grader
+    test (outside the wall) to quote back; the grader's audit hook refuses such an open."""
+    from roadmap_cli.grading.plugin import refuse_links_out_of
+
+    ws = tmp_path / "linkws"
+    ws.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2")
+    (ws / "answer.py").symlink_to(secret)
+    (ws / "inside.py").symlink_to(ws / "real.py")
+    (ws / "real.py").write_text("x = 1\n")
+    assert (ws / "answer.py").read_text() == "hunter2"  # without the hook
+    refuse_links_out_of(str(ws))  # (an audit hook stays for the process: it only concerns this folder)
+    with pytest.raises(PermissionError, match="link out of the workspace"):
+        (ws / "answer.py").read_text()
+    assert (ws / "inside.py").read_text() == "x = 1\n" and (ws / "real.py").read_text() == "x = 1\n"
+    assert secret.read_text() == "hunter2"

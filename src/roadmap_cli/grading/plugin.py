@@ -144,6 +144,27 @@ def _ast_parse_without_gc(*args: Any, **kwargs: Any) -> Any:
         gc.enable()
 
 
+def refuse_links_out_of(workspace: str) -> None:
+    """This process (the grader, outside the wall) reads the learner's files;
+    learner code may, during the grade, have swapped one for a symbolic link
+    to anywhere the grading user can read (a credential, the data home), for
+    a test to quote back in a failure message. Every open of a workspace path
+    that resolves outside the workspace is refused (the test fails)."""
+    given = os.path.join(os.path.abspath(workspace), "")
+    root = os.path.join(os.path.realpath(workspace), "")
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or isinstance(args[0], int) or args[0] is None:
+            return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if (path.startswith(given) or path.startswith(root)) and \
+                not os.path.join(os.path.realpath(path), "").startswith(root):
+            raise PermissionError(f"{path} is a link out of the workspace (to {os.path.realpath(path)}): "
+                                  "the grader does not follow it")
+
+    sys.addaudithook(hook)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # pytest (failure reports, assertion rewriting) and traceback look
     # ast.parse up on the module at call time, so this reaches them all.
@@ -165,6 +186,8 @@ def pytest_configure(config: pytest.Config) -> None:
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ
         sandbox.configure(spec.get("sandbox"))
+        if (spec.get("sandbox") or {}).get("workspace"):
+            refuse_links_out_of(spec["sandbox"]["workspace"])
         sandbox.on_violation = lambda reason: _state.emit("void", reason=reason)
         _state.parts = [(p["id"], list(p["tests"])) for p in spec.get("parts", [])]
         selected = spec.get("selected")

@@ -35,7 +35,7 @@ does not do: limit total memory of the tree (that needs a delegated cgroup;
 each process keeps its RLIMIT_AS).
 
 Where bubblewrap is missing or user namespaces are off (macOS, locked-down
-hosts), `wall_argv` returns None and the in-process sandbox (audit hook,
+hosts), `walled` adds nothing and the in-process sandbox (audit hook,
 limits, hashes) is all there is: the engine records that attempt's sandbox
 as "weak". ROADMAP_SANDBOX=weak chooses that on purpose (for debugging);
 ROADMAP_REQUIRE_BWRAP=1 turns a missing bwrap into an error instead.
@@ -258,17 +258,11 @@ def describe(view: Optional[dict]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def wall_argv(view: Optional[dict]) -> Optional[list[str]]:
+def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list[str]], list[int]]:
     """The `bwrap ... --` prefix for a learner command, or None for the weak
     sandbox. `view`: {"hide": [...], "read_only": [...], "read_write": [...],
-    "cwd": path} as the engine computed it (grading/isolation.py). The
-    synthetic /etc files are read from descriptors: use `walled`, which
-    opens and closes them, rather than this."""
-    argv, _ = _argv(view, {})
-    return argv
-
-
-def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list[str]], list[int]]:
+    "cwd": path, "shared_net": bool} as the engine computed it
+    (grading/isolation.py); `data_fds`: /etc path -> descriptor to read it from."""
     if not view:
         return None, []
     # The engine chose the wall after probing it (status()); a grade never quietly drops to the weak sandbox
