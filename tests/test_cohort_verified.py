@@ -261,3 +261,33 @@ def test_a_self_graded_claim_never_helps_a_verified_grade_prove_a_checkpoint(run
         proved = dict(conn.execute("SELECT checkpoint_id, source FROM checkpoint_progress WHERE learner = %s",
                                    (ada,)).fetchall())
     assert proved == {"fake-add": "lab:adder/add"}
+
+
+def test_red_team_routes_a_forged_claim_passes_no_lab_and_breaks_no_board(run_cli, cohort, monkeypatch):
+    """Found by the red team (issue 35 item 7): a self-graded attempt claiming every part counted as a passed lab
+    in `cohort status`; one whose perf is not a list crashed `cohort board` and `export` for everyone; and a
+    checkpoint source 'LAB:x' or ' lab:x' slipped past the lab-proved policy and broke every export."""
+    import psycopg
+
+    assert run_cli("db", "status").exit_code == 0
+    n = cohort["n"]
+    mallory = f"mallory{n}"
+    url = _add(run_cli, cohort, mallory)
+    claim = dict(FORGED, parts=json.dumps([{"id": "add", "points": 10.0, "max_points": 10.0, "status": "passed",
+                                            "tests_passed": 1, "tests_total": 1},
+                                           {"id": "mul", "points": 10.0, "max_points": 10.0, "status": "passed",
+                                            "tests_passed": 1, "tests_total": 1}]), perf="5", score=20.0)
+    with _sql(url) as conn:
+        conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)", (json.dumps(claim),))
+        for source in ("LAB:adder/add", " lab:adder/add", "lab:adder/add ", "anything"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                             "VALUES ('fake-mul', '2026-12-01T10:00:00+00:00', %s, 'x', current_user)", (source,))
+    status = run_cli("cohort", "status", "--json")
+    assert status.exit_code == 0, status
+    row = next(r for r in status.json()["data"]["learners"] if r["learner"] == mallory)
+    assert row["labs_passed"] == [], row  # a claim is not a passed lab
+    board = run_cli("cohort", "board", "adder", "--json")
+    assert board.exit_code == 0 and "Traceback" not in board.stderr, board
+    assert [e["learner"] for e in board.json()["data"]["self_graded"]] == [mallory]
+    assert run_cli("cohort", "export").exit_code == 0

@@ -347,7 +347,43 @@ def test_the_grader_never_follows_a_link_out_of_the_workspace(tmp_path: Path) ->
     (ws / "real.py").write_text("x = 1\n")
     assert (ws / "answer.py").read_text() == "hunter2"  # without the hook
     refuse_links_out_of(str(ws))  # (an audit hook stays for the process: it only concerns this folder)
-    with pytest.raises(PermissionError, match="link out of the workspace"):
+    with pytest.raises(PermissionError, match="link out of the learner"):
         (ws / "answer.py").read_text()
     assert (ws / "inside.py").read_text() == "x = 1\n" and (ws / "real.py").read_text() == "x = 1\n"
     assert secret.read_text() == "hunter2"
+
+
+def test_the_grader_never_writes_through_a_link_in_the_scratch_folder(tmp_path: Path) -> None:
+    """Red team (issue 35): learner code planted `tmp_path/other.txt -> a host file`, and a minigpt test,
+    outside the wall, wrote its corpus through it. Writes through a planted file link, and into a folder
+    swapped for a link, are refused; the host files stay as they were."""
+    import subprocess
+    import sys
+
+    basetemp = tmp_path / "scratch" / "pytest-tmp"
+    (basetemp / "test_x0").mkdir(parents=True)
+    victim_dir = tmp_path / "host"
+    victim_dir.mkdir()
+    victim = victim_dir / "VICTIM.txt"
+    victim.write_text("precious")
+    (basetemp / "test_x0" / "other.txt").symlink_to(victim)
+    (basetemp / "test_x1").symlink_to(victim_dir)
+    # In a child: an audit hook stays for the life of the process that adds it.
+    code = f"""
+import sys
+from roadmap_cli.grading.plugin import refuse_links_out_of
+refuse_links_out_of({str(tmp_path / 'ws')!r}, {str(basetemp)!r})
+for target in ({str(basetemp / 'test_x0' / 'other.txt')!r}, {str(basetemp / 'test_x1' / 'new.txt')!r}):
+    try:
+        open(target, "w").write("corpus")
+        print("WROTE", target)
+    except PermissionError as exc:
+        print("REFUSED", "link out of the learner" in str(exc))
+open({str(basetemp / 'test_x0' / 'fine.txt')!r}, "w").write("ok")
+"""
+    (tmp_path / "ws").mkdir()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["REFUSED True", "REFUSED True"], out.stdout
+    assert victim.read_text() == "precious" and not (victim_dir / "new.txt").exists()
+    assert (basetemp / "test_x0" / "fine.txt").read_text() == "ok"

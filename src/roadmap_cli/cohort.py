@@ -73,8 +73,11 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
         progress = conn.execute(sa.text("SELECT learner, checkpoint_id FROM cohort_checkpoint_progress"))
         for learner, checkpoint in progress:
             done[learner].add(checkpoint)
+        # In a cohort a lab counts as passed on verified attempts only (the worker's): a self-graded attempt is the
+        # learner's claim (red team: a forged one listed the lab as passed). A solo file's attempts are its own.
+        only_verified = "" if conn.dialect.name == "sqlite" else " AND verified"
         attempts = conn.execute(sa.text(
-            "SELECT learner, lab_id, parts, outcome FROM cohort_grade_attempts WHERE score > 0")).all()
+            f"SELECT learner, lab_id, parts, outcome FROM cohort_grade_attempts WHERE score > 0{only_verified}")).all()
         papers = dict(conn.execute(sa.text(
             "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
             "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())
@@ -120,7 +123,9 @@ def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
     `ratio_vs_*` / `pct_of_baseline` extras. None: no GPU figures."""
     try:
         figures = json.loads(perf_json or "[]")
-    except ValueError:
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(figures, list):  # a cohort learner's self-graded row says what it likes: never a crash
         return None
     summary = [f["value"] for f in figures if isinstance(f, dict) and f.get("unit") == "ratio"
                and isinstance(f.get("value"), (int, float)) and f["value"] > 0]

@@ -144,23 +144,26 @@ def _ast_parse_without_gc(*args: Any, **kwargs: Any) -> Any:
         gc.enable()
 
 
-def refuse_links_out_of(workspace: str) -> None:
-    """This process (the grader, outside the wall) reads the learner's files;
-    learner code may, during the grade, have swapped one for a symbolic link
-    to anywhere the grading user can read (a credential, the data home), for
-    a test to quote back in a failure message. Every open of a workspace path
-    that resolves outside the workspace is refused (the test fails)."""
-    given = os.path.join(os.path.abspath(workspace), "")
-    root = os.path.join(os.path.realpath(workspace), "")
+def refuse_links_out_of(*folders: str) -> None:
+    """This process (the grader, outside the wall) reads the learner's files
+    and reads and writes the grade's scratch folder (pytest's tmp_path), both
+    writable by learner code; that code may, during the grade, have swapped a
+    file or a folder there for a symbolic link to anywhere the grading user can
+    read or write (a credential, the data home, the grader's own files), for a
+    test to quote back in a failure message or to overwrite. Every open of a
+    path under one of `folders` that resolves outside that folder is refused
+    (the test fails)."""
+    roots = [(os.path.join(os.path.abspath(f), ""), os.path.join(os.path.realpath(f), "")) for f in folders]
 
     def hook(event: str, args: tuple) -> None:
         if event != "open" or isinstance(args[0], int) or args[0] is None:
             return
         path = os.path.abspath(os.fsdecode(args[0]))
-        if (path.startswith(given) or path.startswith(root)) and \
-                not os.path.join(os.path.realpath(path), "").startswith(root):
-            raise PermissionError(f"{path} is a link out of the workspace (to {os.path.realpath(path)}): "
-                                  "the grader does not follow it")
+        for given, root in roots:
+            if (path.startswith(given) or path.startswith(root)) and \
+                    not os.path.join(os.path.realpath(path), "").startswith(root):
+                raise PermissionError(f"{path} is a link out of the learner's folders (to {os.path.realpath(path)}): "
+                                      "the grader does not follow it")
 
     sys.addaudithook(hook)
 
@@ -187,7 +190,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ
         sandbox.configure(spec.get("sandbox"))
         if (spec.get("sandbox") or {}).get("workspace"):
-            refuse_links_out_of(spec["sandbox"]["workspace"])
+            # The workspace and pytest's basetemp (the grade's scratch folder, where tmp_path lives): both are
+            # the learner's to write (red team, issue 35: a link planted in tmp_path made a test overwrite a host file).
+            folders = [spec["sandbox"]["workspace"]]
+            if getattr(config.option, "basetemp", None):
+                folders.append(str(config.option.basetemp))
+            refuse_links_out_of(*folders)
         sandbox.on_violation = lambda reason: _state.emit("void", reason=reason)
         _state.parts = [(p["id"], list(p["tests"])) for p in spec.get("parts", [])]
         selected = spec.get("selected")

@@ -130,9 +130,15 @@ def protect_server_records(conn) -> None:
     learners = [row["learner"] for row in learner_roles(conn)]  # before the revoke: they still hold INSERT
     outcomes = ", ".join(f"'{o}'" for o in _SELF_GRADED_OUTCOMES)
     raw.execute(_SELF_GRADED_DDL.format(function=SELF_GRADED_FUNCTION, schema=schema, outcomes=outcomes))
-    # Restrictive: AND-ed with the own-rows policy. A learner writes self-marked checkpoints, never lab-proved ones.
+    # Restrictive: AND-ed with the own-rows policy. A learner writes self-marked checkpoints, never lab-proved ones;
+    # what it writes is exactly a source the engine writes for it (red team: 'LAB:x' and ' lab:x' got through a
+    # NOT LIKE 'lab:%' and broke every export), and it never touches a lab-proved row.
+    from roadmap_cli.store.values import SELF_SOURCES
+
     lab = f"source NOT LIKE '{LAB_SOURCE_PREFIX}%'"
-    for command, clause in (("INSERT", f"WITH CHECK ({lab})"), ("UPDATE", f"USING ({lab}) WITH CHECK ({lab})"),
+    own = ("(source IN (" + ", ".join(f"'{s}'" for s in SELF_SOURCES) + ")"
+           f" OR source LIKE '{SELF_GRADED_SOURCE_PREFIX}%/%')")
+    for command, clause in (("INSERT", f"WITH CHECK ({own})"), ("UPDATE", f"USING ({lab}) WITH CHECK ({own})"),
                             ("DELETE", f"USING ({lab})")):
         raw.execute(f"CREATE POLICY {LAB_PROVED_POLICY}_{command.lower()} ON checkpoint_progress "  # '%': no params
                     f"AS RESTRICTIVE FOR {command} {clause}")
