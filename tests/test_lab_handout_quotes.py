@@ -178,6 +178,9 @@ def test_dev_checks_handout_row(adder: Path):
 
     row, warning = check_handout_row(load_lab(adder))
     assert row.check == "handout" and row.ok is True and warning is None
+    edit(adder, lambda d: d.update(quotes="pending"))   # pending, with nothing missing: say so
+    assert check_handout_row(load_lab(adder))[1] == ("adder: lab.yaml says `quotes: pending` but nothing is "
+                                                     "missing: delete that line")
     edit(adder, lambda d: (d.pop("not_rules"), d.update(quotes="pending")))
     row, warning = check_handout_row(load_lab(adder))
     assert row.ok is True and row.got.endswith("(quotes: pending)")

@@ -134,6 +134,10 @@ KNOWN = {
     "view-splits-row-chunk": ((2, 3, 4), [["index", [[None, None, None], [None, None, None], [1, 3, None]]],
                                           ["view", [3, 2, 2]]]),
     "zero-d-tensor": ((2, 3), [["index", [1, 2]], ["view", [1, 1]], ["contiguous", None]]),
+    # torch's size-1 exception: a size-1 dimension never breaks a chunk, whatever its stride ((2, 1, 4) with
+    # strides (4, 1, 1) views as (8)), and a new size-1 dimension takes the stride of what lies to its right.
+    "size-one-dim-inside-a-chunk": ((2, 4), [["view", [2, 4, 1]], ["transpose", [1, 2]], ["view", [8]]]),
+    "view-inserts-size-one": ((4, 6), [["index", [[None, None, 2]]], ["view", [2, 1, 6]]]),
 }
 
 

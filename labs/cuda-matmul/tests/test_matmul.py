@@ -152,6 +152,15 @@ def test_matmul_fp32_inputs_beyond_fp16_range():
     check_matmul(a, b, "fp32 matmul with |A| ~ 1e5", adapter.TILES[1])
 
 
+def test_matmul_fp32_output_beyond_fp16_range():
+    """fp32 inputs of ~1e3 give outputs of ~1e7: an fp32 C must stay fp32 all the way; an accumulator
+    rounded to fp16 on the way to the store overflows to inf (TF32 on a GPU keeps fp32's range)."""
+    gen = generator("matmul-fp32-out-range")
+    a = random_values((33, 48), torch.float32, gen) * 1e3
+    b = random_values((48, 20), torch.float32, gen) * 1e3
+    check_matmul(a, b, "fp32 matmul with outputs of ~1e7", adapter.TILES[0])
+
+
 def test_matmul_rejects_mismatched_shapes():
     a = torch.zeros((4, 5), dtype=torch.float32)
     b = torch.zeros((6, 3), dtype=torch.float32)

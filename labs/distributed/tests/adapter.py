@@ -199,8 +199,10 @@ def _job_ring(comm, cases):
             setattr(dist, name, lambda *a, _n=name, **k: refuse(*a, name=_n, **k))
         try:
             if case["op"] == "all_reduce":
+                storage = x.data_ptr()   # in place: the same tensor on the same storage (not a rebound .data)
                 out = col.ring_all_reduce(comm, x)
-                res = {"out": out.clone(), "same_object": out is x, "input_after": x.clone()}
+                res = {"out": out.clone(), "same_object": out is x, "same_storage": x.data_ptr() == storage,
+                       "input_after": x.clone()}
             elif case["op"] == "reduce_scatter":
                 out = col.ring_reduce_scatter(comm, x)
                 res = {"out": out.clone(), "input_after": x.clone()}

@@ -16,8 +16,9 @@ import adapter
 import refs
 
 SECTION = "Part 4: 1F1B pipeline"
-SCHEDULES = [(2, 1), (2, 4), (3, 2), (3, 5), (4, 3), (4, 8), (5, 7)]
-RUNS = [(2, 4), (3, 2), (4, 5)]
+# m < p - 1 too ((4, 1), (5, 2)): stage 0's warm-up is cut short by m, min(p - s - 1, m) = m.
+SCHEDULES = [(2, 1), (2, 4), (3, 2), (3, 5), (4, 1), (4, 3), (4, 8), (5, 2), (5, 7)]
+RUNS = [(2, 4), (3, 2), (4, 2), (4, 5)]
 WIDTH = 6
 
 
@@ -69,7 +70,10 @@ def test_bubble_fraction_of_other_timelines():
     gpipe = [[("F", i) for i in range(3)] + [("B", i) for i in range(3)] for _ in range(3)]
     events = sorted(refs.simulate(gpipe))
     late = [(s, i, k, t + (2 if s == 1 else 0)) for s, i, k, t in events]
-    for ev, p in ((events, 3), (late, 3), ([(0, 0, "F", 0), (0, 0, "B", 4)], 1)):
+    # A timeline whose first operation starts at tick 3: the makespan still counts from tick 0.
+    shifted = [(s, i, k, t + 3) for s, i, k, t in events]
+    for ev, p in ((events, 3), (late, 3), (shifted, 3), ([(0, 0, "F", 0), (0, 0, "B", 4)], 1),
+                  ([(0, 0, "F", 2), (0, 0, "B", 3)], 1)):
         got = adapter.bubble_of(ev, p)
         want = refs.bubble(ev, p)
         assert abs(got - float(want)) <= 1e-12, (

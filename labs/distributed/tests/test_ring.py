@@ -65,6 +65,9 @@ def test_all_reduce_sums_in_place(p):
             _close(res["out"], want, label)
             _close(res["out"], res["torch"], label + " vs torch.distributed.all_reduce")
             assert res["same_object"], f"{label}: returned a new tensor; it sums IN PLACE and returns its argument"
+            assert res["same_storage"], (f"{label}: the argument's storage was replaced (`tensor.data = ...`); the sum "
+                                         f"is written IN PLACE into its own memory (`tensor.copy_(...)`), which every "
+                                         f"view of it sees")
             _close(res["input_after"], want, label + ": the argument after the call (in place)")
 
 

@@ -78,7 +78,7 @@ def fold_constants(gm: fx.GraphModule) -> fx.GraphModule:
 def eliminate_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
     """Erase every node whose value nobody uses, until none is left: chains of dead nodes go too.
     Never erased: placeholders (they are the signature), the output, and impure nodes
-    (`node.is_impure()`: random draws, in-place ops), even unused."""
+    (`node.is_impure()`: random draws), even unused."""
     # BEGIN SOLUTION
     graph = gm.graph
     # Walking from the output backwards, a node's users are visited (and erased) before it: one sweep is a

@@ -34,7 +34,7 @@ def fold_constants(gm: fx.GraphModule) -> fx.GraphModule:
 def eliminate_dead_code(gm: fx.GraphModule) -> fx.GraphModule:
     """Erase every node whose value nobody uses, until none is left: chains of dead nodes go too.
     Never erased: placeholders (they are the signature), the output, and impure nodes
-    (`node.is_impure()`: random draws, in-place ops), even unused."""
+    (`node.is_impure()`: random draws), even unused."""
     raise NotImplementedError("eliminate_dead_code: see README.md, section \"Part 2: constant folding, DCE, CSE\"")
 
 

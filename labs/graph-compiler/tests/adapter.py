@@ -144,6 +144,23 @@ def compile_facts(cases: list) -> list:
 
 
 @learner_side(timeout_s=30)
+def op_names_of_modules() -> list:
+    """op_names on a traced module whose submodules are called: call_module nodes (targets "proj", "act")."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(3, 4)
+            self.act = torch.nn.GELU()
+
+        def forward(self, x):
+            return self.act(self.proj(x)) + 1
+
+    return kit.learner_module("compile_reading").op_names(torch.fx.symbolic_trace(Net()))
+
+
+@learner_side(timeout_s=30)
 def op_names_of(spec: dict) -> list:
     import graphs
 

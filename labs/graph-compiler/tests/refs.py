@@ -71,6 +71,8 @@ def passes_spec(r: random.Random) -> dict:
     k = b.call("mul", c0, r.choice([2.0, 0.5, -1.5]))
     for _ in range(r.randint(1, 3)):
         k = b.call(r.choice(UNARY), k) if r.random() < 0.5 else b.call("add", k, c0)
+    k = b.call(r.choice(UNARY), k, op="call_method")   # a method call is constant too: `c.relu()`
+    b.attr([D])                       # an attribute nothing uses: DCE erases it (only impure nodes stay)
     k2 = b.call("matmul", c0, c1)   # (D,) @ (D, D) -> (D,)
     live = [x]
     h = b.call("add", x, k)
@@ -85,6 +87,10 @@ def passes_spec(r: random.Random) -> dict:
     dup = b.call("relu", src)
     dup2 = b.call("mul", dup, k2)
     h = b.call("add", first2, dup2)
+    live.append(h)
+    # Method-call twins merge as function twins do; a method and the function of the same name do not.
+    m1, m2, m3 = (b.call("neg", h, op="call_method"), b.call("neg", h, op="call_method"), b.call("neg", h))
+    h = b.call("add", b.call("mul", m1, m2), m3)
     live.append(h)
     # kwargs twins: same function and args, different kwargs -> different values, never merged.
     g1 = b.call("gelu", h)

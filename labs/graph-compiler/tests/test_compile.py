@@ -138,6 +138,14 @@ def test_op_names_rules():
                                            f"expected ['add', 'sum', 'relu'] (README.md, section \"{SECTION}\")")
 
 
+def test_op_names_lists_modules_by_class_name():
+    got = adapter.op_names_of_modules()
+    assert got == ["Linear", "GELU", "add"], (
+        f"op_names on x -> self.proj (nn.Linear) -> self.act (nn.GELU) -> + 1: {got}, expected ['Linear', 'GELU', "
+        f"'add']: a call_module is listed by the submodule's class name, not its attribute name "
+        f"(README.md, section \"{SECTION}\")")
+
+
 if __name__ == "__main__":
     # Rewrite this torch version's row of dynamo_facts.json from live Dynamo runs (no secret seed needed:
     # the facts do not depend on the sizes; both branches of branchy are covered).

@@ -27,9 +27,11 @@ def _run():
     model.load_state_dict(state)
     model.eval()
     example = torch.randn(r.choice([2, 4]), dims[0], generator=g)
-    # batch 1 and an odd batch the export never saw; one float64 input (run_onnx casts to float32)
+    # batch 1 and an odd batch the export never saw; then every other float dtype (run_onnx casts to float32):
+    # float64, float16 and bfloat16 (which numpy has no dtype for: `.numpy()` first fails on it)
     xs = [torch.randn(1, dims[0], generator=g), torch.randn(7, dims[0], generator=g),
-          torch.randn(3, dims[0], generator=g, dtype=torch.float64)]
+          torch.randn(3, dims[0], generator=g, dtype=torch.float64),
+          torch.randn(2, dims[0], generator=g).to(torch.float16), torch.randn(2, dims[0], generator=g).to(torch.bfloat16)]
     got = adapter.onnx_facts(dims, state, example, xs)
     proto = onnx.load_from_string(got["bytes"])
     session = ort.InferenceSession(got["bytes"], providers=["CPUExecutionProvider"])

@@ -124,6 +124,25 @@ def test_attributes():
                 f"{refs.where(SECTION)}")
 
 
+def test_attributes_on_the_failure_path():
+    # What is known before the failing decode step is on its span even though the request fails.
+    reqs, out = SEQ()
+    req = next(r for r in reqs if r["fail_at"] is not None)
+    root, kids = _tree(out, req)
+    ids, _ = refs.toy_ids(req["prompt"], req["max_new_tokens"])
+    want = [(root, "request.id", req["id"]), (root, "prompt.tokens", len(ids))]
+    want += [(kids[name], "tokens", n) for name, n in (("tokenize", len(ids)), ("prefill", len(ids)),
+                                                       ("decode", req["max_new_tokens"])) if name in kids]
+    assert {"tokenize", "prefill", "decode"} <= set(kids), (
+        f"failing request: child spans {sorted(kids)}, expected tokenize, queue, prefill and decode {refs.where(SECTION)}")
+    for span, key, value in want:
+        got = span["attributes"].get(key)
+        assert got == value and type(got) is type(value), (
+            f"request {req['id']!r} whose engine fails at decode step {req['fail_at']}: span {span['name']!r} "
+            f"attribute {key!r} = {got!r}, expected {value!r}: an attribute known before the failure is set on the "
+            f"failure path too {refs.where(SECTION)}")
+
+
 def test_decode_events():
     for req, out in _all_requests():
         _, kids = _tree(out, req)

@@ -75,10 +75,15 @@ def fold(ln_weight, ln_bias, weights, s):
             lin = torch.nn.Linear(w.shape[1], w.shape[0])
             lin.weight.copy_(w)
             lins.append(lin)
+    # "In place": the same Parameters, on the same storage, hold the new values (not a rebound `.data`).
+    params = [ln.weight, ln.bias, *(lin.weight for lin in lins)]
+    storage = [p.data_ptr() for p in params]
     with kit.inputs_unchanged(s, what="s"):
         _q("smoothquant").fold_smoothing(ln, lins, s)
+    now = [ln.weight, ln.bias, *(lin.weight for lin in lins)]
+    in_place = all(a is b and a.data_ptr() == ptr for a, b, ptr in zip(params, now, storage))
     return {"ln_weight": ln.weight.detach().clone(), "ln_bias": ln.bias.detach().clone(),
-            "weights": [lin.weight.detach().clone() for lin in lins]}
+            "weights": [lin.weight.detach().clone() for lin in lins], "in_place": in_place}
 
 
 @kit.learner_side(timeout_s=60)

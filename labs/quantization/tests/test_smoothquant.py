@@ -91,6 +91,16 @@ def test_fold_exact_and_function_unchanged():
         f"fold_smoothing: LayerNorm -> Linear must compute the same function after the fold; {refs.worst(after, before)} {W}")
 
 
+def test_fold_in_place():
+    g = refs.gen(refs.rng("fold-in-place"))
+    c = 8
+    got = adapter.fold(torch.rand(c, generator=g) + 0.5, torch.randn(c, generator=g), [torch.randn(4, c, generator=g)],
+                       torch.rand(c, generator=g) + 0.5)
+    assert got["in_place"], (
+        "fold_smoothing(ln, linears, s) works in place: the LayerNorm's and the Linears' own Parameters, on their own "
+        f"storage, hold the new values (`ln.weight /= s` under no_grad), not new tensors bound to them {W}")
+
+
 def test_collect_inputs():
     ck, idx = refs.checkpoint(), refs.calib_idx()[:2]
     got, hooks, logits = adapter.collect_inputs(ck, idx)

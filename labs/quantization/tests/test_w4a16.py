@@ -44,6 +44,25 @@ def test_quantize_groups_match(case):
         f"{refs.worst(q, wq)} {W}")
 
 
+def test_ties_round_before_the_zero_point():
+    # One group with lo = -5.5, hi = 11 (x 1.1... in float32): scale = 1.1, zero = 5 (odd). Every other weight is an
+    # exact .5 tie of w / scale: round(w / scale) + zero (half to even, then the integer zero point) differs from
+    # round(w / scale + zero) at every tie, and t * (1 / scale) turns the ties 7.5 and 9.5 the other way.
+    s = torch.tensor(1.1)
+    ks = torch.tensor([-5.0, 10.0, 7.5, 9.5, -0.5, 2.5, -3.5, 0.5])
+    w = (ks * s)[None, :]
+    assert torch.equal(w / s, ks[None, :])
+    q, scale, zero = adapter.call("quantize_int4_groups", w.clone(), 8)
+    want = (torch.round(ks) + 5).to(torch.uint8)[None, :]
+    assert float(scale[0, 0]) == float(s) and int(zero[0, 0]) == 5, (
+        f"quantize_int4_groups: scale = (hi - lo) / 15 = {float(s)!r}, zero = round(-lo / scale) = 5; "
+        f"got {float(scale[0, 0])!r}, {int(zero[0, 0])} {W}")
+    assert torch.equal(q, want), (
+        f"quantize_int4_groups(w / scale = {ks.tolist()}): q = clamp(round(w / scale) + zero, 0, 15): round first "
+        f"(half to even), then add the zero point, and divide by the scale (not * (1 / scale)); want {want.tolist()}, "
+        f"got {q.tolist()} {W}")
+
+
 def test_zero_group():
     w = _w("q4-zero", (2, 32))
     w[1, 8:16] = 0

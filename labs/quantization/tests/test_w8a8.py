@@ -59,6 +59,21 @@ def test_rounding_half_to_even():
         f"got {qa.tolist()} {W}")
 
 
+def test_codes_divide_by_the_scale():
+    # max|row| = 139.7 makes the scale 1.1 (float32), whose reciprocal is inexact: each t below is an exact
+    # .5 tie of t / scale, but t * (1 / scale) lands a hair off it and rounds the other way.
+    scale = torch.tensor(139.7) / 127
+    ties = torch.tensor([-117.5, -107.5, -93.5, -83.5, 83.5, 93.5, 107.5, 117.5])
+    w = torch.cat([torch.tensor([139.7]), ties * scale])[None, :]
+    assert torch.equal(w[0, 1:] / scale, ties)
+    want = torch.round(torch.cat([torch.tensor([127.0]), ties])).to(torch.int8)[None, :]
+    for name in ("quantize_weight_per_channel", "quantize_activation_per_token"):
+        q, _ = adapter.call(name, w.clone())
+        assert torch.equal(q, want), (
+            f"{name}(t): codes are round(t / scale), a division: t * (1 / scale) is off by one rounding step and "
+            f"turns exact .5 ties the other way; want {want.tolist()}, got {q.tolist()} {W}")
+
+
 @pytest.mark.parametrize("shape", [(1, 5), (3, 7, 33), (2, 4, 64)], ids=lambda s: "x".join(map(str, s)))
 def test_activation_per_token(shape):
     g = refs.gen(refs.rng(f"a-{shape}"))

@@ -42,6 +42,14 @@ def test_scales_down_only_after_cooldown():
            "a burst at t=0, quiet until 30 s, another burst at 31 and 35 s")
 
 
+def test_first_decrease_is_not_held():
+    # last_change starts at minus infinity: a decrease at the very first decision (t = 0, or any t below the
+    # cooldown) is not held, there was no earlier change to cool down from.
+    p = {"target": 4, "min": 1, "max": 20, "cooldown": 30.0, "tolerance": 0.0, "start": 6}
+    _check(p, [(0.0, 4), (5.0, 4)], "a quiet queue from the first decision at t=0 (start 6 replicas)")
+    _check(p, [(12.0, 8), (20.0, 8)], "a quiet queue from the first decision at t=12 (start 6 replicas)")
+
+
 @pytest.mark.parametrize("case", range(3))
 def test_random_traces(case):
     r = refs.rng(f"autoscale-{case}")

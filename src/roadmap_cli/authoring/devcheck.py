@@ -250,6 +250,9 @@ def check_handout_row(spec: LabSpec) -> tuple[CheckRow, Optional[str]]:
         got += " (quotes: pending)"
         warning = (f"{spec.id}: quotes pending: {len(verdict.unquoted_rules)} rule(s) without a quote, "
                    f"{len(verdict.uncovered)} normative sentence(s) uncovered (`roadmap dev rules {spec.id}`)")
+    elif not verdict.enforced:
+        # Nothing is missing any more: keep it that way by requiring it.
+        warning = f"{spec.id}: lab.yaml says `quotes: pending` but nothing is missing: delete that line"
     row = CheckRow(spec.id, "handout", "every rule quotes README.md; every normative sentence covered", got,
                    not verdict.problems, 0.0, "\n".join(verdict.problems))
     return row, warning

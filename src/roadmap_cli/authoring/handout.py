@@ -35,7 +35,8 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
 _SPACE = re.compile(r"\s+")
 # A sentence ends at . ! ? (and any closing quote/bracket/emphasis after it) before a space and
 # something that can start a sentence. Abbreviations are rejoined below.
-_SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]*_]*)\s+(?=[A-Z0-9`*_(\[\"'|$\\-])")
+_SENTENCE_END = re.compile(r"(?<=(?<!\.)[.!?])([\"')\]*_]*)\s+(?=[A-Z0-9`*_(\[\"'|$\\-])")
+_CODE_SPAN = re.compile(r"`[^`]*`")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "resp.", "Fig.", "No.", "St.")
 
 # Why a sentence counts as normative: the first pattern that matches names the reason.
@@ -138,7 +139,9 @@ def _split(unit: str) -> list[str]:
         return [body]
     pieces: list[str] = []
     last = 0
-    for match in _SENTENCE_END.finditer(body):
+    # Never inside a code span (`i = 0 .. n`, `e.g.` in code): split points are found with spans blanked.
+    masked = _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group(0)) - 2) + "`", body)
+    for match in _SENTENCE_END.finditer(masked):
         head = body[last:match.start()]
         if any(head.endswith(a) for a in _ABBREVIATIONS):
             continue
