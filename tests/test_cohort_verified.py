@@ -217,6 +217,16 @@ def test_a_learners_own_grade_is_recorded_self_graded_and_a_verified_one_outrank
     with _sql(cohort["url"]) as conn:  # the verified grade now vouches for what her own only claimed
         assert conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = "
                             "'fake-add'", (ada,)).fetchone() == ("lab:adder/add",)
+    # Undoing a lab-proved checkpoint is the instructor's: one line for her, not a traceback.
+    with _sql(cohort["url"]) as conn:
+        conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                     "VALUES ('s1-explain-attention-workflow', '2026-12-01T10:00:00+00:00', 'lab:adder/add', "
+                     "'grade attempt 1', %s)", (ada,))
+    _as(monkeypatch, ada_url)
+    refused = run_cli("uncheck", "s1-explain-attention-workflow")
+    assert refused.exit_code == 2 and "only the instructor" in refused.stderr, refused
+    assert refused.stderr.count("\n") == 1
+    _as(monkeypatch, cohort["url"])
     data = run_cli("cohort", "board", "adder", "--json").json()["data"]
     assert [(e["rank"], e["learner"]) for g in data["devices"] for e in g["learners"]] == [(1, ada)]
     own_score = graded.json()["data"]["score"]
@@ -261,6 +271,44 @@ def test_a_self_graded_claim_never_helps_a_verified_grade_prove_a_checkpoint(run
         proved = dict(conn.execute("SELECT checkpoint_id, source FROM checkpoint_progress WHERE learner = %s",
                                    (ada,)).fetchall())
     assert proved == {"fake-add": "lab:adder/add"}
+
+
+def test_learners_of_a_cohort_from_before_the_upgrade_lose_write_access_and_still_grade(run_cli, cohort, monkeypatch,
+                                                                                        tmp_path: Path):
+    """A cohort at schema 9 with a learner role (who could INSERT attempts then): the instructor's upgrade takes
+    that away and gives the function instead; the learner's next grade is recorded self-graded."""
+    import psycopg
+
+    from roadmap_cli.store import migrations
+    from roadmap_cli.store.engine import open_store
+
+    store = open_store(tmp_path / "teacher", migrate=False, url=cohort["url"])
+    migrations.migrate(store, target=9)
+    from roadmap_cli.store import roles
+    from roadmap_cli.store.learners import person_tables
+
+    ada = f"ada{cohort['n']}"
+    with store.engine.begin() as conn:  # what add-learner granted at schema 9: every person table, attempts too
+        roles.add_learner(conn, ada, PASSWORD, person_tables(conn))
+        conn.exec_driver_sql(f'GRANT INSERT, UPDATE, DELETE ON grade_attempts, grade_test_results TO "{ada}"')
+    cohort["learners"].append(ada)
+    from sqlalchemy.engine import make_url
+
+    ada_url = make_url(cohort["url"]).set(username=ada, password=PASSWORD).render_as_string(hide_password=False)
+    with _sql(ada_url) as conn:
+        assert conn.execute("SELECT has_table_privilege('grade_attempts', 'INSERT')").fetchone() == (True,)
+    assert run_cli("db", "status").exit_code == 0  # the instructor's upgrade: migration 10
+    with _sql(ada_url) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"INSERT INTO grade_attempts ({', '.join(FORGED)}) VALUES "
+                         f"({', '.join(['%s'] * len(FORGED))})", tuple(FORGED.values()))
+        own = conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)",
+                           (json.dumps(FORGED),)).fetchone()[0]
+    with _sql(cohort["url"]) as conn:
+        assert conn.execute("SELECT learner, verified FROM grade_attempts WHERE id = %s", (own,)).fetchone() == (
+            ada, False)
+    listed = run_cli("cohort", "learners", "--json").json()["data"]["learners"]
+    assert [r["learner"] for r in listed] == [ada]  # still listed as a learner after the revoke
 
 
 def test_red_team_routes_a_forged_claim_passes_no_lab_and_breaks_no_board(run_cli, cohort, monkeypatch):

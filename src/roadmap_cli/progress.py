@@ -155,11 +155,12 @@ def uncheck(store, curriculum, checkpoint_id: str) -> bool:
     from roadmap_cli.store.tables import CheckpointNote, CheckpointProgress
 
     checkpoint = curriculum.checkpoint(checkpoint_id)
+    scoped = store.scoped_learner  # asked before the session: it holds the learner's lock a new connection waits on
     with store.session() as session:
         row = session.get(CheckpointProgress, (checkpoint.id, store.learner))
         if row is None:
             return False
-        if row.source.startswith("lab:") and store.scoped_learner:
+        if row.source.startswith("lab:") and scoped:
             raise UserError(f"{checkpoint.id} was proved by a grade the cohort's server verified ({row.source}): "
                             "it is the cohort's record, and only the instructor can undo it")
         if row.evidence:

@@ -339,9 +339,8 @@ class Worker:
     def run(self, *, max_seconds: Optional[float] = None) -> dict:
         import asyncio
 
-        from roadmap_cli.grading.runner import warm_graders
-
         from roadmap_cli.grading.isolation import not_dumpable
+        from roadmap_cli.grading.runner import warm_graders
 
         _quiet_library_logs()
         # It holds the cohort's credential (DATABASE_URL in its /proc/PID/environ, the password in its memory):
