@@ -94,12 +94,15 @@ def test_status_shows_every_learner_and_export_has_it_all(backend, run_cli, monk
     minigpt = find_lab("minigpt")
     for part in minigpt.parts:  # every part passed (over several attempts): the lab counts as passed
         from roadmap_cli import context
-        from roadmap_cli.grading.grade import record_attempt
+        from roadmap_cli.grading.grade import attempt_writer
 
         run = fake_run(minigpt, 1, 1)
         run.parts[0].id = part.id
         context.reset()
-        record_attempt(context.current().store(), minigpt, run, None, None)
+        store = context.current().store()
+        # As the cohort's worker records them: on a server only verified attempts pass a lab (a learner's own are
+        # self-graded claims, tests/test_cohort_verified.py); a SQLite file's attempts are its own.
+        store.write_sql(attempt_writer(minigpt, run, None, None, learner=store.learner, verified=True))
     from roadmap_cli import context
 
     phase_checkpoint = context.current().curriculum().phase_checkpoints()[0][2].id
