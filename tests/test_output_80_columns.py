@@ -13,6 +13,8 @@ it are left out of the width checks.
 
 from __future__ import annotations
 
+import re
+
 import io
 import shutil
 from pathlib import Path
@@ -195,3 +197,37 @@ def test_the_check_can_fail(terminal) -> None:
     table.add_row("12-07 15:58", "z" * 40, "w" * 30, "v" * 30)
     terminal.print(table)
     assert column_problems(terminal)
+
+
+def test_the_grade_table_keeps_points_and_tests_at_80_columns_with_long_part_titles() -> None:
+    """Newcomer walk (issue 36): minigpt's part titles are long; the part column took the whole width and the
+    points, tests and mark columns shrank to nothing at 80 columns (and wrapped two characters wide at 100)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from roadmap_cli.cli.labs_render import grade_report
+    from roadmap_cli.labs.spec import find_lab
+
+    lab = find_lab("minigpt")
+    parts = [SimpleNamespace(id=p.id, title={"en": p.title.en + " " + p.title.en}, points=0.0, max_points=float(p.points),
+                             status="failed", tests_passed=0, tests_total=7, needs_cuda=False, message="x")
+             for p in lab.parts]
+    run = SimpleNamespace(lab_id="minigpt", outcome="failed", parts=parts, score=0.0, max_score=100.0,
+                          device="cpu", interpret_mode=False, sandbox="strong", duration_s=1.0, tests=[], cuda_checks=[])
+    outcome = SimpleNamespace(run=run, precheck=None, commit_sha=None, dirty=False, attempt_number=1, attempt_id=1,
+                              graded_where=None, marked=[], hint=None, solution_unlocked=False, cuda_checks=[])
+    for width in (80, 100):
+        console = Console(width=width, record=True, force_terminal=True, color_system=None)
+        try:
+            grade_report(console, outcome, "en")
+        except AttributeError:
+            pass  # what follows the table (failures, figures, footer) needs a whole outcome: not this test's
+
+        text = console.export_text()
+        rows = [line for line in text.splitlines() if line.startswith("│ ✗")]
+        assert len(rows) == len(parts), text
+        for row in rows:
+            assert re.search(r"│ 0/\d+ +│", row), (width, text)  # the points, whole, on the part's first line
+            assert "0/7" in row, (width, text)  # the tests column, whole, on the same line
+            assert len(row) <= width

@@ -118,6 +118,7 @@ def test_show_prints_the_abstract_and_export_writes_the_fetched_fields(run_cli, 
     run_cli("paper", "log", PAGED_DOI)
     shown = run_cli("paper", "show", "1")
     assert "abstract" in shown.stdout and "Scaling Transformers" in shown.stdout and "fetched" in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) < 2000  # piped: the abstract unpadded
     bib = run_cli("paper", "export").stdout
     assert "primaryclass = {cs.LG}" in bib and "abstract = {Scaling Transformers" in bib
     assert "journal = {Proceedings of the 29th Symposium on Operating Systems Principles}" in bib

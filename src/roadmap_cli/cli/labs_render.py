@@ -288,8 +288,13 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
     else:
         table = Table(title=f"{e(run.lab_id)}: [{color}]{outcome_text(run.outcome, run.parts)}[/] — "
                             f"{run.score:g}/{run.max_score:g} points")
-        for col in ("", "part", "points", "tests", "details"):
-            table.add_column(col, overflow="fold", no_wrap=col == "part")
+        # The part's id and title and the details wrap; the mark, points and tests never do (at 80 columns a
+        # long part title took the whole width and the points column shrank to nothing).
+        table.add_column("", no_wrap=True, width=1)
+        table.add_column("part", overflow="fold", ratio=3)
+        table.add_column("points", no_wrap=True, min_width=6)
+        table.add_column("tests", no_wrap=True, min_width=5)
+        table.add_column("details", overflow="fold", ratio=2)
         for p in shown:
             title = p.title.get(lang) or p.title.get("en")
             points = "—" if p.status in ("not-graded-here", "focused") else f"{p.points:g}/{p.max_points:g}"

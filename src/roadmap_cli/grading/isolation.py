@@ -29,10 +29,14 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
         paths.update((str(other.solution_dir), str(other.tests_dir)))
         paths.update(str(p) for p in other.solution_sources().values())
     paths.update(str(p / sub) for p in labs_root().glob("*") if p.is_dir() for sub in ("solution", "tests"))
-    # Every packaged copy of the labs the install left (a wheel's, or site-packages' beside an editable install).
+    # Every packaged copy of the labs the install left (a wheel's, or site-packages' beside an editable install):
+    # its references and tests, never its labs' data/ (a wheel's labs root is such a copy, and a lab hands the
+    # learner's code paths into its data/: minigpt's corpus).
     from roadmap_cli.grading_kit.oswall import runtime_hides
 
-    paths.update(p for p in runtime_hides() if os.path.isdir(p))
+    for copy in (Path(p) for p in runtime_hides() if os.path.isdir(p)):
+        paths.add(str(copy / "kernels"))
+        paths.update(str(lab / sub) for lab in (copy / "labs").glob("*") if lab.is_dir() for sub in ("solution", "tests"))
     return sorted(paths)
 
 

@@ -7,7 +7,6 @@ import shlex
 
 from rich.console import Console
 from rich.markup import escape as esc
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -68,7 +67,8 @@ def paper_detail(p: dict, console: Console) -> None:
         console.print(f"  [dim]{'fetched':<9}[/] from {source} on {p['metadata']['fetched_on']}")
     if p.get("abstract"):
         console.print("  [dim]abstract[/]")
-        console.print(Padding(Text(p["abstract"]), (0, 0, 0, 4)))
+        # Wrapped to a terminal's width; piped, one line, never padded (a Padding fills the console's width).
+        console.print(f"    {p['abstract']}", markup=False, soft_wrap=not console.is_terminal, highlight=False)
     if p.get("notes"):
         console.print("  [dim]notes[/]")
         for line in p["notes"].splitlines():
