@@ -100,6 +100,19 @@ def collect_inputs(checkpoint, idx):
 
 
 @kit.learner_side(timeout_s=60)
+def collect_inputs_failing(checkpoint, idx):
+    """collect_inputs on a pass that raises (`idx` holds a token id past the vocabulary) -> (it raised, the
+    number of forward hooks left on the model)."""
+    model = _model(checkpoint)
+    try:
+        _q("smoothquant").collect_inputs(model, idx)
+        raised = False
+    except Exception:  # noqa: BLE001 - the model's own IndexError, whatever the learner's code lets through
+        raised = True
+    return raised, sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@kit.learner_side(timeout_s=60)
 def smooth_model(checkpoint, idx, alpha, probe):
     """smooth_model on a fresh model -> (its state dict, logits on probe)."""
     import torch

@@ -114,6 +114,17 @@ def test_collect_inputs():
     assert hooks == 0, f"collect_inputs: {hooks} forward hook(s) left on the model; remove them after the pass {W}"
 
 
+def test_collect_inputs_removes_its_hooks_when_the_pass_raises():
+    """Red team (issue 38): hooks removed after the pass, but not in a `finally`, stayed on the model when the
+    pass raised."""
+    ck, idx = refs.checkpoint(), refs.calib_idx()[:2].clone()
+    idx[0, 3] = 10 ** 6  # past the vocabulary: the embedding raises
+    raised, hooks = adapter.collect_inputs_failing(ck, idx)
+    assert raised, f"collect_inputs(model, idx with a token past the vocabulary) must let the model's error out {W}"
+    assert hooks == 0, (f"collect_inputs: {hooks} forward hook(s) left on the model after the pass raised; "
+                        f"\"every hook is removed afterwards, even if the pass raises\" (try/finally) {W}")
+
+
 def test_smooth_model_matches_reference():
     ck, idx = refs.checkpoint(), refs.calib_idx()
     probe, _ = refs.heldout("sq-probe")
