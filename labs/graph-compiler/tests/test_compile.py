@@ -115,6 +115,21 @@ def test_inputs_per_graph():
                               f"(README.md, section \"{SECTION}\")")
 
 
+def test_compile_facts_twice_on_one_function_in_one_process():
+    """Red team (issue 38): without `torch._dynamo.reset()` first, a second compile_facts of the same function in
+    one process found Dynamo's earlier graphs cached: its first call already saw a dynamic batch, or no graph."""
+    cases = _cases()
+    straight = next(c for c in cases if c[0] == "straight")
+    got = adapter.compile_facts([straight, straight])
+    want = _expected(straight)
+    for n, g in enumerate(got, 1):
+        for key in ("graphs_first", "graphs_second"):
+            gi, wi = [(x["ops"], x["inputs"]) for x in g[key]], [(x["ops"], x["inputs"]) for x in want[key]]
+            assert gi == wi, (f"{_label(straight)}, the {'first' if n == 1 else 'second'} time in one process: {key} "
+                              f"{gi}, expected {wi}: compile_facts starts with torch._dynamo.reset() "
+                              f"(README.md, section \"{SECTION}\")")
+
+
 def test_second_call_reports_only_its_recompiles():
     cases, got, want = RUN()
     for case, g, w in zip(cases, got, want):
