@@ -17,6 +17,7 @@ Any difference voids the attempt and names the file.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parents[1]  # src/roadmap_cli
@@ -86,7 +87,8 @@ def stat_snapshot(paths) -> dict[str, tuple]:
 
 WEAK_WATCH_PACKAGES = ("roadmap_cli", "pytest", "_pytest", "pluggy", "iniconfig")
 WEAK_REPAIR = ("reinstall roadmap and its dependencies (pip install --force-reinstall roadmap-cli, or "
-               "`pip install -e .` in a checkout), delete {pycache}, then grade again")
+               "`pip install -e .` in a checkout) and Python if the file is in its stdlib, delete {pycache} and "
+               "{cpp_cache}, then grade again")
 
 
 def weak_watch() -> list[tuple[str, bool]]:
@@ -251,9 +253,164 @@ def taint_line() -> str | None:
             if os.lstat(path).st_ctime_ns == ctime:
                 left.append(path)
         except OSError:
-            pass
+            if ctime is None and os.path.lexists(os.path.dirname(path)) and not os.path.lexists(path):
+                left.append(path)  # removed by learner code: left until a reinstall puts it back
     if not left:
         marker.unlink(missing_ok=True)
+        record = _record_file()  # repaired: the next weak grade records the runtime afresh
+        if record is not None:
+            record.unlink(missing_ok=True)
         return None
     return (f"a weak-sandbox grade wrote {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else "")
-            + ", which a later grade would run: " + WEAK_REPAIR.format(pycache=manifest.pycache_dir()))
+            + ", which a later grade would run: "
+            + WEAK_REPAIR.format(pycache=manifest.pycache_dir(), cpp_cache=cpp_cache_root()))
+
+
+# ------------------------------------------------ the whole runtime, around and after a weak grade
+#
+# The watch above covers the places a judge looks first; a weak grade's learner code can also edit any file deep
+# inside the runtime (an appended patch in torch/version.py, in the stdlib) that a later grader imports. So around
+# each weak grade the engine takes a stat snapshot of EVERY file of the Python runtime the grader imports from
+# (stdlib, every site-packages, the venv's bin) and of the shared C++ build cache, and compares: (inode, size,
+# mtime, ctime) per file; ctime cannot be set back by the user. The post-grade snapshot is kept in the engine's
+# cache folder, and every later grade (strong or weak, a worker's included) checks the runtime against it before
+# the grader starts, so a process the learner left running that edits a file after the grade ended is caught
+# too. Limit: in the weak mode everything is written as the same user, so learner code that also rewrites this
+# record cannot be told from the engine; the strong wall (bubblewrap) is the answer to that.
+
+def runtime_roots() -> list[str]:
+    """Every folder the grader's Python imports from: the stdlib, each site-packages and sys.path folder, the
+    venv's bin (no workspace: '' and the current folder are left out); nested folders only once."""
+    import site
+    import sys
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = [paths.get("stdlib"), paths.get("platstdlib"), paths.get("purelib"), paths.get("platlib"),
+             *site.getsitepackages(), os.path.join(sys.prefix, "bin"), str(_PKG)]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    cwd = os.getcwd()
+    found += [p for p in sys.path if p and os.path.abspath(p) != cwd]
+    roots = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})
+    out: list[str] = []
+    for root in roots:  # sorted: a folder comes before what is inside it
+        if not any(root == kept or root.startswith(kept + os.sep) for kept in out):
+            out.append(root)
+    return out
+
+
+def tree_snapshot(roots) -> dict[str, tuple]:
+    """path -> (inode, size, mtime_ns, ctime_ns) of every file (and link, not followed) under `roots`."""
+    out: dict[str, tuple] = {}
+    for root in roots:
+        stack = [root]
+        while stack:
+            folder = stack.pop()
+            try:
+                it = os.scandir(folder)
+            except OSError:
+                continue
+            with it:
+                for entry in it:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                            continue
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    out[entry.path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return out
+
+
+def tree_changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """Files added, changed or removed, less bytecode that is exactly its source's compilation (Python writes
+    that itself on import) and bytecode removed."""
+    out = []
+    for path in set(before) | set(after):
+        if before.get(path) == after.get(path):
+            continue
+        if path.endswith(".pyc") and (path not in after or _honest_pyc(path)):
+            continue
+        out.append(path)
+    return sorted(out)
+
+
+def cpp_cache_root() -> str:
+    from roadmap_cli.grading_kit import cpp_build
+
+    return str(cpp_build.shared_cache_root())
+
+
+def judge_roots() -> list[str]:
+    """What a weak grade's learner code must leave as it was: the runtime and the shared C++ build cache."""
+    return [*runtime_roots(), cpp_cache_root()]
+
+
+def _record_file():
+    import hashlib as _hashlib
+    import sys
+
+    from roadmap_cli.grading import manifest
+
+    pycache = manifest.pycache_dir()
+    if pycache is None:
+        return None
+    tag = _hashlib.sha256(f"{sys.prefix}\0{cpp_cache_root()}".encode()).hexdigest()[:16]
+    return pycache.parent / f"weak-grade-runtime-{tag}.json"
+
+
+def has_runtime_record() -> bool:
+    record = _record_file()
+    return record is not None and record.is_file()
+
+
+def save_runtime_record(snap: dict[str, tuple]) -> None:
+    """Keep the snapshot a later grade checks the runtime against (written whole, then renamed)."""
+    import json
+
+    record = _record_file()
+    if record is None:
+        return
+    tmp = record.with_name(f".{os.getpid()}.{record.name}")
+    tmp.write_text(json.dumps({"roots": judge_roots(), "files": snap}))
+    os.replace(tmp, record)
+
+
+def refresh_cache_record() -> None:
+    """After a strong grade (its own, walled, C++ builds are trusted): the cache part of the record is now."""
+    import json
+
+    record = _record_file()
+    if record is None or not record.is_file():
+        return
+    try:
+        files = json.loads(record.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    cache = cpp_cache_root()
+    files = {p: v for p, v in files.items() if not p.startswith(cache + os.sep)}
+    files.update(tree_snapshot([cache]))
+    save_runtime_record(files)
+
+
+def verify_runtime() -> tuple[dict[str, tuple] | None, str | None]:
+    """(the current snapshot, None) when no weak grade has run here or nothing changed since the last one;
+    (None, the one repair line) when a file of the runtime or the C++ cache changed after a weak grade."""
+    import json
+
+    record = _record_file()
+    if record is None or not record.is_file():
+        return None, None
+    try:
+        data = json.loads(record.read_text())
+        recorded = {p: tuple(v) for p, v in data["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        recorded = {}
+    now = tree_snapshot(judge_roots())
+    changes = tree_changes(recorded, now)
+    if not changes:
+        return now, None
+    record_taint(changes)
+    return None, taint_line() or f"a file a grader runs changed after a weak-sandbox grade: {changes[0]}"
