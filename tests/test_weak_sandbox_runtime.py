@@ -29,6 +29,12 @@ from test_cohort_verified import cohort  # noqa: F401 - fixture
 from test_weak_sandbox_judge import RIGHT_ADD, _weak, wall, workspace  # noqa: F401 - fixtures
 
 
+@pytest.fixture(autouse=True)
+def own_cpp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A C++ build cache of the test's own: a weak grade watches it (another grade's writes would void it)."""
+    monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cpp-cache"))
+
+
 def _site() -> Path:
     return Path(next(p for p in site.getsitepackages() if os.path.isdir(p)))
 
@@ -99,7 +105,9 @@ def test_a_weak_grade_that_edits_a_file_deep_in_site_packages_is_void_and_later_
     assert refused.exit_code != 0 and str(deep_module) in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     deep_module.write_text("__version__ = '1.0'\n")  # what a reinstall does: the file written again
-    again = run_cli("grade", "--part", "add", "--json").json()["data"]
+    again = run_cli("grade", "--part", "add", "--json")
+    assert again.exit_code == 0, again.stderr
+    again = again.json()["data"]
     assert again["sandbox"] == "strong" and again["parts"][0]["status"] == "passed", again.get("message")
 
 
@@ -118,7 +126,9 @@ def test_an_edit_after_the_weak_grade_ended_is_caught_by_every_later_grade(
     assert "reinstall" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     # Strong grades with nothing changed since are not refused (the record is the runtime as it is).
     deep_module.write_text("__version__ = '1.0'\n")
-    again = run_cli("grade", "--part", "add", "--json").json()["data"]
+    again = run_cli("grade", "--part", "add", "--json")
+    assert again.exit_code == 0, again.stderr
+    again = again.json()["data"]
     assert again["parts"][0]["status"] == "passed", again.get("message")
     twice = run_cli("grade", "--part", "add", "--json").json()["data"]
     assert twice["parts"][0]["status"] == "passed", twice.get("message")

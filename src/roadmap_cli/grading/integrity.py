@@ -253,8 +253,7 @@ def taint_line() -> str | None:
             if os.lstat(path).st_ctime_ns == ctime:
                 left.append(path)
         except OSError:
-            if ctime is None and os.path.lexists(os.path.dirname(path)) and not os.path.lexists(path):
-                left.append(path)  # removed by learner code: left until a reinstall puts it back
+            pass
     if not left:
         marker.unlink(missing_ok=True)
         record = _record_file()  # repaired: the next weak grade records the runtime afresh
@@ -301,8 +300,15 @@ def runtime_roots() -> list[str]:
 
 
 def tree_snapshot(roots) -> dict[str, tuple]:
-    """path -> (inode, size, mtime_ns, ctime_ns) of every file (and link, not followed) under `roots`."""
+    """path -> (inode, size, mtime_ns, ctime_ns) of every file (and link, not followed) under `roots`; a
+    site-packages folder that is not a root itself (the base Python's, under its stdlib, when a venv does not
+    import it) is left out."""
+    import site
+    import sys
+
     out: dict[str, tuple] = {}
+    roots = list(roots)
+    imported = {os.path.realpath(p) for p in [*roots, *site.getsitepackages(), *sys.path] if p}
     for root in roots:
         stack = [root]
         while stack:
@@ -315,7 +321,8 @@ def tree_snapshot(roots) -> dict[str, tuple]:
                 for entry in it:
                     try:
                         if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
+                            if entry.name not in ("site-packages", "dist-packages") or entry.path in imported:
+                                stack.append(entry.path)
                             continue
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
