@@ -321,6 +321,8 @@ def tree_snapshot(roots) -> dict[str, tuple]:
                 for entry in it:
                     try:
                         if entry.is_dir(follow_symlinks=False):
+                            if entry.name.startswith(".build-"):
+                                continue  # a C++ build in flight (its result is moved into an entry, seen there)
                             if entry.name not in ("site-packages", "dist-packages") or entry.path in imported:
                                 stack.append(entry.path)
                             continue
