@@ -271,10 +271,11 @@ def taint_line() -> str | None:
 # inside the runtime (an appended patch in torch/version.py, in the stdlib) that a later grader imports. So around
 # each weak grade the engine takes a stat snapshot of EVERY file of the Python runtime the grader imports from
 # (stdlib, every site-packages, the venv's bin) and of the shared C++ build cache, and compares: (inode, size,
-# mtime, ctime) per file; ctime cannot be set back by the user. The post-grade snapshot is kept in the engine's
-# cache folder, and every later grade (strong or weak, a worker's included) checks the runtime against it before
-# the grader starts, so a process the learner left running that edits a file after the grade ended is caught
-# too. Limit: in the weak mode everything is written as the same user, so learner code that also rewrites this
+# mtime, ctime) per file; ctime cannot be set back by the user. The post-grade snapshot is kept in the data
+# home, and every later grade of that home (strong or weak, a worker's included) checks the runtime against it
+# before the grader starts, so a process the learner left running that edits a file after the grade ended is
+# caught too. In the shared C++ cache, which strong grades fill meanwhile, a rewritten entry counts, a new one
+# does not (residual: an entry planted for a key no grade has built yet). Limit: in the weak mode everything is written as the same user, so learner code that also rewrites this
 # record cannot be told from the engine; the strong wall (bubblewrap) is the answer to that.
 
 def runtime_roots() -> list[str]:
@@ -333,12 +334,16 @@ def tree_snapshot(roots) -> dict[str, tuple]:
     return out
 
 
-def tree_changes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+def tree_changes(before: dict[str, tuple], after: dict[str, tuple], cache: str | None = None) -> list[str]:
     """Files added, changed or removed, less bytecode that is exactly its source's compilation (Python writes
-    that itself on import) and bytecode removed."""
+    that itself on import) and bytecode removed. Under `cache` (the shared C++ build cache, which strong grades
+    of this user fill meanwhile) only a file that was there and changed counts: an entry rewritten."""
     out = []
+    inside = (cache.rstrip(os.sep) + os.sep) if cache else None
     for path in set(before) | set(after):
         if before.get(path) == after.get(path):
+            continue
+        if inside and path.startswith(inside) and (path not in before or path not in after):
             continue
         if path.endswith(".pyc") and (path not in after or _honest_pyc(path)):
             continue
@@ -358,16 +363,19 @@ def judge_roots() -> list[str]:
 
 
 def _record_file():
+    """In the data home (one per user, and per test): the runtime (by its prefix) and C++ cache it records."""
     import hashlib as _hashlib
     import sys
 
-    from roadmap_cli.grading import manifest
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.paths import resolve_home
 
-    pycache = manifest.pycache_dir()
-    if pycache is None:
+    try:
+        home = resolve_home()
+    except RoadmapError:
         return None
     tag = _hashlib.sha256(f"{sys.prefix}\0{cpp_cache_root()}".encode()).hexdigest()[:16]
-    return pycache.parent / f"weak-grade-runtime-{tag}.json"
+    return home / f"weak-grade-runtime-{tag}.json"
 
 
 def has_runtime_record() -> bool:
@@ -418,7 +426,7 @@ def verify_runtime() -> tuple[dict[str, tuple] | None, str | None]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         recorded = {}
     now = tree_snapshot(judge_roots())
-    changes = tree_changes(recorded, now)
+    changes = tree_changes(recorded, now, cpp_cache_root())
     if not changes:
         return now, None
     record_taint(changes)

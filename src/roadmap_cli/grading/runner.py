@@ -497,7 +497,8 @@ class GradeJob:
         if self.weak_watch is not None:
             left = integrity.written_since(self.weak_t0, self.weak_watch)
             runtime_after = integrity.tree_snapshot(integrity.judge_roots())
-            left = sorted(set(left) | set(integrity.tree_changes(self.runtime_before or {}, runtime_after)))
+            left = sorted(set(left) | set(integrity.tree_changes(self.runtime_before or {}, runtime_after,
+                                                                           integrity.cpp_cache_root())))
             integrity.save_runtime_record(runtime_after)  # what every later grade checks the runtime against
             if left:
                 integrity.record_taint(left)
