@@ -279,8 +279,8 @@ def taint_line() -> str | None:
 # record cannot be told from the engine; the strong wall (bubblewrap) is the answer to that.
 
 def runtime_roots() -> list[str]:
-    """Every folder the grader's Python imports from: the stdlib, each site-packages and sys.path folder, the
-    venv's bin (no workspace: '' and the current folder are left out); nested folders only once."""
+    """Every folder the grader's Python imports from: the stdlib, each site-packages folder and what the grader's
+    fixed sys.path adds, roadmap_cli, the venv's bin; nested folders only once."""
     import site
     import sys
     import sysconfig
@@ -290,8 +290,11 @@ def runtime_roots() -> list[str]:
              *site.getsitepackages(), os.path.join(sys.prefix, "bin"), str(_PKG)]
     if site.ENABLE_USER_SITE:
         found.append(site.getusersitepackages())
-    cwd = os.getcwd()
-    found += [p for p in sys.path if p and os.path.abspath(p) != cwd]
+    from roadmap_cli.grading_kit.oswall import site_paths
+
+    found += site_paths()  # exactly what the grader's sys.path adds to the stdlib (runner.grader_python)
+    prefixes = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix})
+    found += [p for p in sys.path if p and os.path.realpath(p).startswith(prefixes)]  # lib-dynload, the zip
     roots = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})
     out: list[str] = []
     for root in roots:  # sorted: a folder comes before what is inside it
