@@ -81,9 +81,9 @@ def stat_snapshot(paths) -> dict[str, tuple]:
 # files, sitecustomize, a new package or plugin) and of every PATH folder (a `git` the engine would run), and
 # the whole of roadmap_cli and pytest. Anything there whose inode changed (ctime) during the grade voids it, and
 # later grades are refused until it is repaired (the marker below). A .pyc is the one thing graders and the
-# engine write there themselves: one is accepted when it is exactly the compilation of its source. What is not
-# watched (for speed: a walk of every installed file costs seconds): an edit deep inside another package
-# (torch/, numpy/) made by a weak grade's learner code.
+# engine write there themselves: one is accepted when it is exactly the compilation of its source. An edit deep
+# inside another package (torch/, numpy/) or the stdlib is caught by the stat snapshot of the whole runtime
+# below (and its record, for edits made after the grade).
 
 WEAK_WATCH_PACKAGES = ("roadmap_cli", "pytest", "_pytest", "pluggy", "iniconfig")
 WEAK_REPAIR = ("reinstall roadmap and its dependencies (pip install --force-reinstall roadmap-cli, or "
