@@ -35,6 +35,9 @@ def workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
     # A grader bytecode cache of this test's own (manifest.pycache_dir is under the user cache folder).
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # And a C++ build cache of its own: a weak grade watches the shared one (another grade's writes there
+    # would void it).
+    monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cpp-cache"))
     from roadmap_cli.grading import manifest
     from roadmap_cli.labs.device import detect_device
 

@@ -204,6 +204,7 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
     with `verified=True` (only a role allowed to write grade_attempts can record that)."""
     from roadmap_cli.progress import mark_done_sql
     from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SELF_GRADED_FUNCTION, SELF_GRADED_SOURCE_PREFIX
+    from roadmap_cli.store.values import WORKER_PREFIX
 
     parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
                    "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
@@ -236,7 +237,9 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
         passed |= {p.id for p in run.parts if p.status == "passed"}
         # A cohort learner's own grade proves a checkpoint only as their claim; the server's (and a solo file's) is
         # lab-proved.
-        source_prefix, kind = (SELF_GRADED_SOURCE_PREFIX, "self-graded attempt") if self_graded else (LAB_SOURCE_PREFIX, "grade attempt")
+        # A worker's weak-sandbox grade (recorded with verified=False) proves no more than the learner's own.
+        as_claim = self_graded or (bool(graded_on) and graded_on.startswith(WORKER_PREFIX) and not verified)
+        source_prefix, kind = (SELF_GRADED_SOURCE_PREFIX, "self-graded attempt") if as_claim else (LAB_SOURCE_PREFIX, "grade attempt")
         for p in run.parts:
             if p.status != "passed":
                 continue

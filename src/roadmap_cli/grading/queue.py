@@ -299,9 +299,14 @@ class Worker:
 
         # The temporary folder is gone; the attempt says which submission it graded.
         run = replace(run, workspace=f"submission {submission_id}")
-        # verified: this worker graded the submitted files itself (only the instructor's role may write that).
+        # verified: this worker graded the submitted files itself (only the instructor's role may write that),
+        # behind the OS wall. A weak-sandbox grade (--allow-weak-sandbox) ran the learner's code as the worker's
+        # user: recorded, never verified (the board shows it apart, as a self-graded attempt is).
+        from roadmap_cli.grading_kit.oswall import STRONG
+
         body = attempt_writer(spec, run, sha, dirty, learner=learner,
-                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0], verified=True)
+                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0],
+                              verified=run.sandbox == STRONG)
 
         def write(sql):
             # The submitter's queue (store/server.py): their own commands never race this write.

@@ -291,10 +291,18 @@ class GradeJob:
         taint = integrity.taint_line()  # an earlier weak grade left something a judge would run
         if taint is not None:
             raise GraderError(taint)
+        # Once a weak grade has run here, every grade first checks the runtime (and the shared C++ cache)
+        # against what that grade left: a process it left behind may have edited a file since.
+        runtime_now, changed_since = integrity.verify_runtime()
+        if changed_since is not None:
+            raise GraderError(changed_since)
         # Around a weak grade the engine watches what a later grade's judge runs (grading/integrity.py); the
         # margin covers the kernel's coarse file-time clock.
         self.weak_watch = integrity.weak_watch() if self.sandbox != STRONG else None
         self.weak_t0 = time.time_ns() - 50_000_000
+        self.runtime_before = None
+        if self.sandbox != STRONG:
+            self.runtime_before = runtime_now or integrity.tree_snapshot(integrity.judge_roots())
         targets: list[str] = []
         for part in spec.parts:
             if part.id in self.selected:
@@ -488,9 +496,15 @@ class GradeJob:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
         if self.weak_watch is not None:
             left = integrity.written_since(self.weak_t0, self.weak_watch)
+            runtime_after = integrity.tree_snapshot(integrity.judge_roots())
+            left = sorted(set(left) | set(integrity.tree_changes(self.runtime_before or {}, runtime_after,
+                                                                           integrity.cpp_cache_root())))
+            integrity.save_runtime_record(runtime_after)  # what every later grade checks the runtime against
             if left:
                 integrity.record_taint(left)
                 voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
+        elif integrity.has_runtime_record():
+            integrity.refresh_cache_record()  # this strong grade's own C++ builds, made behind the wall
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha

@@ -57,12 +57,31 @@ class BuildResult:
     cached: bool  # True when nothing was compiled
 
 
-def cache_root() -> Path:
-    """`$ROADMAP_CPP_CACHE`, else <tmp>/roadmap-cpp-cache-<uid>."""
+def shared_cache_root() -> Path:
+    """The cache every grade of this user shares: `$ROADMAP_CPP_CACHE`, else <tmp>/roadmap-cpp-cache-<uid>."""
     root = os.environ.get("ROADMAP_CPP_CACHE") or os.path.join(tempfile.gettempdir(), f"roadmap-cpp-cache-{os.getuid()}")
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+_PRIVATE: list[Path] = []
+
+
+def cache_root() -> Path:
+    """Where this process's builds are cached. A weak-sandbox grade (its test binaries and the learner's code
+    run unwalled, as the user) neither reads nor writes the shared cache: it builds into a folder of its own,
+    in the grade's scratch folder (gone with it), so nothing it leaves can become a later grade's artefact; the
+    engine also watches the shared cache around and after a weak grade (grading/integrity.py)."""
+    from roadmap_cli.grading_kit import sandbox
+
+    grade = sandbox.config()
+    if grade is None or grade.get("os_wall"):
+        return shared_cache_root()
+    if not _PRIVATE:
+        scratch = grade.get("artefacts") or None
+        _PRIVATE.append(Path(tempfile.mkdtemp(prefix="cpp-cache-", dir=scratch)))
+    return _PRIVATE[0]
 
 
 def first_compiler_error(log: str, workspace: Optional[Path] = None) -> str:
