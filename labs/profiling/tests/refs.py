@@ -443,3 +443,107 @@ def toy_ids(prompt: str, n: int, vocab: int = 97) -> tuple[list[int], list[int]]
         state.append(nxt)
         out.append(nxt)
     return ids, out
+
+
+# ---------------------------------------------------------------- planted edges the red team found
+
+
+def _file_order(trace: dict, first: dict, then: dict) -> None:
+    """Put `first` before `then` in the (shuffled) event list: a tie that a stable sort would leave in
+    file order must meet the order that goes wrong."""
+    evs = trace["traceEvents"]
+    i, j = next(k for k, e in enumerate(evs) if e is first), next(k for k, e in enumerate(evs) if e is then)
+    if i > j:
+        evs[i], evs[j] = evs[j], evs[i]
+
+
+def off_grid_trace(r: random.Random) -> dict:
+    """Nested cpu_ops whose times are whole nanoseconds off the 0.25 µs grid (0.1, 0.013 ...), as a real
+    profiler writes them: a child ending exactly at its parent's end, whose float ts + dur comes out a
+    hair past the parent's, planted until there are at least 4 such pairs."""
+    b = Builder(r)
+    t_ns, planted = 0, 0
+    while planted < 4:
+        p0 = t_ns + r.randint(1, 5000)
+        c0 = p0 + r.randint(1, 3000)                       # the child starts inside
+        end = c0 + r.randint(1, 9000)                      # and ends exactly where the parent ends
+        parent = b.x("cpu_op", r.choice(CPU_NAMES), p0 / 1000, 0.0)
+        child = b.x("cpu_op", r.choice(CPU_NAMES), c0 / 1000, (end - c0) / 1000)
+        parent["ts"] = BASE + p0 / 1000
+        parent["dur"] = (end - p0) / 1000
+        child["ts"] = BASE + c0 / 1000
+        if child["ts"] + child["dur"] > parent["ts"] + parent["dur"]:
+            planted += 1
+        t_ns = end + r.randint(1, 4000)
+    return b.trace()
+
+
+def tied_launch_trace(r: random.Random, stream: int = 7) -> dict:
+    """Kernels on two streams starting at the same instant, written to the file with the higher
+    correlation id first: launches() orders ties by correlation id, not by file order."""
+    b = Builder(r)
+    t = 0.0
+    pairs = []
+    for _ in range(r.randint(3, 5)):
+        ks = []
+        for s in (stream, stream + 6):
+            op_dur = b.q(6, 12)
+            b.x("cpu_op", r.choice(KERNELS)[2], t, op_dur)
+            b.corr += 1
+            b.x("cuda_runtime", "cudaLaunchKernel", t + 1, 2.0, correlation=b.corr)
+            t += op_dur + b.q(0.25, 2)
+            ks.append((s, b.corr))
+        start = t + b.q(3, 8)
+        evs = [b.x("kernel", r.choice(KERNELS)[0], start, b.q(2, 30), tid=s, pid=0, correlation=c, stream=s,
+                   device=0) for s, c in ks]
+        pairs.append(evs)
+        t = start + 40
+    trace = b.trace()
+    for low, high in pairs:
+        _file_order(trace, high, low)
+    return trace
+
+
+CAUSE_KINDS = ("tie", "other-thread", "nested")
+
+
+def cause_trace(r: random.Random, kind: str, stream: int = 7) -> dict:
+    """Gaps on `stream` whose cause only the handout's full rule finds. `kind`:
+    "tie": two top-level ops of the launching thread overlap the gap equally (the earlier one is the cause);
+    "other-thread": another thread's op overlaps the gap more than any of the launching thread's;
+    "nested": a top-level op and its child start together and both cover the gap (the child comes first in
+    the file): only the top-level one may be the cause."""
+    b = Builder(r)
+    main, other = b.pid, b.pid + 1
+    t = 0.0
+    kernels = [b.x("kernel", r.choice(KERNELS)[0], t, b.q(2, 10), tid=stream, pid=0, correlation=0, stream=stream)]
+    free = kernels[0]["ts"] - BASE + kernels[0]["dur"]
+    pairs = []
+    for _ in range(r.randint(3, 5)):
+        g0, glen = free, b.q(20, 60)                       # the gap [g0, g0 + glen)
+        g1 = g0 + glen
+        if kind == "tie":
+            x = b.q(1, glen / 2 - 1)
+            s = g0 - b.q(1, 5)
+            b.x("cpu_op", r.choice(CPU_NAMES), s, g0 + x - s)      # overlaps [g0, g0 + x)
+            b.x("cpu_op", r.choice(CPU_NAMES), g1 - x, x + b.q(1, 5))   # overlaps [g1 - x, g1)
+        elif kind == "other-thread":
+            small = b.q(1, glen / 3)
+            b.x("cpu_op", r.choice(CPU_NAMES), g0 + b.q(0.25, glen / 3), small)
+            b.x("cpu_op", r.choice(CPU_NAMES), g0 - b.q(1, 5), glen + b.q(1, 10), tid=other)
+        else:
+            start = g0 - b.q(1, 5)
+            cover = g1 - start + b.q(1, 5)
+            parent = b.x("cpu_op", r.choice(CPU_NAMES), start, cover)
+            child = b.x("cpu_op", r.choice(CPU_NAMES), start, cover - b.q(0.25, 1))
+            pairs.append((child, parent))
+        b.corr += 1
+        b.x("cuda_runtime", "cudaLaunchKernel", g1 - b.q(3, 8), 2.0, tid=main, correlation=b.corr)
+        # kernels of at least 12 µs: the ops around one gap never reach the next gap's
+        k = b.x("kernel", r.choice(KERNELS)[0], g1, b.q(12, 20), tid=stream, pid=0, correlation=b.corr, stream=stream)
+        kernels.append(k)
+        free = g1 + k["dur"]                               # the next gap starts at this kernel's end
+    trace = b.trace()
+    for child, parent in pairs:
+        _file_order(trace, child, parent)
+    return trace

@@ -92,3 +92,39 @@ def test_kernel_roofline(gpu):
     refs.compare_rows(adapter.call("kernel_roofline", trace, from_specs), want, ("name", "bound", "flops", "bytes"),
                       ("time_us", "achieved", "ai", "attainable", "efficiency"), f"kernel_roofline(gpu trace 5, {gpu})",
                       SECTION)
+
+
+# ---- the red team's survivors, closed by class: ties in launches, each clause of the gap-cause rule
+
+
+def test_launches_tie_by_correlation():
+    trace = refs.tied_launch_trace(refs.rng("launch-ties"), STREAM)
+    refs.compare_rows(adapter.call("launches", trace), refs.launches(trace), ("kernel", "launch"),
+                      ("kernel_ts_us", "launch_ts_us", "delay_us"),
+                      "launches(trace of kernels on two streams starting at the same instant; ties by correlation id)",
+                      SECTION)
+
+
+CAUSE_WHY = {"tie": "two top-level ops overlap the gap equally: the earlier one is the cause",
+             "other-thread": "another thread's op overlaps the gap more: only the launching thread counts",
+             "nested": "a top-level op and its child start together and both cover the gap: only top-level ops count"}
+
+
+def _check_cause(kind: str):
+    trace = refs.cause_trace(refs.rng(f"cause-{kind}"), kind, STREAM)
+    want = refs.idle_gaps(trace, STREAM)
+    assert len(want) >= 3 and all(g["cause"] for g in want), "grader: the planted cause trace is malformed"
+    refs.compare_rows(adapter.call("idle_gaps", trace, STREAM), want, ("after", "before", "cause"),
+                      ("start_us", "end_us", "dur_us"), f"idle_gaps(cause trace: {CAUSE_WHY[kind]})", SECTION)
+
+
+def test_gap_cause_tie_goes_to_the_earlier():
+    _check_cause("tie")
+
+
+def test_gap_cause_on_the_launching_thread():
+    _check_cause("other-thread")
+
+
+def test_gap_cause_top_level_only():
+    _check_cause("nested")

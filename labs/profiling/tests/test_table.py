@@ -113,3 +113,19 @@ def test_op_table_on_real_trace():
     _, trace = REAL()
     refs.compare_rows(adapter.call("op_table", trace, "cpu_op"), refs.op_table(trace, "cpu_op"),
                       ("name", "calls"), FLOATS, "op_table(real torch.profiler trace, 'cpu_op')", SECTION)
+
+
+def test_self_times_off_the_quarter_grid():
+    # real traces hold whole nanoseconds (0.1, 0.013 ...): a child ending exactly at its parent's end can
+    # have a float ts + dur a hair past the parent's; in integer ns it is inside
+    evs = refs.events(refs.off_grid_trace(refs.rng("off-grid")), "cpu_op")
+    got = adapter.call("self_times", evs)
+    want = refs.self_times(evs)
+    assert isinstance(got, list) and len(got) == len(want), (
+        f"self_times on {len(evs)} cpu_ops: got {got!r:.200}, expected a list of {len(want)} floats {refs.where(SECTION)}")
+    for j, (g, w) in enumerate(zip(got, want)):
+        e = evs[j]
+        assert refs.close(float(g), w), (
+            f"self_times: event {j} ({e['name']}, ts {e['ts']!r}, dur {e['dur']!r}): {g!r} µs, expected {w} µs (times "
+            f"compared as integer nanoseconds, round(t * 1000): a child ending exactly at its parent's end is inside it "
+            f"even when the float sums differ in the last bit) {refs.where(SECTION)}")
