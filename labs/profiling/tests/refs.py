@@ -467,11 +467,8 @@ def off_grid_trace(r: random.Random) -> dict:
         p0 = t_ns + r.randint(1, 5000)
         c0 = p0 + r.randint(1, 3000)                       # the child starts inside
         end = c0 + r.randint(1, 9000)                      # and ends exactly where the parent ends
-        parent = b.x("cpu_op", r.choice(CPU_NAMES), p0 / 1000, 0.0)
+        parent = b.x("cpu_op", r.choice(CPU_NAMES), p0 / 1000, (end - p0) / 1000)
         child = b.x("cpu_op", r.choice(CPU_NAMES), c0 / 1000, (end - c0) / 1000)
-        parent["ts"] = BASE + p0 / 1000
-        parent["dur"] = (end - p0) / 1000
-        child["ts"] = BASE + c0 / 1000
         if child["ts"] + child["dur"] > parent["ts"] + parent["dur"]:
             planted += 1
         t_ns = end + r.randint(1, 4000)
