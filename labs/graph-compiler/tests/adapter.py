@@ -115,7 +115,37 @@ def onnx_facts(dims: list, state: dict, example, xs: list) -> dict:
             data = f.read()
         # An external-data file next to the model would hold the weights: the grader wants one file.
         outs = [mod.run_onnx(path, x) for x in xs]
-    return {"bytes": data, "returned": returned == path, "outs": outs}
+        # A file of the grader's own whose input is not named x: run_onnx must ask the session for the name.
+        other = os.path.join(tmp, "other.onnx")
+        _write_other_input_name_file(other, xs[0].shape[1])
+        try:
+            other_outs = [mod.run_onnx(other, x) for x in xs]
+        except Exception as exc:  # noqa: BLE001 - reported as data: only the input-name test fails on it
+            other_outs = f"{type(exc).__name__}: {exc}"
+    return {"bytes": data, "returned": returned == path, "outs": outs, "other_outs": other_outs}
+
+
+OTHER_INPUT_NAME = "features"
+
+
+def _write_other_input_name_file(path: str, d_in: int) -> None:
+    """y = 2 * features + 1 (opset 18, a symbolic batch), plus a second output: run_onnx returns the first."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")
+    one = numpy_helper.from_array(np.array(1.0, dtype=np.float32), "one")
+    nodes = [helper.make_node("Mul", [OTHER_INPUT_NAME, "two"], ["doubled"]),
+             helper.make_node("Add", ["doubled", "one"], ["y"]),
+             helper.make_node("Neg", [OTHER_INPUT_NAME], ["second"])]
+    shape = ["batch", d_in]
+    graph = helper.make_graph(nodes, "other_input_name",
+                              [helper.make_tensor_value_info(OTHER_INPUT_NAME, TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape),
+                               helper.make_tensor_value_info("second", TensorProto.FLOAT, shape)],
+                              initializer=[two, one])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
 
 
 @learner_side(timeout_s=90)

@@ -80,6 +80,8 @@ def passes_spec(r: random.Random) -> dict:
     c2 = b.attr([D])                  # an attribute defined after non-constant nodes
     h = b.call("mul", h, b.call("sin", c2))
     live.append(h)
+    h = b.call("add", h, c2)          # a plain attribute used by a live node: it stays itself, never a _folded_i
+    live.append(h)
     # Duplicated chains: the second copy repeats the first node for node (CSE merges level by level).
     src = r.choice(live)
     first = b.call("relu", src)

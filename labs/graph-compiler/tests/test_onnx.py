@@ -90,3 +90,20 @@ def test_run_onnx_float32_first_output():
                    "against the grader's onnxruntime session", SECTION, tol=1e-6)
 
 
+
+
+def test_run_onnx_reads_the_input_name():
+    # The grader's own file, input named "features" (not x): run_onnx feeds under the session's input name.
+    c = RUN()
+    if isinstance(c["got"]["other_outs"], str):
+        refs.fail(f"run_onnx on a file whose input is named {adapter.OTHER_INPUT_NAME!r} raised "
+                  f"{c['got']['other_outs']}: feed x under the session's input name", SECTION)
+    for x, got in zip(c["xs"], c["got"]["other_outs"]):
+        want = (x.float() * 2 + 1).numpy()
+        assert getattr(got, "dtype", None) == want.dtype and got.shape == want.shape, (
+            f"run_onnx on a file whose input is named {adapter.OTHER_INPUT_NAME!r}, x {tuple(x.shape)} {x.dtype}: "
+            f"{getattr(got, 'dtype', type(got))} {getattr(got, 'shape', '')}, expected float32 {want.shape}: the "
+            f"first output (README.md, section \"{SECTION}\")")
+        refs.close(torch.from_numpy(got), torch.from_numpy(want), f"run_onnx on a file whose input is named "
+                   f"{adapter.OTHER_INPUT_NAME!r} (feed x under the input's name), x {tuple(x.shape)} {x.dtype}",
+                   SECTION, tol=1e-6)

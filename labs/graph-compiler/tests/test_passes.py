@@ -106,6 +106,19 @@ def test_fold_buffer_names():
                              f"{want} (README.md, section \"{SECTION}\")")
 
 
+def test_fold_keeps_plain_attributes():
+    # Only constant CALL nodes become _folded_i: an attribute a live node reads stays the same get_attr.
+    for c in RUN("fold_constants"):
+        _ok("fold_constants", c)
+        got = [t for op, t in c["got"]["table"] if op == "get_attr" and not t.startswith("_folded_")]
+        want = [t for op, t in c["want_table"] if op == "get_attr" and not t.startswith("_folded_")]
+        folded = sum(op == "get_attr" and t.startswith("_folded_") for op, t in c["got"]["table"])
+        want_folded = sum(op == "get_attr" and t.startswith("_folded_") for op, t in c["want_table"])
+        assert got == want and folded == want_folded, (
+            f"{_label('fold_constants', c)}: original attributes kept {got} and {folded} _folded_i buffers, expected "
+            f"{want} and {want_folded}: a get_attr used by a non-constant node stays as it is; only constant call "
+            f"nodes become new get_attrs (README.md, section \"{SECTION}\")")
+
 # ---- DCE
 
 def test_dce_removes_dead_chains():

@@ -80,6 +80,35 @@ def test_awq_zero_channel_clamped():
         f"{refs.worst(s, want)} {W}")
 
 
+def _dead_channel_interior_case():
+    """Outlier-like channels (log-normal magnitudes) and one dead channel: an alpha strictly inside (0, 1) wins
+    by a clear margin, the only regime where clamping mean|x| before the power and s after it differ."""
+    r = refs.rng("awq-dead-interior")
+    for _ in range(20):
+        g = refs.gen(r)
+        n, d, out = 64, 64, 32
+        x = torch.randn(n, d, generator=g) * torch.exp(1.5 * torch.randn(d, generator=g))
+        dead = r.randrange(d)
+        x[:, dead] = 0
+        w = torch.randn(out, d, generator=g)
+        (best_a, best_s, best_loss), cands = refs.awq_best(x, w, 16, 4)
+        runner_up = min(c[2] for c in cands if c[0] != best_a)
+        if 0 < best_a < 1 and runner_up > best_loss * 1.01:
+            return x, w, dead, best_a, best_s, cands
+    raise AssertionError("grader: no draw where an interior alpha wins clearly (the case generator needs a look)")
+
+
+def test_awq_dead_channel_clamps_after_the_power():
+    x, w, dead, best_a, best_s, cands = _dead_channel_interior_case()
+    alpha, s, losses = adapter.call("awq_search", x, w, 16, 4)
+    assert alpha == best_a, (
+        f"awq_search (channel {dead} all zero, n_grid=4): chose alpha {alpha}, expected {best_a} (losses "
+        f"{[round(c[2], 6) for c in cands]}) {W}")
+    assert torch.isfinite(s).all() and torch.allclose(s, best_s, rtol=1e-5, atol=0), (
+        f"awq_search (channel {dead} all zero, alpha {alpha}): s = (mean|x|) ** alpha, THEN clamped to >= 1e-4 "
+        f"(the dead channel's s is 1e-4 before normalising, not (1e-4) ** alpha); {refs.worst(s, best_s)} {W}")
+
+
 def test_awq_model_matches_reference():
     ck, calib = refs.checkpoint(), refs.calib_idx()
     probe, _ = refs.heldout("awq-probe")
