@@ -218,6 +218,7 @@ class Worker:
         self.store, self.options, self.on_event = store, options, on_event
         self.device = detect_device()
         self._cancels: set[threading.Event] = set()
+        self._put_back: set[int] = set()  # submissions a Ctrl-C cancelled: their jobs go back to the queue
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self.graded = 0
@@ -259,6 +260,7 @@ class Worker:
             self.store.write_sql(lambda sql: sql.execute(
                 f"UPDATE {TABLE} SET status = 'queued', worker = NULL WHERE id = :id AND attempt_id IS NULL",
                 id=submission_id))
+            self._put_back.add(submission_id)
             raise _Stopping(f"submission {submission_id}: the worker stopped; back in the queue")
         attempt_id, number, recorded = self._record(submission_id, learner, spec, run, sha, dirty)
         self.graded += recorded
@@ -408,7 +410,11 @@ class Worker:
                 await asyncio.wait({worker, rescue}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 rescue.cancel()
-                if not worker.done():
+                # After Ctrl-C the stop is already under way (on_signal cancelled the worker once: procrastinate's
+                # graceful stop, which waits for the cancelled grades to hand their jobs back). A second cancel
+                # would abort that wait and leave a job `doing` (the rescue task, which ends as soon as the worker
+                # is stopping, made this a race: seen under load).
+                if not worker.done() and not self.stopping.is_set():
                     self.stop()
                     worker.cancel()
                 for task in (worker, rescue):
@@ -416,8 +422,29 @@ class Worker:
                         await task
                     except asyncio.CancelledError:
                         pass
+                await self._requeue_own(app)
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
+
+    async def _requeue_own(self, app) -> None:
+        """A grade this worker cancelled at Ctrl-C put its submission back (status queued) and raised for a
+        retry; when procrastinate's shutdown ends before it recorded that retry, the job would stay `doing`
+        until another worker's stalled-job rescue found it (seen under load). Put such jobs back now: this
+        worker is gone, so their heartbeats are gone too."""
+        from procrastinate.exceptions import ConnectorException
+
+        if not self._put_back:
+            return
+        try:
+            stalled = await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=0)
+        except ConnectorException:
+            return  # the server went away: the other workers' rescue puts them back
+        for job in stalled:
+            if str(job.task_kwargs.get("submission")) in {str(n) for n in self._put_back}:
+                try:
+                    await app.job_manager.retry_job(job)
+                except ConnectorException:
+                    continue  # another worker put it back first
 
     async def _rescue_stalled(self, app, queues) -> None:
         """Jobs of workers that stopped sending heartbeats (killed, machine gone) go back to the queue."""
