@@ -328,14 +328,17 @@ def _job_zero(comm, payload):
         opt.step()
         # Every tensor the optimizer keeps, besides the parameters themselves (by identity).
         ids = {id(p) for p in params}
-        kept = {}
+        kept, storage = {}, {}
         for name, value in vars(opt).items():
             for t in _tensors_in(value):
                 if id(t) not in ids and t.numel() > 1:
                     kept.setdefault(name, []).append(int(t.numel()))
+                if id(t) not in ids:   # a small view of a large buffer keeps the whole buffer alive
+                    storage.setdefault(name, []).append(int(t.untyped_storage().nbytes()))
         steps.append({"params": torch.cat([p.detach().reshape(-1) for p in params]).clone(),
                       "exp_avg": opt.exp_avg.detach().clone(), "exp_avg_sq": opt.exp_avg_sq.detach().clone(),
-                      "shard": tuple(int(v) for v in opt.shard), "kept": kept})
+                      "shard": tuple(int(v) for v in opt.shard), "kept": kept,
+                      "storage": storage})
     return steps
 
 
@@ -360,6 +363,9 @@ def bubble_of(events: list, num_stages: int) -> float:
 
 
 def _job_pipeline(comm, payload):
+    import gc
+    import weakref
+
     import torch
 
     s = comm.rank
@@ -370,6 +376,12 @@ def _job_pipeline(comm, payload):
     trace: list[tuple[str, int]] = []
     counts = {"F": 0, "B": 0}
     peak = [0]
+    # What the stage really holds, not what the F/B order implies: weak references to each forward's
+    # output and (unless it is one of the grader's own inputs) its input. Counted when a backward's
+    # gradient arrives, when the learner's locals already name that micro-batch, not a finished one.
+    alive: list[list] = []
+    held = [0]
+    given = {id(t) for t in (payload["inputs"] or [])} if s == 0 else set()
 
     class Recorded(torch.nn.Module):
         """The learner's stage: forward logs ("F", k) for its k-th call, the gradient reaching
@@ -384,10 +396,14 @@ def _job_pipeline(comm, payload):
             counts["F"] += 1
             peak[0] = max(peak[0], counts["F"] - counts["B"])
             out = self.inner(x)
+            tracked = [weakref.ref(out)] + ([] if id(x) in given else [weakref.ref(x)])
+            alive.append(tracked)
 
             def on_grad(grad):
                 trace.append(("B", counts["B"]))
                 counts["B"] += 1
+                gc.collect()   # garbage waiting for the cycle collector is not held
+                held[0] = max(held[0], sum(any(r() is not None for r in rs) for rs in alive))
 
             if out.requires_grad:
                 out.register_hook(on_grad)
@@ -398,7 +414,7 @@ def _job_pipeline(comm, payload):
     loss = _m("pipeline").run_1f1b(Recorded(), comm, m, payload["inputs"] if s == 0 else None,
                                    payload["targets"] if s == p - 1 else None,
                                    tuple(payload["activation_shape"]), torch.float64)
-    return {"trace": trace, "peak": peak[0], "loss": None if loss is None else float(loss),
+    return {"trace": trace, "peak": peak[0], "held": held[0], "loss": None if loss is None else float(loss),
             "grads": [None if q.grad is None else q.grad.detach().clone() for q in stage.parameters()],
             "sends": [e for e in comm.log if e[0] == "send"]}
 

@@ -23,12 +23,20 @@ def _cases(p: int) -> list[dict]:
     uneven = p * r.randint(2, 5) + r.randint(1, p - 1)
     gather_numel = p * r.randint(2, 4) + r.randint(1, p - 1)
     sizes = refs.chunk_sizes(gather_numel, p)
+    # Fewer elements than ranks: some chunks are empty, and the ring still sends them (zero-byte messages).
+    tiny = r.randint(1, p - 1)
+    tiny_sizes = refs.chunk_sizes(tiny, p)
     return [
         {"op": "all_reduce", "inputs": [torch.randn(even, 2, generator=g, dtype=torch.float64) for _ in range(p)]},
         {"op": "all_reduce", "inputs": [torch.randn(uneven, generator=g) for _ in range(p)]},
         {"op": "reduce_scatter", "inputs": [torch.randn(uneven + 1, generator=g, dtype=torch.float64) for _ in range(p)]},
         {"op": "all_gather", "numel": gather_numel,
          "inputs": [torch.randn(sizes[i], generator=g, dtype=torch.float64) for i in range(p)]},
+        {"op": "all_reduce", "tiny": True, "inputs": [torch.randn(tiny, generator=g, dtype=torch.float64) for _ in range(p)]},
+        {"op": "reduce_scatter", "tiny": True,
+         "inputs": [torch.randn(tiny, generator=g, dtype=torch.float64) for _ in range(p)]},
+        {"op": "all_gather", "numel": tiny, "tiny": True,
+         "inputs": [torch.randn(tiny_sizes[i], generator=g, dtype=torch.float64) for i in range(p)]},
     ]
 
 
@@ -124,8 +132,20 @@ def test_all_reduce_bytes_match_the_ring_formula(p):
 
 @pytest.mark.parametrize("p", WORLD)
 def test_messages_follow_the_ring_schedule(p):
+    _check_schedule(p, tiny=False)
+
+
+@pytest.mark.parametrize("p", WORLD)
+def test_messages_follow_the_ring_schedule_with_fewer_elements_than_ranks(p):
+    """numel < p leaves some chunks empty; each rank still sends its p - 1 chunks per phase."""
+    _check_schedule(p, tiny=True)
+
+
+def _check_schedule(p, tiny):
     cases, out = RUN(p)
     for c, case in enumerate(cases):
+        if bool(case.get("tiny")) != tiny:
+            continue
         numel = case.get("numel") or case["inputs"][0].numel()
         sizes = refs.chunk_sizes(numel, p)
         b = case["inputs"][0].element_size()

@@ -126,3 +126,19 @@ def test_optimizer_keeps_no_full_size_state(p):
         assert not big, (
             f"rank {rank} of {p}: the optimizer keeps tensors larger than its shard of {hi - lo} elements "
             f"({big}); ZeRO-1 keeps only the shard's state (README.md, section \"{SECTION}\")")
+
+
+@pytest.mark.parametrize("p", WORLD)
+def test_optimizer_keeps_no_storage_larger_than_its_shard(p):
+    """A shard-sized view of a full-size buffer has the shard's shape and keeps the whole buffer:
+    what counts is the storage behind each tensor, in bytes."""
+    payload, out = RUN(p)
+    numel = sum(w.numel() for w in payload["weights"])
+    width = payload["weights"][0].element_size()
+    for rank in range(p):
+        lo, hi = _bounds(numel, p, rank)
+        big = {name: n for name, sizes in out[rank][-1]["storage"].items() for n in sizes if n > (hi - lo) * width}
+        assert not big, (
+            f"rank {rank} of {p}: the optimizer keeps tensors whose storage is larger than its shard of "
+            f"{(hi - lo) * width} bytes ({big} bytes): a slice of a full-size tensor keeps the whole tensor; "
+            f"allocate the shard's size (README.md, section \"{SECTION}\")")
