@@ -35,6 +35,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import sys
 import platform
 import re
 from pathlib import Path
@@ -48,9 +49,14 @@ def cache_root() -> Path:
     """$ROADMAP_GPU_CACHE, else the user's cache folder (~/.cache/roadmap/gpu on Linux)."""
     root = os.environ.get(CACHE_VAR)
     if not root:
-        from platformdirs import user_cache_dir
-
-        root = os.path.join(user_cache_dir("roadmap", appauthor=False), "gpu")
+        # The grader calls this (its learner's environment), and the grader imports only what a grade needs
+        # (grading_kit is a leaf; on a `grade --on` box its managed venv may not have platformdirs): the
+        # XDG rule platformdirs follows on Linux, by hand. macOS: ~/Library/Caches.
+        if sys.platform == "darwin":
+            base = os.path.join(os.path.expanduser("~"), "Library", "Caches")
+        else:
+            base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "roadmap", "gpu")
     path = Path(root)
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
