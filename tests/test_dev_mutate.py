@@ -179,11 +179,12 @@ def _by_description(data: dict) -> dict[str, str]:
 
 def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     spec = labs / "adder" / "lab.yaml"
-    spec.write_text(spec.read_text().replace("wrong:\n", (
+    # Two more rules, at the end of `rules:` (before `not_rules:`, which follows it since issue 38).
+    spec.write_text(spec.read_text().replace("not_rules:\n", (
         "  - id: mul-by-zero\n    section: Multiply\n    text: anything times 0 is 0\n"
         "    tests: ['test_mul.py::test_mul_zero']\n"
         "  - id: gpu-rule\n    section: Multiply\n    text: a rule graded only on a GPU\n"
-        "    tests: ['test_gpu.py']\nwrong:\n"), 1))
+        "    tests: ['test_gpu.py']\nnot_rules:\n"), 1))
     result = run_cli("dev", "mutate", "adder", "--json")
     assert result.exit_code == 0, result
     data = result.json()["data"]
