@@ -114,7 +114,7 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         assert data["graded_on"] == "bare" and data["sent"]["installed"] is True
         err = first.stderr
         assert "its python has no torch: pip installs torch==2.13.0 from pip's own configuration there" in err, err
-        assert "missing here:" in err and "torch<2.14,>=2.3" in err  # roadmap's own requirement, named
+        assert "missing here:" in err and "torch<2.14,>=2.5" in err  # roadmap's own requirement, named
         assert "installed torch 2.13.0+cpu: the CPU build (no CUDA)" in err, err
         assert "installing with pip:" in err and "typer" in err and "Traceback" not in err
         local = run_cli("grade", "--json").json()["data"]
