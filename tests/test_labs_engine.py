@@ -269,7 +269,7 @@ def test_dev_check_passes_a_good_lab_and_catches_a_wrong_variant_that_passes(run
     good = run_cli("dev", "check", "adder", "--jobs", "2", "--json")
     assert good.exit_code == 0, good
     rows = {r["check"]: r for r in good.json()["data"]["rows"]}
-    assert set(rows) == {"starter", "solution", "wrong:add-off-by-one", "wrong:mul-adds", "rules"}
+    assert set(rows) == {"starter", "solution", "wrong:add-off-by-one", "wrong:mul-adds", "rules", "handout"}
     assert all(r["ok"] for r in rows.values())
 
     bad = run_cli("dev", "check", "leaky")
