@@ -210,6 +210,36 @@ def test_load_inline_builds_and_loads_behind_the_wall(tmp_path: Path, monkeypatc
         lease.close()
 
 
+def test_stale_lock_clearing_never_follows_a_learner_symlink(tmp_path: Path) -> None:
+    """The extensions folder is read-write to learner code; the engine clears `<entry>/lock` outside the wall.
+    Red team route X1: an entry that is a symlink to another folder of the grading user's made the engine delete
+    that folder's `lock`. Links are never followed, at the entry or at the lock, nor for `.grades.lock`."""
+    from roadmap_cli.grading_kit import learner_extras
+
+    extensions = tmp_path / "ext"
+    extensions.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "lock").write_text("host file")
+    (extensions / "evil").symlink_to(victim)
+    (extensions / "real").mkdir()
+    (extensions / "real" / "lock").symlink_to(victim / "lock")  # a link named lock: removed as a link only
+    (extensions / "dead").mkdir()
+    (extensions / "dead" / "lock").write_text("")
+    outside = tmp_path / "outside-lock"
+    (extensions / ".grades.lock").symlink_to(outside)
+    lease = learner_extras.ExtensionsLease(extensions)
+    with pytest.raises(OSError):
+        lease.renew()  # O_NOFOLLOW: the planted .grades.lock is refused, nothing is created through it
+    assert not outside.exists()
+    (extensions / ".grades.lock").unlink()
+    try:
+        assert lease.renew() == [extensions / "dead" / "lock"]
+    finally:
+        lease.close()
+    assert (victim / "lock").read_text() == "host file" and not (extensions / "dead" / "lock").exists()
+
+
 def test_rlimit_nproc_only_where_it_counts_per_namespace() -> None:
     from roadmap_cli.grading_kit.learner_extras import nproc_is_per_namespace
 

@@ -38,6 +38,7 @@ import os
 import sys
 import platform
 import re
+import stat
 from pathlib import Path
 from typing import Optional
 
@@ -160,11 +161,38 @@ def learner_env(workspace: str, path: str) -> dict[str, str]:
 
 
 def stale_locks(folder: Path) -> list[Path]:
-    """torch's FileBaton files (`<extension>/lock`) in an extensions folder."""
+    """torch's FileBaton files (`<extension>/lock`) in an extensions folder: real folders holding a
+    regular file named `lock`. The folder is read-write to learner code, so an entry may be a symlink to
+    any folder of the grading user's; those are never followed (see `remove_lock`)."""
+    found = []
     try:
-        return [entry / "lock" for entry in folder.iterdir() if entry.is_dir() and (entry / "lock").is_file()]
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    lock = Path(entry.path) / "lock"
+                    if stat.S_ISREG(_lstat_mode(lock)):
+                        found.append(lock)
     except OSError:
         return []
+    return found
+
+
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def remove_lock(lock: Path) -> None:
+    """Unlink `<entry>/lock` without following a link at either level, even if learner code swaps the entry
+    for a symlink after `stale_locks` looked: the entry is opened O_NOFOLLOW and the unlink is relative to it."""
+    fd = os.open(lock.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if stat.S_ISREG(os.stat(lock.name, dir_fd=fd, follow_symlinks=False).st_mode):
+            os.unlink(lock.name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 class ExtensionsLease:
@@ -183,7 +211,9 @@ class ExtensionsLease:
     def renew(self) -> list[Path]:
         """Clear stale locks when this grade is alone; the locks removed."""
         if self.fd is None:
-            self.fd = os.open(self.folder / ".grades.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # O_NOFOLLOW: learner code can leave a symlink by that name in the folder.
+            self.fd = os.open(self.folder / ".grades.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                              0o600)
         removed: list[Path] = []
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -192,7 +222,7 @@ class ExtensionsLease:
         else:
             for lock in stale_locks(self.folder):
                 try:
-                    lock.unlink()
+                    remove_lock(lock)
                     removed.append(lock)
                 except OSError:
                     pass
