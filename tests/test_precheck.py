@@ -81,3 +81,31 @@ def test_nvcc_reports_a_broken_cu_file_at_file_line(tmp_path: Path) -> None:
     assert checks["ext.cu"].status == "not checked"  # torch's headers take minutes: said, not hidden
     assert checks["good.cu"].status == "compiled, not run"
     assert checks["bad.cu"].status == "compile error" and "bad.cu:2: error" in checks["bad.cu"].message
+
+
+def test_nvcc_runs_behind_the_wall(tmp_path: Path) -> None:
+    """Red team route N1: nvcc compiled a `.cu` that `#include`d a file of the grading user's (a `~/.pgpass`)
+    outside the wall and printed its line in the grade's output. Behind the wall the path does not exist."""
+    import os
+    import shutil
+
+    from roadmap_cli.grading_kit import oswall
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    oswall._probe.cache_clear()
+    if oswall._probe()[0] is None:
+        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
+            pytest.fail(f"{oswall._probe()[1]} (ROADMAP_REQUIRE_BWRAP=1)", pytrace=False)
+        pytest.skip(oswall._probe()[1])
+    secret = tmp_path / "home" / ".pgpass"
+    secret.parent.mkdir()
+    secret.write_text("127.0.0.1:5432:course:teacher:Sw0rdfish-secret\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "evil.cu").write_text(f'#include "{secret}"\n__global__ void k() {{}}\n')
+    (ws / "fine.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n")
+    checks = {c.file: c for c in compile_cuda(ws)}
+    assert checks["fine.cu"].status == "compiled, not run"  # the wall leaves nvcc what it needs
+    assert checks["evil.cu"].status == "compile error"
+    assert "Sw0rdfish" not in checks["evil.cu"].message and "No such file" in checks["evil.cu"].message

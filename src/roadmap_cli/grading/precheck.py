@@ -245,8 +245,7 @@ def compile_cuda(workspace: Path, *, arch: str = "sm_80", timeout: float = 60.0)
             cmd = [nvcc, f"-arch={arch}", "--ptxas-options=-v", "-std=c++17",
                    "-c", rel, "-o", str(Path(tmp) / (src.stem + ".o"))]
             try:
-                proc = subprocess.run(cmd, cwd=workspace, capture_output=True, text=True, timeout=timeout,
-                                      stdin=subprocess.DEVNULL)
+                proc = _run_nvcc_walled(cmd, workspace, Path(tmp), timeout)
             except subprocess.TimeoutExpired:
                 checks.append(CudaCheck(rel, "compile error", f"nvcc took longer than {timeout:g} s"))
                 continue
@@ -255,6 +254,25 @@ def compile_cuda(workspace: Path, *, arch: str = "sm_80", timeout: float = 60.0)
             else:
                 checks.append(CudaCheck(rel, "compile error", _nvcc_message(proc.stdout + proc.stderr)))
     return checks
+
+
+def _run_nvcc_walled(cmd: list[str], workspace: Path, build: Path, timeout: float) -> subprocess.CompletedProcess:
+    """nvcc reads learner-controlled input (an `#include` or `.incbin` can name any path), so it runs behind
+    the same OS wall as every other compiler (grading_kit/oswall.py): the system, the Python runtime, the
+    workspace read-only and `build` read-write; never the data home, the references, the user's home or the
+    network. It runs while the grade's learner code may still rewrite the workspace: what it can show is
+    only what the wall shows. Unwalled only where the whole grade is (the weak sandbox)."""
+    from roadmap_cli.grading_kit import oswall
+
+    try:
+        walled = oswall.status()[0] == oswall.STRONG
+    except oswall.WallUnavailable:
+        walled = False
+    view = oswall.compile_view([str(workspace)], [str(build)], str(workspace)) if walled else None
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
+           "HOME": oswall.LEARNER_HOME if walled else os.environ.get("HOME", "/")}
+    return oswall.run(cmd, view, cwd=workspace, env=env, capture_output=True, text=True, timeout=timeout,
+                      stdin=subprocess.DEVNULL)
 
 
 def _nvcc_message(output: str) -> str:
