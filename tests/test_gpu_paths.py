@@ -274,3 +274,32 @@ def test_flash_attention_tiles_fit_each_gpus_shared_memory(monkeypatch: pytest.M
     small = SHARED_MEMORY_PER_BLOCK["sm_86 (A10, RTX 3090)"]
     default = fa._GPU_TILES["fwd"][0]
     assert fa._tile_bytes("fwd", default[0], default[1], 128, default[3], 2) > small  # the failure the issue saw
+
+
+def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path, monkeypatch) -> None:
+    """Red team (by reading): /tmp/roadmap-cpp-cache-<uid> was made with exist_ok and no owner check, so another
+    local account could make it first and plant an artefact for the key of the source it submits."""
+    import os
+
+    from roadmap_cli.errors import GraderError
+    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.paths import private_dir
+
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    assert private_dir(mine) == mine and (os.stat(mine).st_mode & 0o777) == 0o700  # ours: closed to others
+    other = tmp_path / "squatted"
+    other.mkdir()
+    try:
+        os.chown(other, 4242, 4242)  # made by another account (CI runs as root, which may chown)
+    except PermissionError:
+        pytest.skip("only root can make a folder another account's")
+    with pytest.raises(GraderError, match="another user's"):
+        private_dir(other)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    with pytest.raises(GraderError, match="a link"):
+        private_dir(link)
+    monkeypatch.setenv("ROADMAP_CPP_CACHE", str(other))
+    with pytest.raises(GraderError):
+        cpp_build.shared_cache_root()

@@ -60,9 +60,9 @@ class BuildResult:
 def shared_cache_root() -> Path:
     """The cache every grade of this user shares: `$ROADMAP_CPP_CACHE`, else <tmp>/roadmap-cpp-cache-<uid>."""
     root = os.environ.get("ROADMAP_CPP_CACHE") or os.path.join(tempfile.gettempdir(), f"roadmap-cpp-cache-{os.getuid()}")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    from roadmap_cli.paths import private_dir
+
+    return private_dir(root)  # in the shared temp folder: refused when another account made it first
 
 
 _PRIVATE: list[Path] = []

@@ -64,8 +64,9 @@ def cache_root() -> Path:
     except OSError:  # a read-only home (a locked-down worker): a per-user folder in the temp dir instead
         import tempfile
 
-        path = Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}"
-        path.mkdir(exist_ok=True, mode=0o700)
+        from roadmap_cli.paths import private_dir
+
+        path = private_dir(Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}")
     return path
 
 
