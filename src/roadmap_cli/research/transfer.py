@@ -5,6 +5,11 @@ the learner (default to-read, undated: importing a library is not reading
 it, so it must not fill this week's paper count). A duplicate (same arXiv
 id, DOI or title as a logged paper, or as an earlier entry of the same file)
 is skipped and reported with the existing id, unless `force`.
+
+Ids are the learner's paper numbers (research/numbers.py): imported papers
+are numbered on from the learner's last one, whatever the file came from, so
+an import never clashes with papers already logged; an export's "id" is that
+number.
 """
 
 from __future__ import annotations
@@ -165,7 +170,7 @@ def all_papers(store) -> list[dict]:
     papers = list_papers(store, PaperFilter(), limit=None)["papers"]
     with store.engine.connect() as conn:
         extra = {r[0]: r[1:] for r in conn.execute(
-            text("SELECT id, notes, bibtex_key, venue, abstract, pdf_url FROM papers WHERE learner = :l"),
+            text("SELECT number, notes, bibtex_key, venue, abstract, pdf_url FROM papers WHERE learner = :l"),
             {"l": store.learner})}
         conn.rollback()
     for paper in papers:

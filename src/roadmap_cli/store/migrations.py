@@ -353,6 +353,35 @@ def m011_verified_attempts(conn: sa.Connection) -> None:
         roles.protect_server_records(conn)
 
 
+# Tables whose rows carry a learner's own number (migration 12): what every
+# command shows and takes as the row's id.
+NUMBERED_TABLES = ("papers", "cadence_entries")
+
+
+def m012_learner_numbers(conn: sa.Connection) -> None:
+    """papers.number and cadence_entries.number: each learner's papers (and log
+    entries) are numbered 1..n in their own sequence, the id every command
+    shows and takes. `id` stays the internal surrogate key: paper_tags and
+    cadence_entries refer to papers by it (rebuilding a parent table on SQLite
+    would mean rebuilding its children too), and it never changes when rows
+    move between databases under a new learner (import, db copy).
+
+    Existing rows keep the id they were known by (number = id): a solo user
+    sees no change; in a cohort each learner keeps the numbers they saw, and
+    their next row gets their own MAX(number) + 1. Unique per (learner,
+    number). DEFAULT 0 only because SQLite cannot add a NOT NULL column
+    without one; every writer gives the number (research/numbers.py), and a
+    second 0 would break the unique index rather than hide a paper."""
+    for table in NUMBERED_TABLES:
+        conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN number INTEGER NOT NULL DEFAULT 0"))
+        conn.execute(sa.text(f"UPDATE {table} SET number = id"))
+        conn.execute(sa.text(f"CREATE UNIQUE INDEX uq_{table}_learner_number ON {table} (learner, number)"))
+        if conn.dialect.name == "postgresql":
+            # A PostgreSQL view's `*` was expanded when migration 8 made it: show the number through it.
+            conn.execute(sa.text(f"CREATE OR REPLACE VIEW cohort_{table} WITH (security_barrier = true) AS "
+                                 f"SELECT * FROM {table}"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -366,6 +395,7 @@ MIGRATIONS: list[Migration] = [
     ("attempt_graded_on", m009_attempt_graded_on),
     ("paper_metadata", m010_paper_metadata),
     ("verified_attempts", m011_verified_attempts),
+    ("learner_numbers", m012_learner_numbers),
 ]
 
 LATEST = len(MIGRATIONS)
