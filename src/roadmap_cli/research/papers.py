@@ -180,6 +180,21 @@ def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> O
     return None
 
 
+def refuse_logged(store, inp: PaperInput) -> None:
+    """DuplicatePaperError if the learner already logged the paper `inp` names (arXiv id, DOI or typed
+    title): `paper log` asks this before it fetches anything, so a repeat costs no network call."""
+    arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
+    doi = normalize_doi(inp.doi) if inp.doi else (doi_from_url(inp.url) if inp.url else None)
+    if arxiv is None and doi and doi.startswith("10.48550/arxiv."):
+        arxiv = parse_arxiv(doi)
+    title = one_line(inp.title)
+    values = {"arxiv_id": arxiv.id if arxiv else None, "doi": doi, "title_key": title_key(title) if title else None}
+    with store.session() as session:
+        duplicate = find_duplicate(session, values)
+    if duplicate:
+        raise DuplicatePaperError(*duplicate)
+
+
 def insert_paper(session, values: dict, tags: list[str]) -> int:
     """Insert one prepared paper (+ tags, + a reproduction entry if reproduced); its number."""
     from roadmap_cli.research.numbers import session_next_number

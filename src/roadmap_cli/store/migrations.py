@@ -369,14 +369,40 @@ def m012_learner_numbers(conn: sa.Connection) -> None:
     Existing rows keep the id they were known by (number = id): a solo user
     sees no change; in a cohort each learner keeps the numbers they saw, and
     their next row gets their own MAX(number) + 1. Unique per (learner,
-    number). DEFAULT 0 only because SQLite cannot add a NOT NULL column
-    without one; every writer gives the number (research/numbers.py), and a
-    second 0 would break the unique index rather than hide a paper."""
+    number).
+
+    roadmap's writers give the number themselves (research/numbers.py). A
+    row inserted without one (number 0, the column's default: SQLite cannot
+    add a NOT NULL column without a default) by any other writer (plain SQL,
+    a script, an older tool) is numbered by the database: a trigger gives it
+    the learner's MAX(number) + 1, so such a row is never hidden at 0 nor
+    refused by the unique index. (A future rebuild of either table on SQLite
+    must create its trigger again.)"""
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        # Invoker's rights: under row-level security a learner's MAX sees their own rows, which are all that
+        # count. BEFORE INSERT: NEW can be changed (and the unique index sees the final number).
+        conn.execute(sa.text(
+            "CREATE FUNCTION roadmap_number_new_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.number = 0 THEN "
+            "EXECUTE 'SELECT COALESCE(MAX(number), 0) + 1 FROM ' || quote_ident(TG_TABLE_SCHEMA) || '.' "
+            "|| quote_ident(TG_TABLE_NAME) || ' WHERE learner = $1' INTO NEW.number USING NEW.learner; "
+            "END IF; RETURN NEW; END $$"))
     for table in NUMBERED_TABLES:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN number INTEGER NOT NULL DEFAULT 0"))
         conn.execute(sa.text(f"UPDATE {table} SET number = id"))
         conn.execute(sa.text(f"CREATE UNIQUE INDEX uq_{table}_learner_number ON {table} (learner, number)"))
-        if conn.dialect.name == "postgresql":
+        if postgres:
+            conn.execute(sa.text(f"CREATE TRIGGER number_{table} BEFORE INSERT ON {table} "
+                                 "FOR EACH ROW EXECUTE FUNCTION roadmap_number_new_row()"))
+        else:
+            # SQLite's triggers cannot change NEW: number the row right after it went in (the 0 it went in
+            # with never meets another 0: each is renumbered before the next row is inserted).
+            conn.execute(sa.text(
+                f"CREATE TRIGGER number_{table} AFTER INSERT ON {table} WHEN NEW.number = 0 BEGIN "
+                f"UPDATE {table} SET number = (SELECT COALESCE(MAX(number), 0) + 1 FROM {table} "
+                "WHERE learner = NEW.learner) WHERE id = NEW.id; END"))
+        if postgres:
             # A PostgreSQL view's `*` was expanded when migration 8 made it: show the number through it.
             conn.execute(sa.text(f"CREATE OR REPLACE VIEW cohort_{table} WITH (security_barrier = true) AS "
                                  f"SELECT * FROM {table}"))
