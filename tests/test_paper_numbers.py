@@ -9,6 +9,7 @@ ids an existing user knew; export/import keep the numbers; a plain-SQL writer th
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -240,16 +241,19 @@ def registry(monkeypatch):
     stop()
 
 
-def test_the_by_hand_hint_of_a_failed_fetch_keeps_every_option_given(run_cli):
-    result = run_cli("paper", "log", FA2, "--tags", "attention,kernels", "--stage", "1", "--status", "reproduced",
+def test_the_by_hand_hint_of_a_failed_fetch_keeps_every_option_given(run_cli, tmp_path: Path):
+    home = tmp_path / "other home"
+    result = run_cli("--home", home, "paper", "log", FA2, "--tags", "attention,kernels", "--stage", "1", "--status", "reproduced",
                      "--rating", "4", "--note", "it's fast", "--date", "2026-01-05", "--authors", "T. Dao",
                      "--year", "2023", "--force")
     assert result.exit_code == 6, result
     line = result.stderr.strip()
     assert "\n" not in line
-    for part in ("--title", f"--arxiv {FA2}", "--tags attention,kernels", "--stage 1", "--status reproduced",
+    assert line.startswith(f"error: arXiv {FA2}: ") and "--no-fetch" in line
+    assert f"log it by hand: roadmap --home '{home}' paper log --title \"…\" --arxiv {FA2}" in line
+    for part in ( "--tags attention,kernels", "--stage 1", "--status reproduced",
                  "--rating 4", "--note 'it'\"'\"'s fast'", "--date 2026-01-05", "--authors 'T. Dao'", "--year 2023",
-                 "--force", "--no-fetch"):
+                 "--force"):
         assert part in line, (part, line)
 
 
@@ -310,6 +314,9 @@ def test_delete_without_a_terminal_needs_yes(run_cli, command):
     for piped in (None, "y\n", ""):  # nothing is read from a pipe, not even a "y"
         result = run_cli(*command, input=piped)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, result
-        assert f"roadmap {' '.join(command)} --yes" in result.stderr and "no terminal" in result.stderr
+        assert f"run: roadmap {' '.join(command)} --yes" in result.stderr and "no terminal" in result.stderr
+    home = os.environ["ROADMAP_HOME"]
+    result = run_cli("--home", home, *command)  # the suggested command names the home it was given
+    assert f"run: roadmap --home {home} {' '.join(command)} --yes" in result.stderr, result
     assert _data(run_cli("log", "list", "--json"))["total"] == 1 and _numbers(run_cli) == [1]
     assert run_cli(*command, "--yes").exit_code == 0

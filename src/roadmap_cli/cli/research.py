@@ -14,7 +14,8 @@ from typing_extensions import Annotated
 
 from roadmap_cli import context
 from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_stage,
-                                              confirm_delete, parse_date, emit_result, known_stages, today_local)
+                                              confirm_delete, parse_date, emit_result, known_stages, root_options,
+                                              suggested_command, today_local)
 
 paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
 
@@ -67,10 +68,11 @@ def paper_log(
     store = context.current().store()
     if not force:
         refuse_logged(store, inp)  # a paper already logged is refused before any network call
-    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher, force=force)
+    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher, force=force,
+                    root_options=root_options())
     paper = log_paper(store, plan.inp, today=today_local(), force=force)
     if plan.notice:
-        _notice(f"{plan.notice}; `roadmap paper refresh {paper['id']}` fills it in later")
+        _notice(f"{plan.notice}; `{suggested_command('paper', 'refresh', str(paper['id']))}` fills it in later")
     emit_result("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
 
 
@@ -227,7 +229,7 @@ def paper_delete(paper_id: Annotated[str, typer.Argument(help="Paper id.")], yes
 
     store, pid = context.current().store(), parse_paper_id(paper_id)
     paper = get_paper(store, pid)
-    confirm_delete(f"delete paper #{pid} {paper['title']!r}?", yes=yes, command=f"roadmap paper delete {pid}")
+    confirm_delete(f"delete paper #{pid} {paper['title']!r}?", yes=yes, command=("paper", "delete", str(pid)))
     delete_paper(store, pid)
     typer.echo(f"deleted paper #{pid}")
 

@@ -140,7 +140,7 @@ def log_delete(entry_id: Annotated[str, typer.Argument(help="Entry id.")], yes: 
     entry = get_entry(store, eid)
     what = f"{entry['hours']:g} h" if entry["kind"] == "hours" else repr(entry["title"])
     confirm_delete(f"delete {entry['kind']} #{eid} {what} of {entry['on_date']}?", yes=yes,
-                   command=f"roadmap log delete {eid}")
+                   command=("log", "delete", str(eid)))
     delete_entry(store, eid)
     typer.echo(f"deleted {entry['kind']} #{eid}")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from roadmap_cli.errors import RoadmapError, UserError
 from roadmap_cli.research.ids import doi_from_url, normalize_doi, parse_arxiv
@@ -121,12 +121,13 @@ class LogPlan:
     from_cache: bool = False
 
 
-def by_hand_command(inp: PaperInput, ref: PaperRef, *, force: bool = False) -> str:
+def by_hand_command(inp: PaperInput, ref: PaperRef, *, force: bool = False, root_options: Sequence[str] = ()) -> str:
     """`paper log` as the learner would type it to log this paper without a fetch: a title to fill in,
-    and every option they gave (tags, status, date, ...), so that nothing they asked for is lost."""
+    and every option they gave (the root's --home/--curriculum, tags, status, date, ...), so that nothing
+    they asked for is lost."""
     import shlex
 
-    words = ["roadmap", "paper", "log", "--title", '"…"', f"--{ref.kind}", ref.value]
+    words = ["roadmap", *root_options, "paper", "log", "--title", '"…"', f"--{ref.kind}", ref.value]
     if inp.doi and ref.kind != "doi":
         words += ["--doi", inp.doi]
     options = (("--authors", inp.authors), ("--year", inp.year), ("--url", inp.url),
@@ -140,7 +141,7 @@ def by_hand_command(inp: PaperInput, ref: PaperRef, *, force: bool = False) -> s
 
 
 def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable[[], object],
-             force: bool = False) -> LogPlan:
+             force: bool = False, root_options: Sequence[str] = ()) -> LogPlan:
     """Decide the paper to log from what was typed, fetching when asked.
 
     Raises the fetch's error (one line, saying how to log by hand with every
@@ -163,7 +164,7 @@ def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable
     except RoadmapError as exc:
         if typed_title:
             return LogPlan(inp, notice=f"metadata not fetched ({exc.message}); logged what you typed")
-        raise type(exc)(f"{exc.message} — log it by hand: {by_hand_command(inp, ref, force=force)}, "
+        raise type(exc)(f"{exc.message} — log it by hand: {by_hand_command(inp, ref, force=force, root_options=root_options)}, "
                         f"or add --no-fetch to log it under its id now") from None
     merged = merge_into(inp, lookup.metadata, lookup.fetched_on)
     if not (merged.title or "").strip():
