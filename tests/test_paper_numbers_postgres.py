@@ -164,3 +164,36 @@ def test_the_unique_index_is_the_backstop(pg_url, roadmap_home: Path, table):
     indexes = {i["name"]: i for i in sa.inspect(store.engine).get_indexes(table)}
     assert indexes[f"uq_{table}_learner_number"]["unique"]
     assert indexes[f"uq_{table}_learner_number"]["column_names"] == ["learner", "number"]
+
+
+def test_db_copy_into_a_cohort_keeps_the_numbers_the_learner_knew(run_cli, cohort, monkeypatch, tmp_path: Path):
+    """A learner's SQLite history (numbers 1 and 3: #2 was deleted) copied into a cohort where another learner
+    already logged papers: the same numbers, with their tags and entries, and the next paper is #4."""
+    from roadmap_cli import context
+
+    assert run_cli("db", "status").exit_code == 0
+    ada, bob = f"ada{cohort['n']}", f"bob{cohort['n']}"
+    ada_url, bob_url = _add(run_cli, cohort, ada), _add(run_cli, cohort, bob)
+    _as(monkeypatch, bob_url)
+    for title in ("Bob one", "Bob two", "Bob three"):
+        assert run_cli("paper", "log", title).exit_code == 0
+
+    monkeypatch.delenv("DATABASE_URL")
+    monkeypatch.setenv("ROADMAP_HOME", str(tmp_path / "ada-home"))
+    context.reset()
+    for title in ("Ada one", "Ada two", "Ada three"):
+        assert run_cli("paper", "log", title, "--tags", "mine").exit_code == 0
+    assert run_cli("paper", "delete", "2", "--yes").exit_code == 0
+    assert run_cli("log", "reproduction", "Ada three again", "--paper", "3").exit_code == 0
+    copied = run_cli("db", "copy", "--to", ada_url)
+    assert copied.exit_code == 0, copied
+
+    _as(monkeypatch, ada_url)
+    assert _numbers(run_cli) == [1, 3]
+    three = _data(run_cli("paper", "show", "3", "--json"))
+    assert (three["title"], three["tags"], three["status"]) == ("Ada three", ["mine"], "reproduced")
+    assert [(e["id"], e["kind"]) for e in three["entries"]] == [(1, "reproduction")]
+    assert _data(run_cli("log", "list", "--json"))["entries"][0]["paper_id"] == 3
+    assert _data(run_cli("paper", "log", "Ada four", "--json"))["id"] == 4
+    _as(monkeypatch, bob_url)
+    assert _numbers(run_cli) == [1, 2, 3]
