@@ -392,6 +392,9 @@ def m012_learner_numbers(conn: sa.Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN number INTEGER NOT NULL DEFAULT 0"))
         conn.execute(sa.text(f"UPDATE {table} SET number = id"))
         conn.execute(sa.text(f"CREATE UNIQUE INDEX uq_{table}_learner_number ON {table} (learner, number)"))
+        # (learner, number) serves every lookup by learner that migration 5's index served: one index to
+        # keep up on each insert instead of two (a 5,000-entry BibTeX import pays for each).
+        conn.execute(sa.text(f"DROP INDEX ix_{table}_learner"))
         if postgres:
             conn.execute(sa.text(f"CREATE TRIGGER number_{table} BEFORE INSERT ON {table} "
                                  "FOR EACH ROW EXECUTE FUNCTION roadmap_number_new_row()"))

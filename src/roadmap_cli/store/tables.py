@@ -132,7 +132,8 @@ class Paper(SQLModel, table=True):
     rating: Optional[int] = None
     notes: Optional[str] = None
     bibtex_key: Optional[str] = None
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # No index of its own since migration 12: uq_papers_learner_number starts with it.
+    learner: Optional[str] = Field(default=None, nullable=False, sa_column_kwargs={"server_default": "local"})
     # Migration 10: metadata fetched from arXiv / Crossref / DataCite (research/fetch.py).
     venue: Optional[str] = None
     abstract: Optional[str] = None
@@ -164,7 +165,8 @@ class CadenceEntry(SQLModel, table=True):
     lab_id: Optional[str] = None
     note: Optional[str] = None
     created_at: str
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # No index of its own since migration 12: uq_cadence_entries_learner_number starts with it.
+    learner: Optional[str] = Field(default=None, nullable=False, sa_column_kwargs={"server_default": "local"})
     # Migration 12: the learner's own number for this entry (`log edit|delete NUMBER`).
     number: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
