@@ -149,7 +149,8 @@ def test_unknown_suggest_kind_lists_the_kinds(run_cli):
     assert result.exit_code == 2 and "choose" in result.stderr and "paper" in result.stderr
 
 
-def test_declining_a_deletion_says_nothing_was_deleted(run_cli):
+def test_declining_a_deletion_says_nothing_was_deleted(run_cli, monkeypatch):
+    monkeypatch.setattr("roadmap_cli.cli.research_options.stdin_is_terminal", lambda: True)  # someone to ask
     assert run_cli("paper", "log", "Keep me").exit_code == 0
     result = run_cli("paper", "delete", "1", input="n\n")
     assert result.exit_code == 1 and "nothing deleted" in result.stderr

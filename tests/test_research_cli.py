@@ -158,7 +158,8 @@ def test_show_read_note_edit(run_cli, library, monkeypatch, tmp_path):
     assert cleared["arxiv"] is None and cleared["read_on"] is None
 
 
-def test_delete_asks_or_takes_yes(run_cli, library):
+def test_delete_asks_or_takes_yes(run_cli, library, monkeypatch):
+    monkeypatch.setattr("roadmap_cli.cli.research_options.stdin_is_terminal", lambda: True)  # someone to ask
     declined = run_cli("paper", "delete", "2", input="n\n")
     assert declined.exit_code == 1
     assert _data(run_cli("paper", "show", "2", "--json"))["id"] == 2
@@ -189,7 +190,8 @@ def test_log_every_kind_then_list_edit_delete(run_cli):
     edited = _data(run_cli("log", "edit", "8", "--hours", "3", "--date", "2024-01-10", "--json"))
     assert (edited["hours"], edited["on_date"]) == (3.0, "2024-01-10")
     assert run_cli("log", "edit", "8", "--date", "2999-01-01").exit_code == 2
-    assert run_cli("log", "delete", "8", input="n\n").exit_code == 1
+    no_terminal = run_cli("log", "delete", "8", input="y\n")  # nothing is read from a pipe: --yes says it
+    assert no_terminal.exit_code == 2 and "roadmap log delete 8 --yes" in no_terminal.stderr, no_terminal
     assert run_cli("log", "delete", "8", "--yes").exit_code == 0
     assert "unknown entry '8'" in run_cli("log", "edit", "8", "--note", "x").stderr
 

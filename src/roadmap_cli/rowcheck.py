@@ -37,6 +37,8 @@ PART_STATUSES = values.PART_STATUSES
 DATE_COLUMNS = ("on_date", "read_on", "added_on")  # local dates, YYYY-MM-DD
 TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "applied_at",
                      "taken_at", "reviewed_at", "updated_at")
+# Rows numbered per learner (migration 12; research/numbers.py): each learner's numbers are unique and ≥ 1.
+NUMBERED_TABLES = ("papers", "cadence_entries")
 SHORT_TEXT = {"key", "checkpoint_id", "source", "lab_id", "kind", "status", "outcome", "part_id", "tag",
               "arxiv_id", "doi", "device", "device_capability", "torch_version", "triton_version",
               "commit_sha", "grader_sha256", "bibtex_key", "learner", "item", "due", "due_after", "sandbox",
@@ -272,6 +274,7 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
 
     ctx = {"lab_ids": lab_ids, "stages": stage_numbers, "today": today}
     keys_seen: dict[str, set] = {}
+    numbers_seen: dict[str, set] = {}  # (learner, number): a learner's papers and entries are numbered 1..n once
     for name in sorted(tables_data):
         rows = tables_data[name]
         base = f"$.tables.{name}"
@@ -295,6 +298,8 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
                     continue  # set by the import itself (an imported attempt is never verified)
                 if column.name == "learner" and "learner" not in row:
                     continue  # an export from before migration 5: the importing learner's rows
+                if column.name == "number" and "number" not in row and name in NUMBERED_TABLES:
+                    continue  # an export from before migration 12: the number is the id (transfer.with_learner_numbers)
                 if column.name == "learner" and isinstance(row["learner"], str) and row["learner"]:
                     from roadmap_cli.store.learners import validate_learner
 
@@ -320,6 +325,15 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
             if key in seen:
                 raise UserError(f"{where}: duplicate {'/'.join(pk)} {key if len(key) > 1 else key[0]!r} in {name}")
             seen.add(key)
+            if name in NUMBERED_TABLES:
+                number = row.get("number", row.get("id"))
+                if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+                    raise UserError(f"{where}.number: number {number!r} is not a whole number ≥ 1")
+                owner = (row.get("learner"), number)
+                if owner in numbers_seen.setdefault(name, set()):
+                    whose = f" of learner {owner[0]!r}" if owner[0] is not None else ""
+                    raise UserError(f"{where}.number: two rows{whose} in {name} have number {number}")
+                numbers_seen[name].add(owner)
             for column, problem in _row_rules(name, row, ctx):
                 raise UserError(f"{where}.{column}: {problem}")
     # References between tables (the database would refuse them only halfway through).
@@ -365,6 +379,8 @@ _BAD_ROW_SQL = [
     ("papers", "id", "rating IS NOT NULL AND (typeof(rating) != 'integer' OR rating NOT BETWEEN 1 AND 5)", "rating is not within 1..5"),
     ("papers", "id", "(stage IS NOT NULL AND typeof(stage) != 'integer') OR (year IS NOT NULL AND typeof(year) != 'integer')",
      "stage or year is not a whole number"),
+    ("papers", "id", "typeof(number) != 'integer' OR number < 1", "number is not a whole number ≥ 1"),
+    ("cadence_entries", "id", "typeof(number) != 'integer' OR number < 1", "number is not a whole number ≥ 1"),
     ("checkpoint_progress", "checkpoint_id", "typeof(completed_at) != 'text' OR datetime(completed_at) IS NULL", "completed_at is not a timestamp"),
     ("lab_hints", "id", "typeof(hint_index) != 'integer'", "hint_index is not a whole number"),
     ("review_cards", "item", "typeof(card) != 'text' OR NOT json_valid(card) OR json_type(card, '$.due') IS NOT 'text'",

@@ -140,6 +140,7 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                 if table.name == "grade_attempts":
                     # Graded elsewhere: never vouched for here, whatever the file says.
                     rows = [{**row, "imported": True, "verified": False} for row in rows]
+                rows = with_learner_numbers(table.name, rows)
                 if rows:
                     conn.execute(table.insert(), rows)
                 inserted[table.name] = len(rows)
@@ -150,6 +151,19 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         reason = getattr(exc, "orig", None) or exc
         raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
     return inserted
+
+
+# Tables whose rows carry the learner's own number (migration 12; research/numbers.py).
+NUMBERED_TABLES = ("papers", "cadence_entries")
+
+
+def with_learner_numbers(table: str, rows: list) -> list:
+    """Rows of an export from before migration 12 have no `number`: each gets its id, the id its learner
+    knew it by (what the migration does to stored rows). Rows that have one keep it: a learner's numbers
+    are theirs wherever the rows go (import, db copy), never renumbered by the target's ids."""
+    if table not in NUMBERED_TABLES or all("number" in row for row in rows):
+        return rows
+    return [row if "number" in row else {**row, "number": row["id"]} for row in rows]
 
 
 def _shared(conn, me: str) -> bool:
@@ -313,6 +327,7 @@ def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str
     for table in _tables():
         rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
                 for row in tables_data.get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+        rows = with_learner_numbers(table.name, rows)  # before the ids are replaced: an old file's number is its id
         if table.name == "grade_attempts":  # graded elsewhere: never an unlock by itself, never vouched for
             rows = [{**row, "imported": True, "verified": False} for row in rows]
         for fk in table.foreign_keys:

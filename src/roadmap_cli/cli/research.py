@@ -14,7 +14,8 @@ from typing_extensions import Annotated
 
 from roadmap_cli import context
 from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_stage,
-                                              parse_date, emit_result, known_stages, today_local)
+                                              confirm_delete, parse_date, emit_result, known_stages, root_options,
+                                              suggested_command, today_local)
 
 paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
 
@@ -56,18 +57,22 @@ def paper_log(
     cached in the data home; what you type wins over what is fetched.
     Refuses a paper already logged, unless --force."""
     from roadmap_cli.research.lookup import plan_log, split_title_or_id
-    from roadmap_cli.research.papers import PaperInput, log_paper
+    from roadmap_cli.research.papers import PaperInput, log_paper, normalize_tags, refuse_logged
     from roadmap_cli.research.render import paper_detail
 
     check_stage(stage)
     typed_title, arxiv, doi = split_title_or_id(title_or_id, title=title, arxiv=arxiv, doi=doi)
     inp = PaperInput(title=typed_title or "", authors=authors, year=year, arxiv=arxiv, doi=doi, url=url,
-                     tags=[tags] if tags else [], stage=stage, status=status, rating=rating, note=note,
+                     tags=normalize_tags(tags), stage=stage, status=status, rating=rating, note=note,
                      read_on=parse_date(date))
-    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher)
-    paper = log_paper(context.current().store(), plan.inp, today=today_local(), force=force)
+    store = context.current().store()
+    if not force:
+        refuse_logged(store, inp)  # a paper already logged is refused before any network call
+    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher, force=force,
+                    root_options=root_options())
+    paper = log_paper(store, plan.inp, today=today_local(), force=force)
     if plan.notice:
-        _notice(plan.notice)
+        _notice(f"{plan.notice}; `{suggested_command('paper', 'refresh', str(paper['id']))}` fills it in later")
     emit_result("paper log", paper, as_json, lambda p, c: (c.print(f"logged paper #{p['id']}"), paper_detail(p, c)))
 
 
@@ -224,9 +229,7 @@ def paper_delete(paper_id: Annotated[str, typer.Argument(help="Paper id.")], yes
 
     store, pid = context.current().store(), parse_paper_id(paper_id)
     paper = get_paper(store, pid)
-    if not yes and not typer.confirm(f"delete paper #{pid} {paper['title']!r}?", default=False):
-        typer.echo("nothing deleted", err=True)
-        raise typer.Exit(1)
+    confirm_delete(f"delete paper #{pid} {paper['title']!r}?", yes=yes, command=("paper", "delete", str(pid)))
     delete_paper(store, pid)
     typer.echo(f"deleted paper #{pid}")
 
@@ -300,6 +303,13 @@ def paper_import(
     result = import_bibtex(context.current().store(), text, source=str(file), today=today_local(),
                            default_status=status, tags=[tags] if tags else None, force=force,
                            stages=known_stages())
+    if not result["imported"] and not result["duplicates"]:  # nothing came of the file: say so, exit 2
+        problems = result["problems"]
+        if problems:
+            first = problems[0].removesuffix(" (skipped)")
+            count = f"none of the {len(problems)} entries" if len(problems) > 1 else "the one entry"
+            raise UserError(f"nothing imported: {count} of {file} could be read; the first: {first}")
+        raise UserError(f"nothing imported: {file} holds no BibTeX entries (@article{{key, title = {{...}}}}, ...)")
     emit_result("paper import", result, as_json, import_report)
 
 

@@ -12,7 +12,7 @@ from typing_extensions import Annotated
 
 from roadmap_cli import context
 from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_lab, check_stage,
-                                              parse_date, emit_result, today_local)
+                                              confirm_delete, parse_date, emit_result, today_local)
 
 log_app = typer.Typer(name="log", help="Log cadence items (reproduction, experiment, ...) and study hours; list/edit/delete them.", no_args_is_help=True)
 
@@ -139,9 +139,8 @@ def log_delete(entry_id: Annotated[str, typer.Argument(help="Entry id.")], yes: 
     store, eid = context.current().store(), parse_entry_id(entry_id)
     entry = get_entry(store, eid)
     what = f"{entry['hours']:g} h" if entry["kind"] == "hours" else repr(entry["title"])
-    if not yes and not typer.confirm(f"delete {entry['kind']} #{eid} {what} of {entry['on_date']}?", default=False):
-        typer.echo("nothing deleted", err=True)
-        raise typer.Exit(1)
+    confirm_delete(f"delete {entry['kind']} #{eid} {what} of {entry['on_date']}?", yes=yes,
+                   command=("log", "delete", str(eid)))
     delete_entry(store, eid)
     typer.echo(f"deleted {entry['kind']} #{eid}")
 

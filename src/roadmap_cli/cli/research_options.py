@@ -70,6 +70,47 @@ def check_lab(lab: Optional[str]) -> None:
         raise NotFoundError("lab", lab, known, hint=f"labs: {', '.join(known)}")
 
 
+def root_options() -> list[str]:
+    """The root options this command was given (`--home`, `--curriculum`), for a command a hint suggests:
+    without them the suggested command would act on another data home."""
+    ctx = context.current()
+    words: list[str] = []
+    if ctx.home_option:
+        words += ["--home", str(ctx.home_option)]
+    if ctx.curriculum_option:
+        words += ["--curriculum", str(ctx.curriculum_option)]
+    return words
+
+
+def suggested_command(*words: str) -> str:
+    """`roadmap [root options] WORDS...` as one shell-quoted line."""
+    import shlex
+
+    return " ".join(shlex.quote(w) for w in ("roadmap", *root_options(), *words))
+
+
+def stdin_is_terminal() -> bool:
+    import sys
+
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def confirm_delete(question: str, *, yes: bool, command: tuple[str, ...]) -> None:
+    """Ask before deleting (`--yes` skips it). Without a terminal to ask on (a
+    script, a pipe, cron) nothing is read from stdin: one line says to add
+    --yes, and nothing is deleted (exit 2). Declining: exit 1."""
+    if yes:
+        return
+    from roadmap_cli.errors import UserError
+
+    if not stdin_is_terminal():
+        raise UserError(f"not deleted: there is no terminal to ask for confirmation on; "
+                        f"to delete without asking, run: {suggested_command(*command, '--yes')}")
+    if not typer.confirm(question, default=False):
+        typer.echo("nothing deleted", err=True)
+        raise typer.Exit(1)
+
+
 def emit_result(command: str, data, as_json: bool, render) -> None:
     from roadmap_cli.output import emit
 

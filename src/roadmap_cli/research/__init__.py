@@ -3,7 +3,8 @@
 projects, workshop papers, study hours), and the cadence itself: targets per
 ISO week / month / quarter, streaks and a 52-week calendar.
 
-Modules: ids (parsing), periods (calendar maths, streaks), papers (log/edit),
+Modules: ids (parsing), numbers (each learner's own paper and entry numbers,
+the ids every command shows), periods (calendar maths, streaks), papers (log/edit),
 papers_query (list/suggest, and the streamed read behind `paper list --json`),
 bibtex (reader, bounded macros), latex (LaTeX <-> text), transfer
 (import/export), bulk (one-query duplicate index, batched inserts), entries

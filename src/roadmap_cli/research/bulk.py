@@ -14,7 +14,9 @@ import cost ~10,000 queries and ~10,000 flushes (~2 ms a paper). Here:
   given explicitly, MAX(id)+1 on: what SQLite would pick itself for this
   table (no AUTOINCREMENT), and safe because the write lock is already held;
   asking for them back with RETURNING makes SQLAlchemy insert one row at a
-  time (5x slower). Other databases use INSERT ... RETURNING.
+  time (5x slower). Other databases use INSERT ... RETURNING. Each paper
+  (and each reproduction entry) gets the learner's next number
+  (research/numbers.py), read once for the batch.
 
 Both run inside the caller's transaction (BEGIN IMMEDIATE holds the write
 lock, so nothing can slip in between the read and the insert).
@@ -36,7 +38,9 @@ class DuplicateIndex:
         from sqlalchemy import text
 
         self.by = {"arxiv_id": {}, "doi": {}, "title": {}}
-        rows = conn.execute(text("SELECT id, arxiv_id, doi, title_key FROM papers WHERE learner = :l ORDER BY id"),
+        # Papers are reported by the learner's number (research/numbers.py).
+        rows = conn.execute(text("SELECT number, arxiv_id, doi, title_key FROM papers WHERE learner = :l "
+                                 "ORDER BY number"),
                             {"l": learner})
         by_arxiv, by_doi, by_title = self.by["arxiv_id"], self.by["doi"], self.by["title"]
         for paper_id, arxiv_id, doi, key in rows:
@@ -69,13 +73,17 @@ class DuplicateIndex:
 def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: str, learner: str) -> list[int]:
     """Insert prepared rows (+ tags, + a reproduction entry for each reproduced
     paper) in the caller's transaction, all owned by `learner`; return the new
-    ids in row order."""
+    papers' numbers in row order."""
     if not rows:
         return []
-    rows = [{**row, "learner": learner} for row in rows]
+    from roadmap_cli.research.numbers import next_number
     from roadmap_cli.store.tables import CadenceEntry, Paper, PaperTag
 
     from sqlalchemy import func, select
+
+    first_number = next_number(conn, "papers", learner)
+    numbers = list(range(first_number, first_number + len(rows)))
+    rows = [{**row, "learner": learner, "number": number} for row, number in zip(rows, numbers)]
 
     papers = Paper.__table__
     sqlite = conn.dialect.name == "sqlite"
@@ -106,5 +114,8 @@ def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: 
         for pid, row in zip(ids, rows) if row["status"] == "reproduced"
     ]
     if reproductions:
+        first_entry = next_number(conn, "cadence_entries", learner)
+        for offset, entry in enumerate(reproductions):
+            entry["number"] = first_entry + offset
         conn.execute(CadenceEntry.__table__.insert(), reproductions)
-    return ids
+    return numbers

@@ -3,6 +3,9 @@ blog posts, open-source projects, workshop papers, and study hours.
 
 Each is one row in `cadence_entries` dated with the learner's local date.
 A reproduction that names a paper (`--paper ID`) marks that paper reproduced.
+Entries and the papers they cite are known by the learner's own numbers
+(research/numbers.py): "id" and "paper_id" here are those numbers; the
+table's `id` and `paper_id` columns are internal keys.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from datetime import date
 from typing import Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.research.papers import PAPER_HINT, mark_reproduced, one_line, utc_now_iso
+from roadmap_cli.research.papers import load_paper, mark_reproduced, one_line, utc_now_iso
 from roadmap_cli.store.values import ENTRY_KINDS  # the kinds of `roadmap log KIND` (`paper` is the paper log)
 
 ITEM_KINDS = ENTRY_KINDS[:-1]
@@ -40,7 +43,7 @@ class EntryInput:
     hours: Optional[float] = None
     stage: Optional[int] = None
     link: Optional[str] = None
-    paper_id: Optional[int] = None
+    paper_id: Optional[int] = None  # the paper's number
     lab_id: Optional[str] = None
     note: Optional[str] = None
 
@@ -76,34 +79,38 @@ def file_link(path: str) -> str:
     return resolved.as_uri()
 
 
-def entry_dict(entry) -> dict:
+def entry_dict(entry, paper_number: Optional[int]) -> dict:
+    """An entry as the commands show it: its number, and the cited paper's number."""
     return {
-        "id": entry.id, "kind": entry.kind, "title": entry.title, "on_date": entry.on_date,
-        "hours": entry.hours, "stage": entry.stage, "link": entry.link, "paper_id": entry.paper_id,
+        "id": entry.number, "kind": entry.kind, "title": entry.title, "on_date": entry.on_date,
+        "hours": entry.hours, "stage": entry.stage, "link": entry.link, "paper_id": paper_number,
         "lab_id": entry.lab_id, "note": entry.note, "created_at": entry.created_at,
     }
 
 
 def log_entry(store, inp: EntryInput, *, today: date) -> dict:
     """Record one entry; a reproduction of a logged paper marks it reproduced."""
-    from roadmap_cli.store.tables import CadenceEntry, Paper
+    from roadmap_cli.research.numbers import session_next_number
+    from roadmap_cli.store.tables import CadenceEntry
 
     _validate(inp, today)
 
     def write(session):  # run again as a whole if the server reports a conflict (Store.write)
+        paper = None
         if inp.paper_id is not None:
-            if getattr(session.get(Paper, inp.paper_id), "learner", None) != store.learner:
-                raise NotFoundError("paper", str(inp.paper_id), [], hint=PAPER_HINT)
             if inp.kind == "reproduction":
-                mark_reproduced(session, inp.paper_id, inp.on_date)
+                paper = mark_reproduced(session, inp.paper_id, inp.on_date)
+            else:
+                paper = load_paper(session, inp.paper_id)
         entry = CadenceEntry(
             kind=inp.kind, title=one_line(inp.title) or None, on_date=inp.on_date.isoformat(),
-            hours=inp.hours, stage=inp.stage, link=inp.link, paper_id=inp.paper_id, lab_id=inp.lab_id,
-            note=inp.note, created_at=utc_now_iso(),
+            hours=inp.hours, stage=inp.stage, link=inp.link, paper_id=paper.id if paper else None,
+            lab_id=inp.lab_id, note=inp.note, created_at=utc_now_iso(),
+            number=session_next_number(session, "cadence_entries"),
         )
         session.add(entry)
         session.flush()
-        return entry_dict(entry)
+        return entry_dict(entry, inp.paper_id)
 
     return store.write(write)
 
@@ -113,11 +120,12 @@ def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = N
     """{"total", "shown", "entries"} newest first, optionally of one kind/date range."""
     from sqlmodel import func, select
 
-    from roadmap_cli.store.tables import CadenceEntry
+    from roadmap_cli.store.tables import CadenceEntry, Paper
 
     if kind is not None and kind not in ENTRY_KINDS:
         raise NotFoundError("entry kind", kind, ENTRY_KINDS)
-    query = select(CadenceEntry).where(CadenceEntry.learner == store.learner)
+    query = (select(CadenceEntry, Paper.number).join(Paper, CadenceEntry.paper_id == Paper.id, isouter=True)
+             .where(CadenceEntry.learner == store.learner))
     if kind:
         query = query.where(CadenceEntry.kind == kind)
     if since:
@@ -126,36 +134,46 @@ def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = N
         query = query.where(CadenceEntry.on_date <= until.isoformat())
     with store.session() as session:
         total = session.exec(select(func.count()).select_from(query.subquery())).one()
-        query = query.order_by(CadenceEntry.on_date.desc(), CadenceEntry.id.desc())
+        query = query.order_by(CadenceEntry.on_date.desc(), CadenceEntry.number.desc())
         if limit is not None:
             query = query.limit(limit)
-        entries = [entry_dict(e) for e in session.exec(query).all()]
+        entries = [entry_dict(e, number) for e, number in session.exec(query).all()]
     return {"total": total, "shown": len(entries), "entries": entries}
 
 
-def _load(session, entry_id: int):
+def _load(session, number: int):
+    """The current learner's entry with this number, or NotFoundError naming their recent ones."""
     from sqlmodel import select
 
     from roadmap_cli.store.tables import CadenceEntry
 
     learner = session.info["store"].learner
-    entry = session.get(CadenceEntry, entry_id)
-    if entry is None or entry.learner != learner:  # ids are shared by the cohort; entries are not
-        recent = session.exec(select(CadenceEntry.id).where(CadenceEntry.learner == learner)
-                              .order_by(CadenceEntry.id.desc()).limit(20)).all()
-        raise NotFoundError("entry", str(entry_id), [str(i) for i in recent], hint="see `roadmap log list`")
+    entry = session.exec(select(CadenceEntry).where(CadenceEntry.learner == learner,
+                                                    CadenceEntry.number == number)).first()
+    if entry is None:
+        recent = session.exec(select(CadenceEntry.number).where(CadenceEntry.learner == learner)
+                              .order_by(CadenceEntry.number.desc()).limit(20)).all()
+        raise NotFoundError("entry", str(number), [str(i) for i in recent], hint="see `roadmap log list`")
     return entry
+
+
+def _paper_number(session, entry) -> Optional[int]:
+    from roadmap_cli.store.tables import Paper
+
+    if entry.paper_id is None:
+        return None
+    paper = session.get(Paper, entry.paper_id)
+    return paper.number if paper is not None else None
 
 
 def get_entry(store, entry_id: int) -> dict:
     with store.session() as session:
-        return entry_dict(_load(session, entry_id))
+        entry = _load(session, entry_id)
+        return entry_dict(entry, _paper_number(session, entry))
 
 
 def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
     """Change the given fields (keys absent are left alone); same checks as logging."""
-    from roadmap_cli.store.tables import Paper
-
     allowed = {"title", "on_date", "hours", "stage", "link", "paper_id", "lab_id", "note"}
     unknown = set(changes) - allowed
     if unknown:
@@ -165,28 +183,29 @@ def edit_entry(store, entry_id: int, changes: dict, *, today: date) -> dict:
         merged = EntryInput(
             kind=entry.kind,
             on_date=changes.get("on_date") or date.fromisoformat(entry.on_date),
-            **{k: changes.get(k, getattr(entry, k)) for k in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note")},
+            paper_id=changes.get("paper_id", _paper_number(session, entry)),
+            **{k: changes.get(k, getattr(entry, k)) for k in ("title", "hours", "stage", "link", "lab_id", "note")},
         )
         if entry.kind != "hours" and "hours" not in changes:
             merged.hours = None  # older versions let `log edit --hours` set hours on an item
 
         _validate(merged, today)
-        if merged.paper_id is not None and getattr(session.get(Paper, merged.paper_id), "learner", None) != store.learner:
-            raise NotFoundError("paper", str(merged.paper_id), [], hint=PAPER_HINT)
+        paper = load_paper(session, merged.paper_id) if merged.paper_id is not None else None
         entry.on_date = merged.on_date.isoformat()
-        for key in ("title", "hours", "stage", "link", "paper_id", "lab_id", "note"):
+        for key in ("title", "hours", "stage", "link", "lab_id", "note"):
             setattr(entry, key, getattr(merged, key))
+        entry.paper_id = paper.id if paper is not None else None
         entry.title = one_line(merged.title) or None
-        if entry.kind == "reproduction" and entry.paper_id is not None:
-            mark_reproduced(session, entry.paper_id, merged.on_date)
-        return entry_dict(entry)
+        if entry.kind == "reproduction" and paper is not None:
+            mark_reproduced(session, merged.paper_id, merged.on_date)
+        return entry_dict(entry, merged.paper_id)
 
 
 def delete_entry(store, entry_id: int) -> dict:
     """Delete one entry (a paper it marked reproduced stays reproduced)."""
     with store.session() as session:
         entry = _load(session, entry_id)
-        data = entry_dict(entry)
+        data = entry_dict(entry, _paper_number(session, entry))
         session.delete(entry)
     return data
 

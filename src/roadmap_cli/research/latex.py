@@ -94,6 +94,45 @@ def text_to_latex(value: str) -> str:
     return "".join(_SPECIALS.get(ch) or _BRACES.get(ch, ch) for ch in value)
 
 
+# LaTeX source as arXiv gives titles and abstracts: commands, control symbols and $math$ are markup.
+_MARKUP = re.compile(r"\\[A-Za-z]+|\$[^$]+\$")
+_SOURCE_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\\\Z|\$[^$]*\$|[&%#_$]", re.S)
+
+
+def _balanced(value: str) -> bool:
+    depth = 0
+    for match in re.finditer(r"\\.|[{}]", value, re.S):
+        token = match.group()
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _source_token(match: re.Match) -> str:
+    token = match.group()
+    if token == "\\":
+        return r"\textbackslash{}"  # a lone backslash at the very end would escape the field's closing brace
+    if token.startswith("\\"):
+        return token  # \emph, \alpha, \&, \{ ...: already LaTeX
+    if len(token) > 1:  # $...$: math is kept as written, but % and # would still end or break the field
+        return token.replace("%", r"\%").replace("#", r"\#")
+    return _SPECIALS[token]
+
+
+def latex_source_to_bibtex(value: str) -> str:
+    """A text that is LaTeX source already (arXiv's titles and abstracts: `\\emph{...}`, `$O(n^2)$`) as a
+    BibTeX value: its markup is kept, not escaped a second time (`\\textbackslash{}emph\\{`); only a bare
+    & % # _ or an unpaired $ is escaped. Text without markup, or with unbalanced braces, is escaped as
+    plain text (`text_to_latex`)."""
+    if not _MARKUP.search(value) or not _balanced(value):
+        return text_to_latex(value)
+    return _SOURCE_TOKEN.sub(_source_token, value)
+
+
 def url_to_bibtex(url: str) -> str:
     """A URL field is verbatim for biblatex/hyperref: write it as it is (a
     `\\&` or `\\textasciitilde{}` would end up in the link), escaping only

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 from roadmap_cli.errors import RoadmapError, UserError
 from roadmap_cli.research.ids import doi_from_url, normalize_doi, parse_arxiv
@@ -117,15 +117,36 @@ class LogPlan:
     """What `paper log` will write, and what to tell the learner about the fetch."""
 
     inp: PaperInput
-    notice: Optional[str] = None  # e.g. "metadata not fetched: ..."
+    notice: Optional[str] = None  # e.g. "metadata not fetched: ..."; the CLI adds `paper refresh NUMBER`
     from_cache: bool = False
 
 
-def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable[[], object]) -> LogPlan:
+def by_hand_command(inp: PaperInput, ref: PaperRef, *, force: bool = False, root_options: Sequence[str] = ()) -> str:
+    """`paper log` as the learner would type it to log this paper without a fetch: a title to fill in,
+    and every option they gave (the root's --home/--curriculum, tags, status, date, ...), so that nothing
+    they asked for is lost."""
+    import shlex
+
+    words = ["roadmap", *root_options, "paper", "log", "--title", '"…"', f"--{ref.kind}", ref.value]
+    if inp.doi and ref.kind != "doi":
+        words += ["--doi", inp.doi]
+    options = (("--authors", inp.authors), ("--year", inp.year), ("--url", inp.url),
+               ("--tags", ",".join(inp.tags) if inp.tags else None), ("--stage", inp.stage),
+               ("--status", inp.status if inp.status != "read" else None), ("--rating", inp.rating),
+               ("--note", inp.note), ("--date", inp.read_on.isoformat() if inp.read_on else None))
+    words += [part for name, value in options if value is not None for part in (name, str(value))]
+    if force:
+        words.append("--force")
+    return " ".join(w if w == '"…"' else shlex.quote(w) for w in words)
+
+
+def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable[[], object],
+             force: bool = False, root_options: Sequence[str] = ()) -> LogPlan:
     """Decide the paper to log from what was typed, fetching when asked.
 
-    Raises the fetch's error (one line, saying how to log by hand) when no
-    title was typed: there is nothing worth logging without one.
+    Raises the fetch's error (one line, saying how to log by hand with every
+    option given: `force` is one) when no title was typed: there is nothing
+    worth logging without one.
     """
     ref = ref_of(inp)
     typed_title = bool((inp.title or "").strip())
@@ -137,15 +158,13 @@ def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable
     if not fetch_metadata:
         if typed_title:
             return LogPlan(inp)
-        return LogPlan(replace(inp, title=placeholder_title(ref)),
-                       notice=f"logged under its id without metadata; `roadmap paper refresh` fills it in later")
+        return LogPlan(replace(inp, title=placeholder_title(ref)), notice="logged under its id without metadata")
     try:
         lookup = fetch(fetcher_factory(), ref)
     except RoadmapError as exc:
         if typed_title:
-            return LogPlan(inp, notice=f"metadata not fetched ({exc.message}); logged what you typed — "
-                                       f"`roadmap paper refresh ID` fills it in later")
-        raise type(exc)(f"{exc.message} — log it by hand: roadmap paper log --title \"…\" --{ref.kind} {ref.value}, "
+            return LogPlan(inp, notice=f"metadata not fetched ({exc.message}); logged what you typed")
+        raise type(exc)(f"{exc.message} — log it by hand: {by_hand_command(inp, ref, force=force, root_options=root_options)}, "
                         f"or add --no-fetch to log it under its id now") from None
     merged = merge_into(inp, lookup.metadata, lookup.fetched_on)
     if not (merged.title or "").strip():

@@ -2,6 +2,10 @@
 
 Listing and suggestions live in `papers_query`; BibTeX in `bibtex`.
 
+Papers are known by the learner's own number (research/numbers.py): every
+function here takes and returns that number as the paper's "id"; the
+table's `id` is internal (tags and entries refer to it) and never shown.
+
 A paper counts for the cadence ("5 papers a week") in the ISO week of its
 `read_on` date once its status is `read` or `reproduced`. A paper logged as
 `reproduced` also gets a reproduction entry on that date (one per paper), and
@@ -147,7 +151,8 @@ def _abstract(text: Optional[str]) -> Optional[str]:
 
 
 def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> Optional[tuple[int, str, str]]:
-    """(id, reason, title) of a logged paper with the same arXiv id, DOI or title.
+    """(number, reason, title) of a logged paper with the same arXiv id, DOI or title;
+    `exclude_id` is the internal id of the paper being edited.
 
     Titles compare without spaces (`duplicate_title_key`), so "Paged-Attention"
     and "PagedAttention" are one paper. Importing many papers uses
@@ -166,7 +171,7 @@ def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> O
     for column, value, reason in checks:
         if not value:
             continue
-        query = select(Paper.id, Paper.title).where(column == value, Paper.learner == session.info["store"].learner)
+        query = select(Paper.number, Paper.title).where(column == value, Paper.learner == session.info["store"].learner)
         if exclude_id is not None:
             query = query.where(Paper.id != exclude_id)
         row = session.exec(query.order_by(Paper.id).limit(1)).first()
@@ -175,18 +180,34 @@ def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> O
     return None
 
 
+def refuse_logged(store, inp: PaperInput) -> None:
+    """DuplicatePaperError if the learner already logged the paper `inp` names (arXiv id, DOI or typed
+    title): `paper log` asks this before it fetches anything, so a repeat costs no network call."""
+    arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
+    doi = normalize_doi(inp.doi) if inp.doi else (doi_from_url(inp.url) if inp.url else None)
+    if arxiv is None and doi and doi.startswith("10.48550/arxiv."):
+        arxiv = parse_arxiv(doi)
+    title = one_line(inp.title)
+    values = {"arxiv_id": arxiv.id if arxiv else None, "doi": doi, "title_key": title_key(title) if title else None}
+    with store.session() as session:
+        duplicate = find_duplicate(session, values)
+    if duplicate:
+        raise DuplicatePaperError(*duplicate)
+
+
 def insert_paper(session, values: dict, tags: list[str]) -> int:
-    """Insert one prepared paper (+ tags, + a reproduction entry if reproduced)."""
+    """Insert one prepared paper (+ tags, + a reproduction entry if reproduced); its number."""
+    from roadmap_cli.research.numbers import session_next_number
     from roadmap_cli.store.tables import Paper, PaperTag
 
-    paper = Paper(**values)
+    paper = Paper(**values, number=session_next_number(session, "papers"))
     session.add(paper)
     session.flush()
     for tag in tags:
         session.add(PaperTag(paper_id=paper.id, tag=tag))
     if values["status"] == "reproduced":
         _ensure_reproduction_entry(session, paper)
-    return paper.id
+    return paper.number
 
 
 def utc_now_iso() -> str:
@@ -198,6 +219,7 @@ def utc_now_iso() -> str:
 def _ensure_reproduction_entry(session, paper) -> None:
     from sqlmodel import select
 
+    from roadmap_cli.research.numbers import session_next_number
     from roadmap_cli.store.tables import CadenceEntry
 
     exists = session.exec(
@@ -205,7 +227,8 @@ def _ensure_reproduction_entry(session, paper) -> None:
     ).first()
     if exists is None:
         session.add(CadenceEntry(kind="reproduction", title=paper.title, on_date=paper.read_on or paper.added_on,
-                                 paper_id=paper.id, stage=paper.stage, created_at=utc_now_iso()))
+                                 paper_id=paper.id, stage=paper.stage, created_at=utc_now_iso(),
+                                 number=session_next_number(session, "cadence_entries")))
 
 
 def log_paper(store, inp: PaperInput, *, today: date, force: bool = False) -> dict:
@@ -222,16 +245,18 @@ def log_paper(store, inp: PaperInput, *, today: date, force: bool = False) -> di
     return get_paper(store, store.write(write))
 
 
-def _load(session, paper_id: int):
+def load_paper(session, number: int):
+    """The current learner's paper with this number (their own sequence), or NotFoundError naming their recent ones."""
     from sqlmodel import select
 
     from roadmap_cli.store.tables import Paper
 
     learner = session.info["store"].learner
-    paper = session.get(Paper, paper_id)
-    if paper is None or paper.learner != learner:  # ids are shared by the cohort; papers are not
-        nearby = session.exec(select(Paper.id).where(Paper.learner == learner).order_by(Paper.id.desc()).limit(20)).all()
-        raise NotFoundError("paper", str(paper_id), [str(i) for i in nearby], hint=PAPER_HINT)
+    paper = session.exec(select(Paper).where(Paper.learner == learner, Paper.number == number)).first()
+    if paper is None:
+        nearby = session.exec(select(Paper.number).where(Paper.learner == learner)
+                              .order_by(Paper.number.desc()).limit(20)).all()
+        raise NotFoundError("paper", str(number), [str(i) for i in nearby], hint=PAPER_HINT)
     return paper
 
 
@@ -240,7 +265,7 @@ def paper_dict(paper, tags: list[str]) -> dict:
     if paper.arxiv_id:
         arxiv = f"{paper.arxiv_id}v{paper.arxiv_version}" if paper.arxiv_version else paper.arxiv_id
     return {
-        "id": paper.id, "title": paper.title, "authors": paper.authors, "year": paper.year,
+        "id": paper.number, "title": paper.title, "authors": paper.authors, "year": paper.year,
         "arxiv": arxiv, "arxiv_id": paper.arxiv_id, "arxiv_version": paper.arxiv_version,
         "doi": paper.doi, "url": paper.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None),
         "stage": paper.stage, "status": paper.status, "read_on": paper.read_on, "added_on": paper.added_on,
@@ -258,13 +283,14 @@ def get_paper(store, paper_id: int) -> dict:
     from roadmap_cli.store.tables import CadenceEntry, PaperTag
 
     with store.session() as session:
-        paper = _load(session, paper_id)
-        tags = session.exec(select(PaperTag.tag).where(PaperTag.paper_id == paper_id).order_by(PaperTag.tag)).all()
+        paper = load_paper(session, paper_id)
+        tags = session.exec(select(PaperTag.tag).where(PaperTag.paper_id == paper.id).order_by(PaperTag.tag)).all()
         entries = session.exec(
-            select(CadenceEntry).where(CadenceEntry.paper_id == paper_id).order_by(CadenceEntry.on_date)
+            select(CadenceEntry).where(CadenceEntry.paper_id == paper.id).order_by(CadenceEntry.on_date,
+                                                                                   CadenceEntry.number)
         ).all()
         data = paper_dict(paper, list(tags))
-        data["entries"] = [{"id": e.id, "kind": e.kind, "title": e.title, "on_date": e.on_date} for e in entries]
+        data["entries"] = [{"id": e.number, "kind": e.kind, "title": e.title, "on_date": e.on_date} for e in entries]
     return data
 
 
@@ -273,24 +299,25 @@ def mark_read(store, paper_id: int, *, on: date, today: date) -> dict:
     if on > today:
         raise UserError(f"date {on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
     with store.session() as session:
-        paper = _load(session, paper_id)
+        paper = load_paper(session, paper_id)
         if paper.status != "reproduced":
             paper.status = "read"
         paper.read_on = on.isoformat()
     return get_paper(store, paper_id)
 
 
-def mark_reproduced(session, paper_id: int, on: date) -> None:
-    """Called by `log reproduction --paper ID` inside its transaction."""
-    paper = _load(session, paper_id)
+def mark_reproduced(session, paper_id: int, on: date):
+    """Called by `log reproduction --paper NUMBER` inside its transaction; the paper."""
+    paper = load_paper(session, paper_id)
     paper.status = "reproduced"
     if not paper.read_on:  # reproducing a paper means it was read by then
         paper.read_on = on.isoformat()
+    return paper
 
 
 def set_notes(store, paper_id: int, text: str, *, append: bool) -> dict:
     with store.session() as session:
-        paper = _load(session, paper_id)
+        paper = load_paper(session, paper_id)
         text = text.strip()
         if append and paper.notes:
             paper.notes = f"{paper.notes}\n\n{text}" if text else paper.notes
@@ -301,7 +328,7 @@ def set_notes(store, paper_id: int, text: str, *, append: bool) -> dict:
 
 def current_notes(store, paper_id: int) -> str:
     with store.session() as session:
-        return _load(session, paper_id).notes or ""
+        return load_paper(session, paper_id).notes or ""
 
 
 def edit_in_editor(text: str) -> str:
@@ -334,7 +361,7 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
     from roadmap_cli.store.tables import PaperTag
 
     with store.session() as session:
-        paper = _load(session, paper_id)
+        paper = load_paper(session, paper_id)
         current = paper_dict(paper, [])
         merged = PaperInput(
             title=changes["title"] if "title" in changes else paper.title,  # "" is refused, not ignored
@@ -355,15 +382,15 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
         values = prepare(merged, today=today)
         values["added_on"] = paper.added_on
         if not force:
-            duplicate = find_duplicate(session, values, exclude_id=paper_id)
+            duplicate = find_duplicate(session, values, exclude_id=paper.id)
             if duplicate:
                 raise DuplicatePaperError(*duplicate)
         for key, value in values.items():
             setattr(paper, key, value)
         if changes.get("tags") is not None:
-            session.exec(delete(PaperTag).where(PaperTag.paper_id == paper_id))
+            session.exec(delete(PaperTag).where(PaperTag.paper_id == paper.id))
             for tag in normalize_tags(changes["tags"]):
-                session.add(PaperTag(paper_id=paper_id, tag=tag))
+                session.add(PaperTag(paper_id=paper.id, tag=tag))
         if values["status"] == "reproduced":
             _ensure_reproduction_entry(session, paper)
     return get_paper(store, paper_id)
@@ -382,10 +409,10 @@ def papers_with_ids(store, paper_ids: Optional[list[int]]) -> list[dict]:
             learner = session.info["store"].learner
             rows = session.exec(select(Paper).where(Paper.learner == learner)
                                 .where(or_(Paper.arxiv_id.is_not(None), Paper.doi.is_not(None)))
-                                .order_by(Paper.id)).all()
+                                .order_by(Paper.number)).all()
         else:
-            rows = [_load(session, pid) for pid in dict.fromkeys(paper_ids)]
-        return [{"id": p.id, "title": p.title, "authors": p.authors, "year": p.year,
+            rows = [load_paper(session, pid) for pid in dict.fromkeys(paper_ids)]
+        return [{"id": p.number, "title": p.title, "authors": p.authors, "year": p.year,
                  "arxiv": (f"{p.arxiv_id}v{p.arxiv_version}" if p.arxiv_version else p.arxiv_id) if p.arxiv_id else None,
                  "doi": p.doi, "url": p.url, "venue": p.venue, "abstract": p.abstract, "pdf_url": p.pdf_url}
                 for p in rows]
@@ -394,7 +421,7 @@ def papers_with_ids(store, paper_ids: Optional[list[int]]) -> list[dict]:
 def fill_paper(store, paper_id: int, values: dict, *, source: str, fetched_on: str) -> None:
     """Write fetched values into empty fields (research/lookup.py chose them)."""
     with store.session() as session:
-        paper = _load(session, paper_id)
+        paper = load_paper(session, paper_id)
         for key, value in values.items():
             setattr(paper, key, _abstract(value) if key == "abstract" else value)
         if "title" in values:
@@ -411,8 +438,8 @@ def delete_paper(store, paper_id: int) -> dict:
 
     data = get_paper(store, paper_id)
     with store.session() as session:
-        paper = _load(session, paper_id)
-        session.exec(delete(PaperTag).where(PaperTag.paper_id == paper_id))
-        session.exec(update(CadenceEntry).where(CadenceEntry.paper_id == paper_id).values(paper_id=None))
+        paper = load_paper(session, paper_id)
+        session.exec(delete(PaperTag).where(PaperTag.paper_id == paper.id))
+        session.exec(update(CadenceEntry).where(CadenceEntry.paper_id == paper.id).values(paper_id=None))
         session.delete(paper)
     return data

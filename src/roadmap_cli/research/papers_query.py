@@ -20,6 +20,8 @@ DEFAULT_LIMIT = 50
 
 _COLUMNS = ("id", "title", "authors", "year", "arxiv_id", "arxiv_version", "doi", "url", "stage",
             "status", "read_on", "added_on", "rating")
+# A paper's "id" is the learner's own number (research/numbers.py); p.id is the internal key.
+_SELECTED = ", ".join("p.number" if c == "id" else f"p.{c}" for c in _COLUMNS)
 
 
 @dataclass
@@ -83,12 +85,12 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
     from sqlalchemy import text
 
     where, params = _where(flt, store.learner)
-    columns = ", ".join(f"p.{c}" for c in _COLUMNS)
+    columns = _SELECTED
     concat = ("GROUP_CONCAT(t.tag, char(31))" if store.engine.dialect.name == "sqlite"
               else "string_agg(t.tag, chr(31))")  # PostgreSQL spells it so
     page = (
         f"SELECT {columns}, (SELECT {concat} FROM paper_tags t WHERE t.paper_id = p.id), "
-        f"p.notes IS NOT NULL FROM papers p{where} ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
+        f"p.notes IS NOT NULL FROM papers p{where}{_ORDER}"
     )
     if limit is not None:
         page += " LIMIT :limit"
@@ -115,13 +117,13 @@ _ARXIV_SQL = ("CASE WHEN p.arxiv_id IS NULL THEN NULL WHEN p.arxiv_version IS NU
               " THEN p.arxiv_id ELSE p.arxiv_id || 'v' || p.arxiv_version END")
 _JSON_ROW = (
     "json_object("
-    + ", ".join(f"'{c}', p.{c}" for c in _COLUMNS)
+    + ", ".join(f"'{c}', {'p.number' if c == 'id' else f'p.{c}'}" for c in _COLUMNS)
     + f", 'arxiv', {_ARXIV_SQL}"
     + ", 'tags', json((SELECT json_group_array(s.tag) FROM"
       " (SELECT t.tag FROM paper_tags t WHERE t.paper_id = p.id ORDER BY t.tag) s))"
     + ", 'has_notes', json(CASE WHEN p.notes IS NOT NULL THEN 'true' ELSE 'false' END))"
 )
-_ORDER = " ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.id DESC"
+_ORDER = " ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.number DESC"
 
 
 def _store_error(store, exc: Exception):
@@ -169,7 +171,7 @@ def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
         yield {"total": result["total"], "shown": result["shown"]}, iter(rows)
         return
     where, params = _where(flt, store.learner)
-    columns = ", ".join(f"p.{c}" for c in _COLUMNS)
+    columns = _SELECTED
     select = _JSON_ROW if as_json_text else (
         f"{columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
         "p.notes IS NOT NULL")

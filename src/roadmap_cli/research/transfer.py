@@ -5,6 +5,11 @@ the learner (default to-read, undated: importing a library is not reading
 it, so it must not fill this week's paper count). A duplicate (same arXiv
 id, DOI or title as a logged paper, or as an earlier entry of the same file)
 is skipped and reported with the existing id, unless `force`.
+
+Ids are the learner's paper numbers (research/numbers.py): imported papers
+are numbered on from the learner's last one, whatever the file came from, so
+an import never clashes with papers already logged; an export's "id" is that
+number.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import Optional
 from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import BibEntry, LineIndex, parse_bibtex
 from roadmap_cli.research.ids import doi_from_url, looks_like_arxiv
-from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_to_text, text_to_latex,
-                                        url_from_bibtex, url_to_bibtex)
+from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_source_to_bibtex, latex_to_text,
+                                        text_to_latex, url_from_bibtex, url_to_bibtex)
 from roadmap_cli.research.papers import STATUSES, PaperInput, normalize_tags, prepare, utc_now_iso
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
@@ -165,11 +170,12 @@ def all_papers(store) -> list[dict]:
     papers = list_papers(store, PaperFilter(), limit=None)["papers"]
     with store.engine.connect() as conn:
         extra = {r[0]: r[1:] for r in conn.execute(
-            text("SELECT id, notes, bibtex_key, venue, abstract, pdf_url FROM papers WHERE learner = :l"),
-            {"l": store.learner})}
+            text("SELECT number, notes, bibtex_key, venue, abstract, pdf_url, metadata_source FROM papers "
+                 "WHERE learner = :l"), {"l": store.learner})}
         conn.rollback()
     for paper in papers:
-        paper["notes"], paper["bibtex_key"], paper["venue"], paper["abstract"], paper["pdf_url"] = extra[paper["id"]]
+        (paper["notes"], paper["bibtex_key"], paper["venue"], paper["abstract"], paper["pdf_url"],
+         paper["metadata_source"]) = extra[paper["id"]]
         del paper["has_notes"]
     return sorted(papers, key=lambda p: p["id"])
 
@@ -197,7 +203,10 @@ def to_bibtex(papers: list[dict]) -> str:
     for p in papers:
         key = _citation_key(p, taken)
         taken.add(key)
-        fields = [("title", f"{{{text_to_latex(p['title'])}}}")]
+        # arXiv's titles and abstracts are LaTeX source already (\emph, $math$): written as they are, not
+        # escaped again. Everything else is text the learner typed, escaped so that it reads back the same.
+        source_latex = latex_source_to_bibtex if p.get("metadata_source") == "arxiv" else text_to_latex
+        fields = [("title", f"{{{source_latex(p['title'])}}}")]
         if p.get("authors"):
             fields.append(("author", f"{{{authors_to_bibtex(p['authors'])}}}"))
         if p.get("year"):
@@ -215,7 +224,7 @@ def to_bibtex(papers: list[dict]) -> str:
         if p.get("tags"):
             fields.append(("keywords", f"{{{', '.join(p['tags'])}}}"))
         if p.get("abstract"):
-            fields.append(("abstract", f"{{{text_to_latex(p['abstract'])}}}"))
+            fields.append(("abstract", f"{{{source_latex(p['abstract'])}}}"))
         if p.get("notes"):
             fields.append(("annote", f"{{{text_to_latex(p['notes'])}}}"))
         fields.append(("roadmap_status", f"{{{p['status']}}}"))

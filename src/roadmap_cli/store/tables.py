@@ -107,8 +107,15 @@ class LabHint(SQLModel, table=True):
     learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
 
 
+# The number a learner knows a paper or a log entry by (migration 12): 1..n per
+# learner. `id` is the internal key the other tables refer to; no command shows it.
+def _learner_number_index(table: str) -> sa.Index:
+    return sa.Index(f"uq_{table}_learner_number", "learner", "number", unique=True)
+
+
 class Paper(SQLModel, table=True):
     __tablename__ = "papers"
+    __table_args__ = (_learner_number_index("papers"),)
     id: Optional[int] = Field(default=None, primary_key=True)
     title: str
     title_key: str = Field(index=True)
@@ -125,13 +132,16 @@ class Paper(SQLModel, table=True):
     rating: Optional[int] = None
     notes: Optional[str] = None
     bibtex_key: Optional[str] = None
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # No index of its own since migration 12: uq_papers_learner_number starts with it.
+    learner: Optional[str] = Field(default=None, nullable=False, sa_column_kwargs={"server_default": "local"})
     # Migration 10: metadata fetched from arXiv / Crossref / DataCite (research/fetch.py).
     venue: Optional[str] = None
     abstract: Optional[str] = None
     pdf_url: Optional[str] = None
     metadata_source: Optional[str] = None
     metadata_fetched_on: Optional[str] = None
+    # Migration 12: the learner's own number for this paper (research/numbers.py gives it).
+    number: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class PaperTag(SQLModel, table=True):
@@ -143,6 +153,7 @@ class PaperTag(SQLModel, table=True):
 
 class CadenceEntry(SQLModel, table=True):
     __tablename__ = "cadence_entries"
+    __table_args__ = (_learner_number_index("cadence_entries"),)
     id: Optional[int] = Field(default=None, primary_key=True)
     kind: str = Field(index=True)
     title: Optional[str] = None
@@ -154,7 +165,10 @@ class CadenceEntry(SQLModel, table=True):
     lab_id: Optional[str] = None
     note: Optional[str] = None
     created_at: str
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # No index of its own since migration 12: uq_cadence_entries_learner_number starts with it.
+    learner: Optional[str] = Field(default=None, nullable=False, sa_column_kwargs={"server_default": "local"})
+    # Migration 12: the learner's own number for this entry (`log edit|delete NUMBER`).
+    number: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 # Quizzes and spaced review (migration 6; roadmap_cli/quiz). Reads and writes
