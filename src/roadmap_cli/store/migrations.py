@@ -411,6 +411,29 @@ def m012_learner_numbers(conn: sa.Connection) -> None:
                                  f"SELECT * FROM {table}"))
 
 
+def m013_narrow_cohort_views(conn: sa.Connection) -> None:
+    """The cohort views show only what the cohort commands read (roles.COHORT_VIEW_COLUMNS): counts, states,
+    scores and dates, never a learner's notes, ratings, abstracts, evidence or links. On PostgreSQL a view
+    cannot lose columns in place, so each is dropped and made again, and every role that could read the old
+    one (the learners' logins) is granted the new one."""
+    from roadmap_cli.store import roles
+
+    postgres = conn.dialect.name == "postgresql"
+    barrier = " WITH (security_barrier = true)" if postgres else ""
+    for table, columns in roles.COHORT_VIEW_COLUMNS.items():
+        view = roles.view_name(table)
+        readers = []
+        if postgres:
+            readers = [r[0] for r in conn.execute(sa.text(
+                "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_name = :view "
+                "AND privilege_type = 'SELECT' AND grantee <> current_user"), {"view": view})]
+        conn.execute(sa.text(f"DROP VIEW {view}"))
+        conn.execute(sa.text(f"CREATE VIEW {view}{barrier} AS SELECT {', '.join(columns)} FROM {table}"))
+        for reader in readers:
+            grantee = "PUBLIC" if reader == "PUBLIC" else '"' + reader.replace('"', '""') + '"'
+            conn.execute(sa.text(f"GRANT SELECT ON {view} TO {grantee}"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -425,6 +448,7 @@ MIGRATIONS: list[Migration] = [
     ("paper_metadata", m010_paper_metadata),
     ("verified_attempts", m011_verified_attempts),
     ("learner_numbers", m012_learner_numbers),
+    ("narrow_cohort_views", m013_narrow_cohort_views),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -53,6 +53,18 @@ from roadmap_cli.store.values import LAB_SOURCE_PREFIX, SELF_GRADED_SOURCE_PREFI
 _SELF_GRADED_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "interrupted")
 
 
+# What each cohort view shows (migration 13): the columns the cohort commands read, nothing a learner wrote for
+# themselves. The views first showed every column (`SELECT *`, migration 8): a learner's login read the others'
+# paper notes, ratings and abstracts, checkpoint evidence and log notes and links (red team route D1).
+COHORT_VIEW_COLUMNS = {
+    "checkpoint_progress": ("learner", "checkpoint_id", "completed_at", "source"),
+    "grade_attempts": ("id", "learner", "lab_id", "started_at", "outcome", "score", "max_score", "parts", "perf",
+                       "device", "sandbox", "graded_on", "verified"),
+    "papers": ("learner", "status", "read_on"),
+    "cadence_entries": ("learner", "kind", "on_date", "hours"),
+}
+
+
 def view_name(table: str) -> str:
     return f"cohort_{table}"
 
