@@ -7,7 +7,8 @@ import torch
 
 import adapter
 from inputs import generator, nan_padded, random_values
-from roadmap_cli.grading_kit import assert_close, has_cuda, inputs_unchanged, rel_fro_error
+from roadmap_cli.grading_kit import (assert_close, has_cuda, inputs_unchanged, learner_device, rel_fro_error,
+                                     returned_on_cuda)
 
 TRIALS = 5
 MAX_REL_FRO = 1e-2
@@ -30,7 +31,8 @@ def test_cuda_matmul(shape, variant):
         what = f"matmul_{variant} {M}x{K} @ {K}x{N} (trial {trial}, {distribution})"
         with inputs_unchanged(a, b):
             out = adapter.cuda_matmul(variant, a, b)
-        assert tuple(out.shape) == (M, N) and out.is_cuda, f"{what}: output {tuple(out.shape)} on {out.device}"
+        assert tuple(out.shape) == (M, N) and returned_on_cuda(out), \
+            f"{what}: output {tuple(out.shape)} on {learner_device(out)}"
         error = rel_fro_error(out.cpu(), expected)
         assert error < MAX_REL_FRO, f"{what}: relative Frobenius error {error:.3g} >= {MAX_REL_FRO:g}"
         if expected.numel() > 1:

@@ -54,13 +54,46 @@ def learner_module(name: str) -> ModuleType:
 
 
 def has_cuda() -> bool:
+    """Whether the lab's code runs on a CUDA GPU in this grade.
+
+    In a grader process the engine's choice ($ROADMAP_DEVICE, made after asking torch in a child
+    process) is the answer: the grader never asks CUDA anything itself (grading_kit/placement.py).
+    Elsewhere (the learner process, tests run by hand) torch is asked."""
+    chosen = os.environ.get("ROADMAP_DEVICE")
+    if chosen == "cpu":
+        return False
+    from roadmap_cli.grading_kit import sandbox
+
+    if chosen == "cuda" and sandbox.active():
+        return True
     import torch
 
-    return os.environ.get("ROADMAP_DEVICE", "cuda") != "cpu" and torch.cuda.is_available()
+    return torch.cuda.is_available()
 
 
 def device() -> str:
+    """The lab's device: where the learner's code runs ("cuda" or "cpu"). The grader's own tensors are
+    always on the CPU; `kit.to_device` hands them over."""
     return "cuda" if has_cuda() else "cpu"
+
+
+def cuda_capability() -> tuple[int, int] | None:
+    """The GPU's compute capability, (9, 0) on an H100, or None without CUDA. In a grader process from the
+    engine ($ROADMAP_GPU_CAPABILITY: asking torch would open a CUDA context here)."""
+    if not has_cuda():
+        return None
+    from roadmap_cli.grading_kit import sandbox
+
+    recorded = os.environ.get("ROADMAP_GPU_CAPABILITY", "")
+    if sandbox.active() or recorded:
+        try:
+            major, minor = recorded.split(".")
+            return int(major), int(minor)
+        except ValueError:
+            return None
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
 
 
 def interpret_mode() -> bool:
