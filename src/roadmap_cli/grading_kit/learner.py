@@ -77,6 +77,9 @@ def device() -> str:
     return "cuda" if has_cuda() else "cpu"
 
 
+_lab_device = device  # to_device's parameter is named `device` too
+
+
 def cuda_capability() -> tuple[int, int] | None:
     """The GPU's compute capability, (9, 0) on an H100, or None without CUDA. In a grader process from the
     engine ($ROADMAP_GPU_CAPABILITY: asking torch would open a CUDA context here)."""
@@ -94,6 +97,24 @@ def cuda_capability() -> tuple[int, int] | None:
     import torch
 
     return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
+
+
+def to_device(tensor, device=None):
+    """The grader's (CPU) `tensor` as the learner's code receives it: on the lab's device (`device()`, or
+    `device`). In a grade, a record of CPU data that the learner process rebuilds there, whole buffer
+    included (grading_kit/placement.py): the grader process never holds a CUDA tensor. Without a learner
+    process (tests run by hand, or learner-side code) the tensor is moved here."""
+    import torch
+
+    from roadmap_cli.grading_kit import placement, sandbox
+
+    target = torch.device(device if device is not None else _lab_device())
+    if not sandbox.active():
+        return placement.arrive(tensor, str(target))
+    if tensor.device.type != "cpu":
+        raise ValueError(f"to_device takes the grader's CPU tensors, got one on {tensor.device}: the grader "
+                         "process never holds a CUDA tensor (grading_kit/placement.py)")
+    return placement.tag(tensor, target)
 
 
 def interpret_mode() -> bool:

@@ -6,7 +6,7 @@ refused outright, so the grader process never makes, moves or reads a CUDA
 tensor:
 
 - Inputs: the grader builds CPU tensors and wraps each one the learner's code
-  receives with `to_device(t)`. The wrapper is a `LearnerDeviceTensor`: still
+  receives with `kit.to_device(t)` (learner.py, beside `kit.device()`). The wrapper is a `LearnerDeviceTensor`: still
   the same CPU data for every grader-side op, and, pickled into a request,
   rebuilt *in the learner process* on the lab's device (`arrive`) before the
   adapter function runs. The whole storage travels, not just the view, so the
@@ -36,7 +36,7 @@ from building CUDA tensors at all.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -75,22 +75,6 @@ def arrive(tensor: torch.Tensor, device: str) -> torch.Tensor:
     out = torch.empty(0, dtype=tensor.dtype, device=target).set_(
         moved.untyped_storage(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
     return out.requires_grad_(True) if tensor.requires_grad else out
-
-
-def to_device(tensor: torch.Tensor, device: Optional[Any] = None) -> torch.Tensor:
-    """The grader's (CPU) `tensor` as the learner's code receives it: on the lab's device
-    (`kit.device()`, or `device`). In a grade that is a wrapper moved inside the learner process;
-    without a learner process (tests run by hand, or learner-side code) the tensor is moved here."""
-    from roadmap_cli.grading_kit import sandbox
-    from roadmap_cli.grading_kit.learner import device as lab_device
-
-    target = torch.device(device if device is not None else lab_device())
-    if not sandbox.active():
-        return arrive(tensor, str(target))
-    if tensor.device.type != "cpu":
-        raise ValueError(f"to_device takes the grader's CPU tensors, got one on {tensor.device}: the grader "
-                         "process never holds a CUDA tensor (grading_kit/placement.py)")
-    return tag(tensor, target)
 
 
 def learner_device(value: Any) -> torch.device:
