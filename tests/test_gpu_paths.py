@@ -244,3 +244,23 @@ def test_flash_attention_tiles_fit_each_gpus_shared_memory(monkeypatch: pytest.M
     small = SHARED_MEMORY_PER_BLOCK["sm_86 (A10, RTX 3090)"]
     default = fa._GPU_TILES["fwd"][0]
     assert fa._tile_bytes("fwd", default[0], default[1], 128, default[3], 2) > small  # the failure the issue saw
+
+
+# ------------------------------------------------------------ one build cache for dev check --gpu
+
+
+def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per workspace for learners' grades; one for every workspace of a `dev check --gpu` run (each grade there
+    is a fresh folder, and nvcc plus flash-attention's Triton compiles per grade would blow its ten minutes)."""
+    from roadmap_cli.grading_kit import learner_extras
+
+    monkeypatch.setenv(learner_extras.CACHE_VAR, str(tmp_path / "cache"))
+    monkeypatch.delenv(learner_extras.SCOPE_VAR, raising=False)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert learner_extras.extensions_dir(a) != learner_extras.extensions_dir(b)
+    assert learner_extras.triton_cache_dir(a) != learner_extras.triton_cache_dir(b)
+    monkeypatch.setenv(learner_extras.SCOPE_VAR, "dev-check-gpu")
+    assert learner_extras.extensions_dir(a) == learner_extras.extensions_dir(b)
+    assert learner_extras.triton_cache_dir(a) == learner_extras.triton_cache_dir(b)
+    assert learner_extras.learner_env(a, "")["TRITON_CACHE_DIR"] == learner_extras.learner_env(b, "")["TRITON_CACHE_DIR"]

@@ -121,6 +121,11 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
             on_row(row)
         return row
 
+    from roadmap_cli.grading_kit.learner_extras import SCOPE_VAR
+
+    # Every grade of this run builds in one extensions folder and Triton cache (learner_extras.py says why);
+    # the engine (the wall's read-write folders) and every grader (the learner's environment) read it.
+    os.environ[SCOPE_VAR] = "dev-check-gpu"
     warm = warm_graders(device)
     try:
         # The machine checks first, alone (a broken driver explains every later failure); then the grades.
@@ -129,6 +134,7 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
             report.rows += list(pool.map(run, [s for s in steps if s.kind in ("solution", "wrong")]))
     finally:
         warm.close()
+        os.environ.pop(SCOPE_VAR, None)
     report.rows += [run(s) for s in steps if s.kind == "bench"]  # alone on the GPU: they time kernels
     return report
 
