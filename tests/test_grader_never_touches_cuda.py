@@ -352,3 +352,26 @@ def test_a_cpu_grade_of_a_gpu_lab_passes_under_the_guard(tmp_path: Path, cpu_lab
                           extra_env={"ROADMAP_GRADER_CUDA_GUARD": "1"})
     assert run.outcome == "passed", (run.message, run.log_tail[-1500:], [t.message for t in run.tests if t.message])
     assert run.part("vector-add").status == "passed"
+
+
+def test_the_grader_learns_the_gpu_from_the_engine_not_from_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a CUDA grade the grader's has_cuda/device/cuda_capability come from the engine's environment; torch
+    is never asked (even is_available loads the driver in the grader)."""
+    from roadmap_cli.grading.runner import grader_env
+    from roadmap_cli.labs.device import DeviceInfo
+
+    env = grader_env(DeviceInfo("cuda", "NVIDIA A10", "8.6"))
+    assert env["ROADMAP_DEVICE"] == "cuda" and env["ROADMAP_GPU_NAME"] == "NVIDIA A10"
+    assert env["ROADMAP_GPU_CAPABILITY"] == "8.6" and "TRITON_INTERPRET" not in env
+
+    def asked(*_args):
+        raise AssertionError("the grader asked torch.cuda")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", asked)
+    for key in ("ROADMAP_DEVICE", "ROADMAP_GPU_CAPABILITY"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.setattr(sandbox, "_config", {"workspace": "/nonexistent"})
+    assert kit.has_cuda() and kit.device() == "cuda" and kit.cuda_capability() == (8, 6)
+    monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
+    assert not kit.has_cuda() and kit.device() == "cpu" and kit.cuda_capability() is None

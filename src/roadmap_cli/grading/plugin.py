@@ -492,8 +492,6 @@ def _device_info() -> dict:
         if os.environ.get("ROADMAP_DEVICE") == "cuda" and os.environ.get("ROADMAP_GPU_NAME"):
             info["device"] = os.environ["ROADMAP_GPU_NAME"]
             info["device_capability"] = os.environ.get("ROADMAP_GPU_CAPABILITY") or None
-        cuda = getattr(torch, "cuda", None)
-        info["grader_cuda_initialized"] = bool(cuda is not None and cuda.is_initialized())
     triton = sys.modules.get("triton")
     if triton is not None:
         info["triton_version"] = getattr(triton, "__version__", None)
