@@ -151,3 +151,34 @@ def test_the_is_cuda_probe_runs_end_to_end_with_the_gpu_faked(monkeypatch: pytes
                    "learner_device": "cuda:0", "stride": [1, 3], "equal": True,
                    "grader_cuda_initialized": False}, got
     assert row.ok is False
+
+
+def test_benches_reuse_the_runs_build_caches_and_find_ninja(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_matmul's CUDA C is the lab solution's: the benches build in the folder the run's grades used (nvcc
+    not paid again against the bench's time limit), with ninja on PATH; a bench past its limit is a failed row,
+    not a traceback."""
+    import subprocess
+    import sys
+
+    from roadmap_cli.authoring import gpucheck
+    from roadmap_cli.grading_kit import learner_extras
+
+    monkeypatch.setenv(learner_extras.CACHE_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv(learner_extras.SCOPE_VAR, gpucheck.CACHE_SCOPE)
+    env = gpucheck.benches_env()
+    assert env["TORCH_EXTENSIONS_DIR"] == str(learner_extras.extensions_dir(str(tmp_path / "some-grade-ws")))
+    assert env["TRITON_CACHE_DIR"] == str(learner_extras.triton_cache_dir(str(tmp_path / "another-ws")))
+    ninja = pytest.importorskip("ninja")
+    assert env["PATH"].split(":")[0] == ninja.BIN_DIR
+    monkeypatch.setattr(gpucheck, "BENCH_TIMEOUT_S", 1)
+    slow = tmp_path / "bench_slow.py"
+    slow.write_text("import time\ntime.sleep(30)\n")
+    step = gpucheck.Step("bench", "kernels", "bench bench_slow.py", "--quick exits 0", path=str(slow), env=env)
+    row = gpucheck._run_step(step, None, None, None)
+    assert row.ok is False and "timed out" in row.got
+    echo = tmp_path / "bench_echo.py"
+    echo.write_text("import os\nprint(os.environ['TORCH_EXTENSIONS_DIR'])\n")
+    step = gpucheck.Step("bench", "kernels", "bench bench_echo.py", "--quick exits 0", path=str(echo), env=env)
+    row = gpucheck._run_step(step, None, None, None)
+    assert row.ok is True and row.detail.strip() == env["TORCH_EXTENSIONS_DIR"]

@@ -49,6 +49,7 @@ class Step:
     parts: tuple[str, ...] = ()
     wrong: str = ""
     path: str = ""
+    env: Optional[dict] = None  # a bench's environment (None: this process's)
 
 
 def gpu_parts(spec: LabSpec) -> list[str]:
@@ -125,7 +126,8 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
 
     # Every grade of this run builds in one extensions folder and Triton cache (learner_extras.py says why);
     # the engine (the wall's read-write folders) and every grader (the learner's environment) read it.
-    os.environ[SCOPE_VAR] = "dev-check-gpu"
+    os.environ[SCOPE_VAR] = CACHE_SCOPE
+    bench_env = benches_env()
     warm = warm_graders(device)
     try:
         # The machine checks first, alone (a broken driver explains every later failure); then the grades.
@@ -135,8 +137,25 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
     finally:
         warm.close()
         os.environ.pop(SCOPE_VAR, None)
-    report.rows += [run(s) for s in steps if s.kind == "bench"]  # alone on the GPU: they time kernels
+    # Alone on the GPU: they time kernels.
+    for step in (s for s in steps if s.kind == "bench"):
+        step.env = bench_env
+        report.rows.append(run(step))
     return report
+
+
+CACHE_SCOPE = "dev-check-gpu"
+
+
+def benches_env() -> dict:
+    """The benchmarks' environment (call it with the run's cache scope set): the torch extensions folder and
+    Triton cache this run's grades built in, and `ninja` on PATH as a learner process has it (load_inline
+    needs it, and `.venv/bin/roadmap` puts no venv on PATH). bench_matmul.py loads the lab solution's CUDA C
+    through the same cuda_kernels.py (the extension's name carries its source's hash), so nvcc is not paid
+    again against BENCH_TIMEOUT_S."""
+    from roadmap_cli.grading_kit.learner_extras import learner_env
+
+    return {**os.environ, **learner_env(os.getcwd(), os.environ.get("PATH", ""))}
 
 
 def exclusive_compute_mode() -> bool:
@@ -155,8 +174,11 @@ def _run_step(step: Step, spec: Optional[LabSpec], device: DeviceInfo, warm) -> 
     if step.kind in ("is_cuda", "load_inline"):
         return _probe_row(step)
     if step.kind == "bench":
-        proc = subprocess.run([sys.executable, step.path, "--quick"], capture_output=True, text=True,
-                              timeout=BENCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        try:
+            proc = subprocess.run([sys.executable, step.path, "--quick"], capture_output=True, text=True,
+                                  timeout=BENCH_TIMEOUT_S, stdin=subprocess.DEVNULL, env=step.env)
+        except subprocess.TimeoutExpired:
+            return CheckRow(step.lab, step.check, step.expected, f"timed out after {BENCH_TIMEOUT_S} s", False)
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-12:]
         return CheckRow(step.lab, step.check, step.expected, f"exit {proc.returncode}", proc.returncode == 0,
                         detail="\n".join(tail))
