@@ -6,8 +6,9 @@ refused outright, so the grader process never makes, moves or reads a CUDA
 tensor:
 
 - Inputs: the grader builds CPU tensors and wraps each one the learner's code
-  receives with `kit.to_device(t)` (learner.py, beside `kit.device()`). The wrapper is a `LearnerDeviceTensor`: still
-  the same CPU data for every grader-side op, and, pickled into a request,
+  receives with `kit.to_device(t)` (learner.py, beside `kit.device()`). The
+  wrapper is a `LearnerDeviceTensor`: still the same CPU data for every
+  grader-side op, and, pickled into a request,
   rebuilt *in the learner process* on the lab's device (`arrive`) before the
   adapter function runs. The whole storage travels, not just the view, so the
   NaN guards around a padded view (cuda-matmul's inputs.py) and its strides
