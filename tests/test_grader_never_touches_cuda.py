@@ -66,6 +66,9 @@ def _problems(node: ast.AST, names: frozenset = frozenset()) -> list[str]:
             found.append(".cuda()")
         if isinstance(func, ast.Attribute) and func.attr == "to" and any(_cuda_device_expr(a, names) for a in node.args):
             found.append(".to(<the lab's device>)")
+        if isinstance(func, ast.Attribute) and func.attr == "set_default_device" and \
+                any(_cuda_device_expr(a, names) for a in node.args):
+            found.append("set_default_device(<the lab's device>)")
         for kw in node.keywords:
             if kw.arg == "device" and _cuda_device_expr(kw.value, names):
                 found.append(f"device={ast.unparse(kw.value)}")
@@ -165,11 +168,13 @@ def test_the_lint_catches_each_way_of_reaching_cuda(tmp_path: Path) -> None:
             ok = torch.ones(3, device="cpu").to(torch.float16)
             dev = device()
             v = torch.full((3,), 0.0, device=dev)
+            torch.set_default_device(dev)
     '''))
     found = grader_side_cuda(tmp_path)
     kinds = sorted(line.split(": ", 1)[1].split(" (")[0] for line in found)
     assert kinds == sorted([".to(<the lab's device>)", ".cuda()", "device='cuda:0'", ".to(<the lab's device>)",
-                            "device=device()", ".is_cuda", "torch.cuda", "device=torch.device('cuda')", "device=dev"]), found
+                            "device=device()", ".is_cuda", "torch.cuda", "device=torch.device('cuda')", "device=dev",
+                            "set_default_device(<the lab's device>)"]), found
     assert not [line for line in found if "adapter.py:6" in line or "adapter.py:10" in line or "adapter.py:11" in line]
 
 
