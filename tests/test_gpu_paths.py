@@ -303,3 +303,23 @@ def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path,
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(other))
     with pytest.raises(GraderError):
         cpp_build.shared_cache_root()
+
+
+# ------------------------------------------------------------ one build cache for dev check --gpu
+
+
+def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per workspace for learners' grades; one for every workspace of a `dev check --gpu` run (each grade there
+    is a fresh folder, and nvcc plus flash-attention's Triton compiles per grade would blow its ten minutes)."""
+    from roadmap_cli.grading_kit import learner_extras
+
+    monkeypatch.setenv(learner_extras.CACHE_VAR, str(tmp_path / "cache"))
+    monkeypatch.delenv(learner_extras.SCOPE_VAR, raising=False)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert learner_extras.extensions_dir(a) != learner_extras.extensions_dir(b)
+    assert learner_extras.triton_cache_dir(a) != learner_extras.triton_cache_dir(b)
+    monkeypatch.setenv(learner_extras.SCOPE_VAR, "dev-check-gpu")
+    assert learner_extras.extensions_dir(a) == learner_extras.extensions_dir(b)
+    assert learner_extras.triton_cache_dir(a) == learner_extras.triton_cache_dir(b)
+    assert learner_extras.learner_env(a, "")["TRITON_CACHE_DIR"] == learner_extras.learner_env(b, "")["TRITON_CACHE_DIR"]

@@ -65,7 +65,9 @@ def test_a_machine_ready_for_cuda_grades_passes_every_gpu_check() -> None:
     ({"nvcc": "11.8"}, "nvcc major", False, "different major"),
     ({"nvcc": None}, "nvcc major", False, "no nvcc"),
     ({"ninja": None}, "ninja", False, "load_inline needs it"),
-    ({"compute_modes": ["Exclusive_Process"]}, "compute mode", False, "each open a CUDA context"),
+    # Only the learner process opens a CUDA context (issue 37): EXCLUSIVE_PROCESS grades, PROHIBITED cannot.
+    ({"compute_modes": ["Exclusive_Process"]}, "compute mode", True, "the grader opens none"),
+    ({"compute_modes": ["Prohibited"]}, "compute mode", False, "no process may open a CUDA context"),
     ({"compute_modes": []}, "compute mode", None, "unknown"),
     ({"shared_per_block": 101376, "capability": "8.6"}, "shared memory per block", True, "tiles shrink"),
     ({"walled": {"error": ["RuntimeError: no CUDA-capable device"]}}, "GPU behind the wall", False, "no CUDA-capable"),
@@ -106,6 +108,6 @@ def test_doctor_on_a_faked_gpu_machine_shows_the_gpu_lines(run_cli, monkeypatch:
         device.detect_device.cache_clear()
     checks = {c["name"]: c for c in result.json()["data"]["checks"]}
     assert checks["driver vs torch CUDA"]["ok"] is True and "550.54.15" in checks["driver vs torch CUDA"]["value"]
-    assert checks["compute mode"]["ok"] is False and "Exclusive_Process" in checks["compute mode"]["value"]
+    assert checks["compute mode"]["ok"] is True and "Exclusive_Process" in checks["compute mode"]["value"]
     assert checks["GPU behind the wall"]["ok"] is False  # the real learner process here: no GPU
     assert checks["shared memory per block"]["ok"] is True and checks["ninja"]["ok"] is True

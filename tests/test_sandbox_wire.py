@@ -56,25 +56,24 @@ class _CudaLooking:
         return self.t
 
 
-def test_the_device_travels_with_a_tensor(monkeypatch) -> None:
-    """A CUDA result comes back a CUDA tensor (issue 37: rebuilt on the CPU, every `is_cuda` check failed)."""
+def test_the_device_travels_with_a_tensor() -> None:
+    """A CUDA result comes back as CPU data that records the learner's device (issue 37: it was rebuilt as a
+    plain CPU tensor, and every `is_cuda` check failed; then moved onto the GPU in the grader, which opened a
+    CUDA context of its own). The grader never holds a CUDA tensor."""
     base = torch.arange(12, dtype=torch.float16).reshape(3, 4).t()
     record = wire._tensor_record(_CudaLooking(base))
     assert record.data[-1] == "cuda:0"
     assert wire._tensor_record(base).data[-1] == "cpu"
-    placed = []
-
-    def fake_to(tensor, device):  # this machine has no GPU: record where the grader would put it
-        placed.append(str(device))
-        return tensor
-
-    monkeypatch.setattr(wire, "place", fake_to)
     back = wire.decode(wire.loads_reply(wire.dumps_reply(record)), lambda i, t: None)
-    assert placed == ["cuda:0"] and torch.equal(back, base) and back.stride() == base.stride()
-    monkeypatch.undo()
-    if not torch.cuda.is_available():  # the real placement: refused, never a silent CPU copy
-        with pytest.raises(wire.WireError, match="cannot use CUDA"):
-            wire.decode(record, lambda i, t: None)
+    assert back.device.type == "cpu" and torch.equal(back, base) and back.stride() == base.stride()
+    assert kit.learner_device(back) == torch.device("cuda", 0) and kit.returned_on_cuda(back)
+    assert not torch.cuda.is_initialized()
+    plain = wire.decode(wire._tensor_record(base), lambda i, t: None)
+    assert type(plain) is torch.Tensor and not kit.returned_on_cuda(plain) and kit.learner_device(plain).type == "cpu"
+    assert type(back + 1) is torch.Tensor and not kit.returned_on_cuda(back[0])  # the record is the object's alone
+    # Passed back to the learner process, it arrives on the device it came from.
+    rebuild_fn, (data, device) = back.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    assert device == "cuda:0" and type(data) is torch.Tensor and torch.equal(data, base)
     for bad in ("meta", "gibberish:9"):
         with pytest.raises(wire.WireError):
             wire.decode(wire.Tagged("tensor", record.data[:-1] + (bad,)), lambda i, t: None)

@@ -16,11 +16,8 @@ HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-if os.environ.get("ROADMAP_DEVICE") == "cpu" or not os.environ.get("ROADMAP_DEVICE"):
-    try:
-        import torch
+if os.environ.get("ROADMAP_DEVICE") != "cuda":
+    from roadmap_cli.grading_kit import has_cuda
 
-        if os.environ.get("ROADMAP_DEVICE") == "cpu" or not torch.cuda.is_available():
-            os.environ.setdefault("TRITON_INTERPRET", "1")
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    if not has_cuda():  # asks torch only when run by hand (no engine): a grader never touches CUDA
+        os.environ.setdefault("TRITON_INTERPRET", "1")

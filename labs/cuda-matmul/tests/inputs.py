@@ -4,13 +4,17 @@ Every input is a view into a bigger buffer whose extra rows and columns hold
 NaN. A kernel that forgets a mask reads NaN past the edge (instead of
 whatever happens to lie in memory, or crashing), and NaN poisons the output.
 Seeds come from grading_kit.seeded(), mixed with the per-run secret seed.
+
+The buffers are built on the CPU: the grader process never holds a CUDA
+tensor. `to_device` hands the view to the learner process, which moves the
+whole buffer (the NaN around the view included) to the lab's device.
 """
 
 from __future__ import annotations
 
 import torch
 
-from roadmap_cli.grading_kit import device, seeded
+from roadmap_cli.grading_kit import seeded, to_device
 
 PAD = 256  # NaN elements after each row and after the last row: more than any sane 2-D block
 PAD_1D = 4096  # after a vector: more than any sane 1-D block
@@ -30,34 +34,33 @@ def random_values(shape, dtype, gen: torch.Generator, distribution: str = "norma
 
 
 def nan_padded(values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
-    """`values` (on the grading device) as a view whose neighbours in memory are NaN.
+    """`values` as a view whose neighbours in memory are NaN, for the lab's device.
 
     Row-major: the view's rows are PAD elements longer than its width.
     transposed=True: stored column-major (the view is a .t() of a padded matrix),
     which catches kernels that assume contiguous inputs or swap strides.
     """
-    dev = device()
     if values.dim() == 1:
-        storage = torch.full((values.shape[0] + PAD_1D,), float("nan"), dtype=values.dtype, device=dev)
+        storage = torch.full((values.shape[0] + PAD_1D,), float("nan"), dtype=values.dtype)
         view = storage[: values.shape[0]]
     elif not transposed:
         rows, cols = values.shape
-        storage = torch.full((rows + PAD, cols + PAD), float("nan"), dtype=values.dtype, device=dev)
+        storage = torch.full((rows + PAD, cols + PAD), float("nan"), dtype=values.dtype)
         view = storage[:rows, :cols]
     else:
         rows, cols = values.shape
-        storage = torch.full((cols + PAD, rows + PAD), float("nan"), dtype=values.dtype, device=dev)
+        storage = torch.full((cols + PAD, rows + PAD), float("nan"), dtype=values.dtype)
         view = storage[:cols, :rows].t()
-    view.copy_(values.to(dev))
-    return view
+    view.copy_(values)
+    return to_device(view)
 
 
 def nan_strided(values: torch.Tensor, step: int = 2, offset: int = 64) -> torch.Tensor:
-    """The 1-D `values` (on the grading device) as every `step`-th element of a NaN buffer,
+    """The 1-D `values`, for the lab's device, as every `step`-th element of a NaN buffer,
     `offset` elements in: a non-contiguous view at an offset. A kernel handed its data_ptr
     without .contiguous() reads the NaN in between."""
     n = values.shape[0]
-    storage = torch.full((offset + step * n + PAD_1D,), float("nan"), dtype=values.dtype, device=device())
+    storage = torch.full((offset + step * n + PAD_1D,), float("nan"), dtype=values.dtype)
     view = storage[offset:offset + step * n:step]
-    view.copy_(values.to(device()))
-    return view
+    view.copy_(values)
+    return to_device(view)

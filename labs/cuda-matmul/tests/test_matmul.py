@@ -12,7 +12,7 @@ import torch
 
 import adapter
 from inputs import generator, random_values
-from roadmap_cli.grading_kit import assert_close, assert_nontrivial, device, rel_fro_error
+from roadmap_cli.grading_kit import assert_close, assert_nontrivial, has_cuda, rel_fro_error, to_device
 
 SECTION = "Part 2: Triton tiled matmul"
 TRIALS = 5
@@ -59,7 +59,7 @@ def _span(indices: list[int]) -> str:
 
 
 def check_matmul(a: torch.Tensor, b: torch.Tensor, what: str, blocks: dict | None = None) -> None:
-    a, b = a.to(device()), b.to(device())
+    a, b = to_device(a), to_device(b)  # CPU data here; on the lab's device in the learner process
     expected = reference(a, b)
     # Elementwise tolerance scaled to the typical output size: fp16 output
     # rounding and TF32 on GPUs stay far inside it; a wrong tile does not.
@@ -164,7 +164,8 @@ def test_matmul_fp32_output_beyond_fp16_range():
 def test_matmul_rejects_mismatched_shapes():
     a = torch.zeros((4, 5), dtype=torch.float32)
     b = torch.zeros((6, 3), dtype=torch.float32)
-    raised = adapter.matmul_raises(a, b)
+    # On the lab's device: on a GPU, CPU tensors would make Triton raise a ValueError of its own, for any matmul.
+    raised = adapter.matmul_raises(to_device(a), to_device(b))
     if raised not in ("ValueError", "AssertionError", "TypeError"):
         raise AssertionError(f"matmul(A 4x5, B 6x3): expected a ValueError for mismatched inner dimensions, "
                              f"got {raised or 'no exception'} (README.md, '{SECTION}')")
@@ -177,9 +178,9 @@ LAUNCH_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 3}
 
 def _launch_facts(M: int, N: int, K: int, what: str) -> dict:
     gen = generator(f"matmul-launch:{M}:{N}:{K}")
-    a = random_values((M, K), torch.float32, gen).to(device())
-    b = random_values((K, N), torch.float32, gen).to(device())
-    if a.is_cuda:
+    a = to_device(random_values((M, K), torch.float32, gen))
+    b = to_device(random_values((K, N), torch.float32, gen))
+    if has_cuda():
         pytest.skip("the launch is recorded under the Triton interpreter only")
     facts = adapter.matmul_launches(a, b, LAUNCH_BLOCKS)
     kernels = [launch for launch in facts["recorded"] if launch["grid"] is not None]

@@ -7,7 +7,7 @@ import torch
 
 import adapter
 from inputs import generator, random_values
-from roadmap_cli.grading_kit import assert_close, assert_nontrivial, device
+from roadmap_cli.grading_kit import assert_close, assert_nontrivial, to_device
 
 SECTION = "Part 1: Triton vector add"
 
@@ -40,7 +40,7 @@ def test_vector_add(n, dtype):
 def run_vector_add(x, y, what: str, step: int = 1):
     """The learner's vector_add on NaN-guarded copies of x, y; fails on any guard's finding.
     step > 1: x and y arrive as non-contiguous views (every step-th element of a NaN buffer)."""
-    facts = adapter.vector_add(x.to(device()), y.to(device()), step=step)
+    facts = adapter.vector_add(to_device(x), to_device(y), step=step)
     if not facts["launches"]:
         raise AssertionError(f"{what}: returned without launching a @triton.jit kernel (README.md, '{SECTION}')")
     if facts["violations"]:

@@ -9,9 +9,9 @@ import torch
 from roadmap_cli import grading_kit as kit
 
 ON_GPU = kit.has_cuda()
-DEVICE = kit.device()
 # bf16 tl.dot compiles only from compute capability 8.0 (Ampere) on: a T4 (7.5) grades fp16 and fp32 only.
-BF16 = ON_GPU and torch.cuda.get_device_capability()[0] >= 8
+# The capability comes from the engine: the grader process never asks CUDA (grading_kit/placement.py).
+BF16 = ON_GPU and (kit.cuda_capability() or (0, 0))[0] >= 8
 # GRADING.md asks for >= 5 trials per shape; the CPU interpreter runs one Triton
 # program at a time, so CPU runs use 2 (one per input distribution).
 TRIALS = 5 if ON_GPU else 2
@@ -89,7 +89,8 @@ def make_qkv(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_di
         k[..., 0] += beta
         rows = torch.rand(q.shape[:-1], generator=gen) < negative_row_prob
         q[..., 0] -= gamma * rows
-    return tuple(t.to(device=DEVICE, dtype=dtype) for t in (q, k, v))
+    # CPU tensors here; the learner process receives them on the lab's device (kit.to_device).
+    return tuple(kit.to_device(t.to(dtype)) for t in (q, k, v))
 
 
 def make_do(seed: int, q: torch.Tensor, dist: str = "normal") -> torch.Tensor:
@@ -103,7 +104,7 @@ def make_do(seed: int, q: torch.Tensor, dist: str = "normal") -> torch.Tensor:
         n = q.shape[2]
         sign = torch.where(torch.arange(n) < n // 2, 1500.0, -750.0)[:, None]
         do = sign * (1.0 + 0.05 * do)
-    return do.to(q.device, q.dtype)
+    return kit.to_device(do.to(q.dtype))
 
 
 def make_qkv_concentrated(seed: int, batch: int, heads: int, kv_heads: int, seq: int, head_dim: int,
@@ -117,7 +118,7 @@ def make_qkv_concentrated(seed: int, batch: int, heads: int, kv_heads: int, seq:
     # q . k_0 = 160, i.e. a score of 160 * scale (20 at head_dim 64) against ~0 for the other keys.
     k[:, :, 0] = 40.0 * u
     v = torch.randn(batch, kv_heads, seq, head_dim, generator=gen)
-    return tuple(t.to(device=DEVICE, dtype=dtype) for t in (q, k, v))
+    return tuple(kit.to_device(t.to(dtype)) for t in (q, k, v))
 
 
 def _attention_fp32(q, k, v, causal: bool, scale):
@@ -217,8 +218,8 @@ def check_forward(o, lse, q, k, v, causal: bool, scale, section: str = "Part 3: 
         wide = rounding > 0.1 * atol_o  # rows whose huge scores make fp32 summation order matter
     if wide is not None and bool(wide.any()):
         # Those rows at the tolerance plus their rounding bound; every other row at the tolerance. The mask
-        # comes from the grader's tensors and indexes the learner's O: all on the CPU first (where assert_close
-        # compares anyway), so the two sides' devices never meet in one indexing op.
+        # comes from the grader's tensors and indexes the learner's O: both CPU data in the grader process
+        # (the .cpu() only matters when the tests run by hand, in one process, on a GPU).
         wide, rounding, o_here, ref_here = wide.cpu(), rounding.cpu(), o.detach().cpu(), ref_o.cpu()
         _with_section(section, kit.assert_close, o_here[~wide], ref_here[~wide], atol=atol_o, rtol=atol,
                       what="O" + context)

@@ -19,7 +19,7 @@ import random
 import re
 
 import pytest
-from roadmap_cli.grading_kit import assert_close, assert_nontrivial, device, interpret_mode, seeded
+from roadmap_cli.grading_kit import assert_close, assert_nontrivial, interpret_mode, seeded, to_device
 
 import adapter
 from cases import FIXED_LAYOUTS, fixed_layout, paged_case, random_layouts, random_scale
@@ -81,7 +81,6 @@ def _explain(violations, cache_shape, table_shape) -> list[str]:
 @pytest.mark.parametrize("block_size,num_heads,num_kv_heads,head_dim,max_len", SHAPES)
 def test_triton_kernel_matches_gather_then_attend(block_size, num_heads, num_kv_heads, head_dim, max_len):
     rng = random.Random(seeded(f"triton-{block_size}-{num_heads}-{num_kv_heads}-{head_dim}"))
-    dev = device()
     for trial in range(3):
         scale = None if trial == 0 else random_scale(rng, head_dim)
         q, kc, vc, tables, lens, scale = paged_case(
@@ -97,8 +96,8 @@ def test_triton_kernel_matches_gather_then_attend(block_size, num_heads, num_kv_
         else:
             layouts = "contiguous"
         guard = 2 * block_size * num_kv_heads * head_dim          # two whole cache blocks each side
-        result = adapter.triton_paged_attention(q.to(dev), kc.to(dev), vc.to(dev), tables.to(dev), lens.to(dev),
-                                                scale, guard_elems=guard)
+        # CPU tensors here, moved (whole buffers, layouts kept) to the lab's device in the learner process.
+        result = adapter.triton_paged_attention(*map(to_device, (q, kc, vc, tables, lens)), scale, guard_elems=guard)
         what = (f"Triton paged attention (batch {q.shape[0]}, {num_heads}/{num_kv_heads} heads, head_dim {head_dim}, "
                 f"block_size {block_size}, scale {scale:.4g}, lens {lens.tolist()}, layouts {layouts})")
         require(result["launches"] >= 1, f"{what}: launched {result['launches']} Triton kernels, expected >= 1",
@@ -135,8 +134,7 @@ def test_triton_layouts_and_offset_views(layout):
         scale=random_scale(rng, 16), poison=float("nan"))
     want = gather_then_attend(q, kc, vc, tables, lens, scale)
     q, kc, vc, tables, lens, layouts = fixed_layout(q, kc, vc, tables, lens, FIXED_LAYOUTS[layout])
-    dev = device()
-    result = adapter.triton_paged_attention(q.to(dev), kc.to(dev), vc.to(dev), tables.to(dev), lens.to(dev), scale)
+    result = adapter.triton_paged_attention(*map(to_device, (q, kc, vc, tables, lens)), scale)
     what = f"Triton paged attention (lens {lens.tolist()}, layouts {layouts})"
     require(result["launches"] >= 1, f"{what}: launched {result['launches']} Triton kernels, expected >= 1", TRITON)
     expect(f"{what}: inputs modified in place", [], result["changed"], TRITON)

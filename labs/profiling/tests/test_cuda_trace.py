@@ -5,7 +5,6 @@ Not graded without a CUDA GPU."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from roadmap_cli import grading_kit as kit
 
@@ -14,7 +13,7 @@ import refs
 
 SECTION = "Part 5: a real CUDA trace"
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = pytest.mark.skipif(not kit.has_cuda(), reason="needs a CUDA GPU")
 
 
 def _run():

@@ -20,6 +20,8 @@ part, so that proves `fails` too, at a fraction of the cost of the parts.
 
 from __future__ import annotations
 
+import re
+
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +79,7 @@ def static_problems(spec: LabSpec) -> list[str]:
         if not any(rel == file_of(p) or rel.startswith(file_of(p).rstrip("/") + "/") or
                    (file_of(p).endswith("/") and rel.startswith(file_of(p))) for p in prefixes):
             problems.append(f"tests/{rel} belongs to no part (add it to a part's tests)")
+    problems.extend(triton_declaration_problems(spec))
     try:
         stale = stale_files(spec)
     except ValidationError as exc:
@@ -84,6 +87,35 @@ def static_problems(spec: LabSpec) -> list[str]:
     else:
         problems.extend(f"{p} (run `roadmap dev build-starter {spec.id}`)" for p in stale)
     return problems
+
+
+_TRITON_KERNEL = re.compile(r"^\s*@triton\.(jit|autotune|heuristics)\b", re.M)
+
+
+def triton_declaration_problems(spec: LabSpec) -> list[str]:
+    """lab.yaml's `triton: true` held to the reference solution: `dev check --gpu` runs exactly the declared
+    `triton` and `needs_cuda` parts, so a lab whose learner writes a @triton.jit kernel (a solution file with
+    one that differs from its starter) declares the parts that grade it, and a lab without one declares none.
+    Given Triton code (the same in starter and solution, e.g. gpu-architecture's probes) needs no declaration."""
+    written, any_kernel = [], False
+    for rel, path in sorted(spec.solution_sources().items()):
+        if path.suffix != ".py" or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not _TRITON_KERNEL.search(text):
+            continue
+        any_kernel = True
+        starter = spec.starter_dir / rel
+        if not starter.is_file() or starter.read_text(encoding="utf-8", errors="replace") != text:
+            written.append(rel)
+    declared = [p.id for p in spec.parts if p.triton]
+    if declared and not any_kernel:
+        return [f"parts {', '.join(declared)} declare `triton: true`, but the reference solution has no "
+                "@triton.jit kernel"]
+    if written and not declared:
+        return [f"the learner writes @triton.jit kernels ({', '.join(written)}) but no part declares "
+                "`triton: true`: `dev check --gpu` would never run them compiled on a GPU"]
+    return []
 
 
 def curriculum_warnings(specs: list[LabSpec]) -> list[str]:

@@ -6,23 +6,24 @@ In order:
 
   doctor         `roadmap doctor`'s GPU facts (driver vs the wheel's CUDA,
                  nvcc, ninja, compute mode, shared memory, the GPU behind the wall)
-  is_cuda        a CUDA tensor made behind the wall comes back a CUDA tensor
+  is_cuda        a grader's CPU tensor arrives on the GPU behind the wall, and the CUDA
+                 result comes back recorded as CUDA; the grader never opens a context
   load_inline    a CUDA extension built and run behind the wall
   solution       each lab's reference on its GPU parts (must pass)
   wrong:<id>     each wrong variant of those parts that is not interpreter-only (must fail)
   bench          every kernels/bench_*.py --quick (must exit 0)
 
-A GPU part is a `needs_cuda` part, or one whose tests (or the grader helper
-modules they import) reach the device: Triton kernels run compiled there
-instead of under the interpreter, torch code runs on CUDA tensors. The
-plan is computed without a GPU: `--dry-run` lists it (CI runs that).
+A GPU part is one lab.yaml declares `needs_cuda: true` or `triton: true` (the
+learner's Triton kernel runs compiled there instead of under the
+interpreter); dev check's static row holds `triton:` to the reference
+solution. The plan is computed without a GPU: `--dry-run` lists it (CI runs
+that).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -37,8 +38,6 @@ from roadmap_cli.labs.spec import LabSpec
 
 BUDGET_S = 600  # one GPU, ten minutes: the whole run
 BENCH_TIMEOUT_S = 150
-# What in a test file (or a grader helper it imports) means it runs on the device when there is one.
-_DEVICE_MARK = re.compile(r"has_cuda|ON_GPU|\bdevice\(\)|interpret_mode|\btriton\b(?!_)|\.cuda\(|device=\"cuda\"")
 
 
 @dataclass
@@ -50,30 +49,14 @@ class Step:
     parts: tuple[str, ...] = ()
     wrong: str = ""
     path: str = ""
-
-
-def _test_files(spec: LabSpec, prefix: str) -> list[Path]:
-    target = spec.tests_dir / prefix.split("::")[0]
-    if target.is_file():
-        return [target]
-    return sorted(target.glob("test_*.py")) if target.is_dir() else []
+    env: Optional[dict] = None  # a bench's environment (None: this process's)
 
 
 def gpu_parts(spec: LabSpec) -> list[str]:
-    """The lab's parts whose code runs differently on a GPU."""
-    helpers = {p.stem: p.read_text(encoding="utf-8") for p in spec.tests_dir.glob("*.py")
-               if not p.name.startswith("test_") and p.stem not in ("adapter", "conftest")}
-    found = []
-    for part in spec.parts:
-        reaches = part.needs_cuda
-        for prefix in part.tests:
-            for path in _test_files(spec, prefix):
-                text = path.read_text(encoding="utf-8")
-                imported = [h for name, h in helpers.items() if re.search(rf"^\s*(?:import|from) {name}\b", text, re.M)]
-                reaches = reaches or any(_DEVICE_MARK.search(t) for t in (text, *imported))
-        if reaches:
-            found.append(part.id)
-    return found
+    """The lab's parts whose code runs differently on a GPU, as lab.yaml declares them: `needs_cuda` parts
+    and `triton` parts (the learner's Triton kernel, compiled there instead of interpreted). A part that only
+    runs torch code is left out: torch on CUDA is torch's to test, not this check's."""
+    return [part.id for part in spec.parts if part.needs_cuda or part.triton]
 
 
 def benches() -> list[Path]:
@@ -84,7 +67,8 @@ def benches() -> list[Path]:
 
 def plan(specs: list[LabSpec]) -> list[Step]:
     steps = [Step("doctor", "-", "doctor", "every GPU check ok"),
-             Step("is_cuda", "-", "is_cuda round trip", "a CUDA tensor crosses the wire as a CUDA tensor"),
+             Step("is_cuda", "-", "is_cuda round trip",
+                  "CPU input placed on the GPU in the learner process; its CUDA result recorded as such"),
              Step("load_inline", "-", "load_inline behind the wall", "a CUDA extension builds and runs")]
     for spec in specs:
         parts = gpu_parts(spec)
@@ -121,6 +105,8 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
         raise UserError(f"dev check --gpu needs a CUDA GPU that torch can use ({device.reason or 'none here'}); "
                         "`roadmap dev check --gpu --dry-run` lists what it would run")
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
+    if exclusive_compute_mode():
+        jobs = 1  # one CUDA context per GPU: two grades' learner processes at once, and the second is refused
     steps = plan(specs)
     by_id = {s.id: s for s in specs}
     deadline = time.monotonic() + BUDGET_S
@@ -136,6 +122,12 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
             on_row(row)
         return row
 
+    from roadmap_cli.grading_kit.learner_extras import SCOPE_VAR
+
+    # Every grade of this run builds in one extensions folder and Triton cache (learner_extras.py says why);
+    # the engine (the wall's read-write folders) and every grader (the learner's environment) read it.
+    os.environ[SCOPE_VAR] = CACHE_SCOPE
+    bench_env = benches_env()
     warm = warm_graders(device)
     try:
         # The machine checks first, alone (a broken driver explains every later failure); then the grades.
@@ -144,8 +136,34 @@ def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Calla
             report.rows += list(pool.map(run, [s for s in steps if s.kind in ("solution", "wrong")]))
     finally:
         warm.close()
-    report.rows += [run(s) for s in steps if s.kind == "bench"]  # alone on the GPU: they time kernels
+        os.environ.pop(SCOPE_VAR, None)
+    # Alone on the GPU: they time kernels.
+    for step in (s for s in steps if s.kind == "bench"):
+        step.env = bench_env
+        report.rows.append(run(step))
     return report
+
+
+CACHE_SCOPE = "dev-check-gpu"
+
+
+def benches_env() -> dict:
+    """The benchmarks' environment (call it with the run's cache scope set): the torch extensions folder and
+    Triton cache this run's grades built in, and `ninja` on PATH as a learner process has it (load_inline
+    needs it, and `.venv/bin/roadmap` puts no venv on PATH). bench_matmul.py loads the lab solution's CUDA C
+    through the same cuda_kernels.py (the extension's name carries its source's hash), so nvcc is not paid
+    again against BENCH_TIMEOUT_S."""
+    from roadmap_cli.grading_kit.learner_extras import learner_env
+
+    return {**os.environ, **learner_env(os.getcwd(), os.environ.get("PATH", ""))}
+
+
+def exclusive_compute_mode() -> bool:
+    """Whether nvidia-smi puts a GPU in EXCLUSIVE_PROCESS mode (one CUDA context at a time)."""
+    from roadmap_cli.grading.doctor import _nvidia_smi
+
+    modes = _nvidia_smi("--query-gpu=compute_mode", "--format=csv,noheader").lower()
+    return "exclusive" in modes
 
 
 def _run_step(step: Step, spec: Optional[LabSpec], device: DeviceInfo, warm) -> CheckRow:
@@ -156,8 +174,11 @@ def _run_step(step: Step, spec: Optional[LabSpec], device: DeviceInfo, warm) -> 
     if step.kind in ("is_cuda", "load_inline"):
         return _probe_row(step)
     if step.kind == "bench":
-        proc = subprocess.run([sys.executable, step.path, "--quick"], capture_output=True, text=True,
-                              timeout=BENCH_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        try:
+            proc = subprocess.run([sys.executable, step.path, "--quick"], capture_output=True, text=True,
+                                  timeout=BENCH_TIMEOUT_S, stdin=subprocess.DEVNULL, env=step.env)
+        except subprocess.TimeoutExpired:
+            return CheckRow(step.lab, step.check, step.expected, f"timed out after {BENCH_TIMEOUT_S} s", False)
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-12:]
         return CheckRow(step.lab, step.check, step.expected, f"exit {proc.returncode}", proc.returncode == 0,
                         detail="\n".join(tail))
@@ -194,11 +215,24 @@ def _doctor_row(step: Step) -> CheckRow:
 GPU_CHECKS = ("CUDA GPU", "driver vs torch CUDA", "nvcc major", "ninja", "compute mode", "shared memory per block",
               "GPU behind the wall")
 
+# The round trip a grade makes: the grader's CPU tensor, sent as kit.to_device does, arrives on the GPU in the
+# (walled) learner process; its CUDA result comes back as CPU data that records the device. Both grader-side
+# halves run under the guard that refuses CUDA in the grader process (grading_kit/placement.py).
+_GRADER_SEND = r"""
+import pickle, sys, torch
+from roadmap_cli.grading_kit import placement
+placement.guard_grader_against_cuda()
+x = torch.arange(6, dtype=torch.float16).reshape(2, 3).t()
+sys.stdout.write(pickle.dumps(placement.tag(x, "cuda")).hex())
+"""
+
 _PROBE_IS_CUDA = r"""
-import torch
+import pickle, sys, torch
 from roadmap_cli.grading_kit import wire
-t = torch.arange(6, device="cuda", dtype=torch.float16).reshape(2, 3).t()
-sys.stdout.buffer.write(wire.dumps_reply(wire.encode(t, lambda obj: 0)))
+x = pickle.loads(bytes.fromhex(REQUEST))
+arrived = [x.is_cuda, list(x.stride())]
+y = (x * 2).t().contiguous().t()  # computed on the GPU, returned transposed like its input
+sys.stdout.buffer.write(wire.dumps_reply(wire.encode((arrived, y), lambda obj: 0)))
 """
 
 _PROBE_LOAD_INLINE = r"""
@@ -229,12 +263,15 @@ def _probe_row(step: Step) -> CheckRow:
 
     try:
         if step.kind == "is_cuda":
-            proc = _walled(_PROBE_IS_CUDA, 120)
+            request = _grader_child(_GRADER_SEND, b"")
+            proc = _walled(f"REQUEST = {request.decode().strip()!r}\n" + _PROBE_IS_CUDA, 120)
             if proc.returncode != 0:
                 return CheckRow(step.lab, step.check, step.expected, f"exit {proc.returncode}", False,
                                 detail=proc.stderr.decode(errors="replace")[-800:])
             got = _decode_in_child(proc.stdout)
-            ok = got.get("is_cuda") is True and got.get("equal") is True
+            ok = (got.get("arrived_on_cuda") is True and got.get("arrived_stride") == [1, 3]
+                  and got.get("returned_on_cuda") is True and got.get("equal") is True
+                  and got.get("grader_cuda_initialized") is False)
             return CheckRow(step.lab, step.check, step.expected, json.dumps(got), ok)
         proc = _walled(_PROBE_LOAD_INLINE, 420)
         out = proc.stdout.decode(errors="replace").strip()
@@ -243,23 +280,36 @@ def _probe_row(step: Step) -> CheckRow:
                         detail="" if ok else proc.stderr.decode(errors="replace")[-1200:])
     except subprocess.TimeoutExpired as exc:
         return CheckRow(step.lab, step.check, step.expected, f"timed out after {exc.timeout:g} s", False)
+    except RuntimeError as exc:  # the grader-side half failed (its guard refused CUDA, or an import)
+        return CheckRow(step.lab, step.check, step.expected, "grader side failed", False, detail=str(exc))
 
 
 _DECODE = r"""
 import json, sys, torch
-from roadmap_cli.grading_kit import wire
-t = wire.decode(wire.loads_reply(sys.stdin.buffer.read()), lambda i, n: None)
-want = torch.arange(6, dtype=torch.float16).reshape(2, 3).t()
-print(json.dumps({"is_cuda": t.is_cuda, "device": str(t.device), "stride": list(t.stride()),
-                  "equal": bool(torch.equal(t.cpu(), want)) and t.stride() == want.stride()}))
+from roadmap_cli.grading_kit import placement, wire
+placement.guard_grader_against_cuda()
+(arrived_cuda, arrived_stride), t = wire.decode(wire.loads_reply(sys.stdin.buffer.read()), lambda i, n: None)
+want = 2 * torch.arange(6, dtype=torch.float16).reshape(2, 3).t()
+print(json.dumps({"arrived_on_cuda": arrived_cuda, "arrived_stride": arrived_stride,
+                  "returned_on_cuda": placement.returned_on_cuda(t), "device": str(t.device),
+                  "learner_device": str(placement.learner_device(t)), "stride": list(t.stride()),
+                  "equal": bool(torch.equal(t, want)) and t.stride() == want.stride(),
+                  "grader_cuda_initialized": torch.cuda.is_initialized()}))
 """
+
+
+def _grader_child(code: str, payload: bytes) -> bytes:
+    """`code` as a grader process would run it, in a child (this process never imports torch)."""
+    proc = subprocess.run([sys.executable, "-I", "-c", code], input=payload, capture_output=True, timeout=120,
+                          env={**os.environ})
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.decode(errors="replace")[-600:])
+    return proc.stdout
 
 
 def _decode_in_child(payload: bytes) -> dict:
     """The grader's side of the round trip, in a child (this process never imports torch)."""
-    proc = subprocess.run([sys.executable, "-I", "-c", _DECODE], input=payload, capture_output=True, timeout=120,
-                          env={**os.environ})
     try:
-        return json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"error": proc.stderr.decode(errors="replace")[-300:]}
+        return json.loads(_grader_child(_DECODE, payload).decode().strip().splitlines()[-1])
+    except (RuntimeError, ValueError, IndexError) as exc:
+        return {"error": str(exc)[-300:]}

@@ -278,11 +278,18 @@ def gpu_checks(facts: dict) -> list[Check]:
     checks.append(Check("ninja", bool(facts.get("ninja")), facts.get("ninja") or
                         "not found: load_inline needs it (pip install ninja; it is a roadmap dependency)"))
     modes = facts.get("compute_modes") or []
-    bad = [m for m in modes if m.lower().replace("_", " ") not in ("default",)]
-    checks.append(Check("compute mode", not bad if modes else None,
-                        (", ".join(modes) or "unknown") + ("" if not bad else
-                        ": the grader and the learner process each open a CUDA context; EXCLUSIVE_PROCESS allows "
-                        "one (sudo nvidia-smi -c DEFAULT), PROHIBITED none")))
+    kinds = {m.lower().replace("_", " ").strip() for m in modes}
+    # Only the learner process opens a CUDA context (the grader's tensors stay on the CPU: grading_kit/placement.py),
+    # so EXCLUSIVE_PROCESS (one context per GPU) grades; PROHIBITED allows no context at all.
+    prohibited = any(k.startswith("prohibited") for k in kinds)
+    exclusive = any(k.startswith("exclusive") for k in kinds)
+    value = ", ".join(modes) or "unknown"
+    if prohibited:
+        value += ": no process may open a CUDA context, the learner process's included (sudo nvidia-smi -c DEFAULT)"
+    elif exclusive:
+        value += ": one CUDA context per GPU, the learner process's (the grader opens none); grades on it run " \
+                 "one at a time (dev check -j 1; dev check --gpu does so by itself)"
+    checks.append(Check("compute mode", not prohibited if modes else None, value))
     smem = facts.get("shared_per_block")
     if smem:
         small = smem < 160 * 1024

@@ -189,6 +189,14 @@ def pytest_configure(config: pytest.Config) -> None:
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ
         sandbox.configure(spec.get("sandbox"))
+        if spec.get("sandbox") and (os.environ.get("ROADMAP_DEVICE") == "cuda" or
+                                    os.environ.get("ROADMAP_GRADER_CUDA_GUARD") == "1"):
+            # Only the learner process opens a CUDA context (EXCLUSIVE_PROCESS mode refuses a second one):
+            # grader code that would initialise CUDA raises instead (grading_kit/placement.py). A CUDA grade
+            # imports torch anyway; ROADMAP_GRADER_CUDA_GUARD=1 sets the guard on a CPU grade (tests).
+            from roadmap_cli.grading_kit.placement import guard_grader_against_cuda
+
+            guard_grader_against_cuda()
         if (spec.get("sandbox") or {}).get("workspace"):
             # The workspace and pytest's basetemp (the grade's scratch folder, where tmp_path lives): both are
             # the learner's to write (red team, issue 35: a link planted in tmp_path made a test overwrite a host file).
@@ -480,13 +488,10 @@ def _device_info() -> dict:
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_version"] = getattr(torch, "__version__", None)
-        try:
-            if torch.cuda.is_available():
-                info["device"] = torch.cuda.get_device_name(0)
-                major, minor = torch.cuda.get_device_capability(0)
-                info["device_capability"] = f"{major}.{minor}"
-        except Exception:  # a broken driver must not turn a grade into a crash
-            pass
+        # The GPU as the engine found it (asking torch here would open a CUDA context in the grader).
+        if os.environ.get("ROADMAP_DEVICE") == "cuda" and os.environ.get("ROADMAP_GPU_NAME"):
+            info["device"] = os.environ["ROADMAP_GPU_NAME"]
+            info["device_capability"] = os.environ.get("ROADMAP_GPU_CAPABILITY") or None
     triton = sys.modules.get("triton")
     if triton is not None:
         info["triton_version"] = getattr(triton, "__version__", None)

@@ -151,6 +151,12 @@ def grader_env(device: DeviceInfo) -> dict:
     )
     if not device.cuda:
         env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
+    else:
+        # What graders ask of the GPU (bf16 only from capability 8, the device table), from the engine's own
+        # probe: a grader that asked torch would open a CUDA context of its own (grading_kit/placement.py).
+        env["ROADMAP_GPU_NAME"] = device.name
+        if device.capability:
+            env["ROADMAP_GPU_CAPABILITY"] = device.capability
     return env
 
 

@@ -12,7 +12,8 @@ from roadmap_cli.grading_kit.guards import (
 )
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
-from roadmap_cli.grading_kit.learner import device, has_cuda, interpret_mode, learner_module, workspace
+from roadmap_cli.grading_kit.learner import (cuda_capability, device, has_cuda, interpret_mode, learner_module, to_device,
+                                            workspace)
 from roadmap_cli.grading_kit.seeds import PerSeedCache, seeded
 
 # Loaded on first use (`kit.benchmark`, `kit.timing`...): statistics and
@@ -27,6 +28,10 @@ _LAZY = {
     "score_fraction": ("roadmap_cli.grading_kit.timing", "score_fraction"),
     "DevicePeak": ("roadmap_cli.grading_kit.devices", "DevicePeak"),
     "device_peak": ("roadmap_cli.grading_kit.devices", "device_peak"),
+    # Where the learner returned a tensor (grading_kit/placement.py; the grader's own tensors stay on the CPU
+    # and kit.to_device hands them over). Loaded on use: placement imports torch.
+    "learner_device": ("roadmap_cli.grading_kit.placement", "learner_device"),
+    "returned_on_cuda": ("roadmap_cli.grading_kit.placement", "returned_on_cuda"),
 }
 
 
@@ -56,18 +61,22 @@ __all__ = [
     "benchmark",
     "compare_to_baseline",
     "count_triton_launches",
+    "cuda_capability",
     "device",
     "device_peak",
     "forbid_torch_ops",
     "has_cuda",
     "inputs_unchanged",
     "interpret_mode",
+    "learner_device",
     "learner_module",
     "learner_side",
     "rel_fro_error",
+    "returned_on_cuda",
     "score_fraction",
     "PerSeedCache",
     "seeded",
     "timing",
+    "to_device",
     "workspace",
 ]

@@ -54,13 +54,67 @@ def learner_module(name: str) -> ModuleType:
 
 
 def has_cuda() -> bool:
+    """Whether the lab's code runs on a CUDA GPU in this grade.
+
+    In a grader process the engine's choice ($ROADMAP_DEVICE, made after asking torch in a child
+    process) is the answer: the grader never asks CUDA anything itself (grading_kit/placement.py).
+    Elsewhere (the learner process, tests run by hand) torch is asked."""
+    chosen = os.environ.get("ROADMAP_DEVICE")
+    if chosen == "cpu":
+        return False
+    from roadmap_cli.grading_kit import sandbox
+
+    if chosen == "cuda" and sandbox.active():
+        return True
     import torch
 
-    return os.environ.get("ROADMAP_DEVICE", "cuda") != "cpu" and torch.cuda.is_available()
+    return torch.cuda.is_available()
 
 
 def device() -> str:
+    """The lab's device: where the learner's code runs ("cuda" or "cpu"). The grader's own tensors are
+    always on the CPU; `kit.to_device` hands them over."""
     return "cuda" if has_cuda() else "cpu"
+
+
+_lab_device = device  # to_device's parameter is named `device` too
+
+
+def cuda_capability() -> tuple[int, int] | None:
+    """The GPU's compute capability, (9, 0) on an H100, or None without CUDA. In a grader process from the
+    engine ($ROADMAP_GPU_CAPABILITY: asking torch would open a CUDA context here)."""
+    if not has_cuda():
+        return None
+    from roadmap_cli.grading_kit import sandbox
+
+    recorded = os.environ.get("ROADMAP_GPU_CAPABILITY", "")
+    if sandbox.active() or recorded:
+        try:
+            major, minor = recorded.split(".")
+            return int(major), int(minor)
+        except ValueError:
+            return None
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())  # type: ignore[return-value]
+
+
+def to_device(tensor, device=None):
+    """The grader's (CPU) `tensor` as the learner's code receives it: on the lab's device (`device()`, or
+    `device`). In a grade, a record of CPU data that the learner process rebuilds there, whole buffer
+    included (grading_kit/placement.py): the grader process never holds a CUDA tensor. Without a learner
+    process (tests run by hand, or learner-side code) the tensor is moved here."""
+    import torch
+
+    from roadmap_cli.grading_kit import placement, sandbox
+
+    target = torch.device(device if device is not None else _lab_device())
+    if not sandbox.active():
+        return placement.arrive(tensor, str(target))
+    if tensor.device.type != "cpu":
+        raise ValueError(f"to_device takes the grader's CPU tensors, got one on {tensor.device}: the grader "
+                         "process never holds a CUDA tensor (grading_kit/placement.py)")
+    return placement.tag(tensor, target)
 
 
 def interpret_mode() -> bool:

@@ -43,6 +43,18 @@ from pathlib import Path
 from typing import Optional
 
 CACHE_VAR = "ROADMAP_GPU_CACHE"  # tests (and a user who wants it elsewhere) move the whole cache
+# One build folder and Triton cache for every workspace of a run instead of one per workspace: `dev check --gpu`
+# grades the project's own reference and wrong variants in a fresh folder each, and would otherwise pay nvcc and
+# every Triton compile (flash-attention's autotune configs) again for each, past its ten minutes. Kernels are cached
+# by their source's hash, so a variant still builds what it changed. Never for learners' grades (a cohort worker
+# grades every learner as one user: one learner's build must not be loaded by another's grade).
+SCOPE_VAR = "ROADMAP_GPU_CACHE_SCOPE"
+
+
+def _cache_key(workspace: str) -> str:
+    scope = os.environ.get(SCOPE_VAR)
+    source = f"scope:{scope}" if scope else os.path.realpath(workspace)
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 _MPS_DEFAULT = "/tmp/nvidia-mps"
 
 
@@ -81,7 +93,7 @@ def extensions_dir(workspace: str) -> Path:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         version = "none"
-    key = hashlib.sha256(os.path.realpath(workspace).encode()).hexdigest()[:16]
+    key = _cache_key(workspace)
     parent = cache_root() / f"torch_extensions-{re.sub(r'[^A-Za-z0-9.+-]', '_', version)}"
     path = parent / key
     if not path.is_dir():
@@ -97,7 +109,7 @@ TRITON_CACHES_KEPT = 16  # workspaces whose Triton caches are kept (dev check's 
 def triton_cache_dir(workspace: str) -> Path:
     """The Triton cache of one workspace, kept across its grades; the least recently graded
     workspaces' caches beyond TRITON_CACHES_KEPT are removed when a new one is made."""
-    key = hashlib.sha256(os.path.realpath(workspace).encode()).hexdigest()[:16]
+    key = _cache_key(workspace)
     parent = cache_root() / "triton"
     path = parent / key
     if not path.is_dir():

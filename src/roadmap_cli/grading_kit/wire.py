@@ -91,8 +91,9 @@ def recv(fd: int) -> bytes:
 def _tensor_record(t) -> Tagged:
     """A detached CPU copy as raw bytes, and the device it lived on; strides
     are kept when the layout is dense and non-overlapping (a transposed view
-    stays transposed). The device travels with the bytes: a CUDA result must
-    still be a CUDA tensor for the grader (`out.is_cuda`)."""
+    stays transposed). The device travels with the bytes: the grader checks
+    that a CUDA kernel returned a CUDA tensor on the CPU copy's record
+    (grading_kit/placement.py), never by holding a CUDA tensor itself."""
     import torch
 
     t = t.detach()
@@ -194,6 +195,8 @@ def loads_reply(payload: bytes) -> Any:
 
 
 def _decode_tensor(data) -> Any:
+    """CPU data, always: the grader process never opens a CUDA context (grading_kit/placement.py). A tensor
+    the learner returned on another device records it (`kit.learner_device(out)`, `kit.returned_on_cuda`)."""
     import torch
 
     dtype_name, shape, strides, raw, device_name = data
@@ -206,20 +209,12 @@ def _decode_tensor(data) -> Any:
         raise WireError(f"unknown tensor device {device_name!r}") from None
     if device.type not in ("cpu", "cuda"):
         raise WireError(f"a tensor on {device} cannot cross the wire")
-    return place(_decode_cpu_tensor(dtype, shape, strides, raw), device)
-
-
-def place(tensor, device) -> Any:
-    """`tensor` (rebuilt on the CPU) on the device the learner's tensor was on;
-    strides survive `.to` for a dense layout. A CUDA reply on a grader that
-    cannot use CUDA is refused: a CPU copy would quietly fail `is_cuda`."""
+    tensor = _decode_cpu_tensor(dtype, shape, strides, raw)
     if device.type == "cpu":
         return tensor
-    import torch
+    from roadmap_cli.grading_kit.placement import tag
 
-    if not torch.cuda.is_available():
-        raise WireError(f"the learner process returned a tensor on {device}, but the grader cannot use CUDA")
-    return tensor.to(device)
+    return tag(tensor, device)
 
 
 def _decode_cpu_tensor(dtype, shape, strides, raw) -> Any:

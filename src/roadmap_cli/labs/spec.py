@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from roadmap_cli.errors import NotFoundError, ValidationError
@@ -58,6 +58,10 @@ class Part(BaseModel):
     points: float = Field(ge=0)
     tests: list[str] = Field(min_length=1)
     needs_cuda: bool = False
+    # The part grades the learner's @triton.jit kernel: compiled on a GPU, interpreted on the CPU, so it runs
+    # differently there (`dev check --gpu` runs exactly the triton and needs_cuda parts). dev check's static
+    # row holds it to the reference solution (authoring/devcheck.py).
+    triton: StrictBool = False
     proves: list[str] = Field(default_factory=list)
 
     @field_validator("tests")
