@@ -508,33 +508,65 @@ def _connect_agent(home: Path, remote, control: Optional[Path], tag: str):
     return sock
 
 
-def stop_far_agent(home: Path, remote) -> bool:
+# Run by the far python through a login when no shared connection is open (`remote remove`): asks the far
+# agent listening on argv[1] to stop. Standard library only; one word on stdout.
+_STOP_AGENT = r"""
+import socket, sys
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(sys.argv[1])
+        sock.sendall(b'{"stop": true}\n')
+        print("stopped" if b"stopping" in sock.makefile("rb").readline(4096) else "no-answer")
+except OSError:
+    print("not-running")
+"""
+
+
+def stop_far_agent(home: Path, remote) -> str:
     """`roadmap remote remove`: ask the far agent to stop (it exits once no grade runs; a grade of another
-    near side of the same far user finishes first). Reaches it only through a shared connection that is
-    open; otherwise it exits after its idle timeout. Never raises."""
+    near side of the same far user finishes first): through the shared connection when it is open, else
+    through a login. Returns "stopped", "none" (no agent known, or it was not running any more) or
+    "unreachable: WHY" (it stops by itself after its idle timeout). Never raises."""
     from roadmap_cli import remotes
 
+    state = _agent_state(home, remote)
+    _save_agent_state(home, remote, None)
+    far = state.get("socket")
+    if not far:
+        return "none"
     try:
         control = remotes.control_path(home, remote)
-        state = _agent_state(home, remote)
-        _save_agent_state(home, remote, None)
-        if control is None or not state.get("socket"):
-            return False
-        local = _local_agent_socket(control, state["socket"])
-        if not local.exists():
-            return False
-        import socket
+        local = _local_agent_socket(control, far) if control is not None else None
+        if local is not None and local.exists():
+            import socket
 
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(5)
-                sock.connect(str(local))
-                sock.sendall(b'{"stop": true}\n')
-                return b"stopping" in sock.makefile("rb").readline(4096)
-        finally:
-            local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
-    except Exception:  # noqa: BLE001 - removing a remote never fails on its far side
-        return False
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(5)
+                    sock.connect(str(local))
+                    sock.sendall(b'{"stop": true}\n')
+                    if b"stopping" in sock.makefile("rb").readline(4096):
+                        return "stopped"
+            except OSError:
+                pass  # the forwarding's master is gone: a login reaches it
+            finally:
+                local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
+        # No shared connection (ControlPersist ran out, a reboot here): one login, without leaving a shared
+        # connection behind for a remote that is being removed.
+        python = shlex.quote(remote.python or "python3")
+        command = f"{python} -c {shlex.quote(_STOP_AGENT)} {shlex.quote(far)}"
+        proc = subprocess.run(remote.ssh_argv(command, connect_timeout_s=5), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=20)
+        words = proc.stdout.split()
+        if proc.returncode == 0 and words:
+            return "stopped" if words[-1] == "stopped" else "none"
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        return "unreachable: " + (lines[-1] if lines else f"ssh exited with {proc.returncode}")
+    except subprocess.TimeoutExpired:
+        return "unreachable: no answer within 20 s"
+    except Exception as exc:  # noqa: BLE001 - removing a remote never fails on its far side
+        return f"unreachable: {exc}"
 
 
 class _Opened:
