@@ -29,6 +29,15 @@ from roadmap_cli.store.values import GRADED_PART_STATUSES, LEFT_OUT_PART_STATUSE
 PART_PASSED = "part-passed"  # an attempt's word: the parts it graded passed, others were left out
 PASSED_ON_CPU = "passed-on-cpu"
 
+# Who vouches for an attempt (migration 11, store/roles.py): `cohort board` ranks by it, `lab history` says it.
+VERIFIED = "verified"  # a cohort worker graded the submitted files and the server recorded it
+SELF_GRADED = "self-graded"  # a cohort learner's own machine: its score, device and sandbox are the learner's claim
+OWN = "own"  # a solo (SQLite) file: one person's own attempts, nobody else to rank against or vouch to
+
+
+def attempt_kind(solo: bool, verified) -> str:
+    return OWN if solo else (VERIFIED if verified else SELF_GRADED)
+
 
 def _status(part) -> Optional[str]:
     return part.get("status") if isinstance(part, dict) else getattr(part, "status", None)
