@@ -353,6 +353,22 @@ def m011_verified_attempts(conn: sa.Connection) -> None:
         roles.protect_server_records(conn)
 
 
+def m013_submission_not_graded(conn: sa.Connection) -> None:
+    """roadmap_submissions.status 'failed' (the worker could not grade it, no attempt) becomes 'not-graded':
+    "failed" is an attempt's outcome only (a grade that ran and did not pass). The queue's table exists only
+    on a cohort server whose worker ran (store/queue.py makes it); elsewhere there is nothing to do.
+    (Numbered 13: migration 12 is the learner-numbered papers of the same wave.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    from roadmap_cli.store.queue import STATUS_CHECK, TABLE, exists
+
+    if not exists(conn):
+        return
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} DROP CONSTRAINT IF EXISTS {TABLE}_status_check"))
+    conn.execute(sa.text(f"UPDATE {TABLE} SET status = 'not-graded' WHERE status = 'failed'"))
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} ADD CONSTRAINT {TABLE}_status_check {STATUS_CHECK}"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -366,6 +382,8 @@ MIGRATIONS: list[Migration] = [
     ("attempt_graded_on", m009_attempt_graded_on),
     ("paper_metadata", m010_paper_metadata),
     ("verified_attempts", m011_verified_attempts),
+    # NOTE for the merge: goes after paperids' ("learner_numbers", m012_learner_numbers), as version 13.
+    ("submission_not_graded", m013_submission_not_graded),
 ]
 
 LATEST = len(MIGRATIONS)
