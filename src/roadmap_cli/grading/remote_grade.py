@@ -569,6 +569,35 @@ def stop_far_agent(home: Path, remote) -> str:
         return f"unreachable: {exc}"
 
 
+class _Background:
+    """fn() in a thread; result() joins it and returns its value or raises what it raised."""
+
+    def __init__(self, fn: Callable[[], Path]) -> None:
+        import threading
+
+        self._value: Optional[Path] = None
+        self._error: Optional[BaseException] = None
+
+        def run() -> None:
+            try:
+                self._value = fn()
+            except BaseException as exc:  # noqa: BLE001 - raised again in result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Path:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
 class _Opened:
     """A grade's session (the far agent's connection, or a new ssh session), opened and sent its request:
     what the hello will be compared against."""
@@ -598,6 +627,20 @@ class _Opened:
         sock = _connect_agent(home, remote, self.control, self.tag)
         self.session = (_AgentSession(sock, remote, self.request) if sock is not None
                         else _Session(remote, self.request, control=self.control))
+        # No far agent of this build known there: most likely its first use, whose hello asks for the wheel.
+        # Building it (pip wheel of a checkout: seconds) overlaps with the login and the far python's start
+        # instead of following the hello; a cached wheel makes this a file check.
+        self._wheel = None if _agent_state(home, remote).get("tag") == self.tag else _Background(self.make_wheel)
+
+    def wheel(self) -> Path:
+        """This build's wheel: the one built in the background since the session opened, else built now."""
+        return self._wheel.result() if self._wheel is not None else self.make_wheel()
+
+    def settle(self) -> None:
+        """A background build nobody needed (the far venv was there) finishes before the command exits:
+        never a pip process left behind writing into the cache."""
+        if self._wheel is not None:
+            self._wheel.wait()
 
     def log_in(self):
         """The far agent did not answer: the same request through a new ssh session (the old way), and the
@@ -667,6 +710,7 @@ def discard_early() -> None:
     opened, _early = _early, None
     if opened is not None:
         opened.session.close(2.0)
+        opened.settle()
 
 
 def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]):
@@ -674,6 +718,7 @@ def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: O
     opened, _early = _early, None
     if opened is not None and not opened.matches(remote, lab_id, path, part, timeout):
         opened.session.close(2.0)
+        opened.settle()
         return None
     return opened
 
@@ -715,7 +760,7 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         spec.part(part)
     # The session opened before the command line was parsed (start_early) when it is for this grade.
     opened = _take_early(remote, spec.id, path, part, timeout) or _Opened(home, remote, spec.id, path, part, timeout)
-    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.make_wheel
+    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.wheel
     nonce, t0, session = opened.nonce, opened.t0, opened.session
     events: list[dict] = []
     signed = None
@@ -808,6 +853,7 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         finished = True
         interrupted = interrupted or (cancel is not None and cancel.is_set() and signed is None)
         session.close(STOP_WAIT_S if interrupted or signed is None else 2.0)
+        opened.settle()
     if started or signed is not None:
         state = _state_path(home, remote.name, ws_id)
         state.parent.mkdir(parents=True, exist_ok=True)
