@@ -27,7 +27,8 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
-from roadmap_cli.labs.passing import OWN, SELF_GRADED, VERIFIED, attempt_kind, lab_verdict, passed_parts
+from roadmap_cli.labs.passing import (OWN, SELF_GRADED, VERIFIED, attempt_kind, lab_verdict, passed_parts,
+                                      passing_attempts_sql)
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 
 
@@ -75,9 +76,9 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
             done[learner].add(checkpoint)
         # In a cohort a lab counts as passed on verified attempts only (the worker's): a self-graded attempt is the
         # learner's claim (red team: a forged one listed the lab as passed). A solo file's attempts are its own.
-        only_verified = "" if conn.dialect.name == "sqlite" else " AND verified"
-        attempts = conn.execute(sa.text(
-            f"SELECT learner, lab_id, parts, outcome FROM cohort_grade_attempts WHERE score > 0{only_verified}")).all()
+        attempts = conn.execute(sa.text(passing_attempts_sql(
+            "learner, lab_id, parts, outcome", table="cohort_grade_attempts",
+            verified_only=conn.dialect.name != "sqlite"))).all()
         papers = dict(conn.execute(sa.text(
             "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
             "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Optional
 
-from roadmap_cli.store.values import GRADED_PART_STATUSES, LEFT_OUT_PART_STATUSES, UNCOUNTED_OUTCOMES
+from roadmap_cli.store.values import GRADED_PART_STATUSES, LEFT_OUT_PART_STATUSES, UNCOUNTED_OUTCOMES, UNCOUNTED_SQL
 
 PART_PASSED = "part-passed"  # an attempt's word: the parts it graded passed, others were left out
 PASSED_ON_CPU = "passed-on-cpu"
@@ -100,6 +100,17 @@ def passed_parts(attempts: Iterable[tuple[str, object]]) -> dict[str, float]:
                 points = part.get("points") if isinstance(part, dict) else getattr(part, "points", 0.0)
                 best[_id(part)] = max(best.get(_id(part), 0.0), float(points or 0.0))
     return best
+
+
+def passing_attempts_sql(columns: str, *, where: str = "", table: str = "grade_attempts",
+                         verified_only: bool = False) -> str:
+    """The SELECT of the attempts that can have passed a part (what passed_parts is fed): counted ones
+    (not timed out, not interrupted) that scored (an attempt with no point passed nothing, so its JSON is
+    never parsed). `where`: more conditions (`learner = :learner`); `table`: cohort_grade_attempts for
+    everyone's; `verified_only`: in a cohort, the worker's attempts only (a self-graded one is a claim)."""
+    conditions = [f"outcome NOT IN {UNCOUNTED_SQL}", "score > 0", *([where] if where else []),
+                  *(["verified"] if verified_only else [])]
+    return f"SELECT {columns} FROM {table} WHERE " + " AND ".join(conditions)
 
 
 def lab_verdict(spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_attempts: int = 0,
