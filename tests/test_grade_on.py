@@ -24,24 +24,12 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"  # not imported from conftest: two conftest modules share that name
-
 
 @pytest.fixture(scope="module")
 def far(tmp_path_factory):
-    from sshd import PACKAGE_HINT, Server, find_sshd
+    from sshd import far_side
 
-    sshd = find_sshd()
-    if sshd is None:
-        message = f"no OpenSSH server here: {PACKAGE_HINT}"
-        if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
-            pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
-        pytest.skip(message)
-    root = tmp_path_factory.mktemp("far-root")
-    server = Server(sshd, forwarding="local", extra_config=(
-        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
-        "ROADMAP_DEV_UNLOCKED=1",)).start()
-    server.far_root = root
+    server = far_side(tmp_path_factory.mktemp("far-root"))
     try:
         yield server
     finally:
