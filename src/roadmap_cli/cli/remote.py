@@ -124,7 +124,11 @@ def check(
     home = context.current().home
     remote = remotes.get(home, name)
     # This build's managed venv there, once a first `grade --on` made it, is what every later grade runs with.
-    facts = remotes.check(home, name, timeout_s=timeout, tag=build_tag(home)[0])
+    try:
+        tag = build_tag(home)[0]
+    except (OSError, ImportError, ValueError):  # no build to name (a broken install): the far python is probed
+        tag = None
+    facts = remotes.check(home, name, timeout_s=timeout, tag=tag)
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):
