@@ -118,6 +118,10 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         built = subprocess.run([str(venv_python), "-c", "import torch, typer, pip; print(torch.__version__, "
                                 "torch.version.cuda)"], capture_output=True, text=True, timeout=120)
         assert built.stdout.split() == ["2.13.0+cpu", "None"], built
+        # `remote check` now probes that venv, what every later grade runs with: torch is there.
+        checked = run_cli("remote", "check", "bare", "--json").json()["data"]
+        assert checked["executable"] == str(venv_python) and checked["managed_venv"] == str(venv_python.parents[1])
+        assert checked["torch"] == "2.13.0+cpu" and checked["torch_install"] is None, checked
 
         # The second grade reuses it: nothing installed, nothing from pip.
         (adder_workspace / "adder.py").write_text("def add(a, b):\n    return a + b\n")
