@@ -145,6 +145,22 @@ def fake_labs(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
+def wall():
+    """The OS wall (grading_kit/oswall.py), or a skip naming why bubblewrap cannot run here; a failure
+    instead where CI says it must (ROADMAP_REQUIRE_BWRAP=1)."""
+    from roadmap_cli.grading_kit import oswall
+
+    oswall._probe.cache_clear()
+    if oswall._probe()[0] is None:
+        why = oswall._probe()[1]
+        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
+            pytest.fail(f"{why} (ROADMAP_REQUIRE_BWRAP=1: CI must run these tests)", pytrace=False)
+        pytest.skip(why)
+    yield oswall
+    oswall._probe.cache_clear()
+
+
+@pytest.fixture
 def adder_workspace(fake_labs, run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A freshly started workspace of the fixture lab `adder` (its starter
     files), made the current directory."""

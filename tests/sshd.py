@@ -111,3 +111,27 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
         if self._reaper is not None:
             self._reaper.release()
+
+
+FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"
+
+
+def far_side(root: Path, *, more_env: tuple[str, ...] = ()) -> Server:
+    """The `grade --on` tests' remote (test_grade_on.py, test_grade_on_bare.py): a started loopback sshd
+    that forwards to unix sockets (the far agent), whose sessions grade as this suite's local grades do
+    (SetEnv: the managed folder ROOT, the fixture labs, ROADMAP_DEVICE=cpu, ROADMAP_DEV_UNLOCKED=1, and
+    `more_env` NAME=VALUE words). Without an OpenSSH server the test is skipped, or fails where CI must
+    run it (ROADMAP_REQUIRE_SSHD=1). `server.far_root` is ROOT; the caller stops the server."""
+    import pytest
+
+    sshd = find_sshd()
+    if sshd is None:
+        message = f"no OpenSSH server here: {PACKAGE_HINT}"
+        if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
+            pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
+        pytest.skip(message)
+    server = Server(sshd, forwarding="local", extra_config=(
+        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
+        "ROADMAP_DEV_UNLOCKED=1" + "".join(f" {word}" for word in more_env),)).start()
+    server.far_root = root
+    return server

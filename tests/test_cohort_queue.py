@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from cohort_helpers import add_learner as _add_learner, as_login as _as, sql as _sql
+
 PASSWORD = "queue-Pa55word-long"
 _counter = itertools.count()
 RIGHT = "def add(a, b):\n    return a + b\n"
@@ -42,29 +44,6 @@ def cohort(pg_cluster, fake_labs, monkeypatch: pytest.MonkeyPatch):
     pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     for role in [*info["learners"], teacher]:
         pg_cluster.admin(f'DROP ROLE IF EXISTS "{role}"')
-
-
-def _as(monkeypatch, url: str) -> None:
-    from roadmap_cli import context
-
-    monkeypatch.setenv("DATABASE_URL", url)
-    context.reset()
-
-
-def _sql(url: str):
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                           autocommit=True)
-
-
-def _add_learner(run_cli, cohort, name: str) -> str:
-    result = run_cli("cohort", "add-learner", name, "--json")
-    assert result.exit_code == 0, result
-    cohort["learners"].append(name)
-    return result.json()["data"]["database_url"]
 
 
 class WorkerProc:
@@ -315,3 +294,55 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_grade_that_ran_and_failed_and_one_that_could_not_run_have_two_names(run_cli, cohort, monkeypatch,
+                                                                              tmp_path):
+    """"failed" is an attempt's outcome (the grade ran, a test failed); a submission the worker could not
+    grade at all is "not-graded", in `submissions`, its counts, --json and the worker's events."""
+    from roadmap_cli.store.values import SUBMISSION_STATUSES
+
+    assert SUBMISSION_STATUSES == ("queued", "running", "done", "not-graded")
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    (ws / "adder.py").write_text(WRONG)
+    monkeypatch.chdir(ws)
+    assert run_cli("submit", "adder").exit_code == 0
+    assert run_cli("submit", "adder").exit_code == 0
+    with _sql(cohort["url"]) as conn:  # the second snapshot is unreadable: it cannot be graded
+        conn.execute("UPDATE roadmap_submissions SET files = 'not a tar' WHERE id = (SELECT max(id) FROM "
+                     "roadmap_submissions)")
+    worker = WorkerProc(cohort["url"], tmp_path / "worker")
+    try:
+        worker.wait_for(lambda e: e["event"] == "graded", 120)
+        not_graded = worker.wait_for(lambda e: e["event"] == "not-graded", 120)
+        worker.proc.send_signal(signal.SIGINT)
+        assert worker.proc.wait(60) == 0
+    finally:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+    assert not worker.kinds("failed") and not_graded["message"]
+    data = run_cli("submissions", "--json").json()["data"]
+    assert data["counts"] == {"queued": 0, "running": 0, "done": 1, "not-graded": 1}
+    assert [(s["status"], s["outcome"]) for s in data["submissions"]] == [("not-graded", None), ("done", "failed")]
+    text = run_cli("submissions").stdout
+    assert "done 1, not graded 1" in text and "not graded (the worker could not grade it):" in text, text
+    assert "done: failed 0/" in text and "failed:" not in text.replace("done: failed", "")
+
+    # A cohort from before: its queue says 'failed' for what could not run; the migration renames it.
+    from roadmap_cli.store import migrations
+
+    with _sql(cohort["url"]) as conn:
+        conn.execute("ALTER TABLE roadmap_submissions DROP CONSTRAINT roadmap_submissions_status_check")
+        conn.execute("UPDATE roadmap_submissions SET status = 'failed' WHERE status = 'not-graded'")
+        conn.execute("ALTER TABLE roadmap_submissions ADD CONSTRAINT roadmap_submissions_status_check "
+                     "CHECK (status IN ('queued', 'running', 'done', 'failed'))")
+        conn.execute("DELETE FROM schema_migrations WHERE version = %s", (migrations.LATEST,))
+    _as(monkeypatch, cohort["url"])
+    assert run_cli("db", "status").exit_code == 0  # the instructor migrates
+    with _sql(cohort["url"]) as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT status FROM roadmap_submissions")) == ["done", "not-graded"]
+        import psycopg
+
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE roadmap_submissions SET status = 'failed'")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from cohort_helpers import add_learner as _add, as_login as _as, sql as _sql
+
 PASSWORD = "teach-Pa55word-long"
 _counter = itertools.count()
 
@@ -37,29 +39,6 @@ def cohort(pg_cluster, monkeypatch: pytest.MonkeyPatch):
     pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     for role in [*info["learners"], teacher]:
         pg_cluster.admin(f'DROP ROLE IF EXISTS "{role}"')
-
-
-def _add(run_cli, cohort, name: str) -> str:
-    result = run_cli("cohort", "add-learner", name, "--json")
-    assert result.exit_code == 0, result
-    cohort["learners"].append(name)
-    return result.json()["data"]["database_url"]
-
-
-def _as(monkeypatch, url: str) -> None:
-    from roadmap_cli import context
-
-    monkeypatch.setenv("DATABASE_URL", url)
-    context.reset()
-
-
-def _sql(url: str):
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                           autocommit=True)
 
 
 def test_each_learner_reads_and_writes_only_their_own_rows(run_cli, cohort, monkeypatch, tmp_path: Path):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pg_writer import fake_run
+from cohort_helpers import add_learner as _add, as_login as _as, sql as _sql
 
 PASSWORD = "verified-Pa55word-long"
 _counter = itertools.count()
@@ -37,29 +38,6 @@ def cohort(pg_cluster, fake_labs, monkeypatch: pytest.MonkeyPatch):
     pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     for role in [*info["learners"], teacher]:
         pg_cluster.admin(f'DROP ROLE IF EXISTS "{role}"')
-
-
-def _as(monkeypatch, url: str) -> None:
-    from roadmap_cli import context
-
-    monkeypatch.setenv("DATABASE_URL", url)
-    context.reset()
-
-
-def _sql(url: str):
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                           autocommit=True)
-
-
-def _add(run_cli, cohort, name: str) -> str:
-    result = run_cli("cohort", "add-learner", name, "--json")
-    assert result.exit_code == 0, result
-    cohort["learners"].append(name)
-    return result.json()["data"]["database_url"]
 
 
 def _worker_records(learner: str, *, score: float = 10.0) -> int:
@@ -339,3 +317,65 @@ def test_red_team_routes_a_forged_claim_passes_no_lab_and_breaks_no_board(run_cl
     assert board.exit_code == 0 and "Traceback" not in board.stderr, board
     assert [e["learner"] for e in board.json()["data"]["self_graded"]] == [mallory]
     assert run_cli("cohort", "export").exit_code == 0
+
+
+def _worker_records_a_failure(learner: str) -> int:
+    """What `roadmap worker` records for `learner` when the submitted files fail every part: verified, 0 points."""
+    from roadmap_cli import context
+    from roadmap_cli.grading.grade import attempt_writer
+    from roadmap_cli.labs.spec import find_lab
+
+    context.reset()
+    lab = find_lab("adder")
+    run = fake_run(lab, 0, 0)
+    run.parts[0].status, run.parts[0].points, run.tests[0].outcome = "failed", 0.0, "failed"
+    run.outcome, run.score, run.sandbox = "failed", 0.0, "strong"
+    store = context.current().store()
+    attempt_id, _ = store.write_sql(attempt_writer(lab, run, None, None, learner=learner, graded_on="worker:gpu1",
+                                                   verified=True))
+    return attempt_id
+
+
+def test_a_learner_whose_verified_attempts_all_failed_is_attempted_not_not_started(run_cli, cohort, monkeypatch,
+                                                                                   tmp_path: Path):
+    assert run_cli("db", "status").exit_code == 0
+    ada = f"ada{cohort['n']}"
+    ada_url = _add(run_cli, cohort, ada)
+    _worker_records_a_failure(ada)
+    _worker_records_a_failure(ada)
+    _as(monkeypatch, cohort["url"])
+    data = run_cli("cohort", "board", "adder", "--json").json()["data"]
+    [entry] = [e for g in data["devices"] for e in g["learners"]]
+    assert entry["learner"] == ada and entry["attempts"] == 2 and entry["best_score"] == 0.0
+    assert entry["lab_state"] == "in-progress" and entry["lab_state_text"] == "attempted, failing", entry
+    text = run_cli("cohort", "board", "adder").stdout
+    assert "not-started" not in text and "lab attempted, failing (0/" in text and "best attempt 0/" in text, text
+
+    # Her history says which attempts the server vouches for and which are her own machine's claim.
+    _as(monkeypatch, ada_url)
+    assert run_cli("lab", "start", "adder", "--dir", str(tmp_path / "ws-ada")).exit_code == 0
+    (tmp_path / "ws-ada" / "adder.py").write_text(RIGHT)
+    monkeypatch.chdir(tmp_path / "ws-ada")
+    assert run_cli("grade").exit_code in (0, 1)
+    history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
+    assert [a["kind"] for a in history] == ["self-graded", "verified", "verified"]
+    out = run_cli("lab", "history", "adder").stdout
+    assert out.count("verified") == 2 and out.count("self-graded") == 1, out
+
+
+def test_solo_history_attempts_are_the_learners_own_and_say_nothing_of_verification(run_cli, adder_workspace,
+                                                                                      monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert run_cli("grade").exit_code in (0, 1)
+    history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
+    assert [a["kind"] for a in history] == ["own"]
+    out = run_cli("lab", "history", "adder").stdout
+    assert "verified" not in out and "self-graded" not in out
+
+
+def test_a_solo_learner_whose_attempts_all_failed_is_attempted_on_the_board(run_cli, adder_workspace, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert run_cli("grade", "--json").json()["data"]["score"] == 0  # the starter: every part fails
+    [entry] = [e for g in run_cli("cohort", "board", "adder", "--json").json()["data"]["devices"]
+               for e in g["learners"]]
+    assert entry["lab_state"] == "in-progress" and entry["lab_state_text"] == "attempted, failing", entry

@@ -146,21 +146,7 @@ WALL_REASON = ("the OS wall does not yet show an allow-list view nor unshare the
 
 
 @pytest.fixture
-def strong_wall():
-    from roadmap_cli.grading_kit import oswall
-
-    oswall._probe.cache_clear()
-    if oswall._probe()[0] is None:
-        why = oswall._probe()[1]
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(f"{why} (ROADMAP_REQUIRE_BWRAP=1: CI must run these tests)", pytrace=False)
-        pytest.skip(why)
-    yield
-    oswall._probe.cache_clear()
-
-
-@pytest.fixture
-def instructor(pg_cluster, fake_labs, strong_wall, monkeypatch: pytest.MonkeyPatch):
+def instructor(pg_cluster, fake_labs, wall, monkeypatch: pytest.MonkeyPatch):  # `wall`: conftest.py
     """A cohort database owned by an instructor whose password is a fresh secret, and the instructor's HOME
     (outside /tmp, as a real home is) holding it in ~/.pgpass."""
     n = f"{os.getpid()}_{next(_counter)}"

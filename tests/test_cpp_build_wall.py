@@ -11,7 +11,6 @@ against its recorded sha256 on use.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,15 +34,10 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def walled_grade(tmp_path: Path):
-    """The grader side of a grade behind the wall, as the plugin configures it."""
+def walled_grade(wall, tmp_path: Path):
+    """The grader side of a grade behind the wall (conftest.py's `wall`), as the plugin configures it."""
     from roadmap_cli.grading_kit import oswall, sandbox
 
-    oswall._probe.cache_clear()
-    if oswall._probe()[0] is None:
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(oswall._probe()[1], pytrace=False)
-        pytest.skip(oswall._probe()[1])
     sandbox.configure({"os_wall": {"read_only": oswall.python_runtime(), "hide": oswall.runtime_hides(),
                                    "read_write": [], "cwd": "/"}})
     yield

@@ -24,24 +24,12 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"  # not imported from conftest: two conftest modules share that name
-
 
 @pytest.fixture(scope="module")
 def far(tmp_path_factory):
-    from sshd import PACKAGE_HINT, Server, find_sshd
+    from sshd import far_side
 
-    sshd = find_sshd()
-    if sshd is None:
-        message = f"no OpenSSH server here: {PACKAGE_HINT}"
-        if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
-            pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
-        pytest.skip(message)
-    root = tmp_path_factory.mktemp("far-root")
-    server = Server(sshd, forwarding="local", extra_config=(
-        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
-        "ROADMAP_DEV_UNLOCKED=1",)).start()
-    server.far_root = root
+    server = far_side(tmp_path_factory.mktemp("far-root"))
     try:
         yield server
     finally:
@@ -435,3 +423,64 @@ def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(rem
     rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
         "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
     assert rows == [("box", "failed"), ("box", "passed"), ("box", "failed")]
+
+
+def test_remote_check_after_a_first_grade_probes_the_managed_venv(remote, run_cli, roadmap_home: Path):
+    """Before any grade, `remote check` probes the far python (test_grade_on_bare.py); after the first
+    `grade --on` made the managed venv, it probes that venv (what every later grade runs with), and says so."""
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    after = run_cli("remote", "check", "box", "--json")
+    assert after.exit_code == 0, after
+    data = after.json()["data"]
+    venv = next(remote.far_root.glob("envs/*/ready")).parent
+    assert data["executable"] == str(venv / "bin" / "python") and data["managed_venv"] == str(venv), data
+    assert data["torch"] and data["torch_install"] is None  # the venv's torch, nothing left to install
+    out = run_cli("remote", "check", "box").stdout
+    assert f"managed venv {venv}" in out, out
+
+
+def test_remote_remove_stops_the_far_agent_even_when_the_shared_connection_is_closed(remote, run_cli,
+                                                                                     roadmap_home: Path):
+    from roadmap_cli import remotes
+
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    agent = _agent(remote.far_root)
+    box = remotes.get(roadmap_home, "box")
+    remotes.close_shared(roadmap_home, box)  # ControlPersist ran out, or the laptop slept: no shared connection
+    assert _wait_for(lambda: _masters(roadmap_home) == [], 10)
+    result = run_cli("remote", "remove", "box", "--json")
+    assert result.exit_code == 0, result
+    assert result.json()["data"]["far_agent"] == "stopped"
+    assert _wait_for(lambda: agent not in _agents(remote.far_root), 15), _agents(remote.far_root)
+    assert _masters(roadmap_home) == []  # the login that stopped it left no connection behind
+    run_cli("remote", "add", "box", remote.url, "--python", sys.executable)  # for the fixture's teardown
+
+
+def test_remote_remove_of_an_unreachable_host_removes_it_and_says_so_in_one_line(remote, run_cli,
+                                                                                 roadmap_home: Path):
+    from sshd import free_port
+
+    assert run_cli("grade", "--on", "box").exit_code == 1
+    _agent(remote.far_root)
+    # The box moved (or is down): its agent cannot be reached to be stopped.
+    run_cli("remote", "add", "box", f"ssh://{remote.user}@127.0.0.1:{free_port()}", "--replace",
+            "--python", sys.executable)
+    from roadmap_cli.grading import remote_grade
+
+    assert remote_grade._agent_state(roadmap_home, remotes_get(roadmap_home, "box")).get("socket")
+    result = run_cli("remote", "remove", "box")
+    assert result.exit_code == 0, result
+    assert "Removed remote box" in result.stdout
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "could not reach box to stop its far agent" in lines[0], result.stderr
+    assert "stops by itself after 15 idle minutes" in lines[0] and "Traceback" not in result.stderr
+    assert run_cli("remote", "list", "--json").json()["data"]["remotes"] == []
+    for pid in _agents(remote.far_root):  # the test's own far agent: not left for the next tests
+        os.kill(pid, signal.SIGTERM)
+    run_cli("remote", "add", "box", remote.url, "--python", sys.executable)  # for the fixture's teardown
+
+
+def remotes_get(home: Path, name: str):
+    from roadmap_cli import remotes
+
+    return remotes.get(home, name)

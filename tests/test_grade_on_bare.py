@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"
 TORCH_SPEC = "torch==2.13.0"  # the CPU wheel that lies on this kind of machine's disk (pip's find-links)
 
 
@@ -63,24 +62,16 @@ def _python_without_ensurepip(folder: Path, python: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def bare_far(tmp_path_factory):
-    from sshd import PACKAGE_HINT, Server, find_sshd
+    from sshd import far_side
 
-    sshd = find_sshd()
-    if sshd is None:
-        message = f"no OpenSSH server here: {PACKAGE_HINT}"
-        if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
-            pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
-        pytest.skip(message)
-    root = tmp_path_factory.mktemp("bare-far-root")
     pythons = tmp_path_factory.mktemp("bare-pythons")
     bare = _bare_python(pythons / "bare")
     # The far side's pip configuration, as a box behind a mirror has it (a login there gets no PIP_* of ours).
-    pip_env = [f'{k}="{v}"' for k, v in os.environ.items() if k in ("PIP_FIND_LINKS", "PIP_INDEX_URL",
-                                                                     "PIP_EXTRA_INDEX_URL", "PIP_CERT")]
-    server = Server(sshd, forwarding="local", extra_config=(
-        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
-        "ROADMAP_DEV_UNLOCKED=1 " + " ".join(pip_env),)).start()
-    server.far_root, server.bare, server.no_venv = root, bare, _python_without_ensurepip(pythons, bare)
+    pip_env = tuple(f'{k}="{v}"' for k, v in os.environ.items() if k in ("PIP_FIND_LINKS", "PIP_INDEX_URL",
+                                                                          "PIP_EXTRA_INDEX_URL", "PIP_CERT"))
+    server = far_side(tmp_path_factory.mktemp("bare-far-root"), more_env=pip_env)
+    root = server.far_root
+    server.bare, server.no_venv = bare, _python_without_ensurepip(pythons, bare)
     try:
         yield server
     finally:
@@ -127,6 +118,10 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         built = subprocess.run([str(venv_python), "-c", "import torch, typer, pip; print(torch.__version__, "
                                 "torch.version.cuda)"], capture_output=True, text=True, timeout=120)
         assert built.stdout.split() == ["2.13.0+cpu", "None"], built
+        # `remote check` now probes that venv, what every later grade runs with: torch is there.
+        checked = run_cli("remote", "check", "bare", "--json").json()["data"]
+        assert checked["executable"] == str(venv_python) and checked["managed_venv"] == str(venv_python.parents[1])
+        assert checked["torch"] == "2.13.0+cpu" and checked["torch_install"] is None, checked
 
         # The second grade reuses it: nothing installed, nothing from pip.
         (adder_workspace / "adder.py").write_text("def add(a, b):\n    return a + b\n")

@@ -181,3 +181,40 @@ def test_one_attempt_numbering_per_learner_per_lab(run_cli, tmp_path, monkeypatc
     with context.current().store().session() as s:
         evidence = {row.checkpoint_id: row.evidence for row in s.exec(select(CheckpointProgress)) if row.learner == "me"}
     assert evidence["fake-add"] == "grade attempt #1 of adder", evidence
+
+
+def test_after_several_failures_the_hint_goes_to_the_first_part_still_failing_in_part_order(
+        run_cli, tmp_path, monkeypatch) -> None:
+    """Whole grades fail add and mul; the learner then grades mul alone, twice, and it fails: the next hint
+    is for add (the first part still failing, in part order), and the offer names the exact command for
+    mul's. Once add passes, the hint goes to mul, never to the part that just passed."""
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    run_cli("grade")
+    run_cli("grade")
+    run_cli("grade", "--part", "mul")
+    offer = run_cli("grade", "--part", "mul").stdout
+    assert "mul failed twice in a row: `roadmap lab hint --part mul` has a hint for it" in offer, offer
+    hint = run_cli("lab", "hint", "--json").json()["data"]
+    assert hint["for_part"] == "add" and hint["index"] == 1 and not hint["other_part"], hint
+    shutil.copy(ADDER / "solution" / "adder.py", ws / "adder.py")
+    assert run_cli("grade", "--part", "add").exit_code == 0  # add just passed
+    after = run_cli("lab", "hint", "--json").json()["data"]
+    assert after["for_part"] == "mul" and after["index"] == 2, after
+
+
+def test_watch_h_gives_the_hint_for_the_part_watch_is_on(run_cli, tmp_path, monkeypatch) -> None:
+    """`watch --part mul`, `h`: mul's hint, though add (earlier in part order) is failing too."""
+    import io
+
+    from roadmap_cli import context
+    from roadmap_cli.grading.watch import Watcher
+
+    ws = _start(run_cli, tmp_path, "adder")
+    monkeypatch.chdir(ws)
+    run_cli("grade")  # add and mul fail
+    context.reset()
+    out = io.StringIO()
+    watcher = Watcher(context.current(), None, ws, part="mul", out=out)
+    watcher._hint()
+    assert "Hint 1/2 (mul)" in out.getvalue(), out.getvalue()

@@ -28,20 +28,6 @@ RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 
 
 @pytest.fixture
-def wall():
-    from roadmap_cli.grading_kit import oswall
-
-    oswall._probe.cache_clear()
-    if oswall._probe()[0] is None:
-        why = oswall._probe()[1]
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(f"{why} (ROADMAP_REQUIRE_BWRAP=1: CI must run these tests)", pytrace=False)
-        pytest.skip(why)
-    yield oswall
-    oswall._probe.cache_clear()
-
-
-@pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the fixture project (labs/, kernels/) with a .git folder, like a checkout."""
     root = tmp_path / "project"

@@ -125,3 +125,24 @@ def test_the_rule_itself() -> None:
     assert (gpu_only["state"], gpu_only["state_text"]) == ("in-progress", "in-progress (every part needs a CUDA GPU)")
     failed_a = [{"id": "a", "status": "failed", "points": 0}]
     assert passed_parts([("passed", only_a), ("failed", failed_a)]) == {"a": 10.0}
+
+
+def test_the_attempts_that_can_pass_a_part_are_selected_in_one_place():
+    """cohort status, the grade's checkpoint proof and lab status read the same attempts
+    (labs/passing.passing_attempts_sql): counted, scored, and in a cohort optionally the worker's only."""
+    import sqlite3
+
+    from roadmap_cli.labs.passing import passing_attempts_sql
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE grade_attempts (id INTEGER, learner TEXT, outcome TEXT, score REAL, verified BOOLEAN)")
+    db.executemany("INSERT INTO grade_attempts VALUES (?, ?, ?, ?, ?)", [
+        (1, "ada", "passed", 10, 1), (2, "ada", "failed", 5, 0), (3, "ada", "timeout", 10, 1),
+        (4, "ada", "interrupted", 10, 1), (5, "ada", "failed", 0, 1), (6, "bob", "passed", 10, 1)])
+
+    def ids(sql: str) -> list[int]:
+        return [r[0] for r in db.execute(sql.replace(":learner", "'ada'"))]
+
+    assert ids(passing_attempts_sql("id", where="learner = :learner")) == [1, 2]
+    assert ids(passing_attempts_sql("id", where="learner = :learner", verified_only=True)) == [1]
+    assert ids(passing_attempts_sql("id", verified_only=True)) == [1, 6]

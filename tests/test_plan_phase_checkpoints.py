@@ -33,6 +33,7 @@ plans:
         number: 2
         title: {zh: 推理引擎, en: Inference engines}
         span: {zh: 7-14 个月, en: months 7-14}
+        start_month: 0
         checkpoints:
           - {id: lp-p2-explain-graphs, kind: explain, text: {zh: 解释计算图, en: Explain compute graphs}}
           - id: lp-p2-build-adder
@@ -59,12 +60,14 @@ def test_status_shows_phase_checkpoints_apart_from_the_stages(run_cli, tmp_path:
     assert "Plan phases" in text and "P2 Inference engines (months 7-14): 1/2" in text
 
 
-def test_next_suggests_phase_work_beside_the_stages(run_cli, tmp_path: Path):
+def test_next_suggests_phase_work_in_curriculum_order(run_cli, tmp_path: Path):
+    """A phase's checkpoints take their place by the phase's start month among the stages (by their planned
+    weeks): a phase that starts with the plan comes after the first stage's work, a later one later."""
     path = _write(tmp_path)
-    actions = run_cli("--curriculum", path, "next", "-n", "3", "--json").json()["data"]
-    assert [a["checkpoint_id"] for a in actions] == ["s1-a", "s1-b", "lp-p2-explain-graphs"]
+    actions = run_cli("--curriculum", path, "next", "-n", "5", "--json").json()["data"]
+    assert [a["checkpoint_id"] for a in actions] == ["s1-a", "s1-b", "s1-c", "s1-d", "lp-p2-explain-graphs"]
     assert actions[-1]["stage"] is None and actions[-1]["phase"] == "long-plan/p2-engines"
-    shown = run_cli("--curriculum", path, "next", "-n", "3").stdout
+    shown = run_cli("--curriculum", path, "next", "-n", "5").stdout
     assert "Phase: Inference engines" in shown
     # with every stage checkpoint done, the phases take every slot
     for cid in ("s1-a", "s1-b", "s1-c", "s1-d"):
@@ -75,6 +78,29 @@ def test_next_suggests_phase_work_beside_the_stages(run_cli, tmp_path: Path):
     assert run_cli("--curriculum", path, "uncheck", "s1-d").exit_code == 0
     assert [a["checkpoint_id"] for a in run_cli("--curriculum", path, "next", "-n", "1", "--json").json()["data"]] \
         == ["s1-d"]
+    # A phase that starts later than the stages (month 7: after stage 2's 4+4 weeks) waits for them.
+    later = _write(tmp_path, PHASED.replace("start_month: 0", "start_month: 7").replace(
+        "plans:", "  - number: 2\n    id: two\n    title: {zh: 二, en: Two}\n    goal: {zh: 二, en: Two}\n"
+        "    planned_weeks: 40\n    checkpoints:\n      - {id: s2-a, kind: explain, text: {zh: 甲, en: A2}}\n"
+        "plans:").replace("planned_weeks: 2", "planned_weeks: 4"))
+    for cid in ("s1-a", "s1-b", "s1-c"):
+        assert run_cli("--curriculum", later, "uncheck", cid).exit_code == 0
+    ids = [a["checkpoint_id"] for a in run_cli("--curriculum", later, "next", "-n", "9", "--json").json()["data"]]
+    assert ids == ["s1-a", "s1-b", "s1-c", "s1-d", "s2-a", "lp-p2-explain-graphs", "lp-p2-build-adder"], ids
+
+
+def test_next_on_day_one_follows_the_shipped_curriculum(run_cli):
+    """The shipped plans: seed 002's phase 2 (months 7-14) is not day-one work; it comes once stage 7's
+    work (planned from week 30) is reached, before stage 8's."""
+    day_one = run_cli("next", "--json").json()["data"]
+    assert [a["stage"] for a in day_one] == [1] * len(day_one) and all(a["phase"] is None for a in day_one)
+    assert all(a["phase"] is None for a in run_cli("status", "--json").json()["data"]["next"])
+    every = run_cli("next", "-n", "200", "--json").json()["data"]
+    first_phase = next(i for i, a in enumerate(every) if a["phase"])
+    assert every[first_phase]["phase"] == "infra-28-months/p2-inference-engine"
+    assert every[first_phase - 1]["stage"] == 7 and every[-1]["phase"], every[first_phase - 1]
+    stages = [a["stage"] for a in every if a["stage"]]
+    assert stages == sorted(stages) and 8 in stages[stages.index(7):]
 
 
 def test_a_phase_checkpoint_that_looks_like_a_stages_is_refused(run_cli, tmp_path: Path):

@@ -205,3 +205,26 @@ def test_quiz_unreadable_unit_is_refused_and_asked_again_never_scored(run_cli, c
     assert result.exit_code == 0, result
     assert "'gb' is ambiguous" in result.stdout and "expected 140" not in result.stdout
     assert f"quiz {len(questions)}/{len(questions)}  passed" in result.stdout
+
+
+def test_quiz_text_wraps_at_the_terminal_width_with_indented_continuations(cur):
+    """At a 40-column terminal, the question, its options and the verdict's feedback wrap at 40 columns
+    (between words), and an option's or a feedback line's continuation stays under its own indent."""
+    import io
+
+    from roadmap_cli.cli.quiz_prompt import show_question, show_verdict
+    from roadmap_cli.output import AdaptiveConsole
+    from roadmap_cli.quiz.checking import Verdict
+
+    out = io.StringIO()
+    console = AdaptiveConsole(file=out, force_terminal=True, width=40, color_system=None, highlight=False)
+    question = next(q for q in cur.quiz_for(CP).questions if q.kind == "choice")
+    show_question(console, question, "en", "[1/3]")
+    long = "the scaled dot product divides by the square root of the key dimension so that softmax stays soft"
+    show_verdict(console, Verdict(question.id, "choice", "B", False, 1, "C", [long, long]))
+    lines = out.getvalue().splitlines()
+    assert lines and max(len(line) for line in lines) <= 40, [line for line in lines if len(line) > 40]
+    feedback = lines[lines.index(next(line for line in lines if line.startswith("✗"))) + 1:]
+    assert len(feedback) > 2 and all(line.startswith("  ") for line in feedback), feedback
+    options = [line for line in lines if line[:5].strip().endswith(")")]
+    assert options and all(line.startswith("  ") for line in options)

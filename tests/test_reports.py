@@ -330,3 +330,35 @@ def test_markdown_blocks_are_separated(run_cli, month):
     for i, line in enumerate(lines[1:], 1):
         if line.startswith(("#", "**", "| Date", "| Part", "| Kernel", "| Week", "| Target", "![")):
             assert lines[i - 1] == "", f"line {i + 1} {line!r} follows {lines[i - 1]!r}"
+
+
+def test_report_wording_interpreter_only_for_triton_labs_and_one_day_singular(run_cli, roadmap_home: Path):
+    """minigpt has no Triton: its CPU attempt is plain `cpu`; flash-attention's says "(Triton interpreter)".
+    One active day is "1 day"; a burn-up's y ticks are whole checkpoints."""
+    import re
+
+    from roadmap_cli.reports import svg
+
+    label, first, last = previous_month(date.today())
+    seed(roadmap_home, first, last)
+    import sqlalchemy as sa
+
+    from roadmap_cli.store import open_store
+
+    store = open_store(roadmap_home)
+    with store.connection() as conn:
+        conn.execute(sa.text("UPDATE grade_attempts SET outcome = 'failed', interpret_mode = 1 "
+                             "WHERE lab_id = 'minigpt'"))
+    store.engine.dispose()
+    text = run_cli("report", "--month", label).stdout
+    labs = {block.split("\n", 1)[0]: block for block in text.split("### ")[1:]}
+    minigpt = next(b for head, b in labs.items() if "(minigpt)" in head)
+    flash = next(b for head, b in labs.items() if "(flash-attention)" in head)
+    assert "device cpu;" in minigpt and "interpreter" not in minigpt, minigpt
+    assert "device cpu (Triton interpreter);" in flash, flash
+    cal = svg.calendar("c", {"columns": [], "total": 5, "active_days": 1, "weeks_met": 0, "weeks": []})
+    assert "5 logged on 1 day;" in cal, cal
+    chart = svg.line_chart("b", [svg.SvgSeries("plan", [(0, 0.0), (1, 14.5)])], x_label="x", y_label="y",
+                           y_min=0, y_integer=True)
+    ticks = re.findall(r'text-anchor="end" font-size="11"[^>]*>([^<]+)</text>', chart)
+    assert ticks and all(t.isdigit() for t in ticks), ticks

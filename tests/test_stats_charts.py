@@ -169,3 +169,21 @@ def test_legends_wrap_instead_of_being_cut_at_the_chart_width():
     assert all(f"{s.marker} {s.label}" in text for s in series)  # every lab named, none cut
     bars = bar_chart("hours", [("2026-W49", 2.5)], unit="h", width=60, target=(10, 15))
     assert all(len(line) <= 60 for line in bars) and "7.5 h short of the minimum" in "\n".join(bars)
+
+
+def test_integer_counts_get_integer_ticks(run_cli, roadmap_home: Path):
+    """The burn-up counts checkpoints: its axis reads whole numbers even where the plan line is fractional."""
+    import re
+    from datetime import date, timedelta
+
+    from roadmap_cli.reports.textchart import TextSeries, line_chart
+
+    lines = line_chart("t", [TextSeries("plan", [(0, 0.0), (10, 14.5)])], x_label="x", y_label="n",
+                       y_integer=True)
+    assert lines[2].split()[0] == "15" and "14.5" not in "\n".join(lines)
+    start = (date.today() - timedelta(weeks=12)).isoformat()
+    assert run_cli("init", "--start-date", start).exit_code == 0
+    out = run_cli("stats").stdout
+    burnup = out[:out.index("Study hours")]
+    ticks = re.findall(r"^\s*(\S+) [┤┼]", burnup, flags=re.M)
+    assert ticks and all(t.isdigit() for t in ticks), ticks

@@ -51,16 +51,6 @@ def workspace(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     detect_device.cache_clear()
 
 
-@pytest.fixture
-def wall():
-    from roadmap_cli.grading_kit import oswall
-
-    if oswall._probe()[0] is None:
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(oswall._probe()[1], pytrace=False)
-        pytest.skip(oswall._probe()[1])
-
-
 def _site() -> Path:
     return Path(next(p for p in site.getsitepackages() if os.path.isdir(p)))
 

@@ -27,7 +27,8 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
-from roadmap_cli.labs.passing import lab_verdict, passed_parts
+from roadmap_cli.labs.passing import (OWN, SELF_GRADED, VERIFIED, attempt_kind, lab_verdict, passed_parts,
+                                      passing_attempts_sql)
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 
 
@@ -75,9 +76,9 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
             done[learner].add(checkpoint)
         # In a cohort a lab counts as passed on verified attempts only (the worker's): a self-graded attempt is the
         # learner's claim (red team: a forged one listed the lab as passed). A solo file's attempts are its own.
-        only_verified = "" if conn.dialect.name == "sqlite" else " AND verified"
-        attempts = conn.execute(sa.text(
-            f"SELECT learner, lab_id, parts, outcome FROM cohort_grade_attempts WHERE score > 0{only_verified}")).all()
+        attempts = conn.execute(sa.text(passing_attempts_sql(
+            "learner, lab_id, parts, outcome", table="cohort_grade_attempts",
+            verified_only=conn.dialect.name != "sqlite"))).all()
         papers = dict(conn.execute(sa.text(
             "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
             "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())
@@ -147,16 +148,6 @@ def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
-# What an attempt on a board is worth (migration 11, store/roles.py):
-VERIFIED = "verified"  # a cohort worker graded the submitted files and the server recorded it
-SELF_GRADED = "self-graded"  # a cohort learner's own machine: its score, device and sandbox are the learner's claim
-OWN = "own"  # a solo (SQLite) file: one person's own attempts, nobody else to rank against or vouch to
-
-
-def attempt_kind(solo: bool, verified) -> str:
-    return OWN if solo else (VERIFIED if verified else SELF_GRADED)
-
-
 def lab_board(store, lab_id: str) -> dict:
     """Best result per learner for one lab. In a cohort only verified attempts are ranked (grouped by device
     model); self-graded ones are listed apart, by learner, as claims. A solo file ranks its own attempts."""
@@ -205,8 +196,10 @@ def _best_per(rows, key, kind: str) -> dict:
 
 def _with_lab_state(entry: dict, verdict: dict) -> dict:
     """The lab itself, by parts across the learner's attempts of this kind (labs/passing.py), whatever the best
-    attempt's scope: a one-part attempt never reads as a passed lab."""
-    return {**entry, "lab_state": verdict["state"], "lab_state_text": verdict["state_text"],
+    attempt's scope: a one-part attempt never reads as a passed lab. A learner on the board has attempts: with
+    no part passed yet, that is "attempted, failing" (their best beside it), never "not started"."""
+    text = "attempted, failing" if verdict["state"] == "in-progress" else verdict["state_text"]
+    return {**entry, "lab_state": verdict["state"], "lab_state_text": text,
             "lab_parts_passed": len(verdict["parts_passed"]),
             "lab_parts": len(verdict["parts_passed"]) + len(verdict["parts_open"])}
 
@@ -215,7 +208,8 @@ def _verdicts(rows, spec) -> dict[str, dict]:
     by_learner: dict[str, list] = defaultdict(list)
     for row in rows:
         by_learner[row.learner].append((row.outcome, row.parts))
-    return {learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None) for learner, mine in by_learner.items()}
+    return {learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None, n_attempts=len(mine))
+            for learner, mine in by_learner.items()}
 
 
 def _ranked_by_device(rows, solo: bool, spec) -> list[dict]:

@@ -117,7 +117,7 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
     `replace`: the rows `me` already has there are saved to a backup export under `home`, then deleted."""
     import sqlalchemy as sa
 
-    from roadmap_cli.transfer import OwnRows, _export, _tables, dumps, insert_own_history, write_backup
+    from roadmap_cli.transfer import OwnRows, _tables, insert_own_history
 
     tables = [t for t in _tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
@@ -126,13 +126,9 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
         raise UserError(f"this database holds the rows of {len(owners)} learners ({shown}); a learner's login ({me}) "
                         "can take only its own: copy with the login that owns the cohort's tables instead")
     own = OwnRows(dst, me)  # on a cohort login: not the server's records (grades, lab-proved checkpoints)
-    mine = own.count()
-    if mine and not replace:
-        raise UserError(f"{where} already holds {mine} rows of yours ({me}); a copy never merges: add --replace to "
-                        "replace them (a backup export of your rows there is saved first)")
-    if mine:
-        write_backup(home, dumps(_export(dst, learner=me)))
-        own.delete()  # row security limits it to `me` anyway
+    own.replace_or_refuse(home, replace=replace, refusal=lambda n: (  # row security limits it to `me` anyway
+        f"{where} already holds {n} rows of yours ({me}); a copy never merges: add --replace to replace them (a "
+        "backup export of your rows there is saved first)"))
     rows = {t.name: [dict(r) for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns)
                                                                           or list(t.columns)))).mappings()]
             for t in tables}

@@ -219,25 +219,36 @@ def _command(curriculum, cp, started_labs: frozenset[str] = frozenset()) -> str:
     return f"roadmap check {cp.id}"
 
 
+# Plan months against the stages' planned weeks: 52 weeks in 12 months.
+_WEEKS_PER_MONTH = 52 / 12
+
+
 def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5,
                  started_labs: frozenset[str] = frozenset()) -> list[NextAction]:
-    """The next unfinished checkpoints, each with the command that advances it.
+    """The next unfinished checkpoints in curriculum order, each with the command that advances it.
 
-    The stages' checkpoints come first, in curriculum order. When the plan
-    phases have checkpoints of their own (work the ten stages do not cover),
-    about a third of the suggestions (at least one) go to the first unfinished
-    ones of those, phase by phase: they run alongside the stages, and a list
-    that only ever showed stage work would hide them until all 46 are done.
+    The stages' checkpoints in their order; a plan phase's own checkpoints (work the ten stages do not
+    cover) take their place among them by when the phase starts: its `start_month` against the stages'
+    planned weeks (stage N starts after stages 1..N-1's planned_weeks), after the stage work planned from
+    the same week. So day one suggests stage 1, not a phase that starts in month 7; a phase that gives no
+    start month comes after the stages, as it does in the file.
     """
-    stage_work = [(cp, stage) for stage in curriculum.stages for cp in stage.checkpoints if cp.id not in done]
-    phase_work = [(plan, phase, cp) for plan, phase, cp in curriculum.phase_checkpoints() if cp.id not in done]
-    phase_slots = min(len(phase_work), max(1, limit // 3)) if limit >= 2 or not stage_work else 0
-    stage_slots = limit - phase_slots
-    if len(stage_work) < stage_slots:  # stage work is nearly done: the phases take what is left
-        phase_slots = min(len(phase_work), limit - len(stage_work))
-    actions = [NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang), _command(curriculum, cp, started_labs))
-               for cp, stage in stage_work[:limit - phase_slots]]
-    actions += [NextAction(cp.id, None, cp.kind, cp.text.get(lang), _command(curriculum, cp, started_labs),
-                           phase=f"{plan.id}/{phase.id}", phase_title=phase.title.get(lang))
-                for plan, phase, cp in phase_work[:phase_slots]]
-    return actions
+    order: list[tuple[float, int, NextAction]] = []
+    week = 0.0
+    for stage in curriculum.stages:
+        for cp in stage.checkpoints:
+            if cp.id not in done:
+                order.append((week, len(order), NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang),
+                                                            _command(curriculum, cp, started_labs))))
+        week += stage.planned_weeks
+    after_stages = week
+    for plan, phase, cp in curriculum.phase_checkpoints():
+        if cp.id in done:
+            continue
+        starts = after_stages if phase.start_month is None else phase.start_month * _WEEKS_PER_MONTH
+        order.append((starts, len(order), NextAction(cp.id, None, cp.kind, cp.text.get(lang),
+                                                     _command(curriculum, cp, started_labs),
+                                                     phase=f"{plan.id}/{phase.id}", phase_title=phase.title.get(lang))))
+    # A phase starting in the same week as a stage comes after that stage's work (ties: stage work first).
+    order.sort(key=lambda item: (item[0] + (1e-9 if item[2].stage is None else 0.0), item[1]))
+    return [action for _week, _n, action in order[:limit]]

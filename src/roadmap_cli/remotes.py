@@ -333,7 +333,8 @@ def key(home: Path, name: str) -> bytes:
 _PROBE = r'''
 import json, os, platform, shutil, subprocess, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "os": platform.platform(),
-       "hostname": platform.node(), "cpus": os.cpu_count()}
+       "hostname": platform.node(), "cpus": os.cpu_count(),
+       "managed_venv": sys.prefix if sys.argv[1:] == ["managed"] else None}
 try:
     usage = shutil.disk_usage(os.path.expanduser("~"))
     out["disk_free_bytes"] = usage.free
@@ -365,13 +366,20 @@ print("ROADMAP-PROBE " + json.dumps(out))
 _PROBE_MARK = "ROADMAP-PROBE "
 
 
-def _probe_command(python: Optional[str]) -> str:
+def _probe_command(python: Optional[str], tag: Optional[str] = None) -> str:
     """What the remote's login shell runs (the probe arrives on stdin), with the python `grade --on` uses
-    there (`remote add --python`, else python3 on the PATH). No such python is an answer, not a failure."""
+    there: the managed venv of this build (`tag`) once a first grade made it (grading/remote_agent.py's
+    ROOT/envs/TAG, `ready` when done), else the far python (`remote add --python`, else python3 on the PATH).
+    No such python is an answer, not a failure."""
     import shlex
 
     py = shlex.quote(python or "python3")
-    return f"command -v {py} >/dev/null 2>&1 && exec {py} - || echo 'ROADMAP-PROBE {{\"python\": null}}'"
+    probe = f"command -v {py} >/dev/null 2>&1 && exec {py} - || echo 'ROADMAP-PROBE {{\"python\": null}}'"
+    if not tag:
+        return probe
+    # The same ROOT the far agent computes (ROADMAP_REMOTE_ROOT where the far side sets it).
+    env = '"${ROADMAP_REMOTE_ROOT:-$HOME/.roadmap-remote}/envs/"' + shlex.quote(tag)
+    return f'v={env}; if [ -f "$v/ready" ] && [ -x "$v/bin/python" ]; then exec "$v/bin/python" - managed; fi; {probe}'
 
 
 @dataclass
@@ -393,6 +401,7 @@ class RemoteFacts:
     ensurepip: Optional[bool] = None  # False: a venv made there gets no pip (Debian's python3.X-venv missing)
     nvidia_driver: Optional[bool] = None
     torch_install: Optional[str] = None  # what a first `grade --on` installs there when torch is missing
+    managed_venv: Optional[str] = None  # the managed venv probed (a first `grade --on` made it), else None
 
     @property
     def gpu_model(self) -> Optional[str]:
@@ -415,14 +424,16 @@ def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
     return RemoteError(f"cannot reach remote {remote.name!r} ({remote.url}): {last}{hint}")
 
 
-def check(home: Path, name: str, *, timeout_s: float = 60) -> RemoteFacts:
+def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = None) -> RemoteFacts:
     """Connect once and report what the far side has: python, torch and its
-    CUDA, the GPU model and driver, free disk in the remote home."""
+    CUDA, the GPU model and driver, free disk in the remote home. `tag`: this
+    install's build (grading/remote_grade.build_tag): its managed venv there,
+    when a first `grade --on` made it, is the python probed."""
     remote = get(home, name)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(remote.ssh_argv(_probe_command(remote.python)), input=_PROBE, capture_output=True, text=True,
-                              timeout=timeout_s)
+        proc = subprocess.run(remote.ssh_argv(_probe_command(remote.python, tag)), input=_PROBE, capture_output=True,
+                              text=True, timeout=timeout_s)
     except FileNotFoundError:
         raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
                           "package openssh-client)") from None
@@ -437,9 +448,10 @@ def check(home: Path, name: str, *, timeout_s: float = 60) -> RemoteFacts:
         raise RemoteError(f"remote {name!r} answered, but its probe did not run (exit {proc.returncode}): {tail}")
     data = json.loads(line[len(_PROBE_MARK):])
     fields = {k: data.get(k) for k in ("python", "hostname", "os", "cpus", "torch", "torch_cuda", "cuda_available",
-                                       "gpus", "disk_free_bytes", "executable", "ensurepip", "nvidia_driver")}
+                                       "gpus", "disk_free_bytes", "executable", "ensurepip", "nvidia_driver",
+                                       "managed_venv")}
     facts = RemoteFacts(name=name, url=remote.url, reachable=True, round_trip_s=round(elapsed, 3), **fields)
-    if facts.python and not facts.torch:
+    if facts.python and not facts.torch and not facts.managed_venv:
         facts.torch_install = torch_install_plan(remote, bool(facts.nvidia_driver))
     return facts
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from roadmap_cli.errors import StoreError, UserError
 
@@ -200,13 +200,9 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
         raise UserError(f"the file holds rows of other learners ({shown}): on a shared database you can import only "
                         f"your own rows (you are {me!r}); nothing was imported")
     own = OwnRows(conn, me)
-    existing = own.count()
-    if existing and not replace:
-        raise UserError(f"you already have {existing} rows in this database; use --replace to replace "
-                        "them (a backup export of your rows is saved first; other learners' rows are not touched)")
-    if existing:
-        write_backup(home, dumps(_export(conn, learner=me)))
-        own.delete()
+    own.replace_or_refuse(home, replace=replace, refusal=lambda n: (
+        f"you already have {n} rows in this database; use --replace to replace them (a backup export of your "
+        "rows is saved first; other learners' rows are not touched)"))
     inserted, _skipped, said = insert_own_history(conn, own.without_collisions(data["tables"]), me, verb="imported")
     if notes is not None:
         notes.extend(said)
@@ -253,6 +249,18 @@ class OwnRows:
     def delete(self) -> None:
         for table in reversed(self.tables):  # children first (foreign keys)
             self.conn.execute(table.delete().where(self._where(table)))
+
+    def replace_or_refuse(self, home: Path, *, replace: bool, refusal: Callable[[int], str]) -> int:
+        """What `import --replace` and `db copy --to --replace` do with the rows `me` already has: none, go
+        on; some without `replace`, refuse (UserError(refusal(count)): nothing changed); some with
+        `replace`, save a backup export of them under `home` first, then delete them. Returns the count."""
+        existing = self.count()
+        if existing and not replace:
+            raise UserError(refusal(existing))
+        if existing:
+            write_backup(home, dumps(_export(self.conn, learner=self.me)))
+            self.delete()
+        return existing
 
     def without_collisions(self, tables_data: dict) -> dict:
         if not self.kept_lab:

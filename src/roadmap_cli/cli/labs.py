@@ -125,10 +125,10 @@ def lab_status(
 @lab_app.command("hint")
 def lab_hint(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
-    part: Annotated[Optional[str], typer.Option("--part", "-p", help="A hint for this part (default: the part that failed last).")] = None,
+    part: Annotated[Optional[str], typer.Option("--part", "-p", help="A hint for this part (default: the first part, in the lab's order, still failing).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the next hint for the part that failed last (hints used are recorded).
+    """Show the next hint for the first part still failing, in the lab's order (hints used are recorded).
 
     Once that part's hints are used up it says so, and only then gives a hint
     for another part, naming the part."""

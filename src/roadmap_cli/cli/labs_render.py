@@ -160,6 +160,9 @@ def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_c
         # "passed-on-cpu (1 part not graded here)": the honest word with its count, wrapped between
         # words when the terminal is narrow
         outcome = a["outcome_text"] + ("" if a.get("counted", True) else " (not counted)")
+        if a.get("kind") in ("verified", "self-graded"):
+            # A cohort: whether the server vouches for it (the worker graded it) or it is the learner's claim.
+            outcome += f"\n{a['kind']}"
         cells = [str(a.get("number") or a["id"]), (a["started_at"] or "").replace("T", " ")[5:16], e(outcome),
                  f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit)]
         if not one_device:

@@ -95,8 +95,9 @@ def worker(
             line = (f"submission {event['submission']} of {event['learner']}: {event['outcome']} "
                     f"{event['score']:g}/{event['max_score']:g} in {event['seconds']:.1f} s, "
                     f"attempt #{event['attempt_number']} of {event['lab']}{again}")
-        elif kind == "failed":
-            line = f"submission {event['submission']} of {event['learner']} failed: {event['message']}"
+        elif kind == "not-graded":
+            line = (f"submission {event['submission']} of {event['learner']} could not be graded (nothing recorded): "
+                    f"{event['message']}")
         elif kind == "rescued":
             line = f"job {event['job']} (submission {event['submission']}) of a silent worker: back in the queue"
         elif kind == "stopping":
@@ -115,7 +116,8 @@ def submissions(
     limit: Annotated[int, typer.Option("--limit", help="At most this many, newest first.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """Your submissions: queued (with the position), running, done or failed, with the wait time."""
+    """Your submissions: queued (with the position), running, done (the grade's outcome: passed, failed, ...)
+    or not graded (the worker could not grade it; nothing recorded), with the wait time."""
     from roadmap_cli.grading.queue import submissions as read
     from roadmap_cli.output import emit
 
@@ -132,7 +134,7 @@ def submissions(
                           "makes it).")
             return
         c = data["counts"]
-        console.print(f"queued {c['queued']}, running {c['running']}, done {c['done']}, failed {c['failed']}",
+        console.print(f"queued {c['queued']}, running {c['running']}, done {c['done']}, not graded {c['not-graded']}",
                       markup=False, highlight=False)
         for s in data["submissions"]:
             who = f" {s['learner']}" if data["learner"] is None else ""
@@ -143,8 +145,8 @@ def submissions(
             elif s["status"] == "done":
                 state = (f"done: {s['outcome']} {s['score']:g}/{s['max_score']:g} on {s['device']} "
                          f"(waited {_wait(s['wait_s'])}, graded in {_wait(s['grade_s'])}, attempt #{s['attempt_number']})")
-            else:
-                state = f"failed: {s['message']}"
+            else:  # "failed" is a grade that ran and did not pass; this one could not run at all
+                state = f"not graded (the worker could not grade it): {s['message']}"
             console.print(f"#{s['submission']}{who} {s['lab']} {s['submitted_at']}  {state}", markup=False,
                           highlight=False, soft_wrap=True)
 

@@ -34,7 +34,7 @@ def show_question(console, question, lang: str, heading: str) -> None:
         console.print(f"[dim]a number{e(unit)} (arithmetic like 2*32*128 is fine; another unit of the same "
                       f"quantity is converted; {within})[/]")
     for entry in view.get("options", []) + view.get("items", []):
-        console.print(f"  {entry['label']}) {e(entry['text'])}")
+        _indented(console, f"{entry['label']}) {entry['text']}", hanging=len(entry["label"]) + 2)
     if question.kind == "ordering":
         console.print("[dim]type the labels in the right order, e.g. " + " ".join(
             x["label"] for x in reversed(view["items"])) + "[/]")
@@ -72,14 +72,34 @@ def show_verdict(console, verdict: Verdict) -> None:
     if verdict.kind == "recall":
         console.print(f"[dim]rated {RATING_NAMES[verdict.rating]}[/]")
         return
+    # Wrapped at a terminal's width between words (piped, the console never wraps: whole lines for grep).
     if verdict.correct:
-        console.print(f"[green]✓ right[/] [dim]({e(verdict.expected)})[/]", soft_wrap=True)
+        console.print(f"[green]✓ right[/] [dim]({e(verdict.expected)})[/]")
         for line in verdict.feedback:
-            console.print(f"  [dim]{e(line)}[/]", soft_wrap=True)
+            _indented(console, line, style="dim")
         return
-    console.print(f"[red]✗ {e(verdict.answer) or '(no answer)'}[/] — expected {e(verdict.expected)}", soft_wrap=True)
+    console.print(f"[red]✗ {e(verdict.answer) or '(no answer)'}[/] — expected {e(verdict.expected)}")
     for line in verdict.feedback:
-        console.print(f"  {e(line)}", soft_wrap=True)
+        _indented(console, line)
+
+
+def _indented(console, text: str, *, hanging: int = 0, style: str = "") -> None:
+    """`text` two columns in; its wrapped lines `hanging` columns further (under an option's text, not its
+    label). Plain text: curriculum text is data, never markup."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    if not hanging:
+        console.print(Padding(Text(text, style=style), (0, 0, 0, 2)))
+        return
+    head, rest = text[:hanging], text[hanging:]
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    grid.add_row(Text(head, style=style), Text(rest, style=style))
+    console.print(Padding(grid, (0, 0, 0, 2)))
 
 
 def verdict_json(verdict: Verdict) -> dict:

@@ -78,18 +78,27 @@ def list_(as_json: JsonOpt = False) -> None:
 
 @remote_app.command("remove")
 def remove(name: NameArg, as_json: JsonOpt = False) -> None:
-    """Forget a remote: its shared ssh connection is closed, and its far agent (`grade --on`) asked to stop
-    when that connection is still open (else it stops itself after 15 idle minutes). Files on the machine
-    are left there."""
+    """Forget a remote: its far agent (`grade --on`) is asked to stop (through the shared ssh connection, or
+    a login when none is open; an unreachable machine gets one line, and its agent stops by itself after 15
+    idle minutes), and the shared connection is closed. Files on the machine are left there."""
     from roadmap_cli import remotes
     from roadmap_cli.grading.remote_grade import stop_far_agent
     from roadmap_cli.output import emit
 
     home = context.current().home
-    stop_far_agent(home, remotes.get(home, name))  # through the shared connection, before it is closed
+    far_agent = stop_far_agent(home, remotes.get(home, name))  # through the shared connection, before it is closed
     remote = remotes.remove(home, name)
-    emit("remote remove", _row(remote), as_json=as_json,
-         render=lambda console: console.print(f"Removed remote {remote.name} ({remote.url})."))
+    word, _, why = far_agent.partition(": ")
+
+    def render(console):
+        console.print(f"Removed remote {remote.name} ({remote.url}).", markup=False, highlight=False)
+        if word == "unreachable":
+            # Not an error: the remote is forgotten either way; the far agent ends itself when idle.
+            typer.echo(f"warning: could not reach {remote.name} to stop its far agent ({why}); it stops by itself "
+                       f"after 15 idle minutes", err=True)
+
+    emit("remote remove", {**_row(remote), "far_agent": word, "far_agent_problem": why or None}, as_json=as_json,
+         render=render)
 
 
 def _gib(value: Optional[int]) -> str:
@@ -102,16 +111,24 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds to wait for the machine.")] = 60,
     as_json: JsonOpt = False,
 ) -> None:
-    """Connect once, with the python `grade --on` uses there (`remote add --python`): python, torch and its
-    CUDA (or which build a first grade would install), GPU model, driver and free disk on the far side."""
+    """Connect once, with the python `grade --on` uses there (this roadmap's managed venv once a first
+    `grade --on` made it, else `remote add --python`): python, torch and its CUDA (or which build a first
+    grade would install), GPU model, driver and free disk on the far side."""
     from dataclasses import asdict
 
     from roadmap_cli import remotes
     from roadmap_cli.output import emit
 
+    from roadmap_cli.grading.remote_grade import build_tag
+
     home = context.current().home
     remote = remotes.get(home, name)
-    facts = remotes.check(home, name, timeout_s=timeout)
+    # This build's managed venv there, once a first `grade --on` made it, is what every later grade runs with.
+    try:
+        tag = build_tag(home)[0]
+    except (OSError, ImportError, ValueError):  # no build to name (a broken install): the far python is probed
+        tag = None
+    facts = remotes.check(home, name, timeout_s=timeout, tag=tag)
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):
@@ -124,6 +141,8 @@ def check(
             torch += f"; a first `grade --on` installs {facts.torch_install}"
         python = (f"{facts.python} ({facts.executable})" if facts.executable else facts.python) \
             if facts.python else f"{remote.python or 'python3'} not found"
+        if facts.managed_venv:
+            python = f"{facts.python} (roadmap's managed venv {facts.managed_venv}, made by the first `grade --on`)"
         if facts.python and facts.ensurepip is False and not facts.torch:
             package = "python" + ".".join(facts.python.split(".")[:2]) + "-venv"
             python += (f"; no ensurepip, so no pip for a venv: run "

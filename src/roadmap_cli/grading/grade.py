@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.service import resolve_workspace, start_command, workspace_at, workspaces, workspaces_fast
-from roadmap_cli.store.values import UNCOUNTED_SQL
 
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec
@@ -171,11 +170,10 @@ def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool 
     """Ids of the parts some earlier counted attempt of this lab passed (graded, not merely skipped):
     labs/passing.py's rule, the one every view uses. `verified_only`: of the worker's attempts only (a
     self-graded claim never helps prove a checkpoint)."""
-    from roadmap_cli.labs.passing import passed_parts
+    from roadmap_cli.labs.passing import passed_parts, passing_attempts_sql
 
-    only = " AND verified" if verified_only else ""
-    rows = sql.rows("SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner "
-                    f"AND outcome NOT IN {UNCOUNTED_SQL} AND score > 0{only}", lab=lab_id, learner=learner)
+    rows = sql.rows(passing_attempts_sql("outcome, parts", where="lab_id = :lab AND learner = :learner",
+                                         verified_only=verified_only), lab=lab_id, learner=learner)
     return set(passed_parts(rows))
 
 

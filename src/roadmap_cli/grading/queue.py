@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import GraderError, StoreError, UserError
+from roadmap_cli.store.values import SUBMISSION_STATUSES
 from roadmap_cli.store.values import WORKER_PREFIX as GRADED_ON_PREFIX  # grade_attempts.graded_on of a worker's attempt
 
 
@@ -138,7 +139,7 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
                     "attempt_number": int(number) if attempt is not None and number else None,
                     "outcome": outcome, "score": score, "max_score": max_score, "message": message})
     return {"learner": None if everyone else learner, "queue_ready": True,
-            "counts": {s: int(counts.get(s, 0)) for s in ("queued", "running", "done", "failed")}, "submissions": out}
+            "counts": {s: int(counts.get(s, 0)) for s in SUBMISSION_STATUSES}, "submissions": out}
 
 
 # ---------------------------------------------------------------- the worker
@@ -249,8 +250,8 @@ class Worker:
         try:
             spec, run = self._grade(lab_id, bytes(files), cancel)
         except (UserError, GraderError, ValueError, OSError) as exc:
-            self._finish_failed(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            self.on_event({"event": "failed", "submission": submission_id, "learner": learner, "lab": lab_id,
+            self._finish_not_graded(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            self.on_event({"event": "not-graded", "submission": submission_id, "learner": learner, "lab": lab_id,
                            "message": str(exc)})
             return
         finally:
@@ -325,11 +326,12 @@ class Worker:
 
         return self.store.write_sql(write)
 
-    def _finish_failed(self, submission_id: int, message: str) -> None:
+    def _finish_not_graded(self, submission_id: int, message: str) -> None:
+        """The worker could not grade it (no attempt): "not-graded", never an attempt's "failed"."""
         from roadmap_cli.store.queue import TABLE
 
         self.store.write_sql(lambda sql: sql.execute(
-            f"UPDATE {TABLE} SET status = 'failed', finished_at = now(), message = :m "
+            f"UPDATE {TABLE} SET status = 'not-graded', finished_at = now(), message = :m "
             "WHERE id = :id AND attempt_id IS NULL", m=message[:2000], id=submission_id))
 
     # -- stopping
@@ -381,7 +383,7 @@ class Worker:
         app = procrastinate.App(connector=PsycopgConnector(
             conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=10))
 
-        # Only _Stopping is retried: a grade that failed is recorded as failed, not run again.
+        # Only _Stopping is retried: a grade that could not run is recorded as not-graded, not run again.
         @app.task(name=TASK, retry=RetryStrategy(max_attempts=1000, wait=0, retry_exceptions={_Stopping}))
         def grade_submission(submission: int) -> None:
             self.grade_submission(int(submission))

@@ -508,33 +508,94 @@ def _connect_agent(home: Path, remote, control: Optional[Path], tag: str):
     return sock
 
 
-def stop_far_agent(home: Path, remote) -> bool:
+# Run by the far python through a login when no shared connection is open (`remote remove`): asks the far
+# agent listening on argv[1] to stop. Standard library only; one word on stdout.
+_STOP_AGENT = r"""
+import socket, sys
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(sys.argv[1])
+        sock.sendall(b'{"stop": true}\n')
+        print("stopped" if b"stopping" in sock.makefile("rb").readline(4096) else "no-answer")
+except OSError:
+    print("not-running")
+"""
+
+
+def stop_far_agent(home: Path, remote) -> str:
     """`roadmap remote remove`: ask the far agent to stop (it exits once no grade runs; a grade of another
-    near side of the same far user finishes first). Reaches it only through a shared connection that is
-    open; otherwise it exits after its idle timeout. Never raises."""
+    near side of the same far user finishes first): through the shared connection when it is open, else
+    through a login. Returns "stopped", "none" (no agent known, or it was not running any more) or
+    "unreachable: WHY" (it stops by itself after its idle timeout). Never raises."""
     from roadmap_cli import remotes
 
+    state = _agent_state(home, remote)
+    _save_agent_state(home, remote, None)
+    far = state.get("socket")
+    if not far:
+        return "none"
     try:
         control = remotes.control_path(home, remote)
-        state = _agent_state(home, remote)
-        _save_agent_state(home, remote, None)
-        if control is None or not state.get("socket"):
-            return False
-        local = _local_agent_socket(control, state["socket"])
-        if not local.exists():
-            return False
-        import socket
+        local = _local_agent_socket(control, far) if control is not None else None
+        if local is not None and local.exists():
+            import socket
 
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(5)
-                sock.connect(str(local))
-                sock.sendall(b'{"stop": true}\n')
-                return b"stopping" in sock.makefile("rb").readline(4096)
-        finally:
-            local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
-    except Exception:  # noqa: BLE001 - removing a remote never fails on its far side
-        return False
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(5)
+                    sock.connect(str(local))
+                    sock.sendall(b'{"stop": true}\n')
+                    if b"stopping" in sock.makefile("rb").readline(4096):
+                        return "stopped"
+            except OSError:
+                pass  # the forwarding's master is gone: a login reaches it
+            finally:
+                local.unlink(missing_ok=True)  # the master keeps listening until it is closed; the name goes now
+        # No shared connection (ControlPersist ran out, a reboot here): one login, without leaving a shared
+        # connection behind for a remote that is being removed.
+        python = shlex.quote(remote.python or "python3")
+        command = f"{python} -c {shlex.quote(_STOP_AGENT)} {shlex.quote(far)}"
+        proc = subprocess.run(remote.ssh_argv(command, connect_timeout_s=5), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=20)
+        words = proc.stdout.split()
+        if proc.returncode == 0 and words:
+            return "stopped" if words[-1] == "stopped" else "none"
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        return "unreachable: " + (lines[-1] if lines else f"ssh exited with {proc.returncode}")
+    except subprocess.TimeoutExpired:
+        return "unreachable: no answer within 20 s"
+    except Exception as exc:  # noqa: BLE001 - removing a remote never fails on its far side
+        return f"unreachable: {exc}"
+
+
+class _Background:
+    """fn() in a thread; result() joins it and returns its value or raises what it raised."""
+
+    def __init__(self, fn: Callable[[], Path]) -> None:
+        import threading
+
+        self._value: Optional[Path] = None
+        self._error: Optional[BaseException] = None
+
+        def run() -> None:
+            try:
+                self._value = fn()
+            except BaseException as exc:  # noqa: BLE001 - raised again in result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Path:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
 
 
 class _Opened:
@@ -566,6 +627,59 @@ class _Opened:
         sock = _connect_agent(home, remote, self.control, self.tag)
         self.session = (_AgentSession(sock, remote, self.request) if sock is not None
                         else _Session(remote, self.request, control=self.control))
+        # No far agent of this build known there: most likely its first use, whose hello asks for the wheel.
+        # Building it (pip wheel of a checkout: seconds) overlaps with the login and the far python's start
+        # instead of following the hello; a cached wheel makes this a file check.
+        self._wheel = None if _agent_state(home, remote).get("tag") == self.tag else _Background(self.make_wheel)
+
+    def go_early(self) -> None:
+        """start_early only: read the hello and, when the far side has this build's venv and the key (a warm
+        remote), send the changed files and "go" at once, in a thread, so the far grade runs while this
+        process still imports typer, rich and pydantic (it idled for them: ~1.3 s of a 4.6 s warm grade on
+        loopback). A first use, an error or no answer is left to grade_on, which says what happens."""
+        import threading
+
+        def run() -> None:
+            try:
+                msg = next((m for m in self.session.lines() if "hello" in m or "error" in m), None)
+                self.early = {"msg": msg}
+                hello = (msg or {}).get("hello")
+                if not hello or not hello.get("venv") or not hello.get("key"):
+                    return
+                theirs = hello["files"]
+                changed = [rel for rel, sha in self.files.items() if theirs.get(rel) != sha]
+                deleted = sorted(set(theirs) - set(self.files))
+                blob = b""
+                if changed or deleted:
+                    blob = _tar(self.path, changed)
+                    self.session.put("files", blob, delete=deleted, manifest=self.files)
+                self.session.send(b'{"go": true}\n')
+                self.early["sent"] = {"changed": len(changed), "deleted": len(deleted), "bytes": len(blob)}
+            except Exception:  # noqa: BLE001 - grade_on goes on from what was read; a lost connection says so
+                return
+
+        self.early = None
+        self._early_thread = threading.Thread(target=run, daemon=True)
+        self._early_thread.start()
+
+    def early_result(self) -> Optional[dict]:
+        """What go_early did: None (not asked, or it read nothing), {"msg": the hello or error message}, with
+        "sent" ({"changed", "deleted", "bytes"}) when it sent the files and "go"."""
+        thread = getattr(self, "_early_thread", None)
+        if thread is None:
+            return None
+        thread.join()
+        return self.early
+
+    def wheel(self) -> Path:
+        """This build's wheel: the one built in the background since the session opened, else built now."""
+        return self._wheel.result() if self._wheel is not None else self.make_wheel()
+
+    def settle(self) -> None:
+        """A background build nobody needed (the far venv was there) finishes before the command exits:
+        never a pip process left behind writing into the cache."""
+        if self._wheel is not None:
+            self._wheel.wait()
 
     def log_in(self):
         """The far agent did not answer: the same request through a new ssh session (the old way), and the
@@ -597,6 +711,7 @@ def start_early(home: Path, remote_name: str, lab_id: str, path: Path, *, part: 
         if not path.is_dir():
             return False
         _early = _Opened(home, remote, lab_id, path, part, timeout)
+        _early.go_early()
     except Exception:  # noqa: BLE001 - the normal path says what is wrong
         return False
     return True
@@ -629,12 +744,13 @@ def start_early_args(args: list[str]) -> bool:
 
 
 def discard_early() -> None:
-    """Close an early session nobody took (the command failed first): the far agent sees its stdin end
-    before the grade and exits, with nothing started there."""
+    """Close an early session nobody took (the command failed first): the far agent sees its stdin end and
+    exits, cancelling the grade go_early may have started (nothing is left running there)."""
     global _early
     opened, _early = _early, None
     if opened is not None:
         opened.session.close(2.0)
+        opened.settle()
 
 
 def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]):
@@ -642,6 +758,7 @@ def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: O
     opened, _early = _early, None
     if opened is not None and not opened.matches(remote, lab_id, path, part, timeout):
         opened.session.close(2.0)
+        opened.settle()
         return None
     return opened
 
@@ -683,7 +800,7 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         spec.part(part)
     # The session opened before the command line was parsed (start_early) when it is for this grade.
     opened = _take_early(remote, spec.id, path, part, timeout) or _Opened(home, remote, spec.id, path, part, timeout)
-    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.make_wheel
+    key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.wheel
     nonce, t0, session = opened.nonce, opened.t0, opened.session
     events: list[dict] = []
     signed = None
@@ -701,12 +818,20 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
                     return
 
         threading.Thread(target=stop_on_cancel, daemon=True).start()
+    early = opened.early_result()
     try:
         lines = session.lines()
-        hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
+        if early is not None:  # start_early read the hello already (and maybe sent the files and "go")
+            msg = early["msg"] or {}
+            if "error" in msg:
+                _raise(msg, remote)
+            hello = msg.get("hello")
+        else:
+            hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
         if hello is None and session.via == "agent" and not (cancel is not None and cancel.is_set()):
             say(f"the far agent on {remote.name} did not answer: grading through a new ssh session")
             session.close(0.5)
+            early = None
             session = opened.log_in()
             lines = session.lines()
             hello = next((m["hello"] for m in lines if "hello" in m or "error" in m and _raise(m, remote)), None)
@@ -728,7 +853,13 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         theirs = hello["files"]
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
         deleted = sorted(set(theirs) - set(files))
-        if not hello["venv"]:
+        if early is not None and "sent" in early:
+            if early["sent"]["changed"] or early["sent"]["deleted"]:
+                say(f"sent {early['sent']['changed']} changed file(s) ({early['sent']['bytes'] / 1024:.0f} KiB)"
+                    + (f", deleting {early['sent']['deleted']}" if early["sent"]["deleted"] else "")
+                    + f" to {remote.name}")
+            sent.update(early["sent"])
+        elif not hello["venv"]:
             if not hello.get("torch") and hello.get("ensurepip") is False:
                 # Without torch everything must come from pip, and this python cannot give a venv pip.
                 _raise({"error": "", "kind": "no-ensurepip", "python": hello.get("executable"),
@@ -742,15 +873,16 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
                                        f"{torch_install_plan(remote, bool(hello.get('nvidia_driver')))})"))
             session.put("wheel", wheel.read_bytes(), name=wheel.name.split(".whl")[0][:40] + ".whl")
             sent["installed"] = True
-        if not hello["key"]:
-            session.put("key", key.hex().encode() + b"\n")
-        if changed or deleted:
-            blob = _tar(path, changed)
-            say(f"sending {len(changed)} changed file(s) ({len(blob) / 1024:.0f} KiB)"
-                + (f", deleting {len(deleted)}" if deleted else "") + f" to {remote.name}")
-            session.put("files", blob, delete=deleted, manifest=files)
-            sent.update(changed=len(changed), deleted=len(deleted), bytes=len(blob))
-        session.send(b'{"go": true}\n')
+        if early is None or "sent" not in early:
+            if not hello["key"]:
+                session.put("key", key.hex().encode() + b"\n")
+            if changed or deleted:
+                blob = _tar(path, changed)
+                say(f"sending {len(changed)} changed file(s) ({len(blob) / 1024:.0f} KiB)"
+                    + (f", deleting {len(deleted)}" if deleted else "") + f" to {remote.name}")
+                session.put("files", blob, delete=deleted, manifest=files)
+                sent.update(changed=len(changed), deleted=len(deleted), bytes=len(blob))
+            session.send(b'{"go": true}\n')
         for msg in lines:
             if "progress" in msg:
                 say(f"{remote.name}: {msg['progress']}")
@@ -776,6 +908,7 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         finished = True
         interrupted = interrupted or (cancel is not None and cancel.is_set() and signed is None)
         session.close(STOP_WAIT_S if interrupted or signed is None else 2.0)
+        opened.settle()
     if started or signed is not None:
         state = _state_path(home, remote.name, ws_id)
         state.parent.mkdir(parents=True, exist_ok=True)

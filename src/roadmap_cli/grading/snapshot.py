@@ -18,6 +18,7 @@ import io
 import os
 import subprocess
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def pack(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Snapshot:
 
 def unpack(data: bytes, dest: Path, *, max_bytes: int = MAX_BYTES) -> int:
     """Write the archive's files under `dest` (a new, empty folder); returns how many."""
+    try:
+        return _unpack(data, dest, max_bytes)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:  # a corrupt snapshot: one line, never a worker crash
+        raise ValueError(f"the submission's snapshot is not a readable gzipped tar ({exc})") from None
+
+
+def _unpack(data: bytes, dest: Path, max_bytes: int) -> int:
     count, total = 0, 0
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         for member in tar:

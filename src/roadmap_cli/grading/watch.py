@@ -272,7 +272,8 @@ class Watcher:
     def _hint(self) -> None:
         from roadmap_cli.labs import hints
 
-        for line in hints.lines(hints.next_hint(self.store, self.spec.id, self.ctx.lang)):
+        # The part watch is on (its focused runs grade it), else the first part still failing.
+        for line in hints.lines(hints.next_hint(self.store, self.spec.id, self.ctx.lang, part=self.current)):
             self.say(line)
 
     # ------------------------------------------------------------ loop

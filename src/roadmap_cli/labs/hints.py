@@ -7,10 +7,11 @@ A hint in lab.yaml may name the part(s) and/or test(s) it helps with:
       - {en: "...", tests: ["test_model.py::test_rope"]}
       - {en: "General advice"}          # no parts/tests: for any failure
 
-`roadmap lab hint` gives the next unseen hint for the part that failed last
-while it is still not passed, else for the first part not passed yet (or
-`--part`), so a causal-mask failure never gets hint 1 about parts 2 and 3, and
-a part that just passed gets no more hints while others wait. Hints are
+`roadmap lab hint` gives the next unseen hint for the first part, in the lab's
+order, that is still failing (not passed, and failed the last time it was
+graded), else for the first part not passed yet (or `--part`), so a
+causal-mask failure never gets hint 1 about parts 2 and 3, and a part that
+just passed gets no more hints while others wait. Hints are
 numbered in the order they are shown ("Hint 1/6" first), not by file position.
 When that part's hints are used up it says so, and only then gives a general
 hint or another part's, naming the part it is for. Every hint of a real lab
@@ -26,6 +27,7 @@ from typing import Optional
 
 from roadmap_cli.labs.nodeids import prefix_matches
 from roadmap_cli.labs.spec import LabSpec, find_lab
+from roadmap_cli.store.values import GRADED_PART_STATUSES
 from roadmap_cli.timeutil import utc_now_iso
 
 BAD = ("failed", "error", "crashed", "timeout")
@@ -33,45 +35,55 @@ BAD = ("failed", "error", "crashed", "timeout")
 NOT_COUNTED = ("interrupted", "error")
 
 
-def last_failure(store, lab_id: str) -> tuple[Optional[str], list[str]]:
-    """(part, failing test node ids) of the most recent attempt that failed a part."""
-    def read(sql):
-        rows = sql.rows("SELECT id, parts FROM grade_attempts WHERE lab_id = :lab "
-                        "AND outcome NOT IN ('interrupted', 'error') AND learner = :learner ORDER BY id DESC LIMIT 20",
-                        lab=lab_id, learner=store.learner)
-        for attempt_id, parts in rows:
-            failed = [p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"]
-            if not failed:
-                continue
-            tests = [nodeid for nodeid, part in sql.rows(
-                "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
-                "('failed', 'error', 'crashed', 'timeout') ORDER BY id", a=attempt_id) if part == failed[0]]
-            return failed[0], tests
-        return None, []
+def _graded_states(store, lab_id: str) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """({part: (its status in the newest attempt that graded it, that attempt's id)}, parts passed): over the
+    attempts that say something about the code (not interrupted, not a grader error); passed as
+    labs/passing.py says (counted attempts, a later failure does not take a pass back)."""
+    from roadmap_cli.labs import passing
 
-    return store.read_sql(read)
+    rows = store.read_sql(lambda sql: sql.rows(
+        "SELECT id, outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner ORDER BY id DESC",
+        lab=lab_id, learner=store.learner))
+    latest: dict[str, tuple[str, int]] = {}
+    for attempt_id, outcome, parts in rows:
+        if outcome in NOT_COUNTED:
+            continue
+        for part in passing.stored_parts(parts):
+            if isinstance(part, dict) and part.get("status") in GRADED_PART_STATUSES:
+                latest.setdefault(part.get("id"), (part["status"], attempt_id))
+    return latest, set(passing.passed_parts((outcome, parts) for _id, outcome, parts in rows))
+
+
+def _failing_tests(store, attempt_id: int, part: str) -> list[str]:
+    return [nodeid for nodeid, part_id in store.read_sql(lambda sql: sql.rows(
+        "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
+        "('failed', 'error', 'crashed', 'timeout') ORDER BY id", a=attempt_id)) if part_id == part]
 
 
 def passed_parts(store, lab_id: str) -> set[str]:
-    """Parts that any counted attempt passed (a timed-out or interrupted run proves nothing)."""
+    """Parts that any counted attempt passed (labs/passing.py: a timed-out or interrupted run proves nothing)."""
+    from roadmap_cli.labs import passing
+
     rows = store.read_sql(lambda sql: sql.rows(
-        "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('timeout', 'interrupted') "
-        "AND learner = :learner", lab=lab_id, learner=store.learner))
-    return {p["id"] for (parts,) in rows for p in json.loads(parts or "[]") if p.get("status") == "passed"}
+        "SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner",
+        lab=lab_id, learner=store.learner))
+    return set(passing.passed_parts(rows))
 
 
 def target_part(spec: LabSpec, store) -> tuple[Optional[str], list[str]]:
-    """(part, failing tests) a hint should help with: the part that failed last while it is
-    still not passed, else the first part in the lab's order that no attempt has passed (and
-    that this machine can grade)."""
+    """(part, failing tests) a hint should help with: the first part in the lab's order that is still
+    failing (not passed, and failed the last time an attempt graded it), else the first part not passed
+    yet; never a part this machine cannot grade, never one that passed (however recently)."""
     from roadmap_cli.labs.device import detect_device
 
-    failed, tests = last_failure(store, spec.id)
-    passed = passed_parts(store, spec.id)
-    if failed is not None and failed not in passed:
-        return failed, tests
+    latest, passed = _graded_states(store, spec.id)
     cuda = detect_device().cuda  # a part this machine cannot grade is not the one to work on here
-    return next((p.id for p in spec.parts if p.id not in passed and (cuda or not p.needs_cuda)), None), []
+    open_here = [p.id for p in spec.parts if p.id not in passed and (cuda or not p.needs_cuda)]
+    for part in open_here:
+        status, attempt_id = latest.get(part, (None, None))
+        if status == "failed":
+            return part, _failing_tests(store, attempt_id, part)
+    return (open_here[0] if open_here else None), []
 
 
 def _for(hint, part: Optional[str], tests: list[str]) -> bool:
@@ -186,8 +198,10 @@ def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
     stuck = next((p for p in first_now if p in failed[1]), None)
     if stuck is None:
         return None
-    part, tests = last_failure(store, spec.id)
+    part, tests = target_part(spec, store)
     seen = seen_indexes(store, spec.id)
     if choose(spec, seen, stuck, tests if part == stuck else [], any_part=False) is None:
         return None
-    return f"{stuck} failed twice in a row: `roadmap lab hint` has a hint for it ({len(seen)}/{len(spec.hints)} hints seen)"
+    # `lab hint` alone goes to the first part still failing; when that is another one, the exact command.
+    command = "roadmap lab hint" if part == stuck else f"roadmap lab hint --part {stuck}"
+    return f"{stuck} failed twice in a row: `{command}` has a hint for it ({len(seen)}/{len(spec.hints)} hints seen)"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.labs.passing import (PART_PASSED, PASSED_ON_CPU, attempt_scope, focused_parts, graded_parts,
-                                      is_part_attempt, stored_parts)
+from roadmap_cli.labs.passing import (PART_PASSED, PASSED_ON_CPU, attempt_kind, attempt_scope, focused_parts,
+                                      graded_parts, is_part_attempt, stored_parts)
 
 # README's rule ("GPU first, CPU honest"; "When is a lab passed?", labs/passing.py): an attempt is
 # "passed" only when every part was graded and passed. Stored rows keep the engine's "passed" (old rows
@@ -65,7 +65,7 @@ def outcome_fields(outcome: str, parts) -> dict:
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
-    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox, graded_on "
+    "score, max_score, parts, device, interpret_mode, commit_sha, dirty, message, sandbox, graded_on, verified "
     "FROM grade_attempts WHERE lab_id = :lab AND learner = :learner) AS numbered"
 )
 
@@ -82,6 +82,7 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
         total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
                              mine).scalar()
         rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {**mine, "n": limit}).all()
+        solo = conn.dialect.name == "sqlite"
     attempts = []
     for r in rows:
         parts = json.loads(r.parts or "[]")
@@ -92,6 +93,8 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
             "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
             "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
             "graded_on": r.graded_on,  # the remote's name (`grade --on NAME`); None: graded on this machine
+            # In a cohort: verified (the worker graded it, the server vouches) or self-graded (a claim); solo: own.
+            "kind": attempt_kind(solo, r.verified),
             "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
                       for p in parts],
         })

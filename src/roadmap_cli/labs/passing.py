@@ -24,10 +24,19 @@ from __future__ import annotations
 import json
 from typing import Iterable, Optional
 
-from roadmap_cli.store.values import GRADED_PART_STATUSES, LEFT_OUT_PART_STATUSES, UNCOUNTED_OUTCOMES
+from roadmap_cli.store.values import GRADED_PART_STATUSES, LEFT_OUT_PART_STATUSES, UNCOUNTED_OUTCOMES, UNCOUNTED_SQL
 
 PART_PASSED = "part-passed"  # an attempt's word: the parts it graded passed, others were left out
 PASSED_ON_CPU = "passed-on-cpu"
+
+# Who vouches for an attempt (migration 11, store/roles.py): `cohort board` ranks by it, `lab history` says it.
+VERIFIED = "verified"  # a cohort worker graded the submitted files and the server recorded it
+SELF_GRADED = "self-graded"  # a cohort learner's own machine: its score, device and sandbox are the learner's claim
+OWN = "own"  # a solo (SQLite) file: one person's own attempts, nobody else to rank against or vouch to
+
+
+def attempt_kind(solo: bool, verified) -> str:
+    return OWN if solo else (VERIFIED if verified else SELF_GRADED)
 
 
 def _status(part) -> Optional[str]:
@@ -91,6 +100,17 @@ def passed_parts(attempts: Iterable[tuple[str, object]]) -> dict[str, float]:
                 points = part.get("points") if isinstance(part, dict) else getattr(part, "points", 0.0)
                 best[_id(part)] = max(best.get(_id(part), 0.0), float(points or 0.0))
     return best
+
+
+def passing_attempts_sql(columns: str, *, where: str = "", table: str = "grade_attempts",
+                         verified_only: bool = False) -> str:
+    """The SELECT of the attempts that can have passed a part (what passed_parts is fed): counted ones
+    (not timed out, not interrupted) that scored (an attempt with no point passed nothing, so its JSON is
+    never parsed). `where`: more conditions (`learner = :learner`); `table`: cohort_grade_attempts for
+    everyone's; `verified_only`: in a cohort, the worker's attempts only (a self-graded one is a claim)."""
+    conditions = [f"outcome NOT IN {UNCOUNTED_SQL}", "score > 0", *([where] if where else []),
+                  *(["verified"] if verified_only else [])]
+    return f"SELECT {columns} FROM {table} WHERE " + " AND ".join(conditions)
 
 
 def lab_verdict(spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_attempts: int = 0,

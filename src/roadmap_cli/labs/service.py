@@ -43,7 +43,7 @@ def load_all():
 # checkpoints stay open too).
 STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
 # Attempts that prove nothing about the learner's code: never part of "best".
-from roadmap_cli.store.values import UNCOUNTED_OUTCOMES, UNCOUNTED_SQL  # noqa: E402 - beside its comment
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES  # noqa: E402 - beside its comment
 
 
 # ---------------------------------------------------------------- workspaces
@@ -235,13 +235,14 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
     attempts that scored can have passed a part, so only their JSON is parsed."""
     import sqlalchemy as sa
 
+    from roadmap_cli.labs.passing import passing_attempts_sql
+
     out: dict[str, tuple[dict[str, float], int]] = {}
     with store.connection() as conn:
         mine = {"learner": store.learner}
         counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner "
                                            "GROUP BY lab_id"), mine).all())
-        scored = conn.execute(sa.text("SELECT lab_id, parts, outcome FROM grade_attempts WHERE score > 0 "
-                                      f"AND outcome NOT IN {UNCOUNTED_SQL} AND learner = :learner"),
+        scored = conn.execute(sa.text(passing_attempts_sql("lab_id, parts, outcome", where="learner = :learner")),
                               mine).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)

@@ -232,7 +232,7 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
 
     import sqlalchemy as sa
 
-    from roadmap_cli.labs.device import nvidia_smi_present
+    from roadmap_cli.labs.device import nvidia_smi_present, uses_triton
     from roadmap_cli.labs.history import outcome_text, outcome_word
     from roadmap_cli.labs.passing import is_part_attempt, lab_verdict, passed_parts, verdict_line
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
@@ -278,7 +278,9 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
             verdict_line(verdict) if spec else "a lab no longer in this install",
             verdict["best_score"], verdict["max_score"], verdict["parts_open"], attempt, day.isoformat(),
             outcome_word(row.outcome, stored), outcome_text(row.outcome, stored), is_part_attempt(stored),
-            float(row.score), float(row.max_score), row.device, bool(row.interpret_mode), row.sandbox, parts,
+            float(row.score), float(row.max_score), row.device,
+            # "(Triton interpreter)" only for a lab whose code runs Triton (labs/device.uses_triton)
+            bool(row.interpret_mode) and uses_triton(lab_id), row.sandbox, parts,
             [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
     stage = {s.id: s.stage for s in specs.values()}
     return sorted(lines, key=lambda lab: (stage.get(lab.lab_id, 99), lab.lab_id))

@@ -92,7 +92,8 @@ def chart_svgs(report: Report) -> dict[str, str]:
         series.append(svg.SvgSeries("plan", list(zip(days, burn.planned)), svg.PALETTE[1], dashed=True))
     charts = {
         "burnup": svg.line_chart(f"Burn-up: checkpoints done vs the plan (of {burn.total})", series,
-                                 x_label="date", y_label="checkpoints done", x_format=_day, y_min=0),
+                                 x_label="date", y_label="checkpoints done", x_format=_day, y_min=0,
+                                 y_integer=True),
         "hours": svg.bar_chart("Study hours per week", [(w.week, w.hours) for w in c.hours.weeks], unit="h",
                                y_label="hours",
                                target=(c.hours.target_min, c.hours.target_max) if c.hours.target_min is not None else None),

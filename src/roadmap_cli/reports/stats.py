@@ -33,7 +33,8 @@ def stats_lines(charts: Charts, width: int = 80) -> list[str]:
     if burn.start:
         series.insert(0, TextSeries("plan", list(zip(days, burn.planned)), "·"))
     out += line_chart(f"Burn-up: checkpoints done vs the plan ({burn.done[-1] if burn.done else 0} of {burn.total})",
-                      series, x_label="date", y_label="checkpoints done", width=width, x_format=_day, y_min=0)
+                      series, x_label="date", y_label="checkpoints done", width=width, x_format=_day, y_min=0,
+                      y_integer=True)
     if not burn.start:
         out.append("  no plan line: set your start date with roadmap init --start-date YYYY-MM-DD")
     out.append("")

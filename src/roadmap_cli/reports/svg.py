@@ -9,6 +9,7 @@ so the same file works inline in the HTML report and beside the Markdown one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date, timedelta
 from html import escape
@@ -60,7 +61,8 @@ def _empty(title: str, message: str) -> str:
 
 def line_chart(title: str, series: list[SvgSeries], *, x_label: str, y_label: str,
                x_format: Callable[[float], str] = _tick, y_min: Optional[float] = None,
-               empty: str = "no data yet") -> str:
+               empty: str = "no data yet", y_integer: bool = False) -> str:
+    """`y_integer`: the y axis counts things (checkpoints): its five ticks are whole numbers."""
     points = [p for s in series for p in s.points]
     if not points:
         return _empty(title, empty)
@@ -70,6 +72,9 @@ def line_chart(title: str, series: list[SvgSeries], *, x_label: str, y_label: st
     hi = max(ys)
     if hi <= lo:
         hi = lo + 1
+    if y_integer:  # four steps between five ticks: a whole step each
+        lo = math.floor(lo)
+        hi = lo + 4 * math.ceil((hi - lo) / 4)
     plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
 
@@ -179,6 +184,8 @@ def calendar(title: str, cal: dict) -> str:
         if col["met"]:
             parts.append(f'<circle cx="{x + CELL / 2}" cy="{top + 7 * (CELL + 2) + 6}" r="3" fill="#1a7f37">'
                          f"<title>{esc(col['label'])} met every weekly target</title></circle>")
+    days = int(cal["active_days"])
     parts.append(f'<text x="{left}" y="{height - 8}" font-size="11" {FONT}>{int(cal["total"])} logged on '
-                 f'{int(cal["active_days"])} days; {int(cal["weeks_met"])} of {len(weeks)} weeks met every target (●)</text>')
+                 f'{days} day{"" if days == 1 else "s"}; {int(cal["weeks_met"])} of {len(weeks)} '
+                 f'week{"" if len(weeks) == 1 else "s"} met every target (●)</text>')
     return "\n".join(parts + ["</svg>"]) + "\n"

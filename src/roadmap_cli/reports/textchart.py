@@ -17,6 +17,7 @@ nothing to import. A line chart looks like
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -38,8 +39,9 @@ def _fmt(value: float) -> str:
 
 def line_chart(title: str, series: list[TextSeries], *, x_label: str, y_label: str, width: int = 80,
                height: int = 10, x_format: Callable[[float], str] = _fmt, y_min: Optional[float] = None,
-               y_max: Optional[float] = None) -> list[str]:
-    """A chart of points joined column by column; later series draw over earlier ones."""
+               y_max: Optional[float] = None, y_integer: bool = False) -> list[str]:
+    """A chart of points joined column by column; later series draw over earlier ones. `y_integer`: the
+    y axis counts things (checkpoints): its ends are whole numbers, however fractional a plan line is."""
     points = [p for s in series for p in s.points]
     if not points:
         return [title, "  (no data yet)"]
@@ -47,6 +49,8 @@ def line_chart(title: str, series: list[TextSeries], *, x_label: str, y_label: s
     x0, x1 = min(xs), max(xs)
     lo = min(ys) if y_min is None else y_min
     hi = max(ys) if y_max is None else y_max
+    if y_integer:
+        lo, hi = math.floor(lo), math.ceil(hi)
     if hi <= lo:
         hi = lo + 1
     top, bottom = _fmt(hi), _fmt(lo)

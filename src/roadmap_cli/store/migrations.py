@@ -434,6 +434,22 @@ def m013_narrow_cohort_views(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"GRANT SELECT ON {view} TO {grantee}"))
 
 
+def m014_submission_not_graded(conn: sa.Connection) -> None:
+    """roadmap_submissions.status 'failed' (the worker could not grade it, no attempt) becomes 'not-graded':
+    "failed" is an attempt's outcome only (a grade that ran and did not pass). The queue's table exists only
+    on a cohort server whose worker ran (store/queue.py makes it); elsewhere there is nothing to do.
+    (Numbered 14: migrations 12 and 13 are the same wave's learner numbers and narrow cohort views.)"""
+    if conn.dialect.name != "postgresql":
+        return
+    from roadmap_cli.store.queue import STATUS_CHECK, TABLE, exists
+
+    if not exists(conn):
+        return
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} DROP CONSTRAINT IF EXISTS {TABLE}_status_check"))
+    conn.execute(sa.text(f"UPDATE {TABLE} SET status = 'not-graded' WHERE status = 'failed'"))
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} ADD CONSTRAINT {TABLE}_status_check {STATUS_CHECK}"))
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -449,6 +465,7 @@ MIGRATIONS: list[Migration] = [
     ("verified_attempts", m011_verified_attempts),
     ("learner_numbers", m012_learner_numbers),
     ("narrow_cohort_views", m013_narrow_cohort_views),
+    ("submission_not_graded", m014_submission_not_graded),
 ]
 
 LATEST = len(MIGRATIONS)

@@ -28,6 +28,7 @@ already has an attempt records nothing.
 from __future__ import annotations
 
 from roadmap_cli.errors import UserError
+from roadmap_cli.store.values import SUBMISSION_STATUSES
 
 TABLE = "roadmap_submissions"
 VIEW = "cohort_submission_queue"
@@ -36,7 +37,8 @@ QUEUE_PREFIX = "grade:"  # one procrastinate queue per lab: `worker --labs` list
 QUEUE_LOCK = 0x726F61646D7170  # "roadmapq": one process creates the queue's tables
 # What a learner may write: the snapshot. Everything else is the worker's.
 LEARNER_INSERT_COLUMNS = ("learner", "lab_id", "files", "size_bytes", "file_count", "commit_sha", "dirty")
-STATUSES = ("queued", "running", "done", "failed")
+STATUSES = SUBMISSION_STATUSES  # store/values.py: "not-graded" is a grade that could not run, never "failed"
+STATUS_CHECK = "CHECK (status IN (" + ", ".join(f"'{s}'" for s in STATUSES) + "))"
 
 _DDL = f"""
 CREATE TABLE {TABLE} (
@@ -50,7 +52,7 @@ CREATE TABLE {TABLE} (
     commit_sha text,
     dirty boolean,
     job_id bigint,
-    status text NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'done', 'failed')),
+    status text NOT NULL DEFAULT 'queued' {STATUS_CHECK},
     tries integer NOT NULL DEFAULT 0,
     worker text,
     device text,

@@ -19,6 +19,12 @@ ATTEMPT_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "interrupte
 UNCOUNTED_OUTCOMES = ("timeout", "interrupted")
 UNCOUNTED_SQL = "(" + ", ".join(f"'{o}'" for o in UNCOUNTED_OUTCOMES) + ")"  # for `outcome NOT IN ...`
 
+# roadmap_submissions.status (PostgreSQL only, store/queue.py; not exported): a submission in the cohort's queue.
+# "done": the worker graded it and recorded an attempt (whose outcome may be "failed": a test failed);
+# "not-graded": the worker could not grade it at all (an unreadable snapshot, a grader error): no attempt.
+# "failed" is an attempt's word only (migration 12 renamed the queue's old 'failed').
+SUBMISSION_STATUSES = ("queued", "running", "done", "not-graded")
+
 # grade_test_results.outcome: one test (grading/plugin.py's pytest outcomes, then the engine's own:
 # crashed/timeout when the child died while it ran, not-run when it never started).
 TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "crashed", "timeout", "not-run")
