@@ -12,6 +12,13 @@ executed behind the wall too):
                    loads it with torch.ops.load_library.
   asan_binary      a test executable from the grader's own main .cpp and the
                    learner's headers, under AddressSanitizer + LeakSanitizer.
+                   The learner's code is linked in, so what it prints is data
+                   for the grader's own model, never a verdict (it cannot
+                   link calls to the sanitizer's switches: _SANITIZER_SWITCHES).
+  compiles         the compiler's verdict on a grader's probe (static_asserts
+                   over the learner's headers): compile-time properties.
+  defined_macros   `g++ -E -dM`: which macros a learner's header leaves
+                   defined, so a grader can refuse one that renames its words.
 
 Outputs are cached in a per-user temp folder (never inside the installed
 project) by a key that covers the whole preprocessed translation unit (every
