@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler"), pytest.mark.slow]
 
 LAB = Path(__file__).resolve().parents[1] / "labs" / "cpp-extension"
 SOLUTION = (LAB / "solution" / "block_pool.h").read_text()

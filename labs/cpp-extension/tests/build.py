@@ -56,10 +56,14 @@ _grader_dir: list = []  # a folder of the grader's own, made once per grade
 
 
 def _own_folder() -> Path:
+    """The grader's probe sources: written by this process only (never the workspace), gone after the grade."""
+    import atexit
+    import shutil
     import tempfile
 
     if not _grader_dir:
         _grader_dir.append(Path(tempfile.mkdtemp(prefix="cpp-probe-")))
+        atexit.register(shutil.rmtree, _grader_dir[0], True)
     return _grader_dir[0]
 
 
