@@ -576,12 +576,15 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     return run_binary(binary, [case], timeout_s)
 
 
-def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60,
+               symbolize: bool = True) -> subprocess.CompletedProcess:
     """Run an ASan test binary (learner code is linked in) with `args`, behind
-    the grade's wall; what it prints is data for the grader to check."""
+    the grade's wall; what it prints is data for the grader to check.
+    `symbolize=False`: reports without function names and file:line, ~10x
+    faster when the run reports a leak on purpose (symbolizing costs ~0.7 s)."""
     # Set here, these override whatever the program's default-options hooks would say.
-    env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1",
-           "LSAN_OPTIONS": "exitcode=87:print_suppressions=1"}
+    env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1"
+           + ("" if symbolize else ":symbolize=0"), "LSAN_OPTIONS": "exitcode=87:print_suppressions=1"}
     from roadmap_cli.grading_kit import oswall, sandbox
 
     # Behind the same OS wall as the learner process when the engine set one up (grading_kit/oswall.py).
