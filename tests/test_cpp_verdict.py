@@ -81,6 +81,7 @@ STATIC_ASSERT_MACRO = '#define static_assert(...) static_assert(true, "")\n'
 BUILTIN_MACROS = ("#define __is_nothrow_constructible(...) true\n#define __is_nothrow_assignable(...) true\n"
                   "#define __is_constructible(...) false\n#define __is_assignable(...) false\n")
 NOEXCEPT_MACRO = "#define noexcept noexcept(true)\n"
+DELETE_MACRO = "#define delete default\n"  # the copy operations become defaulted (deleted only by unique_ptr)
 
 ATTACKS = {
     # name: (header, tests graded, every one of them must fail)
@@ -97,6 +98,8 @@ ATTACKS = {
                                                      "BlockPool(BlockPool&& other)") + BUILTIN_MACROS,
                                     [f"{T}[copy_is_deleted]", f"{T}[moves_are_noexcept]"]),
     "noexcept-redefined": (NOEXCEPT_MACRO + NOT_NOEXCEPT, [f"{T}[moves_are_noexcept]"]),
+    "delete-redefined": (SOLUTION.replace("#pragma once\n", "#pragma once\n" + DELETE_MACRO),
+                         [f"{T}[copy_is_deleted]", "test_block_pool.py::test_block_pool_script"]),
 }
 
 
