@@ -14,6 +14,7 @@ A build error fails the tests that need it with the compiler's first
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -52,26 +53,20 @@ def asan_tests() -> Path:
 
 TEST_MAIN = HERE / "block_pool_test.cpp"
 _INCLUDE = '#include "block_pool.h"\n'
-_grader_dir: list = []  # a folder of the grader's own, made once per grade
 
 
-def _own_folder() -> Path:
-    """The grader's probe sources: written by this process only (never the workspace), gone after the grade."""
-    import atexit
+@contextlib.contextmanager
+def _own_folder():
+    """A folder for the grader's own probe sources: written by this process only (never the workspace), and
+    removed as soon as the compile has copied them (the cache keys them by content)."""
     import shutil
     import tempfile
 
-    if not _grader_dir:
-        _grader_dir.append(Path(tempfile.mkdtemp(prefix="cpp-probe-")))
-        atexit.register(shutil.rmtree, _grader_dir[0], True)
-    return _grader_dir[0]
-
-
-def _write(rel: str, text: str) -> Path:
-    path = _own_folder() / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    folder = Path(tempfile.mkdtemp(prefix="cpp-probe-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def probe(name: str, assertions: list) -> "str | None":
@@ -81,9 +76,11 @@ def probe(name: str, assertions: list) -> "str | None":
     main = TEST_MAIN.read_text()
     prefix = main[:main.index(_INCLUDE) + len(_INCLUDE)]
     body = "".join(f"static_assert({cond}, {json.dumps(why)});\n" for cond, why in assertions)
-    source = _write(f"{name}/block_pool_test.cpp", prefix + body)
     ws = kit.workspace()
-    return cpp_build.compiles(source, ws, [ws / "block_pool.h"])
+    with _own_folder() as folder:
+        source = folder / "block_pool_test.cpp"
+        source.write_text(prefix + body)
+        return cpp_build.compiles(source, ws, [ws / "block_pool.h"])
 
 
 def header_macros() -> "tuple[set, str | None]":
@@ -92,10 +89,11 @@ def header_macros() -> "tuple[set, str | None]":
     (set(), the compiler's first error) when the header does not preprocess."""
     if "macros" not in _results:
         ws = kit.workspace()
-        empty = _write("empty/block_pool.h", "")
         try:
             theirs = cpp_build.defined_macros(TEST_MAIN, ws, [ws / "block_pool.h"])
-            ours = cpp_build.defined_macros(TEST_MAIN, empty.parent, [empty])
+            with _own_folder() as folder:
+                (folder / "block_pool.h").write_text("")
+                ours = cpp_build.defined_macros(TEST_MAIN, folder, [folder / "block_pool.h"])
         except cpp_build.CppBuildError as err:
             _results["macros"] = (set(), err.first_error)
         else:
