@@ -86,6 +86,26 @@ def test_valid_edge_inputs_are_accepted():
 # or torch.compile traces a program that only fails when it runs.
 BAD_META = [("weight longer than a row", (4, 8), (9,)), ("weight shorter than a row", (2, 3, 16), (15,)),
             ("2-D weight", (4, 8), (1, 8))]
+META_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+def _meta_calls():
+    """(what, x shape, weight shape, dtype, refused) from this grade's secret seed: the answers depend on the
+    shapes, so only a kernel that looks at them gets them right."""
+    import random
+
+    rng = random.Random(kit.seeded("meta-kernel"))
+    calls = []
+    for _ in range(8):
+        shape = tuple(rng.randint(1, 9) for _ in range(rng.randint(0, 2))) + (rng.randint(1, 64),)
+        dtype, hidden = rng.choice(META_DTYPES), shape[-1]
+        bad = rng.choice([None, None, (hidden + rng.randint(1, 5),), (max(1, hidden - rng.randint(1, 5)),),
+                          (1, hidden)])
+        if bad == (hidden,):
+            bad = None
+        calls.append((f"x {shape}, weight {bad or (hidden,)} {str(dtype).replace('torch.', '')}", shape,
+                      bad or (hidden,), dtype, bad is not None))
+    return calls
 
 
 def test_meta_kernel():
@@ -99,4 +119,12 @@ def test_meta_kernel():
         if got[0] != "error" or got[1] != "RuntimeError" or "weight" not in got[2]:
             pytest.fail(f"rms_norm on Meta tensors with {what} (x {x_shape}, weight {w_shape}) gave {got!r}, expected "
                         f"a RuntimeError that mentions 'weight', as the CPU kernel raises (README.md, section "
+                        f"\"{SECTION}\")", pytrace=False)
+    for what, x_shape, w_shape, dtype, refused in _meta_calls():
+        got = adapter.meta_call(so, x_shape, w_shape, dtype, 1e-6)
+        right = got[:2] == ("error", "RuntimeError") and "weight" in got[2] if refused else \
+            got == ("ok", x_shape, dtype, "meta")
+        if not right:
+            want = "a RuntimeError that mentions 'weight'" if refused else f"a Meta tensor of shape {x_shape}"
+            pytest.fail(f"rms_norm on Meta tensors {what} gave {got!r}, expected {want} (README.md, section "
                         f"\"{SECTION}\")", pytrace=False)

@@ -12,6 +12,13 @@ executed behind the wall too):
                    loads it with torch.ops.load_library.
   asan_binary      a test executable from the grader's own main .cpp and the
                    learner's headers, under AddressSanitizer + LeakSanitizer.
+                   The learner's code is linked in, so what it prints is data
+                   for the grader's own model, never a verdict (it cannot
+                   link calls to the sanitizer's switches: _SANITIZER_SWITCHES).
+  compiles         the compiler's verdict on a grader's probe (static_asserts
+                   over the learner's headers): compile-time properties.
+  defined_macros   `g++ -E -dM`: which macros a learner's header leaves
+                   defined, so a grader can refuse one that renames its words.
 
 Outputs are cached in a per-user temp folder (never inside the installed
 project) by a key that covers the whole preprocessed translation unit (every
@@ -271,8 +278,10 @@ def _write_manifest(path: Path, data: dict) -> None:
 
 
 def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
-           workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
-    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files)
+           workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = (),
+           log_failures: bool = True) -> BuildResult:
+    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files,
+                           log_failures)
     return BuildResult(_for_this_grade(result.path), result.cached)
 
 
@@ -296,10 +305,12 @@ def _for_this_grade(path: Path) -> Path:
 
 
 def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
-                  workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = ()) -> BuildResult:
+                  workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = (),
+                  log_failures: bool = True) -> BuildResult:
     """Compile (behind the wall) or take the cached result; `grader_files` are
     the grader's own inputs (a test main): copied into the build folder, the
-    one place the walled compiler reads them from."""
+    one place the walled compiler reads them from. `log_failures`: False for a
+    probe whose failure is a verdict, not a build that does not compile."""
     import shutil
 
     import torch
@@ -315,7 +326,8 @@ def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[st
         return BuildResult(out, cached=True)
     if failed.exists() and _still_valid(failed_manifest, None, folders):
         log = failed.read_text()
-        _log_failure(kind, inputs, first_compiler_error(log, workspace))
+        if log_failures:
+            _log_failure(kind, inputs, first_compiler_error(log, workspace))
         raise CppBuildError(first_compiler_error(log, workspace), log)
     entry.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=".build-", dir=cache_root()))
@@ -339,7 +351,8 @@ def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[st
             if deps is not None:  # cached only when we know what it read
                 failed.write_text(log)
                 _write_manifest(failed_manifest, {"deps": _portable(deps, folders, build)})
-            _log_failure(kind, inputs, first_compiler_error(log, workspace))
+            if log_failures:
+                _log_failure(kind, inputs, first_compiler_error(log, workspace))
             raise CppBuildError(first_compiler_error(log, workspace), log)
         if deps is None or not artefact.is_file():
             raise CppBuildError("the compiler reported success but wrote no output", proc.stderr)
@@ -510,11 +523,51 @@ def _pch_valid(manifest: Path, gch: Path) -> bool:
     return recorded == [st.st_size, st.st_mtime_ns, st.st_ino] and _still_valid(manifest, None, [])
 
 
+_ASAN_FLAGS = ["-std=c++20", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
+
+# The sanitizer runtime's switches: a call to one from the learner's code (to make LeakSanitizer ignore an
+# object, stop checking, or send its report elsewhere) and the dynamic loader's lookups that would reach them
+# by name. `--wrap` renames every reference to SYM in the program to `__wrap_SYM`, which nothing defines, so
+# such a header does not link: the compiler refuses it, nothing the binary later prints has to be believed.
+# (The hooks the runtime calls, such as __lsan_is_turned_off, are defined by the grader's test main instead.)
+_SANITIZER_SWITCHES = ["__lsan_ignore_object", "__lsan_disable", "__lsan_enable", "__lsan_register_root_region",
+                       "__lsan_unregister_root_region", "__lsan_do_leak_check", "__lsan_do_recoverable_leak_check",
+                       "__asan_set_error_report_callback", "__sanitizer_set_report_path",
+                       "__sanitizer_set_report_fd", "__asan_unpoison_memory_region", "dlsym", "dlvsym", "dlopen",
+                       "dlmopen"]
+
+
 def asan_binary(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 300) -> BuildResult:
     """Build the grader's test main against the learner's headers with ASan + LSan."""
-    cmd = ["g++", "-std=c++20", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame-pointer",
-           "-fno-sanitize-recover=all", f"-I{include_dir}", str(main_cpp)]
+    cmd = ["g++", *_ASAN_FLAGS, f"-I{include_dir}", str(main_cpp),
+           *(f"-Wl,--wrap={sym}" for sym in _SANITIZER_SWITCHES)]
     return _build("asan", [main_cpp, *headers], cmd, "", include_dir, timeout_s, grader_files=[main_cpp])
+
+
+def defined_macros(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 120) -> dict:
+    """Every macro defined at the end of `main_cpp` preprocessed as asan_binary compiles it (`g++ -E -dM`,
+    behind the wall like every compile): name -> its `#define` line. Comparing it with the same main over a
+    header of the grader's tells which macros the learner's header added, changed or removed."""
+    cmd = ["g++", *_ASAN_FLAGS, "-E", "-dM", f"-I{include_dir}", str(main_cpp)]
+    path = _build("macros", [main_cpp, *headers], cmd, ".txt", include_dir, timeout_s, grader_files=[main_cpp]).path
+    macros = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = re.match(r"#define ([A-Za-z_]\w*)", line)
+        if match:
+            macros[match.group(1)] = line
+    return macros
+
+
+def compiles(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 120) -> Optional[str]:
+    """The compiler's verdict on a probe (a grader's translation unit of `static_assert`s over the learner's
+    headers), with asan_binary's flags, behind the wall: None when it compiles, else its first error."""
+    cmd = ["g++", *_ASAN_FLAGS, "-c", f"-I{include_dir}", str(main_cpp)]
+    try:
+        _build("probe", [main_cpp, *headers], cmd, ".o", include_dir, timeout_s, grader_files=[main_cpp],
+               log_failures=False)
+    except CppBuildError as err:
+        return err.first_error
+    return None
 
 
 def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
@@ -523,11 +576,15 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     return run_binary(binary, [case], timeout_s)
 
 
-def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60) -> subprocess.CompletedProcess:
+def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60,
+               symbolize: bool = True) -> subprocess.CompletedProcess:
     """Run an ASan test binary (learner code is linked in) with `args`, behind
-    the grade's wall; what it prints is data for the grader to check."""
-    env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1",
-           "LSAN_OPTIONS": "exitcode=87"}
+    the grade's wall; what it prints is data for the grader to check.
+    `symbolize=False`: reports without function names and file:line, ~10x
+    faster when the run reports a leak on purpose (symbolizing costs ~0.7 s)."""
+    # Set here, these override whatever the program's default-options hooks would say.
+    env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1"
+           + ("" if symbolize else ":symbolize=0"), "LSAN_OPTIONS": "exitcode=87:print_suppressions=1"}
     from roadmap_cli.grading_kit import oswall, sandbox
 
     # Behind the same OS wall as the learner process when the engine set one up (grading_kit/oswall.py).
