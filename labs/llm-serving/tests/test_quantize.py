@@ -83,6 +83,24 @@ def test_int4_groupwise(shape, group_size):
     kit.assert_close(y, x @ grader_deq.T, atol=1e-4, rtol=1e-4, what="int4_linear vs x @ dequant(W).T")
 
 
+def test_int8_round_half_to_even():
+    """Rows whose max |w| is 127 (scale exactly 1) or 63.5 (scale 0.5) put w / scale on exact .5 ties:
+    torch's round goes to the even neighbour (README.md, "int8 per channel")."""
+    w = torch.zeros(3, 64)
+    w[0, :8] = torch.tensor([127.0, 2.5, -1.5, 0.5, -2.5, 126.5, -0.5, 3.5])
+    w[1, :6] = torch.tensor([-63.5, 0.25, 0.75, -1.25, 31.25, 62.25])
+    w[2, :4] = torch.tensor([-127.0, -126.5, 125.5, -4.5])
+    q, scale = adapter.quantize_call("quantize_int8", w)
+    want_q, want_scale = ref.quantize_int8(w)
+    assert torch.equal(scale, want_scale), f"scales: expected {want_scale.tolist()}, got {scale.tolist()}"
+    bad = (q.to(torch.int32) != want_q.to(torch.int32)).nonzero().tolist()
+    assert not bad, (
+        f"q = clamp(round(w / scale), -127, 127) on exact .5 ties: {len(bad)} values differ, first at (row, "
+        f"column) {bad[0]}: w / scale = {float(w[bad[0][0], bad[0][1]] / want_scale[bad[0][0]])}, expected "
+        f"{int(want_q[bad[0][0], bad[0][1]])}, got {int(q[bad[0][0], bad[0][1]])} (torch's round is half to even: "
+        "2.5 -> 2, -1.5 -> -2, 126.5 -> 126) (README.md, section \"int8 per channel\")")
+
+
 def _tie_weight(group_size: int) -> torch.Tensor:
     """Rows whose groups hit exact .5 ties in both roundings, with scales that are powers of two (every
     division exact): torch's round goes to the even neighbour, floor(x + 0.5) and round-half-away do not."""
