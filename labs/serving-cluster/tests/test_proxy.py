@@ -155,6 +155,10 @@ def test_successful_requests_are_not_observed():
         f"one replica: a request that fails mid-stream, then two that succeed: (failures, successes) after each "
         f"{got}, expected {want}: forward observes failed attempts only, never a success (those come from the "
         f"probes) {W}")
+    hung = adapter.forward_runs(2, "round_robin", {0: [["ok"]], 1: [["ok"]]}, [_req(r, 6)], close_after=2)[0]
+    assert (hung["failures"], hung["successes"]) == ([0, 0], [0, 0]), (
+        f"a client that hangs up (aclose after 2 events) is neither a failed request nor a check: (failures, "
+        f"successes) {(hung['failures'], hung['successes'])}, expected ([0, 0], [0, 0]) {W}")
 
 
 def test_killed_replica_is_ejected_and_no_request_is_lost():
