@@ -60,8 +60,8 @@ def test_poisson_arrivals_own_generator():
         "the arrivals differ from the cumulative sums of random.Random(seed).expovariate(rate)")
     assert got["global_state_untouched"], (
         "poisson_arrivals changed the state of the global `random` module: draw from a generator of its own, "
-        "`random.Random(seed)`, never `random.seed(seed)` + `random.expovariate` (README.md, section "
-        "\"Poisson arrivals\")")
+        "`random.Random(seed)`, never `random.seed(seed)` + `random.expovariate` (README.md, "
+        "section \"Poisson arrivals\")")
 
 
 def test_percentile():

@@ -151,8 +151,8 @@ def test_int4_linear_dequantizes_one_tile_at_a_time(shape, group_size):
     assert got["largest_numel"] < out_f * in_f, (
         f"int4_linear made a floating-point tensor of shape {got['largest_shape']} ({got['largest_numel']} "
         f"elements) for a ({out_f}, {in_f}) weight: the fp32 weight never exists in memory; dequantize one "
-        f"({out_f}, {group_size}) tile per group and accumulate x[:, group] @ tile.T (README.md, section "
-        "\"Dequant on the fly\")")
+        f"({out_f}, {group_size}) tile per group and accumulate x[:, group] @ tile.T (README.md, "
+        "section \"Dequant on the fly\")")
 
 
 def test_bad_arguments_are_refused():

@@ -573,8 +573,8 @@ def test_histogram_bounds_inclusive():
     want = [sum(1 for v in values if v <= b) for b in bounds]
     assert got["counts"] == want, (
         f"Histogram({bounds}) after observing {values}: bucket counts {got['counts']}, expected {want}: N counts "
-        "observations <= the bound (a value equal to a bound counts in it), cumulative (README.md, section "
-        "\"Metrics\")")
+        "observations <= the bound (a value equal to a bound counts in it), cumulative (README.md, "
+        "section \"Metrics\")")
     assert got["count"] == len(values) and abs(got["sum"] - sum(values)) < 1e-9, (
         f"count {got['count']} and sum {got['sum']}: expected {len(values)} and {sum(values)}")
 
