@@ -144,12 +144,33 @@ def stop_holdback_many(cases: list) -> list[int]:
     return [int(fn(text, list(stops))) for text, stops in cases]
 
 
+@learner_side(timeout_s=30)
+def histogram_observe(buckets: list, values: list) -> dict:
+    """A fresh server.Histogram with these bounds, every value observed: its counts, sum and count."""
+    hist = _module("server").Histogram("probe_seconds", "probe", tuple(float(b) for b in buckets))
+    for value in values:
+        hist.observe(float(value))
+    return {"counts": [int(c) for c in hist.counts], "sum": float(hist.sum), "count": int(hist.count)}
+
+
 # ---------------------------------------------------------------- part 2: the load generator
 
 
 @learner_side(timeout_s=30)
 def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
     return [float(t) for t in _module("loadgen").poisson_arrivals(rate, n, seed)]
+
+
+@learner_side(timeout_s=30)
+def poisson_arrivals_global_state(rate: float, n: int, seed: int) -> dict:
+    """poisson_arrivals run between two reads of the global `random` state (seeded here first): whether it
+    touched that state, and its arrivals."""
+    import random
+
+    random.seed(987654321)
+    before = random.getstate()
+    arrivals = [float(t) for t in _module("loadgen").poisson_arrivals(rate, n, seed)]
+    return {"arrivals": arrivals, "global_state_untouched": random.getstate() == before}
 
 
 @learner_side(timeout_s=30)
@@ -282,6 +303,27 @@ def quantize_call(name: str, *args):
     if isinstance(out, tuple):
         return tuple(t.detach().clone() if hasattr(t, "detach") else t for t in out)
     return out.detach().clone() if hasattr(out, "detach") else int(out)
+
+
+@learner_side(timeout_s=60)
+def int4_linear_largest_float(x, packed, scales, zeros, group_size: int) -> dict:
+    """int4_linear run under a dispatch mode that records the largest floating-point tensor any torch op
+    makes while it runs (the fp32 weight, if it is ever built, is one), and its output."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    largest = {"numel": 0, "shape": None}
+
+    class _Largest(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > largest["numel"]:
+                    largest.update(numel=t.numel(), shape=tuple(t.shape))
+            return out
+
+    with _Largest():
+        y = _module("quantize").int4_linear(x, packed, scales, zeros, group_size)
+    return {"y": y.detach().clone(), "largest_numel": int(largest["numel"]), "largest_shape": largest["shape"]}
 
 
 @learner_side(timeout_s=120)

@@ -115,3 +115,53 @@ def test_kv_heads_per_gpu_round_up():
         assert _same(got["kv_bytes_per_token"], want), (
             f"kv_bytes_per_token with n_kv_heads={case['model']['n_kv_heads']} and tp={case['tp']}: expected {want} "
             f"(ceil(n_kv_heads / tp) heads per GPU), got {got['kv_bytes_per_token']!r} (README.md, section \"Part 5\")")
+
+
+def _on_block_edge(rng: random.Random, tp: int, below: int) -> dict:
+    """A case whose per-GPU KV budget is exactly `blocks` whole blocks minus `below` bytes: an error of one
+    byte anywhere in the budget (the weight shard floored instead of rounded up, memory_bytes x mem_util
+    rounded up) moves kv_capacity_tokens by a whole block. n_params x weight_bytes never divides by tp, and
+    memory_bytes x mem_util has a fractional part of .5."""
+    case = _random_case(rng)
+    case.update(tp=tp, capacity=rng.randrange(0, 10 ** 6), seq_len=rng.randrange(1, 9000), service=0.01,
+                rate_per_replica=1.0)
+    model = case["model"]
+    model["weight_bytes"] = 1
+    model["n_params"] = model["n_params"] // tp * tp + rng.randrange(1, tp)      # a remainder: ceil != floor
+    m = rc.ModelSpec(**model)
+    bs = case["block_size"]
+    budget = rng.randrange(10, 400) * bs * rc.kv_bytes_per_token(m, tp) - below
+    usable = budget + math.ceil(m.n_params * m.weight_bytes / tp) + case["gpu"]["activation_bytes"]
+    case["gpu"].update(memory_bytes=2 * usable + 1, mem_util=0.5)              # floor(x.5) = usable
+    assert rc.kv_capacity_tokens(m, rc.GpuSpec(**case["gpu"]), tp, bs) * rc.kv_bytes_per_token(m, tp) \
+        <= budget, "grader: block-edge case"
+    return case
+
+
+def test_capacity_at_exact_edges():
+    """Exact boundaries the random draws never hit (README.md, "Part 5"): a KV budget one byte short of a
+    whole block and exactly on one (the weight shard is ceil(n_params x weight_bytes / tp), the usable memory
+    floor(memory_bytes x mem_util)); a budget of exactly 0; and a rate of 0, where replicas_needed is still
+    max(1, ...) = 1."""
+    rng = random.Random(kit.seeded("capacity-edges"))
+    cases = [_on_block_edge(rng, tp, below) for tp in (2, 4, 8) for below in (1, 0)]
+    empty = _on_block_edge(rng, 2, 0)                               # a budget of exactly 0 bytes: 0 tokens
+    m = rc.ModelSpec(**empty["model"])
+    usable = math.ceil(m.n_params * m.weight_bytes / 2) + empty["gpu"]["activation_bytes"]
+    empty["gpu"].update(memory_bytes=2 * usable + 1)
+    cases.append(empty)
+    for case in [_random_case(rng) for _ in range(3)] + [dict(c) for c in FIXED]:
+        case = dict(case, traffic=dict(case["traffic"], rate=0.0), capacity=1000, seq_len=100, service=0.01,
+                    rate_per_replica=1.0, target=10.0)
+        cases.append(case)                                          # no traffic: still one replica
+    answers = adapter.capacity_answers(cases)
+    for case, got in zip(cases, answers):
+        want = _expected(case)
+        for key in ("kv_capacity_tokens", "replicas_needed", "plan"):
+            assert _same(got[key], want[key]), (
+                f"{key}: expected {want[key]!r}, got {got[key]!r}\n  model={case['model']}\n  gpu={case['gpu']}\n"
+                f"  traffic={case['traffic']}\n  tp={case['tp']} block_size={case['block_size']} "
+                f"target={case['target']}\n  (the weight shard is ceil(n_params x weight_bytes / tp), the usable "
+                "memory floor(memory_bytes x mem_util); replicas_needed is max(1, ...): at least one replica "
+                "even with no traffic) (README.md, section \"Part 5\")")
+    assert _expected(cases[-1])["replicas_needed"] == 1, "grader: the rate-0 case needs one replica"

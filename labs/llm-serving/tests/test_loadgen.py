@@ -49,6 +49,21 @@ def test_poisson_arrivals():
     assert adapter.poisson_arrivals(rate, 5, seed + 1) != got[:5], "a different seed must give different arrivals"
 
 
+def test_poisson_arrivals_own_generator():
+    """`random.Random(seed)` is a generator of the function's own: seeding the global `random` instead gives
+    the same numbers, but moves every other user's stream (README.md, "Poisson arrivals")."""
+    rng = _rng("poisson-own")
+    rate, seed = rng.uniform(2.0, 50.0), rng.randrange(1 << 30)
+    got = adapter.poisson_arrivals_global_state(rate, 50, seed)
+    want = ref.poisson_arrivals(rate, 50, seed)
+    assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(got["arrivals"], want)), (
+        "the arrivals differ from the cumulative sums of random.Random(seed).expovariate(rate)")
+    assert got["global_state_untouched"], (
+        "poisson_arrivals changed the state of the global `random` module: draw from a generator of its own, "
+        "`random.Random(seed)`, never `random.seed(seed)` + `random.expovariate` (README.md, "
+        "section \"Poisson arrivals\")")
+
+
 def test_percentile():
     rng = _rng("percentile")
     for n in (1, 2, 7, 100):

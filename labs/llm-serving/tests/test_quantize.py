@@ -83,6 +83,78 @@ def test_int4_groupwise(shape, group_size):
     kit.assert_close(y, x @ grader_deq.T, atol=1e-4, rtol=1e-4, what="int4_linear vs x @ dequant(W).T")
 
 
+def test_int8_round_half_to_even():
+    """Rows whose max |w| is 127 (scale exactly 1) or 63.5 (scale 0.5) put w / scale on exact .5 ties:
+    torch's round goes to the even neighbour (README.md, "int8 per channel")."""
+    w = torch.zeros(3, 64)
+    w[0, :8] = torch.tensor([127.0, 2.5, -1.5, 0.5, -2.5, 126.5, -0.5, 3.5])
+    w[1, :6] = torch.tensor([-63.5, 0.25, 0.75, -1.25, 31.25, 62.25])
+    w[2, :4] = torch.tensor([-127.0, -126.5, 125.5, -4.5])
+    q, scale = adapter.quantize_call("quantize_int8", w)
+    want_q, want_scale = ref.quantize_int8(w)
+    assert torch.equal(scale, want_scale), f"scales: expected {want_scale.tolist()}, got {scale.tolist()}"
+    bad = (q.to(torch.int32) != want_q.to(torch.int32)).nonzero().tolist()
+    assert not bad, (
+        f"q = clamp(round(w / scale), -127, 127) on exact .5 ties: {len(bad)} values differ, first at (row, "
+        f"column) {bad[0]}: w / scale = {float(w[bad[0][0], bad[0][1]] / want_scale[bad[0][0]])}, expected "
+        f"{int(want_q[bad[0][0], bad[0][1]])}, got {int(q[bad[0][0], bad[0][1]])} (torch's round is half to even: "
+        "2.5 -> 2, -1.5 -> -2, 126.5 -> 126) (README.md, section \"int8 per channel\")")
+
+
+def _tie_weight(group_size: int) -> torch.Tensor:
+    """Rows whose groups hit exact .5 ties in both roundings, with scales that are powers of two (every
+    division exact): torch's round goes to the even neighbour, floor(x + 0.5) and round-half-away do not."""
+    w = torch.zeros(4, 2 * group_size)
+    # scale 1: lo -6.5, hi 8.5; zero = round(6.5) = 6; w / scale ties at 2.5 -> 2, 8.5 -> 8, -1.5 -> -2, 0.5 -> 0
+    w[0, :8] = torch.tensor([-6.5, 8.5, 2.5, -1.5, 0.5, -2.5, 3.5, 1.5])
+    # scale 0.5: lo -2.25, hi 5.25; zero = round(4.5) = 4; w / scale = 0.5, 1.5, -0.5, -3.5 -> 0, 2, -0, -4
+    w[1, group_size:group_size + 6] = torch.tensor([-2.25, 5.25, 0.25, 0.75, -0.25, -1.75])
+    # scale 1: lo -0.5, hi 14.5; zero = round(0.5) = 0; 14.5 -> 14, 12.5 -> 12, -0.5 -> -0 (+ 0)
+    w[2, :4] = torch.tensor([-0.5, 14.5, 12.5, 5.5])
+    # scale 2: lo -5, hi 25; zero = round(2.5) = 2; w / scale = 2.5 -> 2, 11 -> 11 (+ 2 = 13), -2.5 -> -2 (+ 2)
+    w[3, group_size:group_size + 4] = torch.tensor([-5.0, 25.0, 5.0, -5.0 + 0.0])
+    return w
+
+
+@pytest.mark.parametrize("group_size", [32, 128])
+def test_int4_round_half_to_even(group_size):
+    """Exact .5 ties in zero = round(-lo / scale) and in round(w / scale): torch's round, half to even
+    (README.md, "int4 groups"). The random weights never hit a tie exactly."""
+    w = _tie_weight(group_size)
+    packed, scales, zeros = adapter.quantize_call("quantize_int4", w, group_size)
+    want_q, want_s, want_z = ref.quantize_int4(w, group_size)
+    assert torch.equal(scales, want_s), f"scales: expected {want_s.tolist()}, got {scales.tolist()}"
+    assert torch.equal(zeros, want_z), (
+        f"zeros on groups whose -lo / scale is 6.5, 4.5, 0.5 and 2.5: expected {want_z.tolist()} (torch's round, "
+        f"half to even), got {zeros.tolist()} (README.md, section \"int4 groups\": `round` is torch's)")
+    q = ref.unpack_int4(packed)
+    bad = (q != want_q).nonzero().tolist()
+    assert not bad, (
+        f"q = clamp(round(w / scale) + zero, 0, 15) on exact .5 ties: {len(bad)} values differ, first at "
+        f"(row, column) {bad[0]}: w = {float(w[bad[0][0], bad[0][1]])}, expected q = "
+        f"{int(want_q[bad[0][0], bad[0][1]])}, got {int(q[bad[0][0], bad[0][1]])} (torch's round is half to even: "
+        "2.5 -> 2, 3.5 -> 4, -1.5 -> -2) (README.md, section \"int4 groups\")")
+
+
+@pytest.mark.parametrize("shape,group_size", [((16, 256), 32), ((24, 384), 128)])
+def test_int4_linear_dequantizes_one_tile_at_a_time(shape, group_size):
+    """int4_linear dequantizes one (out, group_size) tile per group: no floating-point tensor as large as
+    the (out, in) weight is ever made while it runs (README.md, "Dequant on the fly")."""
+    out_f, in_f = shape
+    w = _weight(f"int4-tile-{shape}", out_f, in_f)
+    q, scales, zeros = ref.quantize_int4(w, group_size)
+    packed = q[:, 0::2] | (q[:, 1::2] << 4)                                  # the handout's layout
+    x = torch.randn(2, in_f, generator=torch.Generator().manual_seed(3))     # fewer elements than the weight
+    got = adapter.int4_linear_largest_float(x, packed, scales, zeros, group_size)
+    want = x @ ref.dequantize_int4(ref.unpack_int4(packed), scales, zeros, group_size).T
+    kit.assert_close(got["y"], want, atol=1e-4, rtol=1e-4, what="int4_linear vs x @ dequant(W).T")
+    assert got["largest_numel"] < out_f * in_f, (
+        f"int4_linear made a floating-point tensor of shape {got['largest_shape']} ({got['largest_numel']} "
+        f"elements) for a ({out_f}, {in_f}) weight: the fp32 weight never exists in memory; dequantize one "
+        f"({out_f}, {group_size}) tile per group and accumulate x[:, group] @ tile.T (README.md, "
+        "section \"Dequant on the fly\")")
+
+
 def test_bad_arguments_are_refused():
     w = _weight("bad-args", 6, 96)
     for group_size in (64, 3):      # 96 is not a multiple of 64; 3 divides 96 but is odd (no whole bytes)

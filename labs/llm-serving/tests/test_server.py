@@ -90,8 +90,13 @@ def test_stream_chunks_concatenate_to_the_answer(url, chat):
     assert all(e.get("object") == kind for e in chunks), f"every chunk's object must be {kind!r}"
     assert all(e["choices"][0].get("index") == 0 for e in chunks), "every chunk's choices[0].index must be 0"
     if chat:
-        assert chunks[0]["choices"][0].get("delta", {}).get("role") == "assistant", (
-            "the first chat chunk carries delta.role = 'assistant' (README.md, section \"Streaming\")")
+        first = chunks[0]["choices"][0]
+        assert first.get("delta") == {"role": "assistant", "content": ""} and first.get("finish_reason") is None, (
+            f"the first chat chunk must carry only delta = {{'role': 'assistant', 'content': ''}}, sent at once "
+            f"before any token; got {first} (README.md, section \"Streaming\")")
+        later = [e["choices"][0].get("delta", {}) for e in chunks[1:]]
+        assert all("role" not in d for d in later), (
+            "only the first chat chunk carries the role; a later one has it too (README.md, section \"Streaming\")")
     text = "".join(chunk_text(e, chat) for e in chunks)
     rendered = ge.render_chat(body["messages"]) if chat else prompt
     want = _reference(rendered, n)
@@ -130,6 +135,16 @@ def test_stop_strings(url, chat):
             assert got == want, (f"stop={stop_arg!r} on an output that reads {want_full!r}: expected {want!r} "
                                  f"(cut before the stop string), got {got!r} (README.md, section \"Stop strings\")")
             assert resp.json()["choices"][0]["finish_reason"] == "stop", "finish_reason after a stop string: 'stop'"
+            # The engine generated tokens up to the one that completed the stop string (a token is a character).
+            generated = want_full.find(stop) + len(stop)
+            usage = resp.json().get("usage", {})
+            assert usage.get("completion_tokens") == generated and usage.get("prompt_tokens") == len(rendered) \
+                and usage.get("total_tokens") == len(rendered) + generated, (
+                    f"stop={stop_arg!r} on an output that reads {want_full!r}: the engine generated {generated} "
+                    f"tokens (up to the one completing the stop string), the answer keeps {len(want)}; expected "
+                    f"usage completion_tokens={generated}, prompt_tokens={len(rendered)}, total_tokens="
+                    f"{len(rendered) + generated}, got {usage}: completion_tokens counts every generated token, "
+                    "the ones the stop string cut included (README.md, section \"Streaming\")")
             events = stream(url, path, body)
             text = "".join(chunk_text(e, chat) for e in events[:-1])
             assert text == want, (f"streamed with stop={stop_arg!r}: chunks concatenate to {text!r}, expected "
@@ -547,6 +562,21 @@ def test_stop_holdback():
         want = ref.stop_holdback(text, stops)
         assert got == want, (f"stop_holdback({text!r}, {stops}): expected {want} (the longest k with text[-k:] a "
                              f"proper prefix of a stop string), got {got} (README.md, section \"Stop strings\")")
+
+
+def test_histogram_bounds_inclusive():
+    """Values exactly ON a bound count in that bucket (`<=`), a value above the last bound only in +Inf
+    (= count); checked on Histogram itself, without a server (README.md, "Metrics")."""
+    bounds = [0.05, 0.1, 0.25, 1.0]
+    values = [0.05, 0.1, 0.25, 1.0, 0.0, 0.07, 2.5, 0.1]
+    got = adapter.histogram_observe(bounds, values)
+    want = [sum(1 for v in values if v <= b) for b in bounds]
+    assert got["counts"] == want, (
+        f"Histogram({bounds}) after observing {values}: bucket counts {got['counts']}, expected {want}: N counts "
+        "observations <= the bound (a value equal to a bound counts in it), cumulative (README.md, "
+        "section \"Metrics\")")
+    assert got["count"] == len(values) and abs(got["sum"] - sum(values)) < 1e-9, (
+        f"count {got['count']} and sum {got['sum']}: expected {len(values)} and {sum(values)}")
 
 
 def test_metrics_histograms(url):

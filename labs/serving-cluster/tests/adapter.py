@@ -127,7 +127,8 @@ def forward_runs(n: int, policy: str, scripts: dict, requests: list, close_after
         events = asyncio.run(run_one(req))
         results.append({"events": [dict(e) for e in events], "calls": list(calls), "seen": [list(s) for s in seen],
                         "outstanding": [int(v) for v in rt.outstanding], "healthy": [bool(v) for v in rt.healthy],
-                        "failures": [int(v) for v in hc.failures]})
+                        "failures": [int(v) for v in hc.failures],
+                        "successes": [int(v) for v in hc.successes]})
     return results
 
 
@@ -140,7 +141,8 @@ def autoscale_trace(params: dict, steps: list) -> list:
                                    params["tolerance"])
     current = params["start"]
     out = []
-    for now, q in steps:
+    for now, q, *given in steps:                # a third item: the caller runs that many replicas now
+        current = given[0] if given else current
         current = int(a.decide(now, current, q))
         out.append(current)
     return out

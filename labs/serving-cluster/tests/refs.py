@@ -73,7 +73,8 @@ def autoscale(params, steps):
     last = -math.inf
     current = params["start"]
     out = []
-    for now, q in steps:
+    for now, q, *given in steps:                # a third item: the caller runs that many replicas now
+        current = given[0] if given else current
         wanted = current * target
         desired = current if abs(q - wanted) <= tol * wanted else -(-q // target)
         desired = max(lo, min(hi, desired))

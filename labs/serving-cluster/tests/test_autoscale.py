@@ -15,7 +15,7 @@ def _check(params, steps, what):
     got = adapter.autoscale_trace(params, steps)
     want = refs.autoscale(params, steps)
     for k, (g, e) in enumerate(zip(got, want)):
-        before = want[k - 1] if k else params["start"]
+        before = steps[k][2] if len(steps[k]) > 2 else want[k - 1] if k else params["start"]
         assert g == e, (f"Autoscaler({params}) on {what}: decide(now={steps[k][0]}, current={before}, "
                         f"queue_depth={steps[k][1]}) returned {g}, expected {e} (decisions so far "
                         f"{want[:k]}) {W}")
@@ -48,6 +48,26 @@ def test_first_decrease_is_not_held():
     p = {"target": 4, "min": 1, "max": 20, "cooldown": 30.0, "tolerance": 0.0, "start": 6}
     _check(p, [(0.0, 4), (5.0, 4)], "a quiet queue from the first decision at t=0 (start 6 replicas)")
     _check(p, [(12.0, 8), (20.0, 8)], "a quiet queue from the first decision at t=12 (start 6 replicas)")
+
+
+def test_clamp_comes_before_the_cooldown_hold():
+    """Step 2 (clamp) before step 3 (hold): a caller running more than max_replicas inside the cooldown gets
+    its count back (the clamped decrease is held), and fewer than min_replicas is an increase, never held
+    (README.md, "Part 3"). The third item of a step is the count the caller runs at that moment."""
+    p = {"target": 4, "min": 2, "max": 6, "cooldown": 30.0, "tolerance": 0.0, "start": 4}
+    _check(p, [(0, 40), (5, 40, 10), (10, 80, 9), (40, 80, 9)],
+           "a burst (6 replicas, the max), then 10 and 9 replicas running inside the cooldown, then after it")
+    _check(p, [(0, 0), (5, 0, 1), (6, 12, 1)], "a quiet queue (2, the min), then 1 replica running in the cooldown")
+
+
+def test_ceil_in_integers():
+    """desired = ceil(queue_depth / target) computed in integers: exact past 2**53, where a float
+    division rounds (README.md, "Part 3")."""
+    big = 2 ** 60
+    p = {"target": 3, "min": 1, "max": 2 ** 62, "cooldown": 0.0, "tolerance": 0.0, "start": 1}
+    _check(p, [(0, big + 1), (1, 3 * big + 2), (2, 7 * big + 5)], "queue depths past 2**53")
+    p = {"target": 7, "min": 1, "max": 2 ** 62, "cooldown": 0.0, "tolerance": 0.0, "start": 1}
+    _check(p, [(0, 7 * big + 1), (1, 2 ** 55 - 3)], "queue depths past 2**53, target 7")
 
 
 @pytest.mark.parametrize("case", range(3))

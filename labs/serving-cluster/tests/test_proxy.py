@@ -143,6 +143,24 @@ def test_failed_attempts_count_as_failures():
         f"{after['failures']}, expected [1, 0] (every failed attempt is observed as a failure) {W}")
 
 
+def test_successful_requests_are_not_observed():
+    """Passive checks are failed requests only: a request that succeeds does not call observe(i, True), so it
+    neither resets the replica's failure streak nor adds to its successes (README.md, "Part 2")."""
+    r = refs.rng("passive-success")
+    reqs = [_req(r) for _ in range(3)]
+    res = adapter.forward_runs(1, "round_robin", {0: [["after", 1], ["ok"], ["ok"]]}, reqs)
+    got = [(rr["failures"], rr["successes"]) for rr in res]
+    want = [([1], [0]), ([1], [0]), ([1], [0])]
+    assert got == want, (
+        f"one replica: a request that fails mid-stream, then two that succeed: (failures, successes) after each "
+        f"{got}, expected {want}: forward observes failed attempts only, never a success (those come from the "
+        f"probes) {W}")
+    hung = adapter.forward_runs(2, "round_robin", {0: [["ok"]], 1: [["ok"]]}, [_req(r, 6)], close_after=2)[0]
+    assert (hung["failures"], hung["successes"]) == ([0, 0], [0, 0]), (
+        f"a client that hangs up (aclose after 2 events) is neither a failed request nor a check: (failures, "
+        f"successes) {(hung['failures'], hung['successes'])}, expected ([0, 0], [0, 0]) {W}")
+
+
 def test_killed_replica_is_ejected_and_no_request_is_lost():
     r = refs.rng("live-kill")
     n_req = 40
