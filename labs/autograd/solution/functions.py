@@ -30,7 +30,8 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
         picked = log_probs.gather(1, safe_targets.unsqueeze(1)).squeeze(1)
         losses = -picked * valid.to(logits.dtype)
         if reduction == "mean":
-            loss = losses.sum() / valid.sum().clamp_min(1).to(logits.dtype)
+            # no clamp: with every target ignored this is 0 / 0 = NaN, as F.cross_entropy gives
+            loss = losses.sum() / valid.sum().to(logits.dtype)
         else:
             loss = losses.sum()
         ctx.save_for_backward(logits, targets)

@@ -163,7 +163,8 @@ def tensor_program(program) -> dict:
             out = out.sum()
         out.backward()
     return {"out": float(np.asarray(out.data).item()), "grads": [None if n.grad is None else np.asarray(n.grad, dtype=np.float64)
-                                              for n in nodes[:len(program["leaves"])]]}
+                                              for n in nodes[:len(program["leaves"])]],
+            "shapes": [list(np.shape(n.data)) for n in nodes]}
 
 
 @learner_side

@@ -165,6 +165,7 @@ def torch_tensor(program: dict) -> dict:
         elif op == "scale":
             y = x * b
         nodes.append(y)
+    shapes = [list(n.shape) for n in nodes]
     out = nodes[-1]
     if out.numel() != 1:
         out = out.sum()
@@ -176,4 +177,4 @@ def torch_tensor(program: dict) -> dict:
         g = grads.get(id(leaf)) if leaf.requires_grad else None
         result.append(None if g is None and not leaf.requires_grad else
                       (np.zeros(tuple(leaf.shape)) if g is None else g.numpy()))
-    return {"out": float(out), "grads": result}
+    return {"out": float(out), "grads": result, "shapes": shapes}

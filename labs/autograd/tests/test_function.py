@@ -78,3 +78,46 @@ def test_bad_reduction_is_refused():
     logits, targets = torch.zeros(2, 3, dtype=torch.float64), torch.tensor([0, 1])
     assert adapter.fused_cross_entropy_rejects(logits, targets, "none") == "ValueError", \
         "reduction='none' must raise ValueError (only 'mean' and 'sum' are supported)"
+
+
+# Every floating dtype F.cross_entropy takes: the loss and the gradient keep the logits' dtype.
+DTYPE_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPE_TOL), ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_keeps_the_logits_dtype(dtype, reduction):
+    r = programs.rng(f"fused-ce-dtype-{dtype}-{reduction}")
+    g = torch.Generator().manual_seed(r.randrange(2**62))
+    n, c = 6, 5
+    logits = (torch.randn(n, c, generator=g, dtype=torch.float64) * 3).to(dtype)
+    targets = torch.randint(0, c, (n,), generator=g)
+    targets[1] = -100
+    case = (logits, targets, reduction, -100, torch.tensor(1.0, dtype=dtype), torch.ones(n, c, dtype=dtype))
+    got = adapter.fused_cross_entropy(*case)
+    want_loss, want_grad, _ = _reference(logits.double(), targets, reduction, -100,
+                                         torch.tensor(1.0, dtype=torch.float64), torch.ones(n, c, dtype=torch.float64))
+    label = f"softmax_cross_entropy({str(dtype).removeprefix('torch.')} logits {n}x{c}, reduction={reduction})"
+    for name, a, b in (("loss", got["loss"], want_loss), ("d loss/d logits", got["grad"], want_grad)):
+        assert a.dtype == dtype, (f"{label}: {name} is {a.dtype}; F.cross_entropy keeps the logits' dtype "
+                                  f"(README.md, section \"{SECTION}\")")
+        tol = DTYPE_TOL[dtype]
+        assert torch.allclose(a.double(), b, rtol=tol, atol=tol), (
+            f"{label}: {name} differs from F.cross_entropy's (float64) by {float((a.double() - b).abs().max()):.3g} "
+            f"(README.md, section \"{SECTION}\")")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_every_target_ignored(reduction):
+    """F.cross_entropy's edge: no row counts. "mean" is 0 / 0 = NaN, "sum" is 0; the gradient is 0 either way."""
+    logits = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]], dtype=torch.float64)
+    targets = torch.tensor([-100, -100])
+    case = (logits, targets, reduction, -100, torch.tensor(1.0, dtype=torch.float64), torch.ones(2, 3, dtype=torch.float64))
+    got, want = adapter.fused_cross_entropy(*case), _reference(*case)
+    assert torch.equal(torch.isnan(got["loss"]), torch.isnan(want[0])) and (
+        torch.isnan(want[0]) or torch.equal(got["loss"], want[0])), (
+        f"every target ignored, reduction={reduction}: loss {float(got['loss'])!r}, F.cross_entropy's is "
+        f"{float(want[0])!r} (README.md, section \"{SECTION}\")")
+    assert torch.equal(got["grad"], want[1]), (
+        f"every target ignored, reduction={reduction}: d loss/d logits {got['grad'].tolist()}, F.cross_entropy's "
+        f"is {want[1].tolist()} (README.md, section \"{SECTION}\")")

@@ -18,6 +18,12 @@ SECTION = "Part 5: reading nn.Linear and nn.MultiheadAttention"
 def _close(a, b, what):
     assert a is not None and a.shape == b.shape, f"{what}: shape {None if a is None else tuple(a.shape)}, " \
         f"expected {tuple(b.shape)} (README.md, section \"{SECTION}\")"
+    nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+    assert torch.equal(nan_a, nan_b), (
+        f"{what}: NaN at {nan_a.nonzero().tolist()[:4]}, torch's NaN at {nan_b.nonzero().tolist()[:4]}: masked "
+        f"scores are filled with -inf, so a row with every key masked is NaN, as torch's is "
+        f"(README.md, section \"{SECTION}\")")
+    a, b = a.masked_fill(nan_a, 0.0), b.masked_fill(nan_b, 0.0)
     err = float((a - b).abs().max()) if a.numel() else 0.0
     assert err <= 1e-6, f"{what}: max |diff| {err:.3g} vs torch (README.md, section \"{SECTION}\")"
 
@@ -45,6 +51,27 @@ def test_linear_init_and_forward(bias):
         (gx,) = torch.autograd.grad(y.sum(), xr)
         _close(got["y"], y.detach(), f"Linear({fin}, {fout}, bias={bias}) output")
         _close(got["grad_x"], gx, f"Linear({fin}, {fout}, bias={bias}) d(sum y)/dx")
+
+
+# The named edge sizes: nn.Linear allows in_features or out_features of 0 (reset_parameters guards the bias
+# bound against in_features == 0).
+@pytest.mark.parametrize("fin,fout,bias", [(0, 3, True), (0, 3, False), (3, 0, True)], ids=["in0", "in0-nobias", "out0"])
+def test_linear_zero_features(fin, fout, bias):
+    seed = programs.rng(f"linear-zero-{fin}-{fout}").randrange(2**31)
+    torch.manual_seed(seed)
+    ref = torch.nn.Linear(fin, fout, bias=bias)
+    mine = adapter.linear_init(seed, fin, fout, bias)
+    assert sorted(mine) == sorted(ref.state_dict()), (
+        f"Linear({fin}, {fout}, bias={bias}) has parameters {sorted(mine)}, nn.Linear has {sorted(ref.state_dict())}")
+    for name, value in ref.state_dict().items():
+        assert mine[name].shape == value.shape and torch.equal(mine[name], value), (
+            f"Linear({fin}, {fout}, bias={bias}): {name} is {mine[name].tolist()}, nn.Linear's is {value.tolist()}: "
+            f"initialise exactly as reset_parameters does, its in_features == 0 case too "
+            f"(README.md, section \"{SECTION}\")")
+    ref = ref.double()
+    x = torch.randn(2, fin, dtype=torch.float64)
+    got = adapter.linear_forward(ref.state_dict(), fin, fout, bias, x)
+    _close(got["y"], ref(x).detach(), f"Linear({fin}, {fout}, bias={bias}) output")
 
 
 def _mha_case(r, batch_first):
@@ -104,15 +131,25 @@ MHA_CASES = {
                                                                            [False, False, True, False]]}),
     "attn-mask": (False, {"need_weights": True, "attn_mask": [[False, True, True, False], [False, False, True, True],
                                                               [False, True, False, False]]}),
+    # as many queries as keys: a mask broadcast along the wrong axis still has the right shape
+    "key-padding-mask-square": (False, {"need_weights": True, "key_padding_mask": [[False, True, False, True],
+                                                                                  [True, False, False, False]]},
+                                (4, 4)),
+    # a batch item with every key padded, and a query row with every key masked: NaN rows, as torch gives
+    "whole-item-padded": (False, {"need_weights": True, "key_padding_mask": [[False, True, False, True],
+                                                                            [True, True, True, True]]}),
+    "whole-row-masked": (True, {"need_weights": True, "attn_mask": [[False, True, True, False], [True, True, True, True],
+                                                                    [False, True, False, False]]}),
 }
 
 
 @pytest.mark.parametrize("name", list(MHA_CASES))
 def test_multihead_attention_options(name):
-    batch_first, raw = MHA_CASES[name]
+    batch_first, raw, *sizes = MHA_CASES[name]
     options = {k: torch.tensor(v) if isinstance(v, list) else v for k, v in raw.items()}
     r = programs.rng(f"mha-fixed-{name}")
-    e, h, n, length, source = 6, 2, 2, 3, 4
+    e, h, n = 6, 2, 2
+    length, source = sizes[0] if sizes else (3, 4)
     torch.manual_seed(r.randrange(2**31))
     ref = torch.nn.MultiheadAttention(e, h, batch_first=batch_first).double().eval()
     with torch.no_grad():  # non-zero biases so a missing bias shows

@@ -31,12 +31,21 @@ def test_unbroadcast():
                                   f"expected {want.shape}: {np.ravel(want)[:4]}... (README.md, section \"{SECTION}\")")
 
 
+def _same_shapes(got, want, label):
+    """Every node's output shape, not only the final value: a (4,) where torch has (4, 1) can
+    give the same sum and the same gradients."""
+    for i, (g, w) in enumerate(zip(got["shapes"], want["shapes"])):
+        assert g == w, (f"{label}: node {i} has shape {tuple(g)}, torch's has {tuple(w)}: every op keeps "
+                        f"torch's shape (mean is sum times 1/count, keepdims too) (README.md, section \"{SECTION}\")")
+
+
 def test_random_broadcasting_programs():
     r = programs.rng("tensor-random")
     for trial in range(60):
         program = programs.tensor_program(r)
         got = adapter.tensor_program(program)
         want = programs.torch_tensor(program)
+        _same_shapes(got, want, f"program #{trial} {program['ops']}")
         assert abs(got["out"] - want["out"]) <= 1e-9 * max(1.0, abs(want["out"])), (
             f"program #{trial} {program['ops']}: output {got['out']!r}, torch says {want['out']!r} "
             f"(README.md, section \"{SECTION}\")")
@@ -67,6 +76,10 @@ FOCUSED = {
                   "ops": [["sum", 0, {"axis": 1, "keepdims": False}], ["mul", 1, 1]]},
     "sum-axis0-keepdims": {"leaves": [A], "requires_grad": [True],
                            "ops": [["sum", 0, {"axis": 0, "keepdims": True}], ["mul", 1, 1]]},
+    "mean-axis1-keepdims": {"leaves": [A], "requires_grad": [True],
+                            "ops": [["mean", 0, {"axis": 1, "keepdims": True}], ["mul", 1, 1]]},
+    "mean-axis0": {"leaves": [A], "requires_grad": [True],
+                   "ops": [["mean", 0, {"axis": 0, "keepdims": False}], ["mul", 1, 1]]},
     "relu-at-zero": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
                      "ops": [["relu", 0, None], ["mul", 2, 1]]},                # torch: relu'(0) = 0
     "log_softmax-axis0": {"leaves": [A, [[1.0, -2.0, 0.5]] * 4], "requires_grad": [True, False],
@@ -83,6 +96,7 @@ FOCUSED = {
 def test_focused_backward(name):
     program = FOCUSED[name]
     got, want = adapter.tensor_program(program), programs.torch_tensor(program)
+    _same_shapes(got, want, name)
     assert abs(got["out"] - want["out"]) <= 1e-9 * max(1.0, abs(want["out"])), (
         f"{name}: output {got['out']!r}, torch says {want['out']!r} (README.md, section \"{SECTION}\")")
     for i, (g, w) in enumerate(zip(got["grads"], want["grads"])):

@@ -128,6 +128,37 @@ def test_matmul(shape, dtype):
         check_matmul(a, b, f"matmul {M}x{K} @ {K}x{N} ({dtype}, trial {trial}, {distribution})", blocks)
 
 
+# Every empty size "any M, N, K" allows: K = 0 makes each element of C an empty sum, 0 (torch.matmul gives
+# zeros); M or N = 0 an empty C. Either dtype. No kernel needs to launch for them.
+ZERO_SHAPES = [(5, 7, 0), (1, 1, 0), (70, 3, 0), (0, 5, 7), (5, 0, 7), (0, 0, 0), (0, 4, 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("shape", ZERO_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_empty_sizes(shape, dtype):
+    M, N, K = shape
+    gen = generator(f"matmul-empty:{M}:{N}:{K}:{dtype}")
+    a = to_device(random_values((M, K), dtype, gen, "normal"))  # CPU data; placed in the learner process
+    b = to_device(random_values((K, N), dtype, gen, "normal"))
+    what = f"matmul {M}x{K} @ {K}x{N} ({dtype})"
+    facts = adapter.matmul(a, b)
+    if facts["violations"]:
+        _fail(what, "out-of-bounds memory access: " + "; ".join(facts["violations"][:4]))
+    if facts["overruns"]:
+        _fail(what, "; ".join(facts["overruns"]))
+    out = facts["out"]
+    if tuple(out.shape) != (M, N):
+        _fail(what, f"output shape: expected {(M, N)}, got {tuple(out.shape)}")
+    if out.dtype != dtype:
+        _fail(what, f"output dtype: expected the inputs' {dtype}, got {out.dtype}")
+    out = out.cpu().float()
+    if not torch.equal(out, torch.zeros(M, N)):
+        left = int((out == adapter.SENTINEL).sum())
+        _fail(what, f"C must be all zeros when K = 0 (each element is an empty sum, as torch.matmul gives); "
+                    f"{int((out != 0).sum())} element(s) are not 0"
+                    + (f", {left} of them still -4096: C was returned without being written" if left else ""))
+
+
 def test_matmul_accumulates_in_fp32():
     """Large terms that cancel, with small ones in between: a running sum in
     fp16 (11-bit significand) rounds the small terms away once it holds the

@@ -34,3 +34,26 @@ def test_large_scores_do_not_overflow():
     out = adapter.reference_attention(q, k, v, False, None)
     ref_o, _ = ref.reference(q, k, v, False, None)
     kit.assert_close(out, ref_o, atol=1e-4, what="O with large scores")
+
+
+def test_rows_whose_scores_are_all_very_negative():
+    """Rows whose every score is near -250 (the adversarial rows of every part): exp(s - 0) underflows to 0
+    there, so the max subtracted must be the row's own."""
+    scale = 0.7
+    q, k, v = ref.make_qkv(kit.seeded("ref-negative"), 1, 2, 2, 33, 16, torch.float32, "negative", "bhnd", scale)
+    out = adapter.reference_attention(q, k, v, False, scale)
+    ref_o, _ = ref.reference(q, k, v, False, scale)
+    rounding = float(ref.fp32_score_rounding(q, k, v, scale).max())  # fp32 scores of -250 round at ~1e-5
+    kit.assert_close(out, ref_o, atol=1e-4 + rounding, rtol=1e-4, what="O (rows whose scores are all near -250)")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_output_in_q_dtype(dtype):
+    """fp16 and bf16 in: O comes back in q's dtype (computed in fp32, rounded once at the end)."""
+    q, k, v = ref.make_qkv(kit.seeded(f"ref-dtype-{dtype}"), 1, 2, 2, 17, 16, dtype, "normal")
+    out = adapter.reference_attention(q, k, v, True, None)
+    assert out.dtype == dtype, (f"reference_attention returned {out.dtype} for {dtype} inputs: O has q's dtype "
+                                f"(README.md, 'Part 1: reference-torch')")
+    ref_o, _ = ref.reference(q, k, v, True, None)
+    tol = ref.tolerance(dtype)
+    kit.assert_close(out, ref_o, atol=tol, rtol=tol, what=f"O ({dtype} inputs)")

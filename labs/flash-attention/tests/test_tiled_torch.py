@@ -52,3 +52,16 @@ def test_tiled_large_scores():
     ref_o, ref_lse = ref.reference(q, k, v, False, None)
     kit.assert_close(o, ref_o, atol=1e-4, what="O with large scores")
     kit.assert_close(lse, ref_lse, atol=1e-4, what="LSE with large scores")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_tiled_very_negative_rows(causal, dtype):
+    """The adversarial rows of every part: every score near -250. A running max that starts at 0 makes
+    exp(s - 0) underflow to 0 in every block, and O = 0/0; it must start at -inf."""
+    scale = 0.7
+    q, k, v = ref.make_qkv(kit.seeded(f"tiled-negative-{causal}-{dtype}"), 1, 2, 2, 48, 32, dtype, "negative",
+                           "bhnd", scale)
+    o, lse, _ = adapter.tiled_attention(q, k, v, causal, scale, 16)
+    ref.check_forward(o, lse, q, k, v, causal, scale, section="Part 2: tiled-torch",
+                      context=" (rows whose every score is near -250)")

@@ -50,12 +50,13 @@ def coalescing(base_address: int, stride_elements: int, element_bytes: int,
         active = [True] * WARP
     if len(active) != WARP:
         raise ValueError(f"active must have {WARP} entries, got {len(active)}")
+    _check_access(0, element_bytes)  # the element size, even when no thread is active
     sectors: set[int] = set()
     lines: set[int] = set()
     used: set[int] = set()
     for t in range(WARP):
         if not active[t]:
-            continue
+            continue  # a masked-off thread accesses nothing: its address is never checked
         start = base_address + t * stride_elements * element_bytes
         _check_access(start, element_bytes)
         end = start + element_bytes - 1  # last byte, inclusive

@@ -103,7 +103,10 @@ def best_block_size(registers_per_thread: int, shared_memory_per_thread: int, sm
     best, best_occ = None, 0.0
     for threads in candidates:
         result = occupancy(threads, registers_per_thread, shared_memory_per_thread * threads, sm)
-        if result["active_blocks"] > 0 and result["occupancy"] > best_occ:
+        if result["active_blocks"] == 0:
+            continue
+        # ties go to the smaller block, whatever order the candidates come in
+        if best is None or result["occupancy"] > best_occ or (result["occupancy"] == best_occ and threads < best):
             best, best_occ = threads, result["occupancy"]
     if best is None:
         raise ValueError("no candidate block size fits on the SM")

@@ -29,6 +29,10 @@ PATTERNS = [
     (0, 1, 4, [t < 8 for t in range(32)]),         # only 8 lanes: one sector
     (0, 33, 4, [t >= 30 for t in range(32)]),
     (0, 1, 4, [False] * 32),                       # nobody loads
+    # masked-off lanes access nothing: their addresses (below 0 here) are never checked
+    (60, -4, 4, [t < 4 for t in range(32)]),
+    (0, -1, 8, [t == 0 for t in range(32)]),
+    (8, -1, 2, [t <= 4 for t in range(32)]),
 ]
 
 
@@ -55,8 +59,10 @@ def test_random_patterns():
                      got, expected, SECTION)
 
 
-@pytest.mark.parametrize("bad", [(2, 1, 4, None), (0, 1, 3, None), (0, 1, 4, [True] * 31), (8, -3, 4, None)],
-                         ids=["misaligned", "size-3", "31-lanes", "negative-address"])
+@pytest.mark.parametrize("bad", [(2, 1, 4, None), (0, 1, 3, None), (0, 1, 4, [True] * 31), (8, -3, 4, None),
+                                 (8, -3, 4, [t == 5 for t in range(32)]), (0, 1, 3, [False] * 32)],
+                         ids=["misaligned", "size-3", "31-lanes", "negative-address", "negative-address-active-lane",
+                              "size-3-no-active-lane"])
 def test_invalid_accesses_raise(bad):
     with pytest.raises(ValueError):
         adapter.coalescing(*bad)

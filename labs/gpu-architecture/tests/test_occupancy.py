@@ -120,3 +120,24 @@ def test_best_block_size():
                      adapter.best_block_size(arch, regs, per_thread, list(cands)), expected, SECTION)
     with pytest.raises(ValueError):
         adapter.best_block_size("sm_86", 255, 400, [512, 1024])
+
+
+def test_best_block_size_ties_in_any_order():
+    """Ties go to the smaller block whatever order the candidates come in: descending and shuffled too."""
+    r = rng("best-block-size-order")
+    cases = [("sm_80", 32, 0), ("sm_89", 32, 0), ("sm_90", 64, 0), ("sm_86", 40, 16)]
+    cases += [(r.choice(ARCHS), r.randint(8, 64), r.choice([0, 16])) for _ in range(12)]
+    ties = 0
+    for arch, regs, per_thread in cases:
+        cands = [64, 128, 256, 512, 1024]
+        for order in (cands[::-1], r.sample(cands, len(cands))):
+            expected = reference.best_block_size(arch, regs, per_thread, tuple(order))
+            if expected is None:
+                continue
+            occ = {t: reference.occupancy(arch, t, regs, per_thread * t)["occupancy"] for t in order}
+            ties += sum(1 for t in order if t != expected and occ[t] == occ[expected])
+            expect_equal(f"best_block_size({arch}, registers={regs}, shared_per_thread={per_thread}, "
+                         f"candidates={tuple(order)}) (ties go to the smaller block)",
+                         adapter.best_block_size(arch, regs, per_thread, list(order)), expected, SECTION)
+    assert ties, "grader check: no case had a tie"
+
