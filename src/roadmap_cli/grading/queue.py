@@ -248,7 +248,8 @@ class Worker:
         t0 = time.monotonic()
         try:
             spec, run = self._grade(lab_id, bytes(files), cancel)
-        except (UserError, GraderError, ValueError, OSError) as exc:
+        except (UserError, GraderError, ValueError, OSError, RecursionError, MemoryError) as exc:
+            # (RecursionError, MemoryError: learner files no check anticipated; the row ends, never "running")
             self._finish_failed(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             self.on_event({"event": "failed", "submission": submission_id, "learner": learner, "lab": lab_id,
                            "message": str(exc)})
