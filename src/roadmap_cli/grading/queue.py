@@ -333,6 +333,27 @@ class Worker:
             f"UPDATE {TABLE} SET status = 'failed', finished_at = now(), message = :m "
             "WHERE id = :id AND attempt_id IS NULL", m=message[:2000], id=submission_id))
 
+    def fail_unknown_labs(self) -> list[int]:
+        """Fail at once every queued submission for a lab this install does not have (a learner's login can
+        insert one by raw SQL: its job sits in a queue no worker serves). Returns their procrastinate jobs."""
+        from roadmap_cli.labs.service import lab_ids
+        from roadmap_cli.store.queue import TABLE
+
+        known = set(lab_ids())
+        rows = self.store.read_sql(lambda sql: sql.rows(
+            f"SELECT id, lab_id, job_id FROM {TABLE} WHERE status = 'queued' AND attempt_id IS NULL"))
+        jobs = []
+        for submission_id, lab_id, job_id in rows:
+            if lab_id in known:
+                continue
+            self._finish_failed(submission_id, f"no lab {lab_id[:80]!r} exists here: nothing to grade it with "
+                                               f"(labs: {', '.join(sorted(known))})")
+            self.on_event({"event": "failed", "submission": submission_id, "lab": lab_id[:80],
+                           "message": "unknown lab"})
+            if job_id is not None:
+                jobs.append(int(job_id))
+        return jobs
+
     # -- stopping
 
     def stop(self) -> None:
@@ -454,6 +475,11 @@ class Worker:
         from procrastinate.exceptions import ConnectorException
 
         while not self.stopping.is_set():
+            for job_id in await asyncio.to_thread(self.fail_unknown_labs):
+                try:
+                    await app.job_manager.cancel_job_by_id_async(job_id, delete_job=True)
+                except Exception:  # noqa: BLE001 - already gone, or taken: the row says failed either way
+                    pass
             for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=self.options.stalled_after_s):
                 if queues is not None and job.queue not in queues:
                     continue

@@ -434,6 +434,17 @@ def m013_narrow_cohort_views(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"GRANT SELECT ON {view} TO {grantee}"))
 
 
+def m014_bounded_submissions(conn: sa.Connection) -> None:
+    """The grading queue bounds what a learner's login can insert by raw SQL (red team D3): a submission's
+    files at most store/queue.py MAX_FILES_BYTES, a lab id shaped like one, at most MAX_WAITING of a learner's
+    submissions queued at once. PostgreSQL with a queue only; a queue made later gets them from its DDL."""
+    if conn.dialect.name != "postgresql":
+        return
+    from roadmap_cli.store import queue
+
+    queue.bound_existing(conn)
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -449,6 +460,7 @@ MIGRATIONS: list[Migration] = [
     ("verified_attempts", m011_verified_attempts),
     ("learner_numbers", m012_learner_numbers),
     ("narrow_cohort_views", m013_narrow_cohort_views),
+    ("bounded_submissions", m014_bounded_submissions),
 ]
 
 LATEST = len(MIGRATIONS)
