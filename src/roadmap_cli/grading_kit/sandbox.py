@@ -367,7 +367,9 @@ class LearnerClient:
         if reply[0] == "exc":
             _, base, learner_type, args, message, frames, _ = reply
             raise rebuild(str(base), str(learner_type), tuple(args), str(message), [str(f) for f in frames])
-        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label))
+        limit = self.config.get("memory_limit_mb")
+        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label),
+                           limit_bytes=int(limit) << 20 if limit else None)
 
     def call_fn(self, module: str, qualname: str, args: tuple, kwargs: dict, timeout_s: Optional[float], label: str) -> Any:
         try:
