@@ -154,3 +154,29 @@ def test_a_cpp_cache_rewrite_after_a_clean_weak_grade_is_not_blamed_on_it(
     assert again.json()["data"]["parts"][0]["status"] == "passed", again.json()["data"].get("message")
     marker = integrity.taint_file()
     assert marker is None or not marker.exists()
+
+
+def test_without_a_subreaper_a_pyc_forged_after_the_grade_in_the_grader_cache_is_caught(
+        run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS (no subreaper): W5's child writes its pyc once the grade is over. The runtime record now covers the
+    grader's bytecode cache by content (a .pyc counts unless it is exactly its source's compilation), so the
+    next grade is refused."""
+    import importlib.util
+    import marshal
+
+    import _pytest.python as target
+
+    from roadmap_cli.grading import manifest, orphans
+
+    monkeypatch.setattr(orphans, "_prctl", lambda option, value: False)
+    _weak(monkeypatch)
+    (workspace / "adder.py").write_text(RIGHT_ADD)
+    first = run_cli("grade", "--part", "add", "--json").json()["data"]
+    assert first["parts"][0]["status"] == "passed", first.get("message")
+    pycache = manifest.pycache_dir()
+    planted = Path(str(pycache) + os.path.dirname(target.__file__)) / "python.cpython-311.pyc"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    code = compile("raise SystemExit('planted')", target.__file__, "exec")
+    planted.write_bytes(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))
+    refused = run_cli("grade", "--part", "add")
+    assert refused.exit_code != 0 and str(planted) in refused.stderr, refused.stderr

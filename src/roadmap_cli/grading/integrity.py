@@ -330,10 +330,14 @@ def tree_snapshot(roots) -> dict[str, tuple]:
     import site
     import sys
 
+    from roadmap_cli.grading import manifest
+
     out: dict[str, tuple] = {}
     roots = list(roots)
     imported = {os.path.realpath(p) for p in [*roots, *site.getsitepackages(), *sys.path] if p}
+    pycache = str(manifest.pycache_dir())
     for root in roots:
+        mirror = root == pycache  # the grader's bytecode cache mirrors absolute paths: all of it is read
         stack = [root]
         while stack:
             folder = stack.pop()
@@ -347,7 +351,8 @@ def tree_snapshot(roots) -> dict[str, tuple]:
                         if entry.is_dir(follow_symlinks=False):
                             if entry.name.startswith(".build-"):
                                 continue  # a C++ build in flight (its result is moved into an entry, seen there)
-                            if entry.name not in ("site-packages", "dist-packages") or entry.path in imported:
+                            if mirror or entry.name not in ("site-packages", "dist-packages") \
+                                    or entry.path in imported:
                                 stack.append(entry.path)
                             continue
                         st = entry.stat(follow_symlinks=False)
