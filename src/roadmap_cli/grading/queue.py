@@ -151,8 +151,11 @@ def grade_home_env(scratch: Path) -> dict[str, str]:
     with only the descriptors it is passed."""
     home = scratch / "home"
     home.mkdir(mode=0o700, exist_ok=True)
+    # Its GPU build folders (torch extensions, Triton cache) too: in the submission's temporary folder, removed
+    # with it, never the worker user's ~/.cache on the real disk (red team P3). Nothing is lost: a submission's
+    # workspace is a new folder every time, so its caches were never reused anyway.
     return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_DATA_HOME": str(home / ".local" / "share")}
+            "XDG_DATA_HOME": str(home / ".local" / "share"), "ROADMAP_GPU_CACHE": str(scratch / "gpu-cache")}
 
 
 class _Stopping(Exception):

@@ -352,6 +352,13 @@ class GradeJob:
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        # The GPU build cache, named once: the wall's read-write folders (learner_view, here) and the learner's
+        # TORCH_EXTENSIONS_DIR/TRITON_CACHE_DIR (the grader, from its own environment) must be the same folders,
+        # though a worker gives each submission's grade a HOME of its own (red team X1/P3).
+        from roadmap_cli.grading_kit import learner_extras
+
+        self.gpu_cache = self.extra_env.get(learner_extras.CACHE_VAR) or str(learner_extras.cache_root())
+        env[learner_extras.CACHE_VAR] = self.gpu_cache
         pass_fds: tuple[int, ...] = (config_r, results_w)
         if self.learners is not None and self.sandbox == STRONG:
             # The warm learner's socket, at the same number in the grader (grading_kit/warm_learner.py).
@@ -438,7 +445,8 @@ class GradeJob:
                 # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
                 # whole cache, which holds other learners' compiled work.
                 "artefacts": self.artefacts,
-                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts)
+                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts,
+                                         self.gpu_cache)
                             if self.sandbox == STRONG else None),
                 "nproc": LEARNER_NPROC,
             },
