@@ -45,7 +45,7 @@ def test_a_submissions_gpu_build_folders_are_the_walls_and_lie_in_its_temp_folde
     assert run.parts[0].status == "passed", run.parts[0].message
     where = (workspace / "where.txt").read_text()
     if named:
-        assert where.startswith(str(scratch / "gpu-cache") + os.sep), where
+        assert where.startswith(str(scratch / "home" / ".cache" / "roadmap" / "gpu") + os.sep), where
     else:
         from roadmap_cli.grading_kit import learner_extras
 

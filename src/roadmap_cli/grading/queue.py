@@ -155,7 +155,7 @@ def grade_home_env(scratch: Path) -> dict[str, str]:
     # with it, never the worker user's ~/.cache on the real disk (red team P3). Nothing is lost: a submission's
     # workspace is a new folder every time, so its caches were never reused anyway.
     return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_DATA_HOME": str(home / ".local" / "share"), "ROADMAP_GPU_CACHE": str(scratch / "gpu-cache")}
+            "XDG_DATA_HOME": str(home / ".local" / "share"), "ROADMAP_GPU_CACHE": str(home / ".cache" / "roadmap" / "gpu")}
 
 
 class _Stopping(Exception):
