@@ -216,7 +216,7 @@ def taint_file():
 
 
 def record_taint(paths: list[str], expected: dict[str, str] | None = None,
-                 repos: dict[str, str] | None = None) -> None:
+                 repos: dict[str, list[str]] | None = None) -> None:
     """Remember what a weak grade left, so later grades refuse until it is repaired. A path of what judges
     (judge_hashes: the lab folder, the checkout's git state) is repaired when its content is back to what it
     was before the grade; any other when it is gone or written again (a reinstall)."""
@@ -408,8 +408,9 @@ def drop_runtime_record() -> None:
 # In a source checkout (README's install) the lab folders and git live outside the runtime: learner code of a
 # weak grade can append a hook to labs/<lab>/tests/conftest.py and `git commit` it (the manifest compares with
 # git HEAD: it would match), or append to a reference input in labs/<lab>/data/. So the engine hashes, before a
-# weak grade and in its own memory, the whole lab folder and the checkout's git state (HEAD, refs, config,
-# hooks), and compares after it.
+# weak grade and in its own memory, the whole lab folder and, in a checkout, its git state (the commit HEAD
+# names, config, hooks), and compares after it. A wheel install has no git state that judges (its manifest is
+# a file in the runtime, covered above).
 
 ABSENT = "absent"
 
@@ -472,7 +473,9 @@ def judge_hashes(lab_root: Path) -> dict[str, str]:
     lab_root = Path(lab_root).resolve()
     for path in _files(lab_root):
         out[str(path)] = _content(str(path))
-    for holder in {lab_root, _PKG}:
+    from roadmap_cli.grading import manifest
+
+    for holder in {lab_root, _PKG} if not manifest.MANIFEST_FILE.is_file() else ():
         gitdirs = _git_dirs(holder)
         if not gitdirs:
             continue
@@ -517,8 +520,8 @@ def _head_commit(gitdirs: list[Path]) -> str | None:
     return None
 
 
-def judge_repos(before: dict[str, str]) -> dict[str, str]:
-    """checkout -> the commit it had before the grade (from judge_hashes)."""
+def judge_repos(before: dict[str, str]) -> dict[str, list[str]]:
+    """checkout -> [the commit it had before the grade, its git folders] (from judge_hashes)."""
     return {k[len("@git-head:"):]: [v, before.get("@git-dirs:" + k[len("@git-head:"):], "")]
             for k, v in before.items() if k.startswith("@git-head:")}
 
