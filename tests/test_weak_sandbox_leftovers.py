@@ -30,9 +30,10 @@ ESCAPE = textwrap.dedent("""
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
-                os.execve("/bin/sh", ["sh", "-c", 'sleep 1.5; echo escaped > "$0"', target], {{}})
+                os.execve("/bin/sh", ["sh", "-c", 'sleep 4; echo escaped > "$0"', target], {{}})
             os._exit(0)
         time.sleep(0.2)
+        open(target + ".started", "w").close()
         # The documented escape: kill the grade's supervisor (found by walking up the parents).
         pid = os.getppid()
         while pid > 1:
@@ -56,7 +57,8 @@ def test_a_child_that_kills_the_supervisor_and_outlives_the_weak_grade_is_killed
     result = run_cli("grade", "--part", "add", "--json")
     data = result.json()["data"]
     assert data["sandbox"] == "weak", data
-    time.sleep(3)  # well past the child's 1.5 s
+    time.sleep(6)  # well past the child's 4 s
+    assert Path(str(target) + ".started").exists(), "the escape never ran"
     assert not target.exists(), "a process of the weak grade outlived it"
     # And the engine is no subreaper once the grade is over (it adopts nobody else's orphans).
     from roadmap_cli.grading import orphans
