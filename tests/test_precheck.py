@@ -109,3 +109,18 @@ def test_nvcc_runs_behind_the_wall(tmp_path: Path) -> None:
     assert checks["fine.cu"].status == "compiled, not run"  # the wall leaves nvcc what it needs
     assert checks["evil.cu"].status == "compile error"
     assert "Sw0rdfish" not in checks["evil.cu"].message and "No such file" in checks["evil.cu"].message
+
+
+def test_a_deeply_nested_expression_is_one_line_never_a_traceback(run_cli, tmp_path: Path, monkeypatch) -> None:
+    """Red team R1: `x = a+a+...` 300 000 terms long made the parser raise RecursionError (a traceback solo, a
+    worker submission stuck at "running")."""
+    ws = tmp_path / "ws"
+    assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
+    (ws / "deep.py").write_text("a = 1\nx = " + "+".join(["a"] * 300_000) + "\n")
+    problem = check_workspace(ws)
+    assert problem is not None and problem.file == "deep.py" and problem.kind == "RecursionError", problem
+    monkeypatch.chdir(ws)
+    result = run_cli("grade", "--json")
+    assert "Traceback" not in result.stdout + result.stderr
+    data = result.json()["data"]
+    assert data["precheck"]["file"] == "deep.py" and data["outcome"] == "failed" and data["tests"] == []

@@ -264,3 +264,26 @@ def test_a_live_learner_process(live) -> None:
     records = [json.loads(line) for line in digests.read_text().splitlines()]
     assert [r["call"] for r in records][:2] == ["adapter.add", "adapter.scale"]
     assert records[0]["digest"] == wire.digest(5) and records[0]["args_digest"] == wire.digest(((2, 3), {}))
+
+
+def test_a_record_referenced_many_times_decodes_once_and_the_decoded_size_is_bounded() -> None:
+    """Red team A1: one 8 MiB tensor record referenced 32 times through pickle's memo was an 8 MiB reply that
+    decoded into 32 copies (and [t] * 100000 could push the grader into the OOM killer)."""
+    import pickle
+
+    import torch
+
+    from roadmap_cli.grading_kit import wire
+
+    record = wire._tensor_record(torch.zeros(2 * 1024 * 1024))  # 8 MiB of float32
+    payload = pickle.dumps([record] * 32, protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(payload) < 9 << 20
+    out = wire.decode(wire.loads_reply(payload), lambda i, n: None, limit_bytes=64 << 20)
+    assert len(out) == 32 and all(t is out[0] for t in out)  # shared, as on the learner's side
+    # Distinct data beyond the limit (the learner process's memory limit, in a grade) is one clear error.
+    many = pickle.dumps([wire._tensor_record(torch.full((2 * 1024 * 1024,), float(i))) for i in range(9)])
+    with pytest.raises(wire.WireError, match="decodes to more than 64 MiB"):
+        wire.decode(wire.loads_reply(many), lambda i, n: None, limit_bytes=64 << 20)
+    # Containers count too (8 bytes a slot): 1000 Nones are over a 4000-byte limit.
+    with pytest.raises(wire.WireError, match="decodes to more than"):
+        wire.decode(wire.loads_reply(pickle.dumps([None] * 1000)), lambda i, n: None, limit_bytes=4000)

@@ -61,11 +61,16 @@ def test_padded_transpose_is_faster(record_perf):
 
 
 def test_measured_roofline_plot(record_perf):
+    import torch
+
     n, size = 1 << 24, 4096
-    measured = adapter.gpu_matmul_and_copy(n, size)
-    peak = kit.device_peak(measured["device"])
+    # The device table is read with the grader's own device name, before any learner code runs: a skip must
+    # never follow from what learner code reports (the engine counts a skip after a learner call as failed).
+    name = torch.cuda.get_device_name(0)
+    peak = kit.device_peak(name)
     if peak is None:
-        pytest.skip(f"{measured['device']} is not in the device table")
+        pytest.skip(f"{name} is not in the device table")
+    measured = adapter.gpu_matmul_and_copy(n, size)
     mm = adapter.roofline("matmul_traffic", size, size, size, 128, 128, 2)
     mm_tflops = mm["flops"] / (measured["matmul_ms"] * 1e-3) / 1e12
     # A copy does no math: plot it at its bandwidth, as the memory roof's witness (1 "op" per 8 bytes moved).

@@ -215,21 +215,25 @@ def taint_file():
     return None if pycache is None else pycache.parent / "weak-grade-writes.json"
 
 
-def record_taint(paths: list[str]) -> None:
-    """Remember what a weak grade left, so later grades refuse until it is repaired."""
+def record_taint(paths: list[str], expected: dict[str, str] | None = None,
+                 repos: dict[str, list[str]] | None = None) -> None:
+    """Remember what a weak grade left, so later grades refuse until it is repaired. A path of what judges
+    (judge_hashes: the lab folder, the checkout's git state) is repaired when its content is back to what it
+    was before the grade; any other when it is gone or written again (a reinstall)."""
     import json
     import os
 
     marker = taint_file()
     if marker is None:
         return
+    expected = expected or {}
     entries = []
     for path in paths:
         try:
-            entries.append([path, os.lstat(path).st_ctime_ns])
+            entries.append([path, os.lstat(path).st_ctime_ns, expected.get(path)])
         except OSError:
-            entries.append([path, None])
-    marker.write_text(json.dumps({"paths": entries}))
+            entries.append([path, None, expected.get(path)])
+    marker.write_text(json.dumps({"paths": entries, "repos": repos or {}}))
 
 
 def taint_line() -> str | None:
@@ -244,11 +248,17 @@ def taint_line() -> str | None:
     if marker is None or not marker.is_file():
         return None
     try:
-        entries = json.loads(marker.read_text())["paths"]
+        data = json.loads(marker.read_text())
+        entries, repos = data["paths"], dict(data.get("repos") or {})
     except (OSError, ValueError, KeyError, TypeError):
-        entries = [[str(marker), 0]]
+        entries, repos = [[str(marker), 0]], {}
     left = []
-    for path, ctime in entries:
+    for entry in entries:
+        path, ctime, expected = (list(entry) + [None])[:3]
+        if expected is not None:
+            if _content(path) != expected:
+                left.append(path)
+            continue
         try:
             if os.lstat(path).st_ctime_ns == ctime:
                 left.append(path)
@@ -260,8 +270,18 @@ def taint_line() -> str | None:
         if record is not None:
             record.unlink(missing_ok=True)
         return None
-    return (f"a weak-sandbox grade wrote {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else "")
-            + ", which a later grade would run: "
+    head = f"a weak-sandbox grade wrote {left[0]}" + (f" and {len(left) - 1} more" if len(left) > 1 else "")
+
+    def holds(repo: str, path: str) -> bool:
+        folders = [repo, *str((repos[repo] + [""])[1]).split(os.pathsep)]
+        return any(f and (path == f or path.startswith(f.rstrip(os.sep) + os.sep)) for f in folders)
+
+    repo = next((r for r in repos if isinstance(repos[r], list) and any(holds(r, p) for p in left)), None)
+    if repo is not None:
+        return (head + f", which judges later grades: restore the checkout as it was (`git -C {repo} reset --hard "
+                f"{repos[repo][0]}`, after saving any edits of your own there; undo by hand what it added to its "
+                f"git config or hooks), or reinstall roadmap, then grade again")
+    return (head + ", which a later grade would run: "
             + WEAK_REPAIR.format(pycache=manifest.pycache_dir(), cpp_cache=cpp_cache_root()))
 
 
@@ -310,10 +330,14 @@ def tree_snapshot(roots) -> dict[str, tuple]:
     import site
     import sys
 
+    from roadmap_cli.grading import manifest
+
     out: dict[str, tuple] = {}
     roots = list(roots)
     imported = {os.path.realpath(p) for p in [*roots, *site.getsitepackages(), *sys.path] if p}
+    pycache = str(manifest.pycache_dir())
     for root in roots:
+        mirror = root == pycache  # the grader's bytecode cache mirrors absolute paths: all of it is read
         stack = [root]
         while stack:
             folder = stack.pop()
@@ -327,7 +351,8 @@ def tree_snapshot(roots) -> dict[str, tuple]:
                         if entry.is_dir(follow_symlinks=False):
                             if entry.name.startswith(".build-"):
                                 continue  # a C++ build in flight (its result is moved into an entry, seen there)
-                            if entry.name not in ("site-packages", "dist-packages") or entry.path in imported:
+                            if mirror or entry.name not in ("site-packages", "dist-packages") \
+                                    or entry.path in imported:
                                 stack.append(entry.path)
                             continue
                         st = entry.stat(follow_symlinks=False)
@@ -361,8 +386,150 @@ def cpp_cache_root() -> str:
 
 
 def judge_roots() -> list[str]:
-    """What a weak grade's learner code must leave as it was: the runtime and the shared C++ build cache."""
-    return [*runtime_roots(), cpp_cache_root()]
+    """What a weak grade's learner code must leave as it was: the runtime, the grader's bytecode cache (a
+    changed .pyc there counts unless it is exactly its source's compilation: contents, not pytest's source-hash
+    header) and the shared C++ build cache."""
+    from roadmap_cli.grading import manifest
+
+    pycache = manifest.pycache_dir()
+    return [*runtime_roots(), *([str(pycache)] if pycache is not None else []), cpp_cache_root()]
+
+
+def drop_runtime_record() -> None:
+    """Where the engine was a subreaper, nothing of a weak grade outlives it: its window's comparison is the
+    whole story, and a record would only blame it for what the user or another home's grade changes later."""
+    record = _record_file()
+    if record is not None:
+        record.unlink(missing_ok=True)
+
+
+# ------------------------------------------------ what judges beyond the runtime, by content
+#
+# In a source checkout (README's install) the lab folders and git live outside the runtime: learner code of a
+# weak grade can append a hook to labs/<lab>/tests/conftest.py and `git commit` it (the manifest compares with
+# git HEAD: it would match), or append to a reference input in labs/<lab>/data/. So the engine hashes, before a
+# weak grade and in its own memory, the whole lab folder and, in a checkout, its git state (the commit HEAD
+# names, config, hooks), and compares after it. A wheel install has no git state that judges (its manifest is
+# a file in the runtime, covered above).
+
+ABSENT = "absent"
+
+
+def _content(path: str) -> str:
+    folder = os.path.dirname(path)
+    if os.path.basename(path) == "HEAD" and (os.path.isdir(os.path.join(folder, "refs"))
+                                             or os.path.isfile(os.path.join(folder, "commondir"))):
+        # A checkout's HEAD, as the commit it names: what the install check compares with. (Other refs move
+        # when the user commits on another branch or worktree meanwhile: not this grade's doing.)
+        return "commit:" + str(_head_commit(_git_dirs_of(os.path.dirname(path))))
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        return ABSENT
+    except OSError:
+        return "unreadable"
+
+
+def _git_dirs(start: Path) -> list[Path]:
+    """The git folder(s) of the checkout holding `start` (a linked worktree's own and the common one)."""
+    for folder in [start, *start.parents]:
+        dot = folder / ".git"
+        if dot.is_dir():
+            return [dot.resolve()]
+        if dot.is_file():
+            try:
+                text = dot.read_text().strip()
+            except OSError:
+                return []
+            if not text.startswith("gitdir:"):
+                return []
+            gitdir = (folder / text[len("gitdir:"):].strip()).resolve()
+            dirs = [gitdir]
+            common = gitdir / "commondir"
+            if common.is_file():
+                try:
+                    dirs.append((gitdir / common.read_text().strip()).resolve())
+                except OSError:
+                    pass
+            return dirs
+    return []
+
+
+def _git_dirs_of(gitdir: str) -> list[Path]:
+    """A git folder and, for a linked worktree's, the common one."""
+    dirs = [Path(gitdir)]
+    try:
+        dirs.append((Path(gitdir) / (Path(gitdir) / "commondir").read_text().strip()).resolve())
+    except OSError:
+        pass
+    return dirs
+
+
+def judge_hashes(lab_root: Path) -> dict[str, str]:
+    """path -> sha256 of every file of the lab folder and of the git state of the checkout(s) holding it and
+    the engine; "@git-head:<repo>" -> the commit checked out (for the repair line)."""
+    out: dict[str, str] = {}
+    lab_root = Path(lab_root).resolve()
+    for path in _files(lab_root):
+        out[str(path)] = _content(str(path))
+    from roadmap_cli.grading import manifest
+
+    for holder in {lab_root, _PKG} if not manifest.MANIFEST_FILE.is_file() else ():
+        gitdirs = _git_dirs(holder)
+        if not gitdirs:
+            continue
+        out[str(gitdirs[0] / "HEAD")] = _content(str(gitdirs[0] / "HEAD"))
+        for gitdir in gitdirs:  # what git runs when the engine calls it: config (fsmonitor, aliases), hooks
+            for name in ("config", "config.worktree"):
+                out[str(gitdir / name)] = _content(str(gitdir / name))
+            for hook in sorted((gitdir / "hooks").glob("*")) if (gitdir / "hooks").is_dir() else []:
+                out[str(hook)] = _content(str(hook))
+        head = _head_commit(gitdirs)
+        if head:
+            worktree = str(_worktree_of(holder))
+            out["@git-head:" + worktree] = head
+            out["@git-dirs:" + worktree] = os.pathsep.join(str(d) for d in gitdirs)
+    return out
+
+
+def _worktree_of(start: Path) -> Path:
+    return next((f for f in [start, *start.parents] if (f / ".git").exists()), start)
+
+
+def _head_commit(gitdirs: list[Path]) -> str | None:
+    """HEAD's commit, read from the files (no git process: the engine runs nothing the checkout configures)."""
+    try:
+        head = (gitdirs[0] / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head[len("ref:"):].strip()
+    for gitdir in gitdirs:
+        try:
+            return (gitdir / ref).read_text().strip()
+        except OSError:
+            pass
+        try:
+            for line in (gitdir / "packed-refs").read_text().splitlines():
+                if line.endswith(" " + ref):
+                    return line.split(" ", 1)[0]
+        except OSError:
+            pass
+    return None
+
+
+def judge_repos(before: dict[str, str]) -> dict[str, list[str]]:
+    """checkout -> [the commit it had before the grade, its git folders] (from judge_hashes)."""
+    return {k[len("@git-head:"):]: [v, before.get("@git-dirs:" + k[len("@git-head:"):], "")]
+            for k, v in before.items() if k.startswith("@git-head:")}
+
+
+def judge_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """What judges that the grade changed, added or removed."""
+    keys = {p for p in set(before) | set(after) if not p.startswith("@")}
+    return sorted(p for p in keys if before.get(p, ABSENT) != after.get(p, ABSENT))
 
 
 def _record_file():

@@ -86,7 +86,8 @@ def learner_shim(spec: "LabSpec", parent: str) -> str:
     return str(target)
 
 
-def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: Optional[str] = None) -> dict:
+def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: Optional[str] = None,
+                 gpu_cache: Optional[str] = None) -> dict:
     """The per-grade part of what learner code sees behind the OS wall
     (grading_kit/oswall.py adds the system's part, `oswall.SYSTEM`; nothing
     else exists in there). Built up from nothing:
@@ -112,7 +113,7 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artef
     grants = learner_grants(spec, workspace, scratch, shim, artefacts)
     grants += [("read_write", path, "the workspace's own GPU build folders: torch extensions, Triton cache, "
                                     "CUDA MPS pipes (grading_kit/learner_extras.py)")
-               for path in learner_extras.extra_rw_dirs(str(workspace))]
+               for path in learner_extras.extra_rw_dirs(str(workspace), Path(gpu_cache) if gpu_cache else None)]
     return {**_view([spec], grants), "cwd": str(workspace)}
 
 

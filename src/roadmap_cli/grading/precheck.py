@@ -107,6 +107,11 @@ def _parse(workspace: Path, path: Path) -> tuple[Optional[Problem], Optional[ast
         return Problem(rel, line, exc.offset or 1, type(exc).__name__, exc.msg, text), None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         return Problem(rel, 1, 1, "SyntaxError", str(exc)), None
+    except (RecursionError, MemoryError):
+        # `x = a+a+a+...` 300 000 terms long: the parser or compiler gives up. Python itself would fail the same
+        # way on import, so this is the learner's one line, never a traceback (red team R1).
+        return Problem(rel, 1, 1, "RecursionError",
+                       "nested too deeply for Python to compile (an expression or block thousands of levels deep)"), None
     return None, tree
 
 

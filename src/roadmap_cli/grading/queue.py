@@ -152,8 +152,11 @@ def grade_home_env(scratch: Path) -> dict[str, str]:
     with only the descriptors it is passed."""
     home = scratch / "home"
     home.mkdir(mode=0o700, exist_ok=True)
+    # Its GPU build folders (torch extensions, Triton cache) too: in the submission's temporary folder, removed
+    # with it, never the worker user's ~/.cache on the real disk (red team P3). Nothing is lost: a submission's
+    # workspace is a new folder every time, so its caches were never reused anyway.
     return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_DATA_HOME": str(home / ".local" / "share")}
+            "XDG_DATA_HOME": str(home / ".local" / "share"), "ROADMAP_GPU_CACHE": str(home / ".cache" / "roadmap" / "gpu")}
 
 
 class _Stopping(Exception):
@@ -249,7 +252,8 @@ class Worker:
         t0 = time.monotonic()
         try:
             spec, run = self._grade(lab_id, bytes(files), cancel)
-        except (UserError, GraderError, ValueError, OSError) as exc:
+        except (UserError, GraderError, ValueError, OSError, RecursionError, MemoryError) as exc:
+            # (RecursionError, MemoryError: learner files no check anticipated; the row ends, never "running")
             self._finish_not_graded(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             self.on_event({"event": "not-graded", "submission": submission_id, "learner": learner, "lab": lab_id,
                            "message": str(exc)})
@@ -333,6 +337,27 @@ class Worker:
         self.store.write_sql(lambda sql: sql.execute(
             f"UPDATE {TABLE} SET status = 'not-graded', finished_at = now(), message = :m "
             "WHERE id = :id AND attempt_id IS NULL", m=message[:2000], id=submission_id))
+
+    def fail_unknown_labs(self) -> list[int]:
+        """Fail at once every queued submission for a lab this install does not have (a learner's login can
+        insert one by raw SQL: its job sits in a queue no worker serves). Returns their procrastinate jobs."""
+        from roadmap_cli.labs.service import lab_ids
+        from roadmap_cli.store.queue import TABLE
+
+        known = set(lab_ids())
+        rows = self.store.read_sql(lambda sql: sql.rows(
+            f"SELECT id, lab_id, job_id FROM {TABLE} WHERE status = 'queued' AND attempt_id IS NULL"))
+        jobs = []
+        for submission_id, lab_id, job_id in rows:
+            if lab_id in known:
+                continue
+            self._finish_not_graded(submission_id, f"no lab {lab_id[:80]!r} exists here: nothing to grade it with "
+                                                   f"(labs: {', '.join(sorted(known))})")
+            self.on_event({"event": "not-graded", "submission": submission_id, "lab": lab_id[:80],
+                           "message": "unknown lab"})
+            if job_id is not None:
+                jobs.append(int(job_id))
+        return jobs
 
     # -- stopping
 
@@ -455,6 +480,11 @@ class Worker:
         from procrastinate.exceptions import ConnectorException
 
         while not self.stopping.is_set():
+            for job_id in await asyncio.to_thread(self.fail_unknown_labs):
+                try:
+                    await app.job_manager.cancel_job_by_id_async(job_id, delete_job=True)
+                except Exception:  # noqa: BLE001 - already gone, or taken: the row says failed either way
+                    pass
             for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=self.options.stalled_after_s):
                 if queues is not None and job.queue not in queues:
                     continue

@@ -97,8 +97,17 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
         elif kind == "start":
             running = ev["nodeid"]
         elif kind == "result":
-            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), ev["outcome"], ev.get("duration_s", 0.0),
-                                               ev.get("message"), ev.get("fraction"), ev.get("perf") or [])
+            outcome, message = ev["outcome"], ev.get("message")
+            if outcome == "skipped" and ev.get("after_learner"):
+                # The rule (red team P4): a test may skip for what the grader knows (no GPU, a case covered
+                # elsewhere), never for what the learner's code answered, which the learner controls; a skip
+                # after the learner's code ran counts as not passed, so the part can neither pass on fewer
+                # tests nor keep its points.
+                outcome = "failed"
+                message = (f"skipped after your code answered ({message or 'no reason given'}): a skip that "
+                           "can follow from what your code returned counts as not passed")
+            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), outcome, ev.get("duration_s", 0.0),
+                                               message, ev.get("fraction"), ev.get("perf") or [])
             running = None
         elif kind == "device":
             device_event = ev

@@ -307,8 +307,18 @@ class GradeJob:
         self.weak_watch = integrity.weak_watch() if self.sandbox != STRONG else None
         self.weak_t0 = time.time_ns() - 50_000_000
         self.runtime_before = None
+        self.reaper = None
+        self.reaper_was_active = False
+        self.judge_before: dict[str, str] = {}
         if self.sandbox != STRONG:
             self.runtime_before = runtime_now or integrity.tree_snapshot(integrity.judge_roots())
+            # What judges beyond the runtime: the lab folder (tests/, data/) and the checkout's git state, by
+            # content, held here where the grade cannot rewrite it (git HEAD is no baseline: learner code can
+            # commit).
+            self.judge_before = integrity.judge_hashes(spec.root)
+            from roadmap_cli.grading.orphans import Reaper
+
+            self.reaper = Reaper()  # the engine adopts the grade's orphans, and kills them when it ends
         targets: list[str] = []
         for part in spec.parts:
             if part.id in self.selected:
@@ -348,6 +358,13 @@ class GradeJob:
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
         env = _child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
+        # The GPU build cache, named once: the wall's read-write folders (learner_view, here) and the learner's
+        # TORCH_EXTENSIONS_DIR/TRITON_CACHE_DIR (the grader, from its own environment) must be the same folders,
+        # though a worker gives each submission's grade a HOME of its own (red team X1/P3).
+        from roadmap_cli.grading_kit import learner_extras
+
+        self.gpu_cache = self.extra_env.get(learner_extras.CACHE_VAR) or str(learner_extras.cache_root())
+        env[learner_extras.CACHE_VAR] = self.gpu_cache
         pass_fds: tuple[int, ...] = (config_r, results_w)
         if self.learners is not None and self.sandbox == STRONG:
             # The warm learner's socket, at the same number in the grader (grading_kit/warm_learner.py).
@@ -362,8 +379,12 @@ class GradeJob:
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
+            self._kill_orphans()
             self._cleanup()
             raise GraderError(f"cannot start the grader: {exc}") from None
+        from roadmap_cli.grading import orphans
+
+        orphans.supervisor_started(self.proc.pid)  # a concurrent weak grade's sweep leaves this tree alone
         for fd in (config_r, results_w, out_w):
             os.close(fd)  # only the grader holds these now: its exit is our EOF
         self.reader = channel.Reader(results_r, self.key)
@@ -430,7 +451,8 @@ class GradeJob:
                 # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
                 # whole cache, which holds other learners' compiled work.
                 "artefacts": self.artefacts,
-                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts)
+                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts,
+                                         self.gpu_cache)
                             if self.sandbox == STRONG else None),
                 "nproc": LEARNER_NPROC,
             },
@@ -484,6 +506,7 @@ class GradeJob:
         finally:
             self._stop_supervisor()
             self._kill_marked()
+            self._kill_orphans()
             drain()
             self.output.settle()
             log_tail = crash_tail(self.output.tail.text())
@@ -501,13 +524,22 @@ class GradeJob:
         if touched:
             voids.append(f"grader file(s) changed during the grade: {', '.join(touched[:5])}")
         if self.weak_watch is not None:
+            # Every process of the grade is dead by now (orphans included, where the engine is a subreaper):
+            # what changed in this window is this grade's doing, and only that is attributed to it.
             left = integrity.written_since(self.weak_t0, self.weak_watch)
             runtime_after = integrity.tree_snapshot(integrity.judge_roots())
+            judged = integrity.judge_changes(self.judge_before, integrity.judge_hashes(self.spec.root))
             left = sorted(set(left) | set(integrity.tree_changes(self.runtime_before or {}, runtime_after,
-                                                                           integrity.cpp_cache_root())))
-            integrity.save_runtime_record(runtime_after)  # what every later grade checks the runtime against
+                                                                           integrity.cpp_cache_root()))
+                          | set(judged))
+            if self.reaper_was_active:
+                integrity.drop_runtime_record()  # nothing of the grade is left to write later
+            else:
+                integrity.save_runtime_record(runtime_after)  # no subreaper: later grades check against it
             if left:
-                integrity.record_taint(left)
+                # A judged file is repaired when its content is what it was before this grade.
+                integrity.record_taint(left, {p: self.judge_before.get(p, integrity.ABSENT) for p in judged},
+                                       integrity.judge_repos(self.judge_before))
                 voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
         elif integrity.has_runtime_record():
             integrity.refresh_cache_record()  # this strong grade's own C++ builds, made behind the wall
@@ -560,6 +592,21 @@ class GradeJob:
                 proc.kill()
             proc.wait()
 
+    def _kill_orphans(self) -> None:
+        """Third net, the one a weak grade cannot dodge on Linux: whatever the grade left below the engine
+        (re-parented to it, the engine being a subreaper) is killed before the post-grade checks."""
+        from roadmap_cli.grading import orphans
+
+        if self.proc is not None:
+            orphans.supervisor_ended(self.proc.pid)
+        reaper, self.reaper = getattr(self, "reaper", None), None
+        self.reaper_was_active = bool(reaper is not None and reaper.active)
+        if reaper is not None:
+            try:
+                reaper.kill_new()
+            finally:
+                reaper.close()
+
     def _kill_marked(self) -> None:
         """Second net: processes carrying this grade's token that the
         supervisor could not reach (the learner's code killed it, so its
@@ -582,6 +629,7 @@ class GradeJob:
         if self.proc is not None:
             self._stop_supervisor()
             self._kill_marked()
+            self._kill_orphans()
             self.reader.close()
             self._cleanup()
 

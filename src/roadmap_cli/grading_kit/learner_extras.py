@@ -82,7 +82,7 @@ def cache_root() -> Path:
     return path
 
 
-def extensions_dir(workspace: str) -> Path:
+def extensions_dir(workspace: str, root: Optional[Path] = None) -> Path:
     """A workspace's torch extensions folder, kept across its grades (one per torch version: an extension is
     built against it). Per workspace, never per user: on a cohort's worker every learner's submission is graded
     by the same user, and a folder they shared would let one submission leave a built extension (a .so and the
@@ -94,7 +94,7 @@ def extensions_dir(workspace: str) -> Path:
     except importlib.metadata.PackageNotFoundError:
         version = "none"
     key = _cache_key(workspace)
-    parent = cache_root() / f"torch_extensions-{re.sub(r'[^A-Za-z0-9.+-]', '_', version)}"
+    parent = (root or cache_root()) / f"torch_extensions-{re.sub(r'[^A-Za-z0-9.+-]', '_', version)}"
     path = parent / key
     if not path.is_dir():
         path.mkdir(parents=True, exist_ok=True)
@@ -106,11 +106,11 @@ def extensions_dir(workspace: str) -> Path:
 TRITON_CACHES_KEPT = 16  # workspaces whose Triton caches are kept (dev check's temporary ones come and go)
 
 
-def triton_cache_dir(workspace: str) -> Path:
+def triton_cache_dir(workspace: str, root: Optional[Path] = None) -> Path:
     """The Triton cache of one workspace, kept across its grades; the least recently graded
     workspaces' caches beyond TRITON_CACHES_KEPT are removed when a new one is made."""
     key = _cache_key(workspace)
-    parent = cache_root() / "triton"
+    parent = (root or cache_root()) / "triton"
     path = parent / key
     if not path.is_dir():
         path.mkdir(parents=True, exist_ok=True)
@@ -146,9 +146,11 @@ def shared_rw_dirs() -> list[str]:
     return [str(cache_root()), *mps_dirs()]
 
 
-def extra_rw_dirs(workspace: str) -> list[str]:
-    """The folders the wall must show read-write besides the workspace and the scratch folder."""
-    return [str(extensions_dir(workspace)), str(triton_cache_dir(workspace)), *mps_dirs()]
+def extra_rw_dirs(workspace: str, root: Optional[Path] = None) -> list[str]:
+    """The folders the wall must show read-write besides the workspace and the scratch folder. `root`: the GPU
+    cache the grader's environment names ($ROADMAP_GPU_CACHE, which the engine sets for every grade), so the
+    view and the learner's TORCH_EXTENSIONS_DIR/TRITON_CACHE_DIR are the same folders."""
+    return [str(extensions_dir(workspace, root)), str(triton_cache_dir(workspace, root)), *mps_dirs()]
 
 
 def learner_env(workspace: str, path: str) -> dict[str, str]:

@@ -35,6 +35,13 @@ from roadmap_cli.grading_kit.learner_errors import (
 )
 from roadmap_cli.grading_kit.remote import RemoteRef
 
+_REQUESTS = [0]  # requests sent to any learner process in this grader (plugin.py: skips after one)
+
+
+def requests_sent() -> int:
+    return _REQUESTS[0]
+
+
 _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 # Environment the learner process keeps; everything else (PYTEST_*, the
 # secret seed, anything about the results channel) is dropped.
@@ -324,6 +331,7 @@ class LearnerClient:
         return LearnerCrashed(text + _crash_frames(self.drain.tail.text(), self.config["workspace"]))
 
     def request(self, op: str, payload: tuple, timeout_s: Optional[float], label: str) -> Any:
+        _REQUESTS[0] += 1  # the learner's code gets control: what the test does next may follow from it
         if self.proc is None:
             self.start()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -359,7 +367,9 @@ class LearnerClient:
         if reply[0] == "exc":
             _, base, learner_type, args, message, frames, _ = reply
             raise rebuild(str(base), str(learner_type), tuple(args), str(message), [str(f) for f in frames])
-        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label))
+        limit = self.config.get("memory_limit_mb")
+        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label),
+                           limit_bytes=int(limit) << 20 if limit else None)
 
     def call_fn(self, module: str, qualname: str, args: tuple, kwargs: dict, timeout_s: Optional[float], label: str) -> Any:
         try:

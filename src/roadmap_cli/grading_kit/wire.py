@@ -238,24 +238,66 @@ def _decode_cpu_tensor(dtype, shape, strides, raw) -> Any:
     return out
 
 
-def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0) -> Any:
-    """Rebuild grader-owned objects from a reply; references via `make_ref(id, type_name)`."""
+# What one reply may decode into, at most, when the grader knows no tighter bound (the learner process's memory
+# limit, sandbox.py): the learner could not have held more. A record referenced many times through pickle's memo
+# is decoded once and shared, as it was shared on the learner's side (red team A1: an 8 MiB reply referencing
+# one tensor 32 times was 467 MiB here); what is left is bounded by this count.
+DEFAULT_DECODED_LIMIT = 1 << 30
+_CONTAINER_SLOT = 8  # bytes a list/dict slot costs, for the count
+
+
+class _Decoding:
+    def __init__(self, make_ref: Callable[[int, str], Any], limit: int) -> None:
+        self.make_ref, self.limit, self.used = make_ref, limit, 0
+        self.memo: dict[int, Any] = {}
+
+    def spend(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise WireError(f"the reply decodes to more than {self.limit >> 20} MiB (the learner process's limit): "
+                            "return less data, or a tensor once rather than many copies of it")
+
+
+def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0, *,
+           limit_bytes: int | None = None) -> Any:
+    """Rebuild grader-owned objects from a reply; references via `make_ref(id, type_name)`. Refused (WireError)
+    when the result would exceed `limit_bytes` of data."""
+    return _decode(obj, _Decoding(make_ref, limit_bytes or DEFAULT_DECODED_LIMIT), _depth)
+
+
+def _decode(obj: Any, state: _Decoding, _depth: int) -> Any:
     kind = type(obj)
     if kind in PLAIN_SCALARS or kind is bytearray:
-        return obj
+        return obj  # the unpickled object itself: no copy
     if _depth > _MAX_DEPTH + 2:
         raise WireError("reply nested too deeply")
+    key = id(obj)
+    if key in state.memo:
+        return state.memo[key]  # referenced again: the same grader object (no copy, no new cost)
     if kind in (list, tuple, set, frozenset):
-        return kind(decode(x, make_ref, _depth + 1) for x in obj)
-    if kind is dict:
-        return {decode(k, make_ref, _depth + 1): decode(v, make_ref, _depth + 1) for k, v in obj.items()}
-    if kind is not Tagged:
+        state.spend(_CONTAINER_SLOT * len(obj))
+        out = kind(_decode(x, state, _depth + 1) for x in obj)
+    elif kind is dict:
+        state.spend(2 * _CONTAINER_SLOT * len(obj))
+        out = {_decode(k, state, _depth + 1): _decode(v, state, _depth + 1) for k, v in obj.items()}
+    elif kind is not Tagged:
         raise WireError(f"unexpected {kind.__name__} in a reply")
+    else:
+        out = _decode_record(obj, state)
+    state.memo[key] = out
+    return out
+
+
+def _decode_record(obj: "Tagged", state: _Decoding) -> Any:
     tag, data = obj.kind, obj.data
     if tag == "tensor":
+        try:
+            state.spend(len(data[3]))
+        except (TypeError, IndexError):
+            raise WireError("malformed tensor record") from None
         return _decode_tensor(data)
     if tag == "ref":
-        ref = make_ref(int(data[0]), str(data[1]))
+        ref = state.make_ref(int(data[0]), str(data[1]))
         if len(data) > 2 and data[2] is True and hasattr(ref, "_mark_method"):
             ref._mark_method()
         return ref
@@ -282,6 +324,7 @@ def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0) -> An
             raise WireError("object arrays are not plain data")
         if tag == "npscalar":
             return np.frombuffer(data[1], dtype=dtype)[0]
+        state.spend(len(data[2]))
         return np.frombuffer(bytearray(data[2]), dtype=dtype).reshape(tuple(int(s) for s in data[1]))
     raise WireError(f"unknown record kind {tag!r}")
 

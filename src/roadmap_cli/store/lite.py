@@ -34,7 +34,7 @@ from roadmap_cli.store.sql import SqliteSql
 # The schema this store writes: migrations.LATEST, which cannot be imported
 # here without SQLAlchemy (tests/test_store_lite.py keeps the two equal). A
 # database at any other version is left to the full store.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class LiteStore:

@@ -450,6 +450,17 @@ def m014_submission_not_graded(conn: sa.Connection) -> None:
     conn.execute(sa.text(f"ALTER TABLE {TABLE} ADD CONSTRAINT {TABLE}_status_check {STATUS_CHECK}"))
 
 
+def m015_bounded_submissions(conn: sa.Connection) -> None:
+    """The grading queue bounds what a learner's login can insert by raw SQL (red team D3): a submission's
+    files at most store/queue.py MAX_FILES_BYTES, a lab id shaped like one, at most MAX_WAITING of a learner's
+    submissions queued at once. PostgreSQL with a queue only; a queue made later gets them from its DDL."""
+    if conn.dialect.name != "postgresql":
+        return
+    from roadmap_cli.store import queue
+
+    queue.bound_existing(conn)
+
+
 # Append only. The version of a database is the number of migrations applied.
 MIGRATIONS: list[Migration] = [
     ("core_progress", m001_core_progress),
@@ -466,6 +477,7 @@ MIGRATIONS: list[Migration] = [
     ("learner_numbers", m012_learner_numbers),
     ("narrow_cohort_views", m013_narrow_cohort_views),
     ("submission_not_graded", m014_submission_not_graded),
+    ("bounded_submissions", m015_bounded_submissions),
 ]
 
 LATEST = len(MIGRATIONS)

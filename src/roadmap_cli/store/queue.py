@@ -39,6 +39,38 @@ QUEUE_LOCK = 0x726F61646D7170  # "roadmapq": one process creates the queue's tab
 LEARNER_INSERT_COLUMNS = ("learner", "lab_id", "files", "size_bytes", "file_count", "commit_sha", "dirty")
 STATUSES = SUBMISSION_STATUSES  # store/values.py: "not-graded" is a grade that could not run, never "failed"
 STATUS_CHECK = "CHECK (status IN (" + ", ".join(f"'{s}'" for s in STATUSES) + "))"
+# Server-side bounds (migration 15): a learner's login can INSERT by raw SQL, past the client's checks.
+# `roadmap submit` packs at most grading/snapshot.py MAX_BYTES (20 MiB) of files into a gzipped tar: headroom
+# for the tar's own headers.
+MAX_FILES_BYTES = 21 * 1024 * 1024
+MAX_WAITING = 20  # a learner's submissions queued at once
+LAB_ID_PATTERN = "^[a-z0-9][a-z0-9_-]{0,63}$"
+SIZE_CHECK = (f"CONSTRAINT {TABLE}_bounded CHECK (octet_length(files) <= {MAX_FILES_BYTES} "
+              f"AND lab_id ~ '{LAB_ID_PATTERN}' AND octet_length(coalesce(commit_sha, '')) <= 200)")
+ENQUEUE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION roadmap_enqueue_submission() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = {{schema}}, pg_temp AS $$
+BEGIN
+    -- Whatever the inserting role sent, a new submission starts queued and ungraded.
+    NEW.status := 'queued'; NEW.tries := 0; NEW.worker := NULL; NEW.device := NULL; NEW.started_at := NULL;
+    NEW.finished_at := NULL; NEW.attempt_id := NULL; NEW.outcome := NULL; NEW.score := NULL;
+    NEW.max_score := NULL; NEW.message := NULL; NEW.submitted_at := now();
+    -- Checked here, before the job is deferred (the table's CHECK says the same, for updates).
+    IF NEW.lab_id !~ '{LAB_ID_PATTERN}' OR octet_length(NEW.files) > {MAX_FILES_BYTES} THEN
+        RAISE EXCEPTION 'roadmap: a submission is at most {MAX_FILES_BYTES} bytes, for a lab id like "autograd"'
+            USING ERRCODE = 'check_violation';
+    END IF;
+    -- One learner cannot fill the queue (each row is a snapshot of up to {MAX_FILES_BYTES} bytes).
+    IF (SELECT count(*) FROM {TABLE} WHERE learner = NEW.learner AND status = 'queued') >= {MAX_WAITING} THEN
+        RAISE EXCEPTION 'roadmap: % already has {MAX_WAITING} submissions waiting; wait for them to be graded',
+            NEW.learner USING ERRCODE = 'check_violation';
+    END IF;
+    NEW.job_id := (procrastinate_defer_jobs_v1(ARRAY[ROW(
+        '{QUEUE_PREFIX}' || NEW.lab_id, '{TASK}', 0, NULL, NULL,
+        jsonb_build_object('submission', NEW.id), NULL)::procrastinate_job_to_defer_v1]))[1];
+    RETURN NEW;
+END $$;
+"""
 
 _DDL = f"""
 CREATE TABLE {TABLE} (
@@ -62,23 +94,13 @@ CREATE TABLE {TABLE} (
     outcome text,
     score double precision,
     max_score double precision,
-    message text
+    message text,
+    {SIZE_CHECK}
 );
 CREATE INDEX {TABLE}_status ON {TABLE} (status, id);
 ALTER TABLE {TABLE} ENABLE ROW LEVEL SECURITY;
 CREATE POLICY roadmap_own_submissions ON {TABLE} USING (learner = current_user) WITH CHECK (learner = current_user);
-CREATE FUNCTION roadmap_enqueue_submission() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = {{schema}}, pg_temp AS $$
-BEGIN
-    -- Whatever the inserting role sent, a new submission starts queued and ungraded.
-    NEW.status := 'queued'; NEW.tries := 0; NEW.worker := NULL; NEW.device := NULL; NEW.started_at := NULL;
-    NEW.finished_at := NULL; NEW.attempt_id := NULL; NEW.outcome := NULL; NEW.score := NULL;
-    NEW.max_score := NULL; NEW.message := NULL; NEW.submitted_at := now();
-    NEW.job_id := (procrastinate_defer_jobs_v1(ARRAY[ROW(
-        '{QUEUE_PREFIX}' || NEW.lab_id, '{TASK}', 0, NULL, NULL,
-        jsonb_build_object('submission', NEW.id), NULL)::procrastinate_job_to_defer_v1]))[1];
-    RETURN NEW;
-END $$;
+{ENQUEUE_FUNCTION}
 CREATE TRIGGER roadmap_enqueue_submission BEFORE INSERT ON {TABLE}
     FOR EACH ROW EXECUTE FUNCTION roadmap_enqueue_submission();
 CREATE VIEW {VIEW} WITH (security_barrier = true) AS
@@ -86,6 +108,19 @@ CREATE VIEW {VIEW} WITH (security_barrier = true) AS
            finished_at, attempt_id, outcome, score, max_score, message
       FROM {TABLE};
 """
+
+
+def bound_existing(conn) -> None:
+    """Migration 14 on a queue made before it: the size/lab-id CHECK (NOT VALID: rows already there stay, every
+    new or updated row is checked) and the trigger that caps a learner's waiting submissions."""
+    if not exists(conn):
+        return  # made later by ensure_queue, with both in its DDL
+    import psycopg.sql
+
+    raw = _raw(conn)
+    raw.execute(f"ALTER TABLE {TABLE} ADD {SIZE_CHECK} NOT VALID")
+    schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+    raw.execute(ENQUEUE_FUNCTION.replace("{schema}", psycopg.sql.Identifier(schema).as_string(raw)))
 
 
 def _raw(conn):
