@@ -161,12 +161,16 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)
 
 @learner_side
 def attention(x: torch.Tensor, state: dict, n_head: int, block_size: int | None = None, dropout: float = 0.0,
-              train_seed: int | None = None) -> torch.Tensor:
-    """CausalSelfAttention on x; in train mode (dropout) after torch.manual_seed(train_seed)."""
+              train_seed: int | None = None, mask_buffer: torch.Tensor | None = None) -> torch.Tensor:
+    """CausalSelfAttention on x; in train mode (dropout) after torch.manual_seed(train_seed).
+    mask_buffer: put in place of the module's self.causal_mask after it is built (a
+    (block_size, block_size) bool tensor): forward must read the mask from there."""
     mod = learner_module("model")
     B, T, C = x.shape
     cfg = _config(mod, n_embd=C, n_head=n_head, block_size=block_size or max(T, 1), dropout=dropout, fused=False)
     attn = _load(mod.CausalSelfAttention(cfg), state)
+    if mask_buffer is not None:
+        attn.causal_mask = mask_buffer
     attn.train(train_seed is not None)
     if train_seed is not None:
         torch.manual_seed(train_seed)
@@ -286,7 +290,7 @@ def estimate_loss(state: dict, model_cfg: dict, splits: dict, rng_seed: int, **c
 
 
 def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, single_steps=(),
-                   stop_at_step: int | None = None) -> dict:
+                   stop_at_step: int | None = None, crash_in_save: int | None = None) -> dict:
     """Run the learner's train(TrainConfig(**cfg)) on the grader's stand-ins; see train_watch.
     stop_at_step: Ctrl-C (the stop request) arrives once that many steps ran.
 
@@ -302,15 +306,16 @@ def watch_training(cfg: dict, keep_steps=(), crash_at_step: int | None = None, s
     tokens = len(text)
     given = {"vocab": {stand_in.text_key(text): list(ref_train.CharTokenizer(text).chars)},
              "splits": [((tokens, 0.1), len(ref_train.split_train_val(torch.arange(tokens), 0.1)[0]))]}
-    return _watch_training(cfg, given, keep_steps, crash_at_step, single_steps, stop_at_step)
+    return _watch_training(cfg, given, keep_steps, crash_at_step, single_steps, stop_at_step, crash_in_save)
 
 
 @learner_side
-def _watch_training(cfg: dict, given: dict, keep_steps, crash_at_step, single_steps, stop_at_step) -> dict:
+def _watch_training(cfg: dict, given: dict, keep_steps, crash_at_step, single_steps, stop_at_step,
+                    crash_in_save=None) -> dict:
     import train_watch
 
     return train_watch.run(learner_module("train"), learner_module("data"), cfg, given, keep_steps, crash_at_step,
-                           single_steps, stop_at_step)
+                           single_steps, stop_at_step, crash_in_save)
 
 
 @learner_side

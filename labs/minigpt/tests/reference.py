@@ -194,11 +194,15 @@ def layer_norm(x, weight, bias):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps=LN_EPS)
 
 
-def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch.Tensor:
+def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "", mask: torch.Tensor | None = None) -> torch.Tensor:
+    """mask: a (T, T) bool mask, True where query t may see key s (default: causal)."""
     B, T, C = x.shape
     qkv = F.linear(x, sd[prefix + "c_attn.weight"], sd.get(prefix + "c_attn.bias"))
     q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in qkv.split(C, dim=2))
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if mask is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     y = y.transpose(1, 2).reshape(B, T, C)
     return F.linear(y, sd[prefix + "c_proj.weight"], sd.get(prefix + "c_proj.bias"))
 

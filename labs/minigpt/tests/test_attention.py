@@ -50,6 +50,24 @@ def test_attention_of_a_non_contiguous_input():
                  what=f"attention output for a non-contiguous x ({SECTION})")
 
 
+def test_attention_reads_the_mask_buffer_built_in_init():
+    """The mask is `self.causal_mask[:T, :T]`, built once in __init__: swap that buffer for
+    a banded one (each query sees itself and the two keys before it) and the output must
+    follow it. A forward that builds its own triangle every time ignores the buffer."""
+    B, T, C, nh, block_size = 2, 9, 16, 2, 12
+    gen = _gen("attention-mask-buffer")
+    state = reference.random_attention_weights(C, gen)
+    x = torch.randn(B, T, C, generator=gen)
+    full = torch.ones(block_size, block_size, dtype=torch.bool)
+    banded = torch.tril(full) & torch.triu(full, diagonal=-2)  # s in t-2 .. t
+    expected = reference.attention(x.double(), reference.f64(state), nh, mask=banded[:T, :T])
+    got = adapter.attention(x.clone(), state, nh, block_size=block_size, mask_buffer=banded)
+    assert_close(got, expected, atol=1e-5,
+                 what=f"attention output with self.causal_mask replaced by a banded mask (each query sees keys "
+                      f"t-2..t): forward must use the buffer built once in __init__, self.causal_mask[:T, :T], "
+                      f"not a mask it builds again ({SECTION})")
+
+
 def _attention_with_dropout(x, sd, nh, p):
     """The handout's order: softmax -> dropout(att) -> att @ v -> c_proj -> dropout."""
     B, T, C = x.shape

@@ -136,6 +136,41 @@ def test_top_k_samples_only_among_the_k_likeliest(weights, k):
         assert len(sampled) >= 2, f"top_k={k} at temperature 2 should still sample more than one token ({SECTION})"
 
 
+def test_top_k_keeps_logits_tied_with_the_kth_largest(weights):
+    """Tokens A and B get the same embedding row (lm_head is tied to it), so their logits
+    are equal in every context. For a prompt where A's logit is the k-th largest, B's is
+    too: "every logit below the k-th largest" is -inf, so both stay and both are sampled.
+    Keeping exactly k indices (topk + scatter) drops one of the pair."""
+    V, a, b = CFG["vocab_size"], CFG["vocab_size"] - 2, CFG["vocab_size"] - 1
+    tied = {name: t.clone() for name, t in weights.items()}
+    tied["transformer.wte.weight"][b] = tied["transformer.wte.weight"][a]
+    tied["lm_head.weight"] = tied["transformer.wte.weight"]
+    gen = torch.Generator().manual_seed(_seed("generation-topk-ties"))
+    candidates = torch.randint(V, (32, 3), generator=gen)
+    logits = _last_logits(tied, candidates)  # (32, V)
+    assert torch.equal(logits[:, a], logits[:, b]), "test is too weak: the tied rows do not give equal logits"
+    temperature, best, best_mass = 2.0, None, 0.0
+    for i, row in enumerate(logits):
+        k = int((row > row[a]).sum()) + 1  # A is the k-th largest; B ties with it
+        if not 2 <= k <= V - 3:
+            continue
+        probs = torch.softmax(torch.where(row >= row[a], row / temperature, float("-inf")), -1)
+        if float(probs[a]) > best_mass:
+            best, best_mass = (i, k), float(probs[a])
+    assert best is not None and best_mass >= 0.05, "test is too weak: no prompt puts the tied pair at a useful rank"
+    i, k = best
+    out = adapter.generate(tied, CFG, candidates[i : i + 1].repeat(400, 1), 1, _seed("generation-topk-ties-draw"),
+                           temperature=temperature, top_k=k)
+    sampled = set(out[:, -1].tolist())
+    allowed = set((logits[i] >= logits[i, a]).nonzero().flatten().tolist())
+    assert sampled <= allowed, (f"top_k={k} sampled {sorted(sampled - allowed)}, below the k-th largest logit "
+                                f"({SECTION})")
+    assert {a, b} <= sampled, (
+        f"top_k={k} with tokens {a} and {b} tied at the k-th largest logit (p = {best_mass:.2f} each, 400 draws at "
+        f"temperature {temperature}): sampled {sorted(sampled)}; only logits BELOW the k-th largest become -inf, so "
+        f"both tied tokens stay ({SECTION})")
+
+
 def test_top_k_larger_than_the_vocabulary_samples_from_all(weights):
     out = adapter.generate(weights, CFG, torch.tensor([[2, 7, 1]]).repeat(300, 1), 1, _seed("generation-topk-big"),
                            temperature=3.0, top_k=CFG["vocab_size"] + 5)

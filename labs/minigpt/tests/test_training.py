@@ -355,6 +355,43 @@ def test_crash_after_a_periodic_checkpoint_resumes_identically(tmp_path):
         adapter.watch_training(dict(common, corpus=str(other), out_dir=str(tmp_path / "b"), resume=True))
 
 
+def test_resume_refuses_another_vocabulary_of_the_same_size(tmp_path):
+    """One letter of the corpus swapped for a character it lacks: as many characters, not
+    the same ones. Token ids would mean other characters, so resuming raises ValueError
+    (comparing only the vocabulary's size lets it through)."""
+    seed = int(seeded("resume-vocab-seed") % 10_000)
+    text = CORPUS.read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    old = next(c for c in chars if c.isalpha())
+    new = next(c for c in "\u00e6\u00f8\u00e5\u03a9\u00a7" if c not in chars)
+    other = tmp_path / "same-size-vocabulary.txt"
+    other.write_text(text.replace(old, new), encoding="utf-8")
+    assert len(set(other.read_text(encoding="utf-8"))) == len(chars), "test is too weak: the sizes differ"
+    common = dict(seed=seed, out_dir=str(tmp_path / "run"), **RESUME_CONFIG)
+    adapter.watch_training(dict(common, corpus=str(CORPUS), max_iters=2, resume=False))
+    with pytest.raises(ValueError):
+        adapter.watch_training(dict(common, corpus=str(other), max_iters=4, resume=True))
+        pytest.fail(f"resuming a checkpoint of {len(chars)} characters on a corpus of {len(chars)} other ones "
+                    f"({old!r} replaced by {new!r}) must raise ValueError: the vocabulary is not the checkpoint's "
+                    f"`chars`, only its size is the same ({SECTION} 5.4)")
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path):
+    """The second checkpoint's torch.save writes half its bytes and the process dies there
+    (simulated): ckpt.pt must still be the first checkpoint, whole. Writing straight
+    into ckpt.pt leaves half a file; a temporary file renamed over it never does."""
+    seed = int(seeded("ckpt-atomic-seed") % 10_000)
+    run = adapter.watch_training(dict(corpus=str(CORPUS), max_iters=13, seed=seed, out_dir=str(tmp_path / "run"),
+                                      resume=False, **RESUME_CONFIG), crash_in_save=2)
+    assert run["crashed"] and len(run["saves"]) == 2, (
+        f"a 13-step run with eval_interval 6 should save a checkpoint at least twice; the simulated crash in the "
+        f"second torch.save never happened (saves: {run['saves']}) ({SECTION} 5.4, 5.5)")
+    assert run["ckpt_after_crash"] == run["saves"][0], (
+        f"after a crash half-way through writing the second checkpoint, ckpt.pt holds "
+        f"{run['ckpt_after_crash']!r}; expected the first checkpoint, whole (iter_num {run['saves'][0]}): write a "
+        f"temporary file and rename it, so a crash never leaves half a checkpoint ({SECTION} 5.4)")
+
+
 def test_ctrl_c_saves_a_checkpoint_that_resumes_identically(tmp_path):
     """Ctrl-C (the stop request of _StopOnCtrlC, simulated) after 17 steps: a checkpoint at 17
     that resumes to the uninterrupted run's losses and weights. These runs have grad_clip = 0:

@@ -23,6 +23,8 @@ Nothing here decides pass or fail: the tests do, in the grader process.
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import time
 
 import torch
@@ -231,20 +233,63 @@ class TrainWatch:
         }
 
 
+@contextlib.contextmanager
+def _crashing_save(crash_at_call: int | None, saves: list):
+    """With crash_at_call = n, the n-th torch.save writes the first half of its bytes to
+    its target and then raises SimulatedCrash: a crash (or a full disk) in the middle of
+    writing a checkpoint. `saves` collects each call's iter_num, the crashed one too."""
+    if crash_at_call is None:
+        yield
+        return
+    real_save = torch.save
+
+    def save(obj, f, *args, **kwargs):
+        saves.append(obj.get("iter_num") if isinstance(obj, dict) else None)
+        if len(saves) != crash_at_call:
+            return real_save(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        half = buffer.getvalue()[: len(buffer.getvalue()) // 2]
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "wb") as out:
+                out.write(half)
+        else:
+            f.write(half)
+            f.flush()
+        raise SimulatedCrash(f"simulated crash in the middle of torch.save call {crash_at_call}")
+
+    torch.save = save
+    try:
+        yield
+    finally:
+        torch.save = real_save
+
+
 def run(train_mod, data_mod, cfg: dict, given: dict, keep_steps=(), crash_at_step: int | None = None,
-        single_steps=(), stop_at_step: int | None = None) -> dict:
-    """`given`: the stand-ins' tables (stand_in.GIVEN), computed by the grader for this run's corpus."""
+        single_steps=(), stop_at_step: int | None = None, crash_in_save: int | None = None) -> dict:
+    """`given`: the stand-ins' tables (stand_in.GIVEN), computed by the grader for this run's corpus.
+    crash_in_save = n: the n-th torch.save crashes half-way (_crashing_save); the facts then
+    say what out_dir/ckpt.pt holds after the crash ("ckpt_after_crash": its iter_num, or
+    why it does not load) and the iter_num of every save ("saves")."""
     stand_in.GIVEN["vocab"] = dict(given["vocab"])
     stand_in.GIVEN["splits"] = {tuple(key): n for key, n in given["splits"]}
     watch = TrainWatch(keep_steps, crash_at_step, single_steps, stop_at_step)
-    result, crashed = None, False
+    result, crashed, saves = None, False, []
     start = time.perf_counter()
-    with watch.watching(train_mod, data_mod):
+    with watch.watching(train_mod, data_mod), _crashing_save(crash_in_save, saves):
         try:
             result = train_mod.train(train_mod.TrainConfig(**cfg))
         except SimulatedCrash:
             crashed = True
-    return watch.facts(result, time.perf_counter() - start, crashed)
+    facts = watch.facts(result, time.perf_counter() - start, crashed)
+    if crash_in_save is not None:
+        facts["saves"] = [None if s is None else int(s) for s in saves]
+        path = os.path.join(cfg["out_dir"], "ckpt.pt")
+        try:
+            facts["ckpt_after_crash"] = int(torch.load(path, map_location="cpu", weights_only=False)["iter_num"])
+        except Exception as exc:  # noqa: BLE001 - a half-written file: said in the test's message
+            facts["ckpt_after_crash"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    return facts
 
 
 def read_checkpoint(path) -> dict | None:

@@ -79,6 +79,30 @@ def test_expert_capacity_edge_sizes():
                              f"expected ceil(cf * N * k / E) = {want} (None: no limit) (README.md, section \"{SECTION}\")")
 
 
+def test_capacity_factor_zero_drops_every_assignment():
+    # 0 is a capacity, not "no limit": only None means unlimited. A truthiness test (`if not capacity_factor`,
+    # `if not capacity`) reads 0 as None, in expert_capacity, dispatch_mask or moe_forward alike.
+    r = refs.rng("moe-capacity-zero")
+    for zero in (0.0, 0):
+        got_cap = adapter.capacity(9, 3, 2, zero)
+        assert got_cap == 0, (f"expert_capacity(n_tokens=9, n_experts=3, top_k=2, capacity_factor={zero!r}) = {got_cap}, "
+                              f"expected 0: no limit only when capacity_factor is None (README.md, section \"{SECTION}\")")
+        for top_k, normalize in ((2, True), (1, False)):
+            n, d, h, e = 7, 4, 5, 3
+            x, router, experts = _setup(r, n, d, h, e)
+            got = adapter.moe(x, router, experts, top_k, normalize, zero)
+            _, _, want_aux, _ = refs.moe_dense(x, router, experts, top_k, normalize, None)
+            label = f"moe_forward(N={n}, E={e}, top_k={top_k}, normalize={normalize}, capacity_factor={zero!r})"
+            assert not bool(got["kept"].any()), (
+                f"{label}: kept {got['kept'].int().tolist()}, expected every assignment dropped: the capacity is 0 "
+                f"(README.md, section \"{SECTION}\")")
+            assert float(got["y"].abs().max()) == 0.0, (
+                f"{label}: output is not all zeros although every assignment is dropped (README.md, section \"{SECTION}\")")
+            assert abs(got["aux_loss"] - want_aux) <= 1e-9, (
+                f"{label}: load-balancing loss {got['aux_loss']:.12g}, expected {want_aux:.12g}: f_i counts assignments "
+                f"before capacity (README.md, section \"{SECTION}\")")
+
+
 def test_balanced_router_loss_is_one():
     logits = torch.zeros(8, 4, dtype=torch.float64)
     logits[torch.arange(8), torch.arange(8) % 4] = 3.0  # 2 tokens per expert, symmetric probabilities

@@ -44,13 +44,15 @@ def write_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, va
                   (padding, or a token whose KV is already cached).
     """
     # BEGIN SOLUTION
-    num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape
-    flat_k = key_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    flat_v = value_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
+    block_size = key_cache.shape[1]
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
-    flat_k[slots] = key[keep].to(key_cache.dtype)
-    flat_v[slots] = value[keep].to(value_cache.dtype)
+    # Index (block, offset) rather than a flattened view: the caches need not be
+    # contiguous, and an indexed assignment writes into their own storage whatever
+    # the layout (a `reshape` of a non-contiguous cache would be a copy).
+    blocks, offsets = slots // block_size, slots % block_size
+    key_cache[blocks, offsets] = key[keep].to(key_cache.dtype)
+    value_cache[blocks, offsets] = value[keep].to(value_cache.dtype)
     # STARTER
     # raise NotImplementedError("write_kv: see README.md, section \"Block tables and slots\"")
     # END SOLUTION

@@ -135,12 +135,26 @@ def write_kv(key, value, key_cache, value_cache, slot_mapping):
 
     watched = [("key", key), ("value", value), ("slot_mapping", slot_mapping)]
     clones = [t.clone() for _, t in watched]
-    caches = [("key_cache", key_cache, key_cache.untyped_storage().data_ptr(), key_cache.view(-1)),
-              ("value_cache", value_cache, value_cache.untyped_storage().data_ptr(), value_cache.view(-1))]
+    # `cache[...]` is a view of the cache's storage as it is now, whatever its layout.
+    caches = [("key_cache", key_cache, key_cache.untyped_storage().data_ptr(), key_cache[...]),
+              ("value_cache", value_cache, value_cache.untyped_storage().data_ptr(), value_cache[...])]
     _module("paged_attention").write_kv(key, value, key_cache, value_cache, slot_mapping)
     rebound = [name for name, cache, ptr, before in caches
-               if cache.untyped_storage().data_ptr() != ptr or not torch.equal(before, cache.reshape(-1))]
+               if cache.untyped_storage().data_ptr() != ptr or not torch.equal(before, cache)]
     return key_cache, value_cache, _changed(watched, clones), rebound
+
+
+@learner_side
+def write_kv_into_buffers(key, value, key_buffer, value_buffer, slot_mapping):
+    """write_kv on caches that are non-contiguous views, taken here, in the learner's
+    process (tensors cross the process boundary as copies): key_cache =
+    key_buffer[..., :head_dim] (padded rows), value_cache = value_buffer.transpose(1, 2)
+    (a heads-outer buffer). Returns the two buffers after the call, the names of
+    modified inputs and of rebound caches."""
+    head_dim = key.shape[-1]
+    key_cache, value_cache = key_buffer[..., :head_dim], value_buffer.transpose(1, 2)
+    _, _, changed, rebound = write_kv(key, value, key_cache, value_cache, slot_mapping)
+    return key_buffer, value_buffer, changed, rebound
 
 
 @learner_side
@@ -290,6 +304,9 @@ def run_scheduler(num_blocks: int, block_size: int, caching: bool, max_num_seqs:
                 bm_tokens={int(s.seq_id): int(bm.num_tokens(s.seq_id)) if bm.has_seq(s.seq_id) else None
                            for s in scheduled},
                 preempted_hold=[int(s.seq_id) for s in out.preempted if bm.has_seq(s.seq_id)],
+                # Each preempted sequence as it waits: (status name, num_cached_tokens), read right after schedule().
+                preempted_state={int(s.seq_id): (str(getattr(s.status, "name", s.status)), int(s.num_cached_tokens))
+                                 for s in out.preempted},
                 after_running=_seq_ids(sched.running), after_waiting=_seq_ids(sched.waiting),
                 free_after_schedule=int(bm.num_free_blocks))
             finished = []
@@ -361,6 +378,58 @@ def run_engine(engine_config: dict, requests: list, model_config: dict | None = 
         }
         result["engine_num_steps"] = int(engine.num_steps)
         result["free_end"] = int(engine.block_manager.num_free_blocks)
+    except Exception as exc:  # noqa: BLE001
+        result["error"] = _describe_error(exc)
+    return result
+
+
+@learner_side
+def run_engine_copy_step(engine_config: dict, prompt: list, max_tokens: int, n_copies: int = 2) -> dict:
+    """Step 2 of one `step()` on its own. LLMEngine never forks, so the scheduler never
+    returns copies; here the first schedule() output gets `n_copies` (src, dst) pairs
+    added, between blocks a fake sequence holds in the block manager (no request reads
+    or writes them). Before the step every layer's src blocks hold distinct random K and
+    V and the dst blocks zeros. Returns, per layer, whether each dst block of the key
+    and the value cache equals its src after the step, and any error."""
+    import dataclasses
+
+    import torch
+
+    import engine_model
+
+    engine_mod = _module("engine")
+    result = {"key": [], "value": [], "n_layers": 0, "error": None}
+    try:
+        engine = engine_mod.LLMEngine(engine_model.make_model({}, None), engine_mod.EngineConfig(**engine_config))
+        bm, block_size = engine.block_manager, int(engine_config.get("block_size", 4))
+        holder = 10**9                                        # a seq_id no request gets
+        # Distinct tokens, so no block is a prefix-cache hit for the request or for each other.
+        bm.allocate(holder, [100000 + i for i in range(2 * n_copies * block_size)])
+        reserved = [int(b) for b in bm.block_table(holder)]
+        pairs = [(reserved[2 * i], reserved[2 * i + 1]) for i in range(n_copies)]
+        gen = torch.Generator().manual_seed(1234)
+        for kc, vc in zip(engine.key_caches, engine.value_caches):
+            for src, dst in pairs:
+                kc[src] = torch.randn(kc[src].shape, generator=gen, dtype=torch.float64).to(kc.dtype)
+                vc[src] = torch.randn(vc[src].shape, generator=gen, dtype=torch.float64).to(vc.dtype)
+                kc[dst] = 0
+                vc[dst] = 0
+        engine.add_request(list(prompt), max_tokens)
+        schedule, injected = engine.scheduler.schedule, []
+
+        def schedule_with_copies():
+            out = schedule()
+            if not injected:
+                injected.append(True)
+                out = dataclasses.replace(out, copies=list(out.copies) + pairs)
+            return out
+
+        engine.scheduler.schedule = schedule_with_copies
+        engine.step()
+        result["n_layers"] = len(engine.key_caches)
+        for name, caches in (("key", engine.key_caches), ("value", engine.value_caches)):
+            result[name] = [[bool(torch.equal(c[dst], c[src])) and bool(c[src].abs().sum() > 0) for src, dst in pairs]
+                            for c in caches]
     except Exception as exc:  # noqa: BLE001
         result["error"] = _describe_error(exc)
     return result

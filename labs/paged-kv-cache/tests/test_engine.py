@@ -181,3 +181,16 @@ def test_mixed_workload_kv_utilisation(record_perf):
     require(metrics["reserved_utilisation"] < metrics["kv_utilisation"],
             f"reserved utilisation {metrics['reserved_utilisation']:.3f} should be below the paged "
             f"{metrics['kv_utilisation']:.3f}", METRICS)
+
+
+def test_step_applies_copies_to_every_layers_key_and_value_cache():
+    """Step 2 directly: the engine never forks, so copy-on-write pairs never come from
+    its scheduler; the grader adds two (src, dst) pairs to the first step's
+    SchedulerOutput and checks that every layer's key AND value cache copied them."""
+    got = adapter.run_engine_copy_step(dict(num_blocks=32, block_size=4), [5, 6, 7, 8, 9], 3)
+    require(got["error"] is None, f"the engine raised {got['error']} in a step with out.copies", ENGINE)
+    want = [[True, True]] * got["n_layers"]
+    for name in ("key", "value"):
+        expect(f"{name} cache: dst block equals its src after a step with out.copies = two (src, dst) pairs, "
+               f"per layer", want, got[name], ENGINE,
+               "apply out.copies to every layer's key and value cache (cache[dst] = cache[src])")

@@ -71,6 +71,57 @@ def test_write_kv_is_exact(block_size):
                                f"block_size {block_size}", SLOTS)
 
 
+@pytest.mark.parametrize("block_size", [2, 3, 4])
+def test_write_kv_into_non_contiguous_caches(block_size):
+    """Caches that are slices of larger buffers (padded rows, a heads-outer layout):
+    a write through `reshape` lands in a copy here, and the buffer never sees it."""
+    rng = random.Random(seeded(f"write-strided-{block_size}"))
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    num_blocks, kv_heads, head_dim = 5, 2, 8
+    padded = torch.randn(num_blocks, block_size, kv_heads, head_dim + 3, generator=gen)
+    heads_outer = torch.randn(num_blocks, kv_heads, block_size, head_dim, generator=gen)
+    want_padded, want_outer = padded.clone(), heads_outer.clone()
+    n = num_blocks * block_size - 1
+    slots = torch.tensor(rng.sample(range(num_blocks * block_size), n), dtype=torch.long)
+    slots[rng.randrange(n)] = -1
+    k = torch.randn(n, kv_heads, head_dim, generator=gen)
+    v = torch.randn(n, kv_heads, head_dim, generator=gen)
+    for i, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            want_padded[slot // block_size, slot % block_size, :, :head_dim] = k[i]
+            want_outer[slot // block_size, :, slot % block_size] = v[i]
+    # key_cache = padded[..., :head_dim], value_cache = heads_outer.transpose(1, 2): neither is contiguous.
+    padded, heads_outer, changed, rebound = adapter.write_kv_into_buffers(k, v, padded, heads_outer, slots)
+    expect("inputs write_kv modified (key, value and slot_mapping must stay unchanged)", [], changed, SLOTS)
+    expect("caches write_kv gave new storage instead of writing into theirs", [], rebound, SLOTS)
+    for name, got, want in (("key_cache (a slice of a buffer with padded rows)", padded, want_padded),
+                            ("value_cache (a transposed heads-outer buffer)", heads_outer, want_outer)):
+        require(torch.equal(got, want),
+                f"write_kv on a non-contiguous {name}: the buffer it is a view of does not hold the written "
+                f"rows ({int((got != want).sum())} elements differ): write in place, into the caches' own "
+                f"storage, never into a copy such as `reshape` makes of a non-contiguous tensor", SLOTS)
+
+
+HALF_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 6e-2}  # a few ulps of the rounded output, |out| < 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+def test_paged_attention_half_queries_return_their_dtype(dtype):
+    """Every float dtype a query may have: float32/float64 are drawn above; here
+    float16 and bfloat16 queries and caches, computed in fp32, returned in the query's dtype."""
+    rng = random.Random(seeded(f"paged-half-{dtype}"))
+    for trial in range(3):
+        q, kc, vc, tables, lens, scale = paged_case(
+            rng, num_seqs=rng.randrange(1, 5), num_heads=4, num_kv_heads=[4, 2, 1][trial], head_dim=16,
+            block_size=[1, 3, 16][trial], max_len=30, dtype=dtype, scale=random_scale(rng, 16), poison=POISON)
+        want = gather_then_attend(q, kc, vc, tables, lens, scale)
+        got, changed = adapter.paged_attention(q, kc, vc, tables, lens, scale)
+        what = f"paged_attention ({dtype} query and caches, lens {lens.tolist()})"
+        expect(f"{what}: inputs modified in place", [], changed, PAGED)
+        expect(f"{what}: output dtype", q.dtype, got.dtype, PAGED, "the output has the query's dtype")
+        _assert_attention_close(got.float(), want, what, atol=HALF_TOLERANCE[dtype])
+
+
 @pytest.mark.parametrize("distribution", ["normal", "shifted"])
 @pytest.mark.parametrize("num_heads,num_kv_heads", [(4, 4), (4, 2), (6, 2), (8, 1)])
 @pytest.mark.parametrize("block_size", [1, 3, 4, 16])
@@ -119,9 +170,9 @@ def test_paged_attention_layouts_and_offset_views(layout):
     _assert_attention_close(got, want, what)
 
 
-def _assert_attention_close(got, want, what):
+def _assert_attention_close(got, want, what, atol=ATOL):
     try:
-        assert_close(got, want, atol=ATOL, what=what)
+        assert_close(got, want, atol=atol, what=what)
     except AssertionError as exc:
         # Name the likely cause only where the evidence points at it.
         hint = ""

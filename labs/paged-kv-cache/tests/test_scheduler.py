@@ -93,6 +93,9 @@ def _check_step(i, got, want_steps, setup, max_num_seqs, budget, requests):
         expect(f"{where}: front of waiting after preemption (oldest preempted first)", newest,
                got["after_waiting"][:k], CB)
         expect(f"{where}: preempted sequences that still hold blocks", [], got["preempted_hold"], CB)
+        waiting_state = {sid: ("WAITING", 0) for sid in got["preempted"]}
+        expect(f"{where}: (status, num_cached_tokens) of each preempted sequence while it waits", waiting_state,
+               got["preempted_state"], CB, "preemption sets it waiting with num_cached_tokens = 0")
         expect(f"{where}: prefills in a step that preempted", [], got["prefills"], CB,
                "nothing is admitted in a step that preempted")
     survivors = [s for s in got["before_running"] if s not in got["preempted"]]
@@ -154,6 +157,19 @@ def test_exact_preemption_of_the_newest():
     expect("step 2 preempted (the newest running sequence)", [2], steps[2]["preempted"], CB)
     expect("step 2 decodes", [0, 1], steps[2]["decodes"], CB)
     expect("step 2 front of waiting", 2, steps[2]["after_waiting"][0], CB)
+
+
+def test_preempted_sequence_forgets_its_cached_prefix():
+    """The newest sequence shares a cached block with the oldest (prefix caching on), so it
+    was admitted with num_cached_tokens = 2; preempted, it waits with 0 (and WAITING)."""
+    requests = [([1, 2, 3], 8, _tokens(8)), ([11, 12, 13], 8, _tokens(8)), ([1, 2, 5], 8, _tokens(8))]
+    steps, _ = run_and_check(6, 2, True, 4, 64, requests, [3])
+    expect("step 0 cached tokens (the third prompt shares the block [1, 2] with the first)", {0: 0, 1: 0, 2: 2},
+           steps[0]["cached"], CB)
+    at = next(i for i, s in enumerate(steps) if s["preempted"])
+    expect(f"step {at} preempted (the newest running sequence)", [2], steps[at]["preempted"], CB)
+    expect(f"step {at}: (status, num_cached_tokens) of the preempted sequence while it waits", {2: ("WAITING", 0)},
+           steps[at]["preempted_state"], CB, "preemption sets it waiting with num_cached_tokens = 0")
 
 
 def test_preempted_sequence_goes_before_older_waiting_requests():

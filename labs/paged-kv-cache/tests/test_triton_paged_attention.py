@@ -19,6 +19,7 @@ import random
 import re
 
 import pytest
+import torch
 from roadmap_cli.grading_kit import assert_close, assert_nontrivial, interpret_mode, seeded, to_device
 
 import adapter
@@ -120,6 +121,31 @@ def test_triton_kernel_matches_gather_then_attend(block_size, num_heads, num_kv_
                         "caches) holds NaN here, so an unmasked read of one gives NaN (so does 0/0 in the final "
                         "acc / l)")
             raise AssertionError(f"{exc}{hint} (README.md, section \"{TRITON}\")") from None
+
+
+def test_triton_scores_all_far_below_zero():
+    """Every score of every sequence near -160 (q . k * scale): exp(s - 0) underflows to
+    0 in fp32, so a running max that starts at 0 instead of -inf gives 0 / 0 = NaN;
+    the softmax itself is unchanged by the shift."""
+    rng = random.Random(seeded("triton-negative-scores"))
+    q, kc, vc, tables, lens, scale = paged_case(rng, num_seqs=2, num_heads=4, num_kv_heads=2, head_dim=16,
+                                                block_size=4, max_len=11, scale=0.25, poison=float("nan"))
+    covered = ~kc.isnan()
+    # q . k = 4 * 16 * (-10) = -640 (+/- a few), times scale 0.25: about -160 everywhere.
+    q = torch.full_like(q, 4.0)
+    kc = torch.where(covered, -10.0 + 0.05 * kc.nan_to_num(0.0), kc)
+    want = gather_then_attend(q, kc, vc, tables, lens, scale)
+    assert_nontrivial(want, ATOL)
+    result = adapter.triton_paged_attention(*map(to_device, (q, kc, vc, tables, lens)), scale)
+    what = f"Triton paged attention (every score about -160, lens {lens.tolist()})"
+    require(result["launches"] >= 1, f"{what}: launched {result['launches']} Triton kernels, expected >= 1", TRITON)
+    got = result["out"].cpu()
+    try:
+        assert_close(got, want, atol=ATOL, what=what)
+    except AssertionError as exc:
+        hint = ("; NaN in the output: with every score far below 0, a running max m that starts at 0 (not -inf) "
+                "makes every exp(s - m) underflow to 0, and acc / l is 0 / 0") if bool(got.isnan().any()) else ""
+        raise AssertionError(f"{exc}{hint} (README.md, section \"{TRITON}\")") from None
 
 
 @pytest.mark.parametrize("layout", range(len(FIXED_LAYOUTS)))
