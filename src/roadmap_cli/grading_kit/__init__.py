@@ -12,8 +12,8 @@ from roadmap_cli.grading_kit.guards import (
 )
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
-from roadmap_cli.grading_kit.learner import (cuda_capability, device, has_cuda, interpret_mode, learner_module, to_device,
-                                            workspace)
+from roadmap_cli.grading_kit.learner import (cuda_capability, device, gpu_name, has_cuda, interpret_mode,
+                                            learner_module, to_device, workspace)
 from roadmap_cli.grading_kit.seeds import PerSeedCache, seeded
 
 # Loaded on first use (`kit.benchmark`, `kit.timing`...): statistics and
@@ -62,6 +62,7 @@ __all__ = [
     "compare_to_baseline",
     "count_triton_launches",
     "cuda_capability",
+    "gpu_name",
     "device",
     "device_peak",
     "forbid_torch_ops",

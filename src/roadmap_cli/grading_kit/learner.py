@@ -80,6 +80,21 @@ def device() -> str:
 _lab_device = device  # to_device's parameter is named `device` too
 
 
+def gpu_name() -> str | None:
+    """The GPU's name ("NVIDIA H100 80GB HBM3"), or None without CUDA. In a grader process from the engine
+    ($ROADMAP_GPU_NAME), for the same reason as `cuda_capability`; it is never what learner code reports."""
+    if not has_cuda():
+        return None
+    from roadmap_cli.grading_kit import sandbox
+
+    recorded = os.environ.get("ROADMAP_GPU_NAME", "")
+    if sandbox.active() or recorded:
+        return recorded or None
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
 def cuda_capability() -> tuple[int, int] | None:
     """The GPU's compute capability, (9, 0) on an H100, or None without CUDA. In a grader process from the
     engine ($ROADMAP_GPU_CAPABILITY: asking torch would open a CUDA context here)."""
