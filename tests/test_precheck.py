@@ -124,3 +124,29 @@ def test_a_deeply_nested_expression_is_one_line_never_a_traceback(run_cli, tmp_p
     assert "Traceback" not in result.stdout + result.stderr
     data = result.json()["data"]
     assert data["precheck"]["file"] == "deep.py" and data["outcome"] == "failed" and data["tests"] == []
+
+
+def test_the_precheck_reads_only_regular_files_inside_the_workspace(tmp_path: Path) -> None:
+    """Red team route N1b: a FIFO named `evil.cu` hung every grade (the engine read it outside the wall, with no
+    timeout); a link to /dev/zero would read without end; a link to a file of the user's would be read."""
+    import os
+    import threading
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "evil.cu")
+    (ws / "zero.cu").symlink_to("/dev/zero")
+    secret = tmp_path / "secret.py"
+    secret.write_text("x = 1\n")
+    (ws / "outside.py").symlink_to(secret)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(({c.file: c for c in compile_cuda(ws)},
+                                                           check_workspace(ws))), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "the pre-check blocked on a FIFO or an endless file"
+    checks, problem = done[0]
+    if checks.get("evil.cu") is not None:  # with nvcc installed: reported, never compiled or read
+        assert checks["evil.cu"].status == "not checked" and "not a regular file" in checks["evil.cu"].message
+        assert checks["zero.cu"].status == "not checked"
+    assert problem is not None and problem.file == "outside.py" and "outside the workspace" in problem.message

@@ -28,6 +28,7 @@ import ast
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,32 @@ class Problem:
         return text
 
 
+# The pre-check reads learner files in the engine's own process: a file it reads must be a regular file inside
+# the workspace, of a size a source file has. Learner code can leave a FIFO named `x.cu` (a read never returns),
+# a link to /dev/zero (a read never ends) or to a file of the user's (red team route N1b).
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+
+def read_learner_file(workspace: Path, path: Path, limit: int = MAX_SOURCE_BYTES) -> bytes:
+    """The bytes of a learner's source file, or OSError when it is not a regular file inside the workspace or is
+    over `limit` bytes. Never blocks on a FIFO or device, never follows a link out of the workspace."""
+    real = Path(os.path.realpath(path))
+    root = os.path.join(os.path.realpath(workspace), "")
+    if not str(real).startswith(root):
+        raise OSError(f"{path.name} links outside the workspace")
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if info.st_size > limit:
+            raise OSError(f"{path.name} is {info.st_size} bytes, over the {limit}-byte limit for a source file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)[:limit]
+    finally:
+        os.close(fd)
+
+
 def learner_files(workspace: Path) -> list[Path]:
     """Every .py file of the workspace (sorted), outside hidden and tool folders."""
     found = []
@@ -90,7 +117,7 @@ def check_workspace(workspace: Path) -> Optional[Problem]:
 def _parse(workspace: Path, path: Path) -> tuple[Optional[Problem], Optional[ast.Module]]:
     rel = path.relative_to(workspace).as_posix()
     try:
-        source = path.read_bytes()
+        source = read_learner_file(workspace, path)
     except OSError as exc:
         return Problem(rel, 1, 1, "OSError", exc.strerror or str(exc)), None
     try:
@@ -168,7 +195,10 @@ def _check_imports(workspace: Path, path: Path, tree: ast.Module, trees: dict[Pa
     def problem(node, col: int, kind: str, message: str) -> Problem:
         nonlocal lines
         if lines is None:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            try:
+                lines = read_learner_file(workspace, path).decode("utf-8", errors="replace").splitlines()
+            except OSError:
+                lines = []
         text = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
         return Problem(rel, node.lineno, col + 1, kind, message, text)
 
@@ -243,7 +273,12 @@ def compile_cuda(workspace: Path, *, arch: str = "sm_80", timeout: float = 60.0)
     with tempfile.TemporaryDirectory(prefix="roadmap-nvcc-") as tmp:
         for src in sources:
             rel = src.relative_to(workspace).as_posix()
-            if TORCH_INCLUDE.search(src.read_text(encoding="utf-8", errors="replace")):
+            try:
+                text = read_learner_file(workspace, src).decode("utf-8", errors="replace")
+            except OSError as exc:
+                checks.append(CudaCheck(rel, "not checked", str(exc)))
+                continue
+            if TORCH_INCLUDE.search(text):
                 checks.append(CudaCheck(rel, "not checked", "it includes torch's headers: compiled (and run) only "
                                         "when graded on a CUDA GPU"))
                 continue
