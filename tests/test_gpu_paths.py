@@ -323,3 +323,27 @@ def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(tmp_path: Pa
     assert learner_extras.extensions_dir(a) == learner_extras.extensions_dir(b)
     assert learner_extras.triton_cache_dir(a) == learner_extras.triton_cache_dir(b)
     assert learner_extras.learner_env(a, "")["TRITON_CACHE_DIR"] == learner_extras.learner_env(b, "")["TRITON_CACHE_DIR"]
+
+
+def test_mps_folders_are_granted_only_when_real_and_harmless(tmp_path: Path, monkeypatch) -> None:
+    """Red team route M1: `/tmp/nvidia-mps` (or $CUDA_MPS_PIPE_DIRECTORY) was granted read-write behind the wall
+    after following links, on every grade: a link to the user's home opened the home to learner code."""
+    import os
+
+    from roadmap_cli.grading_kit import learner_extras, oswall
+
+    real = tmp_path / "mps"
+    real.mkdir()
+    home_link = tmp_path / "evil-mps"
+    home_link.symlink_to(os.path.expanduser("~"))
+    monkeypatch.setattr(oswall, "gpu_devices", lambda: [])
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(real))
+    assert learner_extras.mps_dirs() == []  # no GPU here: nothing to reach
+    monkeypatch.setattr(oswall, "gpu_devices", lambda: ["/dev/nvidia0"])
+    assert learner_extras.mps_dirs() == [str(real)]
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(home_link))
+    assert learner_extras.mps_dirs() == []  # a link: refused
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", os.path.expanduser("~"))
+    assert learner_extras.mps_dirs() == []  # holds the home
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", "/")
+    assert learner_extras.mps_dirs() == []  # holds everything

@@ -131,13 +131,33 @@ def _prune(parent: Path, keep: Path) -> None:
 
 
 def mps_dirs() -> list[str]:
-    """CUDA MPS's pipe (and log) folders that exist: the learner's CUDA must reach the daemon."""
+    """CUDA MPS's pipe (and log) folders, read-write to learner code so its CUDA reaches the daemon: only on a
+    machine with an NVIDIA device, and only a real folder (not a link) owned by root or this user that holds
+    none of the runtime, the home or the data. `/tmp/nvidia-mps` can be made by anyone where no daemon runs:
+    a link there to the user's home opened the home read-write behind the wall (red team route M1)."""
+    from roadmap_cli.grading_kit import oswall
+
+    if not oswall.gpu_devices():
+        return []
     found = []
     for var, default in (("CUDA_MPS_PIPE_DIRECTORY", _MPS_DEFAULT), ("CUDA_MPS_LOG_DIRECTORY", None)):
         path = os.environ.get(var) or default
-        if path and os.path.isdir(path):
+        if path and _safe_mps_dir(path):
             found.append(os.path.realpath(path))
     return found
+
+
+def _safe_mps_dir(path: str) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, os.getuid()):
+        return False
+    real = os.path.join(os.path.realpath(path), "")
+    precious = [os.path.expanduser("~"), sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__))]
+    # A grant that contains one of these would show it read-write.
+    return not any(os.path.join(os.path.realpath(p), "").startswith(real) for p in precious)
 
 
 def shared_rw_dirs() -> list[str]:
