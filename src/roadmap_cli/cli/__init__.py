@@ -134,18 +134,18 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         prestarted = prestart.start(args[1:])
         if any(a == "--on" or a.startswith("--on=") for a in args):
-            from roadmap_cli.grading import remote_grade  # `grade --on`: its ssh session opens now
+            from roadmap_cli.grading.remote import near  # `grade --on`: its ssh session opens now
 
-            opened_early = remote_grade.start_early_args(args[1:])
+            opened_early = near.start_early_args(args[1:])
     try:
         _run(args)
     finally:
         if prestarted:
             prestart.discard()  # not claimed: the command failed before grading
         if opened_early:
-            from roadmap_cli.grading import remote_grade
+            from roadmap_cli.grading.remote import near
 
-            remote_grade.discard_early()  # not taken: the command failed before grading
+            near.discard_early()  # not taken: the command failed before grading
 
 
 def _plain_status(args: list[str]):

@@ -234,7 +234,7 @@ def grade(
     if events:
         from pathlib import Path
 
-        from roadmap_cli.grading.remote_grade import events_grade
+        from roadmap_cli.grading.remote.far import events_grade
 
         if not (lab_id and events_workspace and events_key and events_nonce):
             raise UserError("--events is the far side of `grade --on`: it needs ID, --events-workspace, "
@@ -271,7 +271,7 @@ def _grade_on(ctx, remote: str, lab_id, part, timeout, as_json: bool) -> None:
     from rich.markup import escape
 
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.grading.remote_grade import grade_on
+    from roadmap_cli.grading.remote.near import grade_on
     from roadmap_cli.output import console, emit, err_console
 
     def progress_line(line: str) -> None:

@@ -46,6 +46,8 @@ SANDBOXES = ("strong", "weak")
 # grade_attempts.graded_on: NULL (this machine), a remote's name (`grade --on NAME`), or
 # WORKER_PREFIX + the cohort worker's name (grading/queue.py).
 WORKER_PREFIX = "worker:"
+# A remote's name (grading/remote/registry.py adds only names that match; an import accepts only them).
+REMOTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
 
 # checkpoint_progress.source: SELF_SOURCES, or LAB_SOURCE_PREFIX + "<lab>/<part>" (the part that proved it),
 # or in a cohort SELF_GRADED_SOURCE_PREFIX + "<lab>/<part>" (a part the learner's own machine graded: a claim
