@@ -18,7 +18,7 @@ from typing import Optional
 def main(argv: Optional[list[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not os.environ.get("_ROADMAP_COMPLETE"):
-        from roadmap_cli.argv import hoist_root_options
+        from roadmap_cli.formats.argv import hoist_root_options
 
         hoisted = hoist_root_options(args)
         if hoisted[:1] == ["grade"]:

@@ -12,7 +12,7 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import __version__, context
-from roadmap_cli.argv import command_name, hoist_root_options  # noqa: F401 - part of this module's API
+from roadmap_cli.formats.argv import command_name, hoist_root_options  # noqa: F401 - part of this module's API
 from roadmap_cli.errors import RoadmapError
 
 app = typer.Typer(
@@ -179,7 +179,7 @@ def _plain_status(args: list[str]):
 
 
 def _run(args: list[str]) -> None:
-    from roadmap_cli.output import error_line
+    from roadmap_cli.formats.output import error_line
 
     plain = _plain_status(args)
     if plain is None:
@@ -212,7 +212,7 @@ def _run(args: list[str]) -> None:
         # A malformed row already in the database (hand-edited, old version)
         # crashes whichever reader meets it: name the row instead of a
         # traceback. Anything else is a bug and keeps its traceback.
-        from roadmap_cli.rowcheck import explain_crash
+        from roadmap_cli.portable.rowcheck import explain_crash
 
         explained = explain_crash(exc, getattr(context.current(), "_store", None))
         if explained is None:

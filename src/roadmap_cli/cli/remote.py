@@ -46,7 +46,7 @@ def add(
 ) -> None:
     """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
     from roadmap_cli.grading.remote import registry
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     remote = registry.add(context.current().home, name, url, replace=replace, python=python, torch=torch,
                          torch_index=torch_index)
@@ -59,7 +59,7 @@ def add(
 def list_(as_json: JsonOpt = False) -> None:
     """Every remote, with its URL."""
     from roadmap_cli.grading.remote import registry
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     rows = [_row(r) for r in registry.load(context.current().home).values()]
 
@@ -83,7 +83,7 @@ def remove(name: NameArg, as_json: JsonOpt = False) -> None:
     idle minutes), and the shared connection is closed. Files on the machine are left there."""
     from roadmap_cli.grading.remote import registry
     from roadmap_cli.grading.remote.session import stop_far_agent
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     home = context.current().home
     far_agent = stop_far_agent(home, registry.get(home, name))  # through the shared connection, before it is closed
@@ -117,7 +117,7 @@ def check(
     from dataclasses import asdict
 
     from roadmap_cli.grading.remote import registry
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     from roadmap_cli.grading.remote.wheel import build_tag
 

@@ -203,7 +203,7 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
     """record_attempt's transaction body, `write(sql) -> (attempt id, checkpoints marked)`, for `learner`:
     the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission,
     with `verified=True` (only a role allowed to write grade_attempts can record that)."""
-    from roadmap_cli.progress import mark_done_sql
+    from roadmap_cli.tracker.progress import mark_done_sql
     from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SELF_GRADED_FUNCTION, SELF_GRADED_SOURCE_PREFIX
     from roadmap_cli.store.values import WORKER_PREFIX
 

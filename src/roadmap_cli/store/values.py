@@ -1,8 +1,8 @@
 """Every enumerated column of the store, defined once.
 
 The engine writes these values (grading/results.py, grading/grade.py,
-progress.py, research/, quiz/) and `roadmap import` accepts exactly these
-(rowcheck.py): both read them from here, so a value the engine can store is a
+tracker/progress.py, research/, quiz/) and `roadmap import` accepts exactly these
+(portable/rowcheck.py): both read them from here, so a value the engine can store is a
 value an export can bring back (issue 36: `watch` recorded "interrupted"
 attempts that import refused). tests/test_store_values.py stores one row per
 value listed here, exports, imports and compares.

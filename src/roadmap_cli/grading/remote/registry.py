@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from roadmap_cli.errors import ExitCode, NotFoundError, RoadmapError, StoreError, UserError
 from roadmap_cli.store import values
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.formats.timeutil import utc_now_iso
 
 FILE_NAME = "remotes.json"
 FORMAT_VERSION = 1

@@ -57,7 +57,7 @@ def write_export(store, out) -> None:
     written table by table as the rows are read (constant memory; issue 13)."""
     import sqlalchemy as sa
 
-    from roadmap_cli.jsonstream import Rows, write_json
+    from roadmap_cli.formats.jsonstream import Rows, write_json
     from roadmap_cli.store.migrations import applied_version
 
     with store.connection() as conn:
@@ -191,7 +191,6 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
     the file's: other learners' rows already hold the file's numbers, so each
     row gets a new id and the references to it (a test result's attempt, a
     tag's paper) follow."""
-    import sqlalchemy as sa
 
     others = sorted({row["learner"] for rows in data["tables"].values() for row in rows
                      if row.get("learner") not in (None, "", me)})
@@ -396,7 +395,7 @@ def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) ->
     if data.get("version") != EXPORT_VERSION:
         raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
     from roadmap_cli.store.migrations import LATEST
-    from roadmap_cli.rowcheck import validate_export
+    from roadmap_cli.portable.rowcheck import validate_export
 
     schema_version = data.get("schema_version", 0)
     if not isinstance(schema_version, int) or isinstance(schema_version, bool):
@@ -418,7 +417,7 @@ def write_backup(home: Path, text: str) -> Path:
     and raises one line: the import then stops before changing anything."""
     import os
 
-    from roadmap_cli.timeutil import utc_now_iso
+    from roadmap_cli.formats.timeutil import utc_now_iso
 
     backups = home / "backups"
     try:

@@ -40,7 +40,7 @@ def copy_database(source, target_url: str, *, home: Path,
 
     from roadmap_cli.store import open_store
     from roadmap_cli.store.learners import DATABASE_SCOPE
-    from roadmap_cli.transfer import _advance_sequences, _keep_pinned_learner, _row_counts, _tables
+    from roadmap_cli.portable.archive import _advance_sequences, _keep_pinned_learner, _row_counts, _tables
 
     target = open_store(home, url=target_url)
     try:
@@ -117,7 +117,7 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
     `replace`: the rows `me` already has there are saved to a backup export under `home`, then deleted."""
     import sqlalchemy as sa
 
-    from roadmap_cli.transfer import OwnRows, _tables, insert_own_history
+    from roadmap_cli.portable.archive import OwnRows, _tables, insert_own_history
 
     tables = [t for t in _tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
