@@ -14,7 +14,6 @@ same way and can be compared part by part.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

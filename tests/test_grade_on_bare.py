@@ -147,7 +147,7 @@ def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact
         result = run_cli("grade", "--on", "novenv")
         assert result.exit_code == 5, result
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-        assert f"has no ensurepip" in result.stderr
+        assert "has no ensurepip" in result.stderr
         assert f"`{ssh} sudo apt-get install -y python{version}-venv`" in result.stderr, result.stderr
         assert (f"`roadmap remote add novenv {far.url} --replace --python PATH`") in result.stderr
         root = far.no_venv.parent / "no-venv-root"
