@@ -59,9 +59,9 @@ FREE = {
 
 
 def _tables():
-    from roadmap_cli.portable.archive import _tables
+    from roadmap_cli.portable.archive import all_tables
 
-    return {t.name: t for t in _tables()}
+    return {t.name: t for t in all_tables()}
 
 
 def test_every_string_column_is_classified():
