@@ -7,7 +7,7 @@ labs, each with its own server and data home: the fixture lab `adder`
 (tests/fixtures_labs, as in tests/test_grade_on.py) and a real one,
 `gpu-architecture --part occupancy` (CPU-gradable). Per lab, one warm-up
 grade --on installs the venv and starts the far agent
-(grading/remote_daemon.py), a second one reaches it; then N rounds alternate
+(grading/remote/daemon.py), a second one reaches it; then N rounds alternate
 a local grade and a grade --on, each a fresh `python -m roadmap_cli` process
 as a learner runs it, with one file changed before each (so each --on also
 sends a file). Prints the medians, the ratio (budget: 1.3x), which path the

@@ -36,7 +36,7 @@ def seed_reviews(home: Path) -> int:
     check every explain checkpoint; returns the number of cards."""
     from roadmap_cli.curriculum import load_curriculum
     from roadmap_cli.paths import default_curriculum_path
-    from roadmap_cli.progress import check
+    from roadmap_cli.tracker.progress import check
     from roadmap_cli.quiz import review
     from roadmap_cli.store import open_store
 

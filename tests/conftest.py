@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -213,3 +214,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def background_dev_check(request: pytest.FixtureRequest):
     """The dev check started after collection (None when this test was not collected with it)."""
     return request.config.stash.get(_DEV_CHECK, None)
+
+
+# ---------------------------------------------------------------- a cohort database on the throwaway cluster
+
+COHORT_PASSWORD = "teach-Pa55word-long"
+_cohort_counter = itertools.count()
+
+
+@pytest.fixture
+def cohort(pg_cluster, monkeypatch: pytest.MonkeyPatch):
+    """A database owned by a fresh instructor role (CREATEROLE, not a superuser); DATABASE_URL is the instructor's.
+    (test_cohort_roles, _copy, _views, test_paper_numbers_postgres; test_cohort_verified has its own.)"""
+    n = f"{os.getpid()}_{next(_cohort_counter)}"
+    teacher, db = f"teacher_{n}", f"cohort_{n}"
+    pg_cluster.admin(f"CREATE ROLE {teacher} LOGIN CREATEROLE PASSWORD '{COHORT_PASSWORD}'")
+    pg_cluster.admin(f"CREATE DATABASE {db} OWNER {teacher} TEMPLATE template0")
+    url = f"postgresql+psycopg://{teacher}:{COHORT_PASSWORD}@127.0.0.1:{pg_cluster.port}/{db}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
+    info = {"url": url, "db": db, "n": n, "port": pg_cluster.port, "learners": []}
+    yield info
+    # Roles are the cluster's, not the database's: drop the database (and the grants on it), then every role.
+    pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    for role in [*info["learners"], teacher]:
+        pg_cluster.admin(f'DROP ROLE IF EXISTS "{role}"')

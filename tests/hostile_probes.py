@@ -102,7 +102,7 @@ from roadmap_cli.curriculum.loader import check_curriculum, load_curriculum
 from roadmap_cli.errors import RoadmapError
 from roadmap_cli.labs.spec import load_lab
 from roadmap_cli.cli import main
-import roadmap_cli.rowcheck, roadmap_cli.transfer, roadmap_cli.store.tables  # noqa: F401 (imports off the clock)
+import roadmap_cli.portable.rowcheck, roadmap_cli.portable.archive, roadmap_cli.store.tables  # noqa: F401 (imports off the clock)
 import contextlib, io
 with contextlib.redirect_stderr(io.StringIO()):
     try:

@@ -61,7 +61,7 @@ def mixed(n: int, writer: int) -> None:
     from roadmap_cli import context
     from roadmap_cli.grading.grade import record_attempt
     from roadmap_cli.labs.spec import find_lab
-    from roadmap_cli.progress import check
+    from roadmap_cli.tracker.progress import check
     from roadmap_cli.research.entries import EntryInput, log_entry
     from roadmap_cli.research.papers import PaperInput, log_paper
 

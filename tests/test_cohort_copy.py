@@ -1,4 +1,4 @@
-"""`roadmap db copy --to` a learner's cohort login (issue 36 item 3; dbcopy.py).
+"""`roadmap db copy --to` a learner's cohort login (issue 36 item 3; portable/dbcopy.py).
 
 On a real PostgreSQL cluster with per-learner logins (tests/test_cohort_roles.py's
 fixture): a learner with SQLite history copies it into the cohort with the URL the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cohort_roles import _add, _as, _sql, cohort  # noqa: F401 - the fixture
+from test_cohort_roles import _add, _as, _sql
 
 STAMP = "2026-01-05T10:00:00+00:00"
 

@@ -10,7 +10,6 @@ replaces only the importer's rows.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from pathlib import Path
@@ -18,28 +17,6 @@ from pathlib import Path
 import pytest
 
 from cohort_helpers import add_learner as _add, as_login as _as, sql as _sql
-
-PASSWORD = "teach-Pa55word-long"
-_counter = itertools.count()
-
-
-@pytest.fixture
-def cohort(pg_cluster, monkeypatch: pytest.MonkeyPatch):
-    """A database owned by a fresh instructor role (CREATEROLE, not a superuser); DATABASE_URL is the instructor's."""
-    n = f"{os.getpid()}_{next(_counter)}"
-    teacher, db = f"teacher_{n}", f"cohort_{n}"
-    pg_cluster.admin(f"CREATE ROLE {teacher} LOGIN CREATEROLE PASSWORD '{PASSWORD}'")
-    pg_cluster.admin(f"CREATE DATABASE {db} OWNER {teacher} TEMPLATE template0")
-    url = f"postgresql+psycopg://{teacher}:{PASSWORD}@127.0.0.1:{pg_cluster.port}/{db}"
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
-    info = {"url": url, "db": db, "n": n, "port": pg_cluster.port, "learners": []}
-    yield info
-    # Roles are the cluster's, not the database's: drop the database (and the grants on it), then every role.
-    pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    for role in [*info["learners"], teacher]:
-        pg_cluster.admin(f'DROP ROLE IF EXISTS "{role}"')
-
 
 def test_each_learner_reads_and_writes_only_their_own_rows(run_cli, cohort, monkeypatch, tmp_path: Path):
     import psycopg

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from test_cohort_roles import _add, _as, _sql, cohort  # noqa: F401  (cohort is a fixture)
+from test_cohort_roles import _add, _as, _sql
 
 SECRET = "BOB PRIVATE 7f3a"
 

@@ -23,7 +23,7 @@ NOTES_EACH = 50
 
 def _writer(home: str, worker: int, barrier) -> None:
     from roadmap_cli.store.tables import CheckpointNote
-    from roadmap_cli.timeutil import utc_now_iso
+    from roadmap_cli.formats.timeutil import utc_now_iso
 
     store = open_store(Path(home))  # every process also races to migrate the fresh file
     barrier.wait()

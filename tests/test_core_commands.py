@@ -136,7 +136,7 @@ def test_streamed_export_has_the_bytes_of_the_in_memory_one(run_cli, roadmap_hom
     """`roadmap export` writes table by table as it reads (issue 13) and must
     stay byte-identical to json.dumps of the whole document."""
     from roadmap_cli.store import open_store
-    from roadmap_cli.transfer import dumps, export_data
+    from roadmap_cli.portable.archive import dumps, export_data
 
     assert run_cli("check", "s1-explain-query-key-value", "--note", "多头注意力 \"quoted\"").exit_code == 0
     assert run_cli("log", "hours", "2.5").exit_code == 0

@@ -157,8 +157,6 @@ def test_benches_reuse_the_runs_build_caches_and_find_ninja(tmp_path: Path, monk
     """bench_matmul's CUDA C is the lab solution's: the benches build in the folder the run's grades used (nvcc
     not paid again against the bench's time limit), with ninja on PATH; a bench past its limit is a failed row,
     not a traceback."""
-    import subprocess
-    import sys
 
     from roadmap_cli.authoring import gpucheck
     from roadmap_cli.grading_kit import learner_extras

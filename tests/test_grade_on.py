@@ -14,7 +14,6 @@ same way and can be compared part by part.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -72,9 +71,9 @@ def _ppid(pid: int) -> int:
 
 
 def _agents(root: Path) -> list[int]:
-    """Pids of the far agents (grading/remote_daemon.py) running for the managed folder `root`."""
+    """Pids of the far agents (grading/remote/daemon.py) running for the managed folder `root`."""
     return [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
-            and "roadmap_cli.grading.remote_daemon" in _cmdline(int(pid)) and str(root) in _cmdline(int(pid))]
+            and "roadmap_cli.grading.remote.daemon" in _cmdline(int(pid)) and str(root) in _cmdline(int(pid))]
 
 
 def _agent(root: Path, timeout: float = 30.0) -> int:
@@ -343,10 +342,10 @@ def test_a_result_signed_with_another_key_is_not_recorded(remote, run_cli, roadm
 
 def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_closes_it(remote, run_cli,
                                                                                         roadmap_home: Path):
-    from roadmap_cli import remotes
+    from roadmap_cli.grading.remote import registry
 
-    box = remotes.get(roadmap_home, "box")
-    control = remotes.control_path(roadmap_home, box)
+    box = registry.get(roadmap_home, "box")
+    control = registry.control_path(roadmap_home, box)
     assert control is not None and control.parent.stat().st_mode & 0o777 == 0o700
     assert run_cli("grade", "--on", "box").exit_code == 1
     masters = _masters(roadmap_home)
@@ -369,20 +368,20 @@ def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_c
 
 
 def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli, monkeypatch: pytest.MonkeyPatch):
-    """grading/prestart.py opens the grade's ssh session before typer parses (remote_grade.start_early), and
+    """grading/prestart.py opens the grade's ssh session before typer parses (grading/remote/near.start_early), and
     grade_on takes that very session: one session per grade, opened early."""
-    from roadmap_cli.grading import remote_grade
+    from roadmap_cli.grading.remote import near
 
     openers: list[str] = []
-    real = remote_grade._Opened.__init__
+    real = near._Opened.__init__
 
     def spy(self, *args, **kwargs):
         openers.append(sys._getframe(1).f_code.co_name)
         real(self, *args, **kwargs)
 
-    monkeypatch.setattr(remote_grade._Opened, "__init__", spy)
+    monkeypatch.setattr(near._Opened, "__init__", spy)
     assert run_cli("grade", "--on", "box", "--part", "mul").exit_code == 1
-    assert openers == ["start_early"] and remote_grade._early is None
+    assert openers == ["start_early"] and near._early is None
     # An option --on refuses: nothing is opened early, and the refusal is one line.
     result = run_cli("grade", "--on", "box", "-x")
     assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr
@@ -441,12 +440,12 @@ def test_remote_check_after_a_first_grade_probes_the_managed_venv(remote, run_cl
 
 def test_remote_remove_stops_the_far_agent_even_when_the_shared_connection_is_closed(remote, run_cli,
                                                                                      roadmap_home: Path):
-    from roadmap_cli import remotes
+    from roadmap_cli.grading.remote import registry
 
     assert run_cli("grade", "--on", "box").exit_code == 1
     agent = _agent(remote.far_root)
-    box = remotes.get(roadmap_home, "box")
-    remotes.close_shared(roadmap_home, box)  # ControlPersist ran out, or the laptop slept: no shared connection
+    box = registry.get(roadmap_home, "box")
+    registry.close_shared(roadmap_home, box)  # ControlPersist ran out, or the laptop slept: no shared connection
     assert _wait_for(lambda: _masters(roadmap_home) == [], 10)
     result = run_cli("remote", "remove", "box", "--json")
     assert result.exit_code == 0, result
@@ -465,9 +464,9 @@ def test_remote_remove_of_an_unreachable_host_removes_it_and_says_so_in_one_line
     # The box moved (or is down): its agent cannot be reached to be stopped.
     run_cli("remote", "add", "box", f"ssh://{remote.user}@127.0.0.1:{free_port()}", "--replace",
             "--python", sys.executable)
-    from roadmap_cli.grading import remote_grade
+    from roadmap_cli.grading.remote import session
 
-    assert remote_grade._agent_state(roadmap_home, remotes_get(roadmap_home, "box")).get("socket")
+    assert session.agent_state(roadmap_home, remotes_get(roadmap_home, "box")).get("socket")
     result = run_cli("remote", "remove", "box")
     assert result.exit_code == 0, result
     assert "Removed remote box" in result.stdout
@@ -481,6 +480,6 @@ def test_remote_remove_of_an_unreachable_host_removes_it_and_says_so_in_one_line
 
 
 def remotes_get(home: Path, name: str):
-    from roadmap_cli import remotes
+    from roadmap_cli.grading.remote import registry
 
-    return remotes.get(home, name)
+    return registry.get(home, name)

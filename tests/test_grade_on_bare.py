@@ -147,7 +147,7 @@ def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact
         result = run_cli("grade", "--on", "novenv")
         assert result.exit_code == 5, result
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-        assert f"has no ensurepip" in result.stderr
+        assert "has no ensurepip" in result.stderr
         assert f"`{ssh} sudo apt-get install -y python{version}-venv`" in result.stderr, result.stderr
         assert (f"`roadmap remote add novenv {far.url} --replace --python PATH`") in result.stderr
         root = far.no_venv.parent / "no-venv-root"
@@ -173,26 +173,26 @@ def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, r
 
 def test_the_host_key_hint_names_port_and_user(run_cli, roadmap_home: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch):
-    from roadmap_cli.remotes import Remote, _ssh_failure
+    from roadmap_cli.grading.remote.registry import Remote, ssh_failure
 
     monkeypatch.delenv("ROADMAP_SSH_CONFIG", raising=False)
     remote = Remote(name="box", host="127.0.0.1", user="root", port=50869)
-    error = _ssh_failure(remote, "Host key verification failed.\n")
+    error = ssh_failure(remote, "Host key verification failed.\n")
     assert "(connect once with `ssh -p 50869 root@127.0.0.1` to accept the host key)" in str(error)
     monkeypatch.setenv("ROADMAP_SSH_CONFIG", str(tmp_path / "my config"))
     assert Remote(name="b", host="gpu").ssh_command() == f"ssh -F '{tmp_path / 'my config'}' gpu"
 
 
 def test_torch_plan_cpu_without_a_driver_cuda_with_one_and_the_overrides():
-    from roadmap_cli.grading import remote_agent
+    from roadmap_cli.grading.remote import agent
 
-    args, index, why = remote_agent.torch_plan("torch<2.14,>=2.3", None, None)
-    assert args == ["torch<2.14,>=2.3", "--index-url", remote_agent.CPU_TORCH_INDEX] and "CPU build" in why
-    args, index, why = remote_agent.torch_plan("torch<2.14,>=2.3", {}, "550.54.15")
+    args, index, why = agent.torch_plan("torch<2.14,>=2.3", None, None)
+    assert args == ["torch<2.14,>=2.3", "--index-url", agent.CPU_TORCH_INDEX] and "CPU build" in why
+    args, index, why = agent.torch_plan("torch<2.14,>=2.3", {}, "550.54.15")
     assert args == ["torch<2.14,>=2.3"] and index is None and "NVIDIA driver 550.54.15" in why and "CUDA" in why
-    args, index, why = remote_agent.torch_plan("torch<2.14,>=2.3", {"spec": "torch==2.13.0", "index": "pip"}, None)
+    args, index, why = agent.torch_plan("torch<2.14,>=2.3", {"spec": "torch==2.13.0", "index": "pip"}, None)
     assert args == ["torch==2.13.0"] and index is None and "pip's own configuration" in why
-    args, _, _ = remote_agent.torch_plan("torch", {"index": "https://mirror.example/whl/cu124"}, None)
+    args, _, _ = agent.torch_plan("torch", {"index": "https://mirror.example/whl/cu124"}, None)
     assert args == ["torch", "--index-url", "https://mirror.example/whl/cu124"]
 
 
@@ -210,8 +210,8 @@ def test_remote_add_refuses_a_bad_torch_setting_in_one_line(run_cli):
 
 def test_a_failed_torch_install_names_the_exact_command_that_uses_pips_own_configuration():
     from roadmap_cli.errors import RoadmapError
-    from roadmap_cli.grading.remote_grade import _raise
-    from roadmap_cli.remotes import Remote
+    from roadmap_cli.grading.remote.near import _raise
+    from roadmap_cli.grading.remote.registry import Remote
 
     box = Remote(name="box", host="203.0.113.7", user="ubuntu", port=2222, python="/usr/bin/python3")
     with pytest.raises(RoadmapError) as caught:

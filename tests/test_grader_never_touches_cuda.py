@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import os
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -18,7 +17,7 @@ import pytest
 import torch
 
 from roadmap_cli import grading_kit as kit
-from roadmap_cli.grading_kit import placement, sandbox, wire
+from roadmap_cli.grading_kit import placement, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"

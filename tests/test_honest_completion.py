@@ -35,7 +35,7 @@ def test_passed_on_cpu_everywhere(run_cli, tmp_path: Path, monkeypatch: pytest.M
     assert text in dashboard.stdout
     assert "adder" in dashboard.stdout and " passed best" not in dashboard.stdout
     from roadmap_cli import context
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     done = completed(context.current().store())
     assert "fake-add" in done and "fake-gpu" not in done  # proved only by the GPU part: stays open

@@ -81,7 +81,7 @@ def test_passed_on_cpu_is_said_everywhere(shared_checkpoint_lab: Path, run_cli, 
 
     # Stored rows keep the engine's word: older readers (best score, passed labs) are unchanged.
     from roadmap_cli import context
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     store = context.current().store()
     stored = store.read_sql(lambda sql: sql.rows("SELECT DISTINCT outcome FROM grade_attempts"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hostile_probes import MEMORY_LIMIT_MB, TIME_LIMIT_S, run_probes
-from roadmap_cli.yamlsafe import MAX_DEPTH, YamlProblem, load_yaml
+from roadmap_cli.formats.yamlsafe import MAX_DEPTH, YamlProblem, load_yaml
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ heavy += [m for m in ('roadmap_cli.research.fetch', 'roadmap_cli.research.metada
 heavy += [m for m in ('roadmap_cli.store.tables',) if m in sys.modules]
 # Cohort mode (PostgreSQL) costs the SQLite path nothing: no driver, no server module.
 # (store/queue.py itself is a few constants and SQL, read by the first migration's person_tables.)
-heavy += [m for m in ('roadmap_cli.store.server', 'roadmap_cli.cohort', 'roadmap_cli.grading.queue')
+heavy += [m for m in ('roadmap_cli.store.server', 'roadmap_cli.tracker.cohort', 'roadmap_cli.grading.queue')
           if m in sys.modules]
 sys.stderr.write('\\nPROBE' + json.dumps({'code': code, 'heavy': heavy}) + '\\n')
 """

@@ -7,7 +7,6 @@ and two wrong variants; `leaky` has a wrong variant its grader cannot catch.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path

@@ -107,7 +107,7 @@ def test_v4_database_upgrades_with_every_row_kept(tmp_path: Path, monkeypatch, w
     monkeypatch.setattr("roadmap_cli.store.learners.git_email", lambda: "changed@example.org")
     again = open_store(tmp_path)
     assert current_learner(again) == expected_learner
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     assert set(completed(again)) == {"s1-explain-attention", "s1-build-tokenizer"}
 
@@ -130,7 +130,7 @@ def test_init_learner_renames_a_single_users_rows(run_cli, monkeypatch):
     assert result.exit_code == 0, result
     assert result.json()["data"]["learner"] == "ada@example.org"
     from roadmap_cli import context
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     context.reset()
     store = context.current().store()
@@ -146,7 +146,7 @@ def test_learners_sharing_a_database_see_their_own_rows(run_cli, monkeypatch):
     mine = run_cli("init", "--json").json()["data"]
     assert mine["learner"] == "grace" and "start_date" not in mine["settings"]
     from roadmap_cli import context
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     context.reset()
     assert completed(context.current().store()) == {}  # grace sees none of ada's checks

@@ -144,7 +144,6 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
     import socket
     import threading
 
-    from roadmap_cli.grading import isolation
     from roadmap_cli.labs.spec import find_lab
 
     # What the grading user has that learner code must never see: a credential in the real home, one in the
@@ -243,7 +242,7 @@ def test_without_bubblewrap_the_grade_runs_weak_and_says_so(run_cli, project, wo
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
     assert [a["sandbox"] for a in history] == ["weak", "weak"]
     assert "weak sandbox" in run_cli("lab", "history", "adder").stdout
-    from roadmap_cli.timeutil import local_today
+    from roadmap_cli.formats.timeutil import local_today
 
     report = run_cli("report", "--month", local_today().strftime("%Y-%m"))
     assert report.exit_code == 0 and "weak sandbox (graded without bubblewrap)" in report.stdout, report

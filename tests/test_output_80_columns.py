@@ -24,7 +24,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from roadmap_cli.output import AdaptiveConsole
+from roadmap_cli.formats.output import AdaptiveConsole
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 ADDER = FIXTURES / "labs" / "adder"
@@ -50,8 +50,8 @@ class RecordingTerminal(Console):
 
 @pytest.fixture
 def terminal(monkeypatch: pytest.MonkeyPatch) -> RecordingTerminal:
-    """Commands print through roadmap_cli.output.console (looked up at call time): make it the terminal."""
-    from roadmap_cli import output
+    """Commands print through roadmap_cli.formats.output.console (looked up at call time): make it the terminal."""
+    from roadmap_cli.formats import output
 
     term = RecordingTerminal()
     monkeypatch.setattr(output, "console", term)
@@ -109,7 +109,7 @@ class RecordingPipe(AdaptiveConsole):
 def check_piped(run_cli, monkeypatch, home: Path, *args: str, whole: bool = False) -> str:
     """Piped, every table is at most PIPED_LIMIT columns wide (`whole`: every line of the output is).
     Prose lines are never wrapped when piped (a checkpoint's sentence, a command to copy stay whole)."""
-    from roadmap_cli import output
+    from roadmap_cli.formats import output
 
     pipe = RecordingPipe()
     monkeypatch.setattr(output, "console", pipe)

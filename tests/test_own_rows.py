@@ -12,7 +12,7 @@ import pytest
 def test_refuses_without_replace_and_backs_up_then_deletes_with_it(run_cli, roadmap_home: Path):
     from roadmap_cli.errors import UserError
     from roadmap_cli.store import open_store
-    from roadmap_cli.transfer import OwnRows
+    from roadmap_cli.portable.archive import OwnRows
 
     assert run_cli("check", "s1-draw-transformer-block").exit_code == 0
     assert run_cli("log", "hours", "2").exit_code == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cohort_roles import _add, _as, _sql, cohort  # noqa: F401 - the fixture
+from test_cohort_roles import _add, _as, _sql
 
 
 def _data(result) -> dict:

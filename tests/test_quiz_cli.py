@@ -213,7 +213,7 @@ def test_quiz_text_wraps_at_the_terminal_width_with_indented_continuations(cur):
     import io
 
     from roadmap_cli.cli.quiz_prompt import show_question, show_verdict
-    from roadmap_cli.output import AdaptiveConsole
+    from roadmap_cli.formats.output import AdaptiveConsole
     from roadmap_cli.quiz.checking import Verdict
 
     out = io.StringIO()

@@ -238,7 +238,7 @@ def test_planned_burnup_matches_the_status_schedule(month):
     from roadmap_cli.curriculum import load_curriculum
     from roadmap_cli.paths import data_root
     from roadmap_cli.reports.series import planned_done
-    from roadmap_cli.status import _schedule
+    from roadmap_cli.tracker.status import _schedule
 
     cur = load_curriculum(data_root() / "curriculum.yaml")
     start = date(2026, 1, 5)

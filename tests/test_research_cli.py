@@ -232,7 +232,7 @@ def reading_curriculum(monkeypatch):
 
 
 def test_suggest_current_stage_first_then_backlog_then_later(run_cli, reading_curriculum, roadmap_home):
-    from roadmap_cli.progress import mark_done
+    from roadmap_cli.tracker.progress import mark_done
     from roadmap_cli.store import open_store
 
     _data(log(run_cli, "whatever title", "--arxiv", "1706.03762v5"))  # read: not suggested

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roadmap_cli import jsonstream
-from roadmap_cli.jsonstream import EncodedRows, Rows, write_envelope, write_json
+from roadmap_cli.formats import jsonstream
+from roadmap_cli.formats.jsonstream import EncodedRows, Rows, write_envelope, write_json
 
 COMPACT = {"ensure_ascii": False, "separators": (",", ":")}
 json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -61,7 +61,7 @@ def test_export_shaped_documents_stream_to_the_same_bytes(run_cli, roadmap_home:
     """The helper `roadmap export` can call: every table's rows as `Rows`,
     written with indent=2 and sorted keys, equals `transfer.dumps` today."""
     from roadmap_cli import context
-    from roadmap_cli.transfer import dumps, export_data
+    from roadmap_cli.portable.archive import dumps, export_data
 
     run_cli("paper", "log", "A \"quoted\" paper", "--tags", "x,y", "--note", "line 1\nline 2")
     run_cli("log", "hours", "2")
@@ -96,7 +96,7 @@ def _seed_hostile(store) -> None:
                                   ["--all", "--search", "nothing matches this"]])
 def test_paper_list_json_is_the_envelope_compact_or_as_emit_printed_it(run_cli, args):
     from roadmap_cli import context
-    from roadmap_cli.output import envelope
+    from roadmap_cli.formats.output import envelope
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
 
     store = context.current().store()

@@ -71,7 +71,7 @@ def test_a_lapse_brings_the_item_back_within_days(store, cur):
 
 
 def test_due_items_new_checkpoints_and_cards_by_end_of_day(store, cur):
-    from roadmap_cli.progress import check
+    from roadmap_cli.tracker.progress import check
 
     check(store, cur, "s1-draw-transformer-block")
     _rate(store, 3, T0)  # due in ~2 days

@@ -10,7 +10,6 @@ The timing itself is bench/bench_status.py's (a ratio against the import floor i
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

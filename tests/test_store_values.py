@@ -59,9 +59,9 @@ FREE = {
 
 
 def _tables():
-    from roadmap_cli.transfer import _tables
+    from roadmap_cli.portable.archive import all_tables
 
-    return {t.name: t for t in _tables()}
+    return {t.name: t for t in all_tables()}
 
 
 def test_every_string_column_is_classified():
@@ -236,7 +236,7 @@ def test_the_engine_writes_only_defined_values():
     assert written and written <= set(values.ATTEMPT_OUTCOMES) | set(values.PART_STATUSES) | set(values.TEST_OUTCOMES), \
         written - set(values.ATTEMPT_OUTCOMES) - set(values.PART_STATUSES) - set(values.TEST_OUTCOMES)
     assert {"interrupted", "focused", "not-run"} <= written  # the scan sees the values issue 36 was about
-    from roadmap_cli.rowcheck import SETTING_RULES
+    from roadmap_cli.portable.rowcheck import SETTING_RULES
 
     assert tuple(SETTING_RULES) == values.SETTING_KEYS
     import re

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from test_cohort_verified import cohort  # noqa: F401 - fixture
-from test_weak_sandbox_judge import RIGHT_ADD, _weak, workspace  # noqa: F401 - fixtures (wall: conftest.py)
+from test_weak_sandbox_judge import RIGHT_ADD, _weak, workspace  # noqa: F401 - a fixture (wall is conftest.py's)
 
 
 @pytest.fixture(autouse=True)

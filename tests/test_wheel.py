@@ -4,8 +4,6 @@ build a wheel, install it into a fresh venv, run `roadmap status --json` there."
 from __future__ import annotations
 
 import json
-import os
-import site
 import subprocess
 import sys
 import sysconfig

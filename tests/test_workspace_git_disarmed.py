@@ -7,11 +7,9 @@ a program they name."""
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
-import pytest
 
 RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 

@@ -18,7 +18,7 @@ from typing import Optional
 def main(argv: Optional[list[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if not os.environ.get("_ROADMAP_COMPLETE"):
-        from roadmap_cli.argv import hoist_root_options
+        from roadmap_cli.formats.argv import hoist_root_options
 
         hoisted = hoist_root_options(args)
         if hoisted[:1] == ["grade"]:
@@ -26,10 +26,10 @@ def main(argv: Optional[list[str]] = None) -> None:
 
             prestart.start(hoisted[1:])
             if any(a == "--on" or a.startswith("--on=") for a in hoisted):
-                # `grade --on NAME`: the ssh session opens now instead (grading/remote_grade.start_early).
-                from roadmap_cli.grading import remote_grade
+                # `grade --on NAME`: the ssh session opens now instead (grading/remote/near.start_early).
+                from roadmap_cli.grading.remote import near
 
-                remote_grade.start_early_args(hoisted[1:])
+                near.start_early_args(hoisted[1:])
     from roadmap_cli.cli import main as cli_main
 
     cli_main(args)

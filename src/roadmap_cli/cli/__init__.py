@@ -12,7 +12,7 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import __version__, context
-from roadmap_cli.argv import command_name, hoist_root_options  # noqa: F401 - part of this module's API
+from roadmap_cli.formats.argv import command_name, hoist_root_options  # noqa: F401 - part of this module's API
 from roadmap_cli.errors import RoadmapError
 
 app = typer.Typer(
@@ -134,18 +134,18 @@ def main(argv: Optional[list[str]] = None) -> None:
 
         prestarted = prestart.start(args[1:])
         if any(a == "--on" or a.startswith("--on=") for a in args):
-            from roadmap_cli.grading import remote_grade  # `grade --on`: its ssh session opens now
+            from roadmap_cli.grading.remote import near  # `grade --on`: its ssh session opens now
 
-            opened_early = remote_grade.start_early_args(args[1:])
+            opened_early = near.start_early_args(args[1:])
     try:
         _run(args)
     finally:
         if prestarted:
             prestart.discard()  # not claimed: the command failed before grading
         if opened_early:
-            from roadmap_cli.grading import remote_grade
+            from roadmap_cli.grading.remote import near
 
-            remote_grade.discard_early()  # not taken: the command failed before grading
+            near.discard_early()  # not taken: the command failed before grading
 
 
 def _plain_status(args: list[str]):
@@ -179,7 +179,7 @@ def _plain_status(args: list[str]):
 
 
 def _run(args: list[str]) -> None:
-    from roadmap_cli.output import error_line
+    from roadmap_cli.formats.output import error_line
 
     plain = _plain_status(args)
     if plain is None:
@@ -212,7 +212,7 @@ def _run(args: list[str]) -> None:
         # A malformed row already in the database (hand-edited, old version)
         # crashes whichever reader meets it: name the row instead of a
         # traceback. Anything else is a bug and keeps its traceback.
-        from roadmap_cli.rowcheck import explain_crash
+        from roadmap_cli.portable.rowcheck import explain_crash
 
         explained = explain_crash(exc, getattr(context.current(), "_store", None))
         if explained is None:

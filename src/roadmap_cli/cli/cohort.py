@@ -22,9 +22,9 @@ def register(app: typer.Typer) -> None:
 @cohort_app.command("status")
 def status(as_json: JsonOpt = False) -> None:
     """Each learner's stage, checkpoints done, labs passed and this week's cadence."""
-    from roadmap_cli.cohort import cohort_status
-    from roadmap_cli.output import emit
-    from roadmap_cli.timeutil import local_today
+    from roadmap_cli.tracker.cohort import cohort_status
+    from roadmap_cli.formats.output import emit
+    from roadmap_cli.formats.timeutil import local_today
 
     ctx = context.current()
     data = cohort_status(ctx.store(), ctx.curriculum(), today=local_today())
@@ -59,8 +59,8 @@ def board(
     as_json: JsonOpt = False,
 ) -> None:
     """Best score per learner for a lab; GPU results ranked only against the same device model."""
-    from roadmap_cli.cohort import lab_board
-    from roadmap_cli.output import emit
+    from roadmap_cli.tracker.cohort import lab_board
+    from roadmap_cli.formats.output import emit
 
     data = lab_board(context.current().store(), lab)
 
@@ -119,10 +119,10 @@ def export(
     import json
     from pathlib import Path
 
-    from roadmap_cli.cohort import cohort_export
+    from roadmap_cli.tracker.cohort import cohort_export
     from roadmap_cli.errors import UserError
-    from roadmap_cli.output import emit
-    from roadmap_cli.timeutil import local_today
+    from roadmap_cli.formats.output import emit
+    from roadmap_cli.formats.timeutil import local_today
 
     ctx = context.current()
     data = cohort_export(ctx.store(), ctx.curriculum(), today=local_today())
@@ -155,9 +155,9 @@ def add_learner(
     """Instructor: a database login for LEARNER that reads the whole cohort and writes only its own rows."""
     import sys
 
-    from roadmap_cli.cohort import add_learner as add
+    from roadmap_cli.tracker.cohort import add_learner as add
     from roadmap_cli.errors import UserError
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     password = None
     if password_stdin:
@@ -180,8 +180,8 @@ def remove_learner(
     as_json: JsonOpt = False,
 ) -> None:
     """Instructor: drop LEARNER's database login. Their rows stay, as the cohort's history."""
-    from roadmap_cli.cohort import remove_learner as remove
-    from roadmap_cli.output import emit
+    from roadmap_cli.tracker.cohort import remove_learner as remove
+    from roadmap_cli.formats.output import emit
 
     data = remove(context.current().store(), learner)
     emit("cohort remove-learner", data, as_json=as_json,
@@ -191,8 +191,8 @@ def remove_learner(
 @cohort_app.command("learners")
 def learners(as_json: JsonOpt = False) -> None:
     """The learners' database logins (each scoped to its own rows)."""
-    from roadmap_cli.cohort import learner_roles
-    from roadmap_cli.output import emit
+    from roadmap_cli.tracker.cohort import learner_roles
+    from roadmap_cli.formats.output import emit
 
     data = learner_roles(context.current().store())
 

@@ -31,9 +31,9 @@ def init(
 
     from roadmap_cli.curriculum import load_curriculum
     from roadmap_cli.errors import UserError
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
     from roadmap_cli.store.settings import all_settings, delete_setting, set_setting
-    from roadmap_cli.timeutil import parse_date
+    from roadmap_cli.formats.timeutil import parse_date
 
     ctx = context.current()
     if learner is not None:
@@ -74,9 +74,9 @@ def init(
 
 def status(as_json: JsonOpt = False) -> None:
     """Where you stand: stages, milestones, schedule, labs, this week's cadence, next steps."""
-    from roadmap_cli.output import emit
-    from roadmap_cli.status import build_status
-    from roadmap_cli.timeutil import local_today, parse_date
+    from roadmap_cli.formats.output import emit
+    from roadmap_cli.tracker.status import build_status
+    from roadmap_cli.formats.timeutil import local_today, parse_date
 
     ctx = context.current()
     store = ctx.store()
@@ -105,8 +105,8 @@ def next_steps(
     as_json: JsonOpt = False,
 ) -> None:
     """The next unfinished checkpoints, each with the command that advances it."""
-    from roadmap_cli.output import emit
-    from roadmap_cli.progress import completed, next_actions
+    from roadmap_cli.formats.output import emit
+    from roadmap_cli.tracker.progress import completed, next_actions
 
     from roadmap_cli.labs.service import started_labs
 
@@ -134,8 +134,8 @@ def check(
     force: Annotated[bool, typer.Option("--force", help="Check a build checkpoint by hand (work done outside roadmap).")] = False,
 ) -> None:
     """Mark a checkpoint done (the first completion date is kept)."""
-    from roadmap_cli.output import console
-    from roadmap_cli.progress import check as do_check
+    from roadmap_cli.formats.output import console
+    from roadmap_cli.tracker.progress import check as do_check
 
     ctx = context.current()
     result = do_check(ctx.store(), ctx.curriculum(), checkpoint_id, note=note, evidence=evidence, force=force)
@@ -149,8 +149,8 @@ def uncheck(
     checkpoint_id: Annotated[str, typer.Argument(help="Checkpoint id to mark as not done (its notes are kept).")],
 ) -> None:
     """Mark a checkpoint not done again."""
-    from roadmap_cli.output import console
-    from roadmap_cli.progress import uncheck as do_uncheck
+    from roadmap_cli.formats.output import console
+    from roadmap_cli.tracker.progress import uncheck as do_uncheck
 
     ctx = context.current()
     was_done = do_uncheck(ctx.store(), ctx.curriculum(), checkpoint_id)

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _done_ids(ctx) -> set[str]:
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     return set(completed(ctx.store()))
 
@@ -34,7 +34,7 @@ def _done_ids(ctx) -> set[str]:
 def show(as_json: JsonOpt = False) -> None:
     """Overview: stages with counts, milestones, levels, long-range plans, cadence, reading list."""
     from roadmap_cli.curriculum.views import overview
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = context.current()
     data = overview(ctx.curriculum(), ctx.lang, path=str(ctx.curriculum_path()))
@@ -89,7 +89,7 @@ def validate(
     from pathlib import Path
 
     from roadmap_cli.curriculum import check_curriculum
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     target = Path(path).expanduser() if path else context.current().curriculum_path()
     report = check_curriculum(target)
@@ -117,7 +117,7 @@ def readings(
 ) -> None:
     """The curriculum's reading list (papers with arXiv ids, systems, books), each tied to a stage."""
     from roadmap_cli.curriculum import views
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = context.current()
     rows = views.readings(ctx.curriculum(), stage=stage, kind=kind)
@@ -138,7 +138,7 @@ def readings(
 def stages(as_json: JsonOpt = False) -> None:
     """All stages: number, title, checkpoints done/total, planned weeks."""
     from roadmap_cli.curriculum.views import stage_rows
-    from roadmap_cli.output import emit, progress_bar
+    from roadmap_cli.formats.output import emit, progress_bar
 
     ctx = context.current()
     rows = stage_rows(ctx.curriculum(), _done_ids(ctx), ctx.lang)
@@ -164,12 +164,12 @@ def stage_show(
 ) -> None:
     """One stage: goal, resources, topics and terms, checkpoints (✓, kind, id), readings."""
     from roadmap_cli.curriculum.views import stage_detail
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = context.current()
     cur = ctx.curriculum()
     data = stage_detail(cur, cur.stage(ref), _done_ids(ctx), ctx.lang)
-    from roadmap_cli.progress import checkpoint_records
+    from roadmap_cli.tracker.progress import checkpoint_records
 
     # what the learner wrote with `roadmap check --note/--evidence`, shown where the checkpoint is
     records = checkpoint_records(ctx.store(), [c["id"] for c in data["checkpoints"]])

@@ -24,10 +24,10 @@ def register(app: typer.Typer) -> None:
 @db_app.command("status")
 def db_status(as_json: JsonOpt = False) -> None:
     """Backend, server version, schema version, pending migrations and row counts."""
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
     from roadmap_cli.paths import resolve_home
     from roadmap_cli.store import migrations, open_store
-    from roadmap_cli.transfer import row_counts
+    from roadmap_cli.portable.archive import row_counts
 
     ctx = context.current()
     home = resolve_home(ctx.home_option)
@@ -91,9 +91,9 @@ def db_copy(
     """Copy every row of this database into another one, with a progress bar. To a learner's cohort login: that learner's own rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from roadmap_cli.output import err_console
+    from roadmap_cli.formats.output import err_console
     from roadmap_cli.store import open_store
-    from roadmap_cli.dbcopy import copy_database
+    from roadmap_cli.portable.dbcopy import copy_database
 
     ctx = context.current()
     source = open_store(ctx.home)
@@ -124,7 +124,7 @@ def export(
 
     from roadmap_cli.errors import UserError
     from roadmap_cli.store import open_store
-    from roadmap_cli.transfer import write_export
+    from roadmap_cli.portable.archive import write_export
 
     # Without the malformed-row check: export is how such a row gets repaired.
     store = open_store(context.current().home)
@@ -164,7 +164,7 @@ def import_(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.transfer import import_data, validate_import
+    from roadmap_cli.portable.archive import import_data, validate_import
 
     from roadmap_cli.errors import RoadmapError
     from roadmap_cli.labs.spec import lab_ids

@@ -49,7 +49,7 @@ def lab_list(as_json: JsonOpt = False) -> None:
     """Every lab: stage, state, best score, and whether it can be fully graded on this machine."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = _ctx()
     data = service.lab_list(ctx.store(), ctx.lang)
@@ -65,7 +65,7 @@ def lab_show(
     """Show the lab's handout (README.md): paged on a terminal, plain text when piped."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     lang = _ctx().lang
     data = service.show(lab_id, lang)
@@ -81,7 +81,7 @@ def lab_start(
 ) -> None:
     """Copy the starter into a workspace (a git repository) and record it."""
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = _ctx()
     spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force, ctx.lang)
@@ -115,7 +115,7 @@ def lab_status(
     """Attempt history: when, score per part, commit, device, key performance figures."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = _ctx()
     data = service.lab_status(ctx.store(), lab_id, _cwd(), ctx.lang)
@@ -133,7 +133,7 @@ def lab_hint(
     Once that part's hints are used up it says so, and only then gives a hint
     for another part, naming the part."""
     from roadmap_cli.labs import hints, service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = _ctx()
     store = ctx.store()
@@ -155,7 +155,7 @@ def lab_reset(
 ) -> None:
     """Put the starter back, after committing your current work (recover it with git)."""
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     ctx = _ctx()
     spec, path, saved, head = service.reset_lab(ctx.store(), ctx.home, lab_id, _cwd(), ctx.lang)
@@ -178,7 +178,7 @@ def lab_solution(
 ) -> None:
     """Show the reference solution (only once the lab has passed)."""
     from roadmap_cli.labs import service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     store = _ctx().store()
     data = service.solution(store, service.lab_here(store, lab_id, _cwd()))
@@ -229,12 +229,12 @@ def grade(
     from roadmap_cli.errors import UserError
     from roadmap_cli.grading.focus import Focus
     from roadmap_cli.grading.grade import grade
-    from roadmap_cli.output import console, emit
+    from roadmap_cli.formats.output import console, emit
 
     if events:
         from pathlib import Path
 
-        from roadmap_cli.grading.remote_grade import events_grade
+        from roadmap_cli.grading.remote.far import events_grade
 
         if not (lab_id and events_workspace and events_key and events_nonce):
             raise UserError("--events is the far side of `grade --on`: it needs ID, --events-workspace, "
@@ -271,8 +271,8 @@ def _grade_on(ctx, remote: str, lab_id, part, timeout, as_json: bool) -> None:
     from rich.markup import escape
 
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.grading.remote_grade import grade_on
-    from roadmap_cli.output import console, emit, err_console
+    from roadmap_cli.grading.remote.near import grade_on
+    from roadmap_cli.formats.output import console, emit, err_console
 
     def progress_line(line: str) -> None:
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
@@ -310,7 +310,7 @@ def lab_history(
     """Attempts of one lab, numbered per lab: outcome, score per part, device (and the remote it was graded on), commit, duration."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import history, service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     store = _ctx().store()
     data = history.lab_history(store, service.lab_here(store, lab_id, _cwd()), limit)
@@ -327,7 +327,7 @@ def lab_diff(
     """Which tests changed outcome between attempts A and B of a lab."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs import history, service
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     store = _ctx().store()
     data = history.diff(store, service.lab_here(store, lab_id, _cwd()), first, second)
@@ -342,7 +342,7 @@ def doctor(
     """Check python, torch, triton, CUDA, the GPU, nvcc and git; say which lab parts can be graded here."""
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.grading.doctor import run_doctor, sandbox_report
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     if sandbox:
         view = sandbox_report()
@@ -393,7 +393,7 @@ def dev_check(
     render.dev_check_start(specs, jobs)
     report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken, cold_graders=cold,
                            cold_learners=cold or cold_learners)
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
     if not report.ok:
@@ -404,7 +404,7 @@ def _dev_check_gpu(specs: list, jobs: int, dry_run: bool, as_json: bool) -> None
     """`dev check --gpu [--dry-run]`: one table (authoring/gpucheck.py)."""
     from roadmap_cli.authoring import gpucheck
     from roadmap_cli.cli import labs_render as render
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     if dry_run:
         report = gpucheck.dry_run(specs)
@@ -423,7 +423,7 @@ def _dev_walk(specs: list, jobs: int, as_json: bool) -> None:
 
     from roadmap_cli.authoring.walk import run_walk
     from roadmap_cli.labs.device import detect_device
-    from roadmap_cli.output import console, emit
+    from roadmap_cli.formats.output import console, emit
 
     device = detect_device()
 
@@ -463,7 +463,7 @@ def dev_rules(
     from roadmap_cli.authoring.handout import check_handout
     from roadmap_cli.cli import labs_render as render
     from roadmap_cli.labs.spec import all_labs, find_lab
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     verdicts = [check_handout(s) for s in ([find_lab(i) for i in lab_ids] if lab_ids else all_labs())]
     data = {"labs": [{**asdict(v), "problems": v.problems} for v in verdicts]}
@@ -483,7 +483,7 @@ def dev_build_starter(
 
     from roadmap_cli.labs import starter_build
     from roadmap_cli.labs.spec import all_labs, find_lab
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     specs = [find_lab(i) for i in lab_ids] if lab_ids else all_labs()
     if check:
@@ -521,7 +521,7 @@ def dev_mutate(
     from roadmap_cli.cli import mutate_render as render
     from roadmap_cli.authoring.mutate import report_dict, run_mutate
     from roadmap_cli.labs.spec import find_lab
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     spec = find_lab(lab_id)
     with render.MutateProgress() as progress:

@@ -11,7 +11,7 @@ from rich.table import Table
 from roadmap_cli.cli.status_view import best_text
 from roadmap_cli.labs.device import device_label
 from roadmap_cli.labs.history import not_graded_count, outcome_fields, outcome_text
-from roadmap_cli.output import err_console
+from roadmap_cli.formats.output import err_console
 
 MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]–[/]"}
 
@@ -82,7 +82,7 @@ def _gradable(value) -> str:
 def lab_list(console: Console, data: dict) -> None:
     from rich.cells import cell_len
 
-    from roadmap_cli.output import PIPED_TABLE_WIDTH
+    from roadmap_cli.formats.output import PIPED_TABLE_WIDTH
 
     table = Table(title=f"Labs (grading on {data['device']})")
     # The state ("passed on CPU (1 part needs a CUDA GPU)") stays on one line while the title
@@ -244,7 +244,7 @@ class GradeProgress:
 
 
 def grade_data(outcome) -> dict:
-    from roadmap_cli.output import to_jsonable
+    from roadmap_cli.formats.output import to_jsonable
 
     data = to_jsonable(outcome.run)
     # "passed" only when every part was graded here; the stored row keeps the engine's word (labs/history.py).

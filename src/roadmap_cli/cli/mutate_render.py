@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape as e  # file names, descriptions and diffs are data, never markup
 from rich.table import Table
 
-from roadmap_cli.output import err_console
+from roadmap_cli.formats.output import err_console
 
 STYLE = {"killed": "green", "survived": "red", "equivalent-suspect": "yellow", "explained": "cyan",
          "invalid": "dim", "not-gradable-here": "dim", "error": "magenta"}

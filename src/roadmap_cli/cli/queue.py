@@ -32,7 +32,7 @@ def submit(
     The files git tracks plus the untracked ones it does not ignore (never .git), at most 20 MB. A worker (`roadmap worker`) grades it and records the attempt as yours; `roadmap submissions` follows it."""
     from roadmap_cli.cli.labs import _cwd
     from roadmap_cli.grading.queue import submit as do_submit
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     data = do_submit(context.current().store(), lab_id, _cwd())
 
@@ -66,7 +66,7 @@ def worker(
     import sys
 
     from roadmap_cli.grading.queue import Worker, WorkerOptions, check_worker_can_start
-    from roadmap_cli.output import console
+    from roadmap_cli.formats.output import console
 
     lab_list = [lab.strip() for lab in labs.split(",") if lab.strip()] if labs is not None else None
     if lab_list is not None and not lab_list:
@@ -119,7 +119,7 @@ def submissions(
     """Your submissions: queued (with the position), running, done (the grade's outcome: passed, failed, ...)
     or not graded (the worker could not grade it; nothing recorded), with the wait time."""
     from roadmap_cli.grading.queue import submissions as read
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     if limit < 1:
         from roadmap_cli.errors import UserError

@@ -25,8 +25,8 @@ def quiz(
     as_json: JsonOpt = False,
 ) -> None:
     """Answer a checkpoint's (or a stage's) quiz; >= 80% right is recorded as evidence on the checkpoint."""
-    from roadmap_cli.output import console, emit
-    from roadmap_cli.progress import completed
+    from roadmap_cli.formats.output import console, emit
+    from roadmap_cli.tracker.progress import completed
     from roadmap_cli.quiz import session
 
     ctx = context.current()
@@ -95,7 +95,7 @@ def review(
     as_json: JsonOpt = False,
 ) -> None:
     """Spaced review (FSRS) of your done explain checkpoints and the quiz questions you have answered."""
-    from roadmap_cli.output import console, emit
+    from roadmap_cli.formats.output import console, emit
     from roadmap_cli.quiz import records
     from roadmap_cli.quiz import review as service
 

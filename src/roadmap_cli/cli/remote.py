@@ -45,10 +45,10 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
-    from roadmap_cli import remotes
-    from roadmap_cli.output import emit
+    from roadmap_cli.grading.remote import registry
+    from roadmap_cli.formats.output import emit
 
-    remote = remotes.add(context.current().home, name, url, replace=replace, python=python, torch=torch,
+    remote = registry.add(context.current().home, name, url, replace=replace, python=python, torch=torch,
                          torch_index=torch_index)
     emit("remote add", _row(remote), as_json=as_json,
          render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
@@ -58,10 +58,10 @@ def add(
 @remote_app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """Every remote, with its URL."""
-    from roadmap_cli import remotes
-    from roadmap_cli.output import emit
+    from roadmap_cli.grading.remote import registry
+    from roadmap_cli.formats.output import emit
 
-    rows = [_row(r) for r in remotes.load(context.current().home).values()]
+    rows = [_row(r) for r in registry.load(context.current().home).values()]
 
     def render(console):
         if not rows:
@@ -81,13 +81,13 @@ def remove(name: NameArg, as_json: JsonOpt = False) -> None:
     """Forget a remote: its far agent (`grade --on`) is asked to stop (through the shared ssh connection, or
     a login when none is open; an unreachable machine gets one line, and its agent stops by itself after 15
     idle minutes), and the shared connection is closed. Files on the machine are left there."""
-    from roadmap_cli import remotes
-    from roadmap_cli.grading.remote_grade import stop_far_agent
-    from roadmap_cli.output import emit
+    from roadmap_cli.grading.remote import registry
+    from roadmap_cli.grading.remote.session import stop_far_agent
+    from roadmap_cli.formats.output import emit
 
     home = context.current().home
-    far_agent = stop_far_agent(home, remotes.get(home, name))  # through the shared connection, before it is closed
-    remote = remotes.remove(home, name)
+    far_agent = stop_far_agent(home, registry.get(home, name))  # through the shared connection, before it is closed
+    remote = registry.remove(home, name)
     word, _, why = far_agent.partition(": ")
 
     def render(console):
@@ -116,19 +116,19 @@ def check(
     grade would install), GPU model, driver and free disk on the far side."""
     from dataclasses import asdict
 
-    from roadmap_cli import remotes
-    from roadmap_cli.output import emit
+    from roadmap_cli.grading.remote import registry
+    from roadmap_cli.formats.output import emit
 
-    from roadmap_cli.grading.remote_grade import build_tag
+    from roadmap_cli.grading.remote.wheel import build_tag
 
     home = context.current().home
-    remote = remotes.get(home, name)
+    remote = registry.get(home, name)
     # This build's managed venv there, once a first `grade --on` made it, is what every later grade runs with.
     try:
         tag = build_tag(home)[0]
     except (OSError, ImportError, ValueError):  # no build to name (a broken install): the far python is probed
         tag = None
-    facts = remotes.check(home, name, timeout_s=timeout, tag=tag)
+    facts = registry.check(home, name, timeout_s=timeout, tag=tag)
     data = {**asdict(facts), "gpu_model": facts.gpu_model, "driver": facts.driver}
 
     def render(console):

@@ -31,9 +31,9 @@ def report(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
     from roadmap_cli.reports.gather import build_report, parse_period
-    from roadmap_cli.timeutil import local_today, parse_date
+    from roadmap_cli.formats.timeutil import local_today, parse_date
 
     if fmt not in ("md", "html"):
         raise UserError(f"unknown --format {fmt!r} (choose md or html)")

@@ -86,7 +86,7 @@ def _fetcher():
 def _notice(text: str) -> None:
     from rich.markup import escape
 
-    from roadmap_cli.output import err_console
+    from roadmap_cli.formats.output import err_console
 
     err_console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
 
@@ -126,7 +126,7 @@ def _stream_paper_list(flt, limit: Optional[int], *, pretty: bool) -> None:
     import os
     import sys
 
-    from roadmap_cli.jsonstream import EncodedRows, Rows, write_envelope
+    from roadmap_cli.formats.jsonstream import EncodedRows, Rows, write_envelope
     from roadmap_cli.research.papers_query import stream_papers
 
     # Compact rows come ready-made as JSON text from SQLite; --pretty re-encodes dicts.
@@ -263,7 +263,7 @@ def _refresh_progress(*, enabled: bool):
     """A progress bar on stderr while papers are looked up (each may take seconds)."""
     import contextlib
 
-    from roadmap_cli.output import err_console
+    from roadmap_cli.formats.output import err_console
 
     if not enabled or not err_console.is_terminal:
         return contextlib.nullcontext(lambda row: None)

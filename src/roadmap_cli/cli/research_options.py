@@ -112,6 +112,6 @@ def confirm_delete(question: str, *, yes: bool, command: tuple[str, ...]) -> Non
 
 
 def emit_result(command: str, data, as_json: bool, render) -> None:
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
 
     emit(command, data, as_json=as_json, render=lambda console: render(data, console))

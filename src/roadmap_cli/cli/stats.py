@@ -19,9 +19,9 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the chart series as a versioned JSON envelope.")] = False,
 ) -> None:
     """Charts: checkpoints done vs the plan, hours per week vs the target, grade score per attempt, MiniGPT loss."""
-    from roadmap_cli.output import emit
+    from roadmap_cli.formats.output import emit
     from roadmap_cli.reports.stats import build_stats, stats_lines
-    from roadmap_cli.timeutil import local_today, parse_date
+    from roadmap_cli.formats.timeutil import local_today, parse_date
 
     ctx = context.current()
     start = ctx.setting("start_date")

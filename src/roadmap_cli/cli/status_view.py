@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape as e  # curriculum and lab text is data, never markup
 from rich.table import Table
 
-from roadmap_cli.output import progress_bar
+from roadmap_cli.formats.output import progress_bar
 
 _STATE_STYLE = {"done": "green", "current": "bold yellow", "upcoming": "dim"}
 

@@ -162,7 +162,7 @@ def _lab_parts(labs_root: Path, lab: str) -> Optional[set[str]]:
     spec = labs_root / lab / "lab.yaml"
     if not spec.is_file():
         return None
-    from roadmap_cli.yamlsafe import load_yaml_file
+    from roadmap_cli.formats.yamlsafe import load_yaml_file
 
     try:
         data = load_yaml_file(spec)

@@ -6,7 +6,7 @@
 
 The happy path is: read bytes -> (cache hit: JSON -> model) or (safe-load
 YAML -> pydantic -> reference checks -> cache). Only when something is wrong
-are the node positions (kept from the one bounded parse, roadmap_cli.yamlsafe)
+are the node positions (kept from the one bounded parse, roadmap_cli.formats.yamlsafe)
 used, to turn each problem's `loc` path into a line and column.
 """
 
@@ -37,7 +37,7 @@ class CheckReport:
 
 
 def _read(path: Path) -> bytes:
-    from roadmap_cli.yamlsafe import YamlProblem, check_file_size
+    from roadmap_cli.formats.yamlsafe import YamlProblem, check_file_size
 
     try:
         check_file_size(path)  # a 50 MB file is refused from its size, never read
@@ -65,10 +65,10 @@ def _decode(path: Path, raw: bytes) -> str:
 def _safe_load(path: Path, text: str) -> tuple[Any, Any, list[str]]:
     """(data, root node, []) or (None, None, ["file:line:col: why", ...]).
 
-    One bounded loader (roadmap_cli.yamlsafe) for every path, so `curriculum
+    One bounded loader (roadmap_cli.formats.yamlsafe) for every path, so `curriculum
     validate` and `init --use-curriculum` give the same verdict: size, depth,
     aliases and duplicate keys are refused by both."""
-    from roadmap_cli.yamlsafe import YamlProblem, load_with_nodes
+    from roadmap_cli.formats.yamlsafe import YamlProblem, load_with_nodes
 
     try:
         data, node = load_with_nodes(text)

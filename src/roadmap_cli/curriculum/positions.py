@@ -12,8 +12,8 @@ from typing import Any, Iterator, Optional
 
 def compose(text: str) -> Any:
     """The YAML node tree (with start marks) of `text`, through the bounded
-    loader (roadmap_cli.yamlsafe: size, depth, no aliases, no duplicate keys)."""
-    from roadmap_cli.yamlsafe import compose_bounded
+    loader (roadmap_cli.formats.yamlsafe: size, depth, no aliases, no duplicate keys)."""
+    from roadmap_cli.formats.yamlsafe import compose_bounded
 
     node, loader = compose_bounded(text)
     loader.dispose()

@@ -79,7 +79,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         sha, dirty = head_info(path)
         store = get_store()
         attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
-        return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
+        return grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
     # The job cli.main started before parsing the command line (grading/prestart.py), when it is
     # exactly this one; otherwise start it now.
     job = prestart.claim(job)
@@ -101,7 +101,7 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         raise UserError(f"no test of {spec.id} matches {_focus_words(job.focus)}: nothing graded, no attempt recorded")
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     checks = cuda_checks.result() if cuda_checks is not None else []
-    return _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+    return grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
 
 
 def _focus_words(focus) -> str:
@@ -130,7 +130,10 @@ def _start_cuda_checks(job):
     return future
 
 
-def _outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None, cuda_checks=()) -> GradeOutcome:
+def grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None,
+                  cuda_checks=()) -> GradeOutcome:
+    """What the grade command shows of a recorded attempt (its number, the next hint, the pre-check problem
+    or CUDA checks): shared by a local grade and `grade --on` (grading/remote/near.py)."""
     from roadmap_cli.labs import hints
 
     number = attempt_number(store, spec.id, attempt_id)
@@ -200,7 +203,7 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
     """record_attempt's transaction body, `write(sql) -> (attempt id, checkpoints marked)`, for `learner`:
     the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission,
     with `verified=True` (only a role allowed to write grade_attempts can record that)."""
-    from roadmap_cli.progress import mark_done_sql
+    from roadmap_cli.tracker.progress import mark_done_sql
     from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SELF_GRADED_FUNCTION, SELF_GRADED_SOURCE_PREFIX
     from roadmap_cli.store.values import WORKER_PREFIX
 

@@ -83,7 +83,7 @@ def start(args: list[str]) -> bool:
         return True  # the console script (roadmap_cli/entry.py) started it already
     options = _read(args)
     if options is None or options["on"] is not None or os.environ.get("_ROADMAP_COMPLETE"):
-        return False  # `--on NAME`: grading/remote_grade.start_early_args opens the ssh session instead
+        return False  # `--on NAME`: grading/near.start_early_args opens the ssh session instead
     try:
         from roadmap_cli.grading.focus import Focus
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
@@ -103,7 +103,7 @@ def start(args: list[str]) -> bool:
 def start_job(lab_id: str, path: Path, *, part: Optional[str] = None, timeout: Optional[float] = None,
               focus=None) -> bool:
     """Start the grader of lab `lab_id` on the workspace `path` (pre-checked first); True when one was
-    started. Also the far side of `grade --on` (grading/remote_grade.events_main), which knows its lab and
+    started. Also the far side of `grade --on` (grading/remote/far.events_main), which knows its lab and
     workspace from the near side. Never raises: whatever goes wrong, the normal path says it."""
     global _started
     try:

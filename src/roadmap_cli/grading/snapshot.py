@@ -61,8 +61,11 @@ def _walk_files(workspace: Path) -> list[str]:
     return sorted(names)
 
 
-def workspace_files(workspace: Path) -> list[tuple[str, int]]:
-    """(relative path, size) of every file a submission carries."""
+def workspace_files(workspace: Path, *, max_bytes: int, carried_by: str) -> list[tuple[str, int]]:
+    """(relative path, size) of every file a grade of `workspace` reads: git's tracked and untracked-but-not-
+    ignored files (every regular file when it is not a git repository), never .git, links or special files.
+    Over `max_bytes` of contents: a UserError naming the biggest files; `carried_by` ends its first clause
+    ("a submission may carry", "grade --on sends")."""
     names = _git_files(workspace)
     if names is None:
         names = _walk_files(workspace)
@@ -78,17 +81,18 @@ def workspace_files(workspace: Path) -> list[tuple[str, int]]:
 
         if stat.S_ISREG(st.st_mode):
             files.append((name, st.st_size))
-    return files
-
-
-def pack(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Snapshot:
-    files = workspace_files(workspace)
     total = sum(size for _, size in files)
     if total > max_bytes:
         mb = 1024 * 1024  # MB here is MiB, as the cap is written: 20 MB = 20 * 2**20 bytes
         biggest = ", ".join(f"{name} ({size / mb:.1f} MB)" for name, size in sorted(files, key=lambda f: -f[1])[:3])
-        raise UserError(f"the workspace's files add up to {total / mb:.1f} MB, over the {max_bytes / mb:.0f} MB a "
-                        f"submission may carry (biggest: {biggest}); ignore large outputs in .gitignore")
+        raise UserError(f"the workspace's files add up to {total / mb:.1f} MB, over the {max_bytes / mb:.0f} MB "
+                        f"{carried_by} (biggest: {biggest}); ignore large outputs in .gitignore")
+    return files
+
+
+def pack(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Snapshot:
+    files = workspace_files(workspace, max_bytes=max_bytes, carried_by="a submission may carry")
+    total = sum(size for _, size in files)
     if len(files) > MAX_FILES:
         raise UserError(f"the workspace holds {len(files)} files, over the {MAX_FILES} a submission may carry; "
                         "ignore generated files in .gitignore")

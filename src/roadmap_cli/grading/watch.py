@@ -56,7 +56,7 @@ class Watcher:
         from roadmap_cli.grading.runner import gradable_parts
 
         self.ctx = ctx
-        self.on = on  # a remote's name (`watch --on NAME`): every grade runs there (grading/remote_grade.py)
+        self.on = on  # a remote's name (`watch --on NAME`): every grade runs there (grading/remote/near.py)
         self.store = ctx.store()  # created here, in the main thread; used by the grade thread
         self.spec, self.path = service.resolve_workspace(self.store, lab_id, cwd)
         if not self.path.is_dir():
@@ -64,9 +64,9 @@ class Watcher:
 
             raise UserError(f"workspace {self.path} is gone: run `{service.start_command(ctx.home, self.spec.id, self.path)}`")
         if on is not None:
-            from roadmap_cli import remotes
+            from roadmap_cli.grading.remote import registry
 
-            remotes.get(ctx.home, on)  # an unknown name is one line with did-you-mean, before anything starts
+            registry.get(ctx.home, on)  # an unknown name is one line with did-you-mean, before anything starts
             # What the remote can grade is known after its first grade (parts it cannot grade come back
             # "not graded here"); until then every part is a candidate.
             self.gradable = [p.id for p in self.spec.parts]
@@ -165,7 +165,7 @@ class Watcher:
         part = parts[0] if parts and len(parts) == 1 else None
         try:
             if self.on is not None:
-                from roadmap_cli.grading.remote_grade import grade_on
+                from roadmap_cli.grading.remote.near import grade_on
 
                 # Only the files changed since the last send go; the attempt is recorded here.
                 outcome = grade_on(lambda: self.store, self.ctx.home, self.on, self.spec.id, self.path, part=part,

@@ -145,7 +145,6 @@ def python_runtime() -> list[str]:
     and the paths their .pth files add (an editable install's source folder).
     Computed the way `site` does, never from this process's sys.path (under
     pytest or with PYTHONPATH that holds folders no learner needs)."""
-    import site
     import sys
     import sysconfig
 

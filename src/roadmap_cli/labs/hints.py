@@ -28,7 +28,7 @@ from typing import Optional
 from roadmap_cli.labs.nodeids import prefix_matches
 from roadmap_cli.labs.spec import LabSpec, find_lab
 from roadmap_cli.store.values import GRADED_PART_STATUSES
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.formats.timeutil import utc_now_iso
 
 BAD = ("failed", "error", "crashed", "timeout")
 # Outcomes of attempts that say nothing about the learner's code.

@@ -130,7 +130,7 @@ def read_plan(lab_dir: Path) -> Optional[LabPlan]:
 
 
 def _read_plan(lab_dir: Path, path: Path) -> Optional[LabPlan]:
-    from roadmap_cli.yamlsafe import YamlProblem, check_file_size, load_yaml
+    from roadmap_cli.formats.yamlsafe import YamlProblem, check_file_size, load_yaml
 
     try:
         check_file_size(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from roadmap_cli.errors import NotFoundError, UserError
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.formats.timeutil import utc_now_iso
 
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec

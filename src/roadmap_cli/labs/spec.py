@@ -252,7 +252,7 @@ def load_lab(lab_dir: Path) -> LabSpec:
     """Load and validate `lab_dir/lab.yaml`; every problem as `file:line:col: message`."""
     lab_dir = Path(lab_dir)
     path = lab_dir / SPEC_FILE
-    from roadmap_cli.yamlsafe import YamlProblem, check_file_size, load_with_nodes
+    from roadmap_cli.formats.yamlsafe import YamlProblem, check_file_size, load_with_nodes
 
     try:
         check_file_size(path)

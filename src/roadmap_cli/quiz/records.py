@@ -131,7 +131,7 @@ def history(store, learner: str, item: Optional[str] = None) -> list[dict]:
     return [{"item": r[0], "rating": r[1], "reviewed_at": r[2], "source": r[3], "due_after": r[4]} for r in rows]
 
 
-# ---------------------------------------------------------------- import rules (rowcheck.py)
+# ---------------------------------------------------------------- import rules (portable/rowcheck.py)
 
 from roadmap_cli.store.values import REVIEW_ITEM_KINDS as ITEM_KINDS, REVIEW_RATINGS, REVIEW_SOURCES as SOURCES
 

@@ -76,7 +76,7 @@ def due_items(store, curriculum, learner: str, now: datetime) -> list[ReviewItem
     """Everything due by the end of today: cards whose due time has come
     (earliest first), then done explain checkpoints never reviewed.
     Items the curriculum no longer has are skipped."""
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     until = records.iso(end_of_local_day(now))
     items: list[ReviewItem] = []

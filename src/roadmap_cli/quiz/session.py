@@ -57,7 +57,7 @@ def select(curriculum, ref: Optional[str], done: dict) -> list[tuple]:
 def _default_stage(curriculum, done: dict):
     """The current stage if it has quizzes, else the nearest earlier stage
     that has (what you learnt last), else the first later one."""
-    from roadmap_cli.progress import current_stage
+    from roadmap_cli.tracker.progress import current_stage
 
     now = current_stage(curriculum, done) or curriculum.stages[-1]
     earlier = [s for s in curriculum.stages if s.number <= now.number][::-1]
@@ -90,7 +90,7 @@ def question_view(question, lang: str) -> dict:
 def finish(store, curriculum, chosen: list[tuple], verdicts: dict, *, now=None) -> list[CheckpointResult]:
     """Record one attempt per checkpoint and review every answered question,
     in one transaction; return the results."""
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
     from roadmap_cli.quiz import records, review
 
     now = now or review.utc_now()
@@ -120,7 +120,7 @@ def load_answers(path: str) -> dict[str, str]:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
     except OSError as exc:
         raise UserError(f"cannot read answers file {path}: {exc.strerror or exc}") from None
-    from roadmap_cli.yamlsafe import YamlProblem, load_with_nodes
+    from roadmap_cli.formats.yamlsafe import YamlProblem, load_with_nodes
 
     try:
         data, _ = load_with_nodes(text)  # YAML is a superset of JSON; bounded loader

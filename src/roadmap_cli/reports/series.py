@@ -81,7 +81,7 @@ def planned_done(curriculum, start: date, day: date) -> float:
 
 def completion_days(store, curriculum) -> dict[str, date]:
     """checkpoint id -> local day it was done, for the curriculum's checkpoints."""
-    from roadmap_cli.progress import completed
+    from roadmap_cli.tracker.progress import completed
 
     ids = {cp.id for cp in curriculum.all_checkpoints()}
     return {cid: local_day(when) for cid, when in completed(store).items() if cid in ids}

@@ -9,7 +9,7 @@ papers_query (list/suggest, and the streamed read behind `paper list --json`),
 bibtex (reader, bounded macros), latex (LaTeX <-> text), transfer
 (import/export), bulk (one-query duplicate index, batched inserts), entries
 (other items), cadence (targets vs done), calendar (rendering data), render
-(rich output for the CLI). Streaming JSON itself is `roadmap_cli.jsonstream`.
+(rich output for the CLI). Streaming JSON itself is `roadmap_cli.formats.jsonstream`.
 
 This package's top level stays import-light: `roadmap status` calls
 `cadence_summary` and must not pay for anything else.

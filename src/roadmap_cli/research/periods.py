@@ -127,7 +127,7 @@ def parse_local_date(text: str, *, today: date, what: str = "date", allow_future
         try:
             result = date.fromisoformat(value)
         except ValueError as exc:
-            from roadmap_cli.timeutil import describe_bad_date
+            from roadmap_cli.formats.timeutil import describe_bad_date
 
             raise UserError(describe_bad_date(text, what, exc, "expected YYYY-MM-DD, 'today' or 'yesterday'")) from None
     if not allow_future and result > today:

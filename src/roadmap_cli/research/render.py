@@ -10,7 +10,7 @@ from rich.markup import escape as esc
 from rich.table import Table
 from rich.text import Text
 
-from roadmap_cli.output import progress_bar
+from roadmap_cli.formats.output import progress_bar
 
 STATUS_STYLE = {"to-read": "dim", "reading": "yellow", "read": "green", "reproduced": "bold green"}
 

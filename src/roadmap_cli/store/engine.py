@@ -396,7 +396,7 @@ def open_store(home: Path, *, migrate: bool = True, url: str | None = None) -> S
     `DATABASE_URL`, when set, wins over the SQLite file in the home. Stored
     rows are not scanned here (that costs every command ~0.1 s): the CLI
     names a malformed row only after a command crashed on one
-    (roadmap_cli/rowcheck.py, `explain_crash`).
+    (roadmap_cli/portable/rowcheck.py, `explain_crash`).
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 

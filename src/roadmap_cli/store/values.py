@@ -1,8 +1,8 @@
 """Every enumerated column of the store, defined once.
 
 The engine writes these values (grading/results.py, grading/grade.py,
-progress.py, research/, quiz/) and `roadmap import` accepts exactly these
-(rowcheck.py): both read them from here, so a value the engine can store is a
+tracker/progress.py, research/, quiz/) and `roadmap import` accepts exactly these
+(portable/rowcheck.py): both read them from here, so a value the engine can store is a
 value an export can bring back (issue 36: `watch` recorded "interrupted"
 attempts that import refused). tests/test_store_values.py stores one row per
 value listed here, exports, imports and compares.
@@ -46,6 +46,8 @@ SANDBOXES = ("strong", "weak")
 # grade_attempts.graded_on: NULL (this machine), a remote's name (`grade --on NAME`), or
 # WORKER_PREFIX + the cohort worker's name (grading/queue.py).
 WORKER_PREFIX = "worker:"
+# A remote's name (grading/remote/registry.py adds only names that match; an import accepts only them).
+REMOTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"
 
 # checkpoint_progress.source: SELF_SOURCES, or LAB_SOURCE_PREFIX + "<lab>/<part>" (the part that proved it),
 # or in a cohort SELF_GRADED_SOURCE_PREFIX + "<lab>/<part>" (a part the learner's own machine graded: a claim

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Optional
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.formats.timeutil import utc_now_iso
 
 
 @dataclass

@@ -21,7 +21,8 @@ EXPORT_FORMAT = "roadmap-export"
 EXPORT_VERSION = 1
 
 
-def _tables():
+def all_tables():
+    """Every table of the store, parents before children: what export, import and db copy walk."""
     import roadmap_cli.store.tables  # noqa: F401 - registers the tables
     from sqlmodel import SQLModel
 
@@ -42,7 +43,7 @@ def _export(conn, *, learner: Optional[str] = None) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     version = applied_version(conn)
-    for table in sorted(_tables(), key=lambda t: t.name):
+    for table in sorted(all_tables(), key=lambda t: t.name):
         order = [c for c in table.primary_key.columns] or list(table.columns)
         query = sa.select(table).order_by(*order)
         if learner is not None and "learner" in table.columns:
@@ -57,12 +58,12 @@ def write_export(store, out) -> None:
     written table by table as the rows are read (constant memory; issue 13)."""
     import sqlalchemy as sa
 
-    from roadmap_cli.jsonstream import Rows, write_json
+    from roadmap_cli.formats.jsonstream import Rows, write_json
     from roadmap_cli.store.migrations import applied_version
 
     with store.connection() as conn:
         tables: dict[str, Any] = {}
-        for table in sorted(_tables(), key=lambda t: t.name):
+        for table in sorted(all_tables(), key=lambda t: t.name):
             order = [c for c in table.primary_key.columns] or list(table.columns)
             result = conn.execute(sa.select(table).order_by(*order)).mappings()
             tables[table.name] = Rows(dict(sorted(row.items())) for row in result)
@@ -77,13 +78,14 @@ def dumps(data: dict) -> str:
 
 def row_counts(store) -> dict[str, int]:
     with store.connection() as conn:
-        return _row_counts(conn)
+        return table_row_counts(conn)
 
 
-def _row_counts(conn) -> dict[str, int]:
+def table_row_counts(conn) -> dict[str, int]:
+    """{table name: its number of rows} on `conn` (what import and db copy show, and refuse over)."""
     import sqlalchemy as sa
 
-    return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in _tables()}
+    return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in all_tables()}
 
 
 def import_data(store, data: Any, *, home: Path, replace: bool = False,
@@ -116,7 +118,7 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
         with store.connection() as conn:
             if conn.dialect.name != "sqlite" and _shared(conn, store.learner):
                 return _import_own_rows(conn, data, store.learner, home=home, replace=replace, notes=notes)
-            counts = _row_counts(conn)
+            counts = table_row_counts(conn)
             # The home's pinned learner id (settings, learner '') is not data.
             counts["settings"] -= conn.execute(sa.text("SELECT count(*) FROM settings WHERE learner = ''")).scalar_one()
             existing = {name: n for name, n in counts.items() if n}
@@ -129,9 +131,9 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                 # BEGIN IMMEDIATE already holds the write lock: this snapshot
                 # is exactly what gets replaced.
                 write_backup(home, dumps(_export(conn)))
-            for table in reversed(_tables()):
+            for table in reversed(all_tables()):
                 conn.execute(table.delete())
-            for table in _tables():
+            for table in all_tables():
                 current = table.name
                 rows = data["tables"].get(table.name, [])
                 if "learner" in table.columns and any("learner" not in row for row in rows):
@@ -144,9 +146,9 @@ def import_data(store, data: Any, *, home: Path, replace: bool = False,
                 if rows:
                     conn.execute(table.insert(), rows)
                 inserted[table.name] = len(rows)
-            _advance_sequences(conn)
+            advance_sequences(conn)
             if conn.dialect.name == "sqlite":
-                _keep_pinned_learner(conn, store.learner)
+                keep_pinned_learner(conn, store.learner)
     except StatementError as exc:
         reason = getattr(exc, "orig", None) or exc
         raise UserError(f"table {current}: the database refused a row ({reason}); nothing was imported") from None
@@ -177,7 +179,7 @@ def _shared(conn, me: str) -> bool:
     if conn.dialect.name == "postgresql" and not session(conn).instructor:
         return True
     return any(conn.execute(sa.select(t.c.learner).where(t.c.learner.notin_([me, ""])).limit(1)).first()
-               for t in _tables() if "learner" in t.columns)
+               for t in all_tables() if "learner" in t.columns)
 
 
 def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
@@ -191,7 +193,6 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
     the file's: other learners' rows already hold the file's numbers, so each
     row gets a new id and the references to it (a test result's attempt, a
     tag's paper) follow."""
-    import sqlalchemy as sa
 
     others = sorted({row["learner"] for rows in data["tables"].values() for row in rows
                      if row.get("learner") not in (None, "", me)})
@@ -225,9 +226,9 @@ class OwnRows:
 
         self.conn, self.me = conn, me
         self.scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
-        self.tables = [t for t in _tables() if "learner" in t.columns
+        self.tables = [t for t in all_tables() if "learner" in t.columns
                        and not (self.scoped and t.name in SERVER_RECORDED_TABLES)]
-        self._progress = next(t for t in _tables() if t.name == "checkpoint_progress")
+        self._progress = next(t for t in all_tables() if t.name == "checkpoint_progress")
         self._lab_source = LAB_SOURCE_PREFIX + "%"
         self.kept_lab: set = set()
         if self.scoped:
@@ -332,7 +333,7 @@ def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str
     `db copy --to` a learner's login (dbcopy.py)."""
     new_ids: dict[str, dict] = {}
     inserted: dict[str, int] = {}
-    for table in _tables():
+    for table in all_tables():
         rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
                 for row in tables_data.get(table.name, []) if row.get("learner") != ""]  # '': database-wide
         rows = with_learner_numbers(table.name, rows)  # before the ids are replaced: an old file's number is its id
@@ -361,7 +362,7 @@ def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str
     return inserted
 
 
-def _keep_pinned_learner(conn, learner: str) -> None:
+def keep_pinned_learner(conn, learner: str) -> None:
     """A SQLite home keeps a pinned learner id (store/learners.py): an export
     from before learner ids has none, so the importer's stays."""
     import sqlalchemy as sa
@@ -372,14 +373,14 @@ def _keep_pinned_learner(conn, learner: str) -> None:
         _pin(conn, learner)
 
 
-def _advance_sequences(conn) -> None:
+def advance_sequences(conn) -> None:
     """PostgreSQL: rows inserted with explicit ids leave each table's id
     sequence behind; move it past the largest id so the next insert works."""
     if conn.dialect.name != "postgresql":
         return
     import sqlalchemy as sa
 
-    for table in _tables():
+    for table in all_tables():
         column = table.columns.get("id")
         if column is None or not column.primary_key or not column.autoincrement:
             continue
@@ -396,14 +397,14 @@ def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) ->
     if data.get("version") != EXPORT_VERSION:
         raise UserError(f"export format version {data.get('version')!r} is not supported (expected {EXPORT_VERSION})")
     from roadmap_cli.store.migrations import LATEST
-    from roadmap_cli.rowcheck import validate_export
+    from roadmap_cli.portable.rowcheck import validate_export
 
     schema_version = data.get("schema_version", 0)
     if not isinstance(schema_version, int) or isinstance(schema_version, bool):
         raise UserError(f"export has an invalid schema_version {schema_version!r} (expected a number)")
     if schema_version > LATEST:
         raise UserError("this export comes from a newer roadmap; upgrade roadmap-cli to import it")
-    tables = {t.name: t for t in _tables()}
+    tables = {t.name: t for t in all_tables()}
     unknown = sorted(set(data["tables"]) - set(tables))
     if unknown:
         raise UserError(f"export has unknown table(s): {', '.join(unknown)}")
@@ -418,7 +419,7 @@ def write_backup(home: Path, text: str) -> Path:
     and raises one line: the import then stops before changing anything."""
     import os
 
-    from roadmap_cli.timeutil import utc_now_iso
+    from roadmap_cli.formats.timeutil import utc_now_iso
 
     backups = home / "backups"
     try:

@@ -251,9 +251,9 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
 
 def _graded_on_problem(value: str) -> Optional[str]:
     """graded_on: a remote's name (`grade --on NAME`) or worker:<name> (the cohort queue's worker)."""
-    from roadmap_cli.remotes import NAME_PATTERN
+    import re
 
-    if NAME_PATTERN.match(value) or (value.startswith(values.WORKER_PREFIX) and value[len(values.WORKER_PREFIX):].strip()):
+    if re.match(values.REMOTE_NAME_PATTERN, value) or (value.startswith(values.WORKER_PREFIX) and value[len(values.WORKER_PREFIX):].strip()):
         return None
     return f"graded_on {value!r} is not a remote's name nor {values.WORKER_PREFIX}<name>"
 

@@ -27,11 +27,12 @@ from typing import Optional
 from urllib.parse import urlsplit
 
 from roadmap_cli.errors import ExitCode, NotFoundError, RoadmapError, StoreError, UserError
-from roadmap_cli.timeutil import utc_now_iso
+from roadmap_cli.store import values
+from roadmap_cli.formats.timeutil import utc_now_iso
 
 FILE_NAME = "remotes.json"
 FORMAT_VERSION = 1
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+NAME_PATTERN = re.compile(values.REMOTE_NAME_PATTERN)
 SSH_CONFIG_VAR = "ROADMAP_SSH_CONFIG"
 CONTROL_DIR = "ssh-mux"  # in the data home (0700): the sockets of shared ssh connections, one per remote
 CONTROL_PERSIST_S = 600  # a shared connection stays open this long after its last grade
@@ -368,7 +369,7 @@ _PROBE_MARK = "ROADMAP-PROBE "
 
 def _probe_command(python: Optional[str], tag: Optional[str] = None) -> str:
     """What the remote's login shell runs (the probe arrives on stdin), with the python `grade --on` uses
-    there: the managed venv of this build (`tag`) once a first grade made it (grading/remote_agent.py's
+    there: the managed venv of this build (`tag`) once a first grade made it (grading/remote/agent.py's
     ROOT/envs/TAG, `ready` when done), else the far python (`remote add --python`, else python3 on the PATH).
     No such python is an answer, not a failure."""
     import shlex
@@ -412,7 +413,8 @@ class RemoteFacts:
         return self.gpus[0]["driver"] if self.gpus else None
 
 
-def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
+def ssh_failure(remote: Remote, stderr: str) -> RemoteError:
+    """ssh's last stderr line as one RemoteError, with a hint where the cause is usual (a key not loaded, a host key not accepted)."""
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     last = lines[-1].strip() if lines else "ssh exited without a message"
     hint = ""
@@ -427,7 +429,7 @@ def _ssh_failure(remote: Remote, stderr: str) -> RemoteError:
 def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = None) -> RemoteFacts:
     """Connect once and report what the far side has: python, torch and its
     CUDA, the GPU model and driver, free disk in the remote home. `tag`: this
-    install's build (grading/remote_grade.build_tag): its managed venv there,
+    install's build (grading/remote/wheel.build_tag): its managed venv there,
     when a first `grade --on` made it, is the python probed."""
     remote = get(home, name)
     start = time.perf_counter()
@@ -441,7 +443,7 @@ def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = 
         raise RemoteError(f"remote {name!r} ({remote.url}) did not answer within {timeout_s:.0f} s") from None
     elapsed = time.perf_counter() - start
     if proc.returncode == SSH_CONNECTION_FAILED:
-        raise _ssh_failure(remote, proc.stderr)
+        raise ssh_failure(remote, proc.stderr)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(_PROBE_MARK)), None)
     if line is None:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -458,7 +460,7 @@ def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = 
 
 def torch_install_plan(remote: Remote, nvidia_driver: bool) -> str:
     """What a first `grade --on` installs where the far python has no torch, and why (the far agent decides
-    the same way: grading/remote_agent.torch_plan)."""
+    the same way: grading/remote/agent.torch_plan)."""
     spec = remote.torch or "torch"
     if remote.torch_index:
         where = "pip's own configuration there" if remote.torch_index == "pip" else remote.torch_index

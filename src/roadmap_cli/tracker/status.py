@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Optional
 
-from roadmap_cli.progress import NextAction, completed, current_stage, next_actions
+from roadmap_cli.tracker.progress import NextAction, completed, current_stage, next_actions
 
 
 @dataclass

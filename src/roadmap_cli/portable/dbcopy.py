@@ -40,13 +40,13 @@ def copy_database(source, target_url: str, *, home: Path,
 
     from roadmap_cli.store import open_store
     from roadmap_cli.store.learners import DATABASE_SCOPE
-    from roadmap_cli.transfer import _advance_sequences, _keep_pinned_learner, _row_counts, _tables
+    from roadmap_cli.portable.archive import advance_sequences, all_tables, keep_pinned_learner, table_row_counts
 
     target = open_store(home, url=target_url)
     try:
         if target.url == source.url:
             raise UserError(f"--to names the database this command reads ({source.where}); choose another")
-        tables = _tables()
+        tables = all_tables()
         copied: dict[str, int] = {}
         # Asked before `src` holds the source's lock: resolving the learner may write (and waited on it: "locked").
         learner = source.learner
@@ -64,8 +64,8 @@ def copy_database(source, target_url: str, *, home: Path,
             if replace:
                 raise UserError("--replace replaces a learner's own rows, with that learner's cohort login; "
                                 f"{target.where} is not one: a whole copy needs an empty database")
-            counts = _row_counts(src)
-            existing = _row_counts(dst)
+            counts = table_row_counts(src)
+            existing = table_row_counts(dst)
             existing["settings"] -= dst.execute(sa.text("SELECT count(*) FROM settings WHERE learner = :s"),
                                                 {"s": DATABASE_SCOPE}).scalar_one()
             if any(existing.values()):
@@ -86,9 +86,9 @@ def copy_database(source, target_url: str, *, home: Path,
                     done += len(batch)
                     if progress is not None:
                         progress(table.name, done, total)
-            _advance_sequences(dst)
+            advance_sequences(dst)
             if dst.dialect.name == "sqlite":
-                _keep_pinned_learner(dst, learner)
+                keep_pinned_learner(dst, learner)
             # The database's own settings (DATABASE_SCOPE) are copied too but, as in the
             # "already holds data" check above, not counted: every database has them, and
             # the summary must say the number a second copy would then refuse over.
@@ -117,9 +117,9 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
     `replace`: the rows `me` already has there are saved to a backup export under `home`, then deleted."""
     import sqlalchemy as sa
 
-    from roadmap_cli.transfer import OwnRows, _tables, insert_own_history
+    from roadmap_cli.portable.archive import OwnRows, all_tables, insert_own_history
 
-    tables = [t for t in _tables() if "learner" in t.columns]
+    tables = [t for t in all_tables() if "learner" in t.columns]
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
     if len(owners) > 1:
         shown = ", ".join(owners[:3]) + (" ..." if len(owners) > 3 else "")

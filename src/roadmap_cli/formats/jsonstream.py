@@ -128,6 +128,6 @@ def write_envelope(out: TextIO, command: str, data: dict, *, pretty: bool = Fals
     Compact by default (one line: big lists are for programs); `pretty`
     gives the indented form `emit` prints, byte for byte.
     """
-    from roadmap_cli.output import JSON_SCHEMA_VERSION
+    from roadmap_cli.formats.output import JSON_SCHEMA_VERSION
 
     write_json(out, {"roadmap": JSON_SCHEMA_VERSION, "command": command, "data": data}, indent=2 if pretty else None)

@@ -5,10 +5,10 @@ A grade --on through a new ssh session pays, on the far side, a login shell
 Python starts (the session's agent, then the grade's `roadmap grade --events`
 with its imports), and its grader imports torch and pytest again: on a small
 grade that is most of the wait. This agent pays them once. The session agent
-(grading/remote_agent.py) starts it after a grade, from the build's managed
+(grading/remote/agent.py) starts it after a grade, from the build's managed
 venv, with that grade's environment:
 
-    ENV/bin/python -m roadmap_cli.grading.remote_daemon ROOT TAG
+    ENV/bin/python -m roadmap_cli.grading.remote.daemon ROOT TAG
 
 It listens on ROOT/agents/TAG.sock (the folder 0700, the socket 0600, both
 checked to be this user's), keeps a warm grader (grading/warm.py: torch and
@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from roadmap_cli.grading import remote_agent as agent
+from roadmap_cli.grading.remote import agent
 
 IDLE_S = float(os.environ.get("ROADMAP_FAR_AGENT_IDLE_S") or 15 * 60)
 _TICK_S = 1.0  # how often the accept loop looks at the clock, the stop flag and its socket
@@ -260,11 +260,11 @@ class Agent:
 
     def _grade(self, conn: _Conn, lab_id: str, workspace: Path, part: Optional[str], timeout: Optional[float],
                key: bytes, nonce: str, cancel: threading.Event) -> int:
-        """What `roadmap grade --events` does (grading/remote_grade.events_grade), in a thread of this agent:
+        """What `roadmap grade --events` does (grading/remote/far.events_grade), in a thread of this agent:
         its lines through `conn`, the signed run last."""
         from roadmap_cli.errors import RoadmapError
         from roadmap_cli.grading import precheck
-        from roadmap_cli.grading.remote_grade import signed_result
+        from roadmap_cli.grading.remote.far import signed_result
         from roadmap_cli.grading.runner import GradeJob
         from roadmap_cli.labs.spec import find_lab
 
@@ -321,7 +321,7 @@ def _still_ours(path: str, ino: int) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m roadmap_cli.grading.remote_daemon ROOT TAG", file=sys.stderr)
+        print("usage: python -m roadmap_cli.grading.remote.daemon ROOT TAG", file=sys.stderr)
         return 2
     return Agent(argv[0], argv[1]).serve()
 

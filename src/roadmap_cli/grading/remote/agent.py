@@ -1,9 +1,9 @@
-"""The far side of `roadmap grade --on NAME` (grading/remote_grade.py is the near side).
+"""The far side of `roadmap grade --on NAME` (near.py is the near side).
 
 This file is not imported by the near side: its text is sent over ssh and run
 by the remote's own python (`python -c` reading it from stdin), so it uses the
 standard library only and works before roadmap is installed there (the far
-agent, grading/remote_daemon.py, imports its helpers from the managed venv).
+agent, grading/remote/daemon.py, imports its helpers from the managed venv).
 One ssh session per grade; the conversation on its stdin/stdout:
 
   near -> far   {"tag", "key_id", "ws", "lab", "argv", ...}            one JSON line
@@ -20,7 +20,7 @@ shell sets it):
   ROOT/home/keys/KEY_ID   the result key of one near side's remote (sent once, 0600)
   ROOT/envs/TAG/          one managed venv per roadmap build (TAG = version + content hash); `ready` when done
   ROOT/work/KEY_ID/WS/    one folder per near side's workspace; WS.manifest.json beside it (sha256 per file)
-  ROOT/agents/            (0700) the far agent of each build (grading/remote_daemon.py): TAG.sock (0600),
+  ROOT/agents/            (0700) the far agent of each build (grading/remote/daemon.py): TAG.sock (0600),
                           TAG.lock (held while it runs), TAG.log
 
 When the near side asks for it ("agent": true) and the build's venv is ready,
@@ -410,7 +410,7 @@ def start_agent(root, tag, env):
     log_path = os.path.join(agents, tag + ".log")
     try:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        subprocess.Popen([os.path.join(root, "envs", tag, "bin", "python"), "-m", "roadmap_cli.grading.remote_daemon",
+        subprocess.Popen([os.path.join(root, "envs", tag, "bin", "python"), "-m", "roadmap_cli.grading.remote.daemon",
                           root, tag], env=env, cwd=os.path.expanduser("~"), stdin=subprocess.DEVNULL, stdout=fd,
                          stderr=fd, start_new_session=True)
         os.close(fd)
@@ -542,9 +542,9 @@ def main():
               "ROADMAP_WARM_GRADERS", "ROADMAP_FAR_AGENT_IDLE_S"):  # the last two: for the far agent itself
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
-    # grading/remote_grade.py's events_main: `roadmap grade --events` with the grader started before the
+    # grading/remote/far.py's events_main: `roadmap grade --events` with the grader started before the
     # command line's imports (typer, pydantic).
-    cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli.grading.remote_grade", *req["argv"],
+    cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli.grading.remote.far", *req["argv"],
            "--events-workspace", ws, "--events-key", key_path, "--events-nonce", req["nonce"]]
     start = None
     if agent is not None and not running:

@@ -1,0 +1,139 @@
+"""The far side of `roadmap grade --on NAME`: what `roadmap grade --events` runs on the remote.
+
+The far agent (agent.py, daemon.py) runs `python -m roadmap_cli.grading.remote.far` from the managed venv
+of this build: the same engine, pre-check, sandbox and OS wall as a local grade, with each channel event
+printed as a JSON line and the run itself last, signed (HMAC-SHA256 with the remote's key, over the run
+and a fresh nonce of this grade). The near side (near.py) records the attempt.
+
+What is not promised: the far machine's owner (root there) can sign anything
+with the key; the signature keeps the learner's code that runs there (behind
+the OS wall, which hides the key) and the network path from forging a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+from roadmap_cli.errors import UserError
+
+
+def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: Optional[float], key_path: Path,
+                 nonce: str) -> int:
+    """Grade `workspace` with the engine (pre-check, GradeJob: manifest check, sandbox, OS wall), print each
+    channel event as a JSON line, then the run signed with the key. Records nothing here: the near side does."""
+    import sys
+
+    from roadmap_cli.grading import precheck
+    from roadmap_cli.grading.runner import GradeJob
+    from roadmap_cli.labs.spec import find_lab
+
+    def interrupt(signum, frame):  # the agent's stop: stopped as interrupted, the supervisor kills the tree
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def emit(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    from roadmap_cli.grading import prestart
+
+    try:
+        key = bytes.fromhex(key_path.read_text().strip())
+    except (OSError, ValueError) as exc:
+        prestart.discard()
+        raise UserError(f"no usable result key at {key_path}: {exc}") from None
+    try:
+        spec = find_lab(lab_id)
+        # A grader started by events_main (before this module's imports) pre-checked this very folder.
+        problem = None if prestart.prechecked(workspace) else precheck.check_workspace(workspace)
+        job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout,
+                       device=prestart.started_device())
+    except BaseException:
+        prestart.discard()
+        raise
+    emit({"event": "remote-device", "cuda": job.device.cuda, "name": job.device.name})
+    if problem is not None:
+        prestart.discard()
+        run = precheck.failed_run(job, problem)
+    else:
+        job = prestart.claim(job)  # the early one when it is exactly this job
+        if job.proc is None:
+            job.start()
+        try:
+            emit({"event": "started"})
+            run = job.finish(emit)
+        except BaseException:
+            job.abort()
+            raise
+    emit(signed_result(key, nonce, run, problem))
+    return run.exit_code
+
+
+def signed_result(key: bytes, nonce: str, run, problem) -> dict:
+    """The last line of a far grade: the run (and its pre-check problem), this grade's nonce and the far
+    versions, signed with the remote's key (HMAC-SHA256)."""
+    import sys
+
+    from roadmap_cli import __version__
+
+    body = json.dumps({"nonce": nonce, "run": asdict(run), "precheck": asdict(problem) if problem else None,
+                       "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
+    return {"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}
+
+
+def events_main(argv: list[str]) -> None:
+    """`python -m roadmap_cli.grading.remote.far LAB [--part P] [--timeout S] --events-workspace W
+    --events-key K --events-nonce N`: what the far agent runs. The same as `roadmap grade ... --events`, with
+    the grader started first, from the lab's plan, before typer, rich and pydantic are imported
+    (grading/prestart.py): the learner waits for that import on every grade --on otherwise. Anything this
+    reader does not expect goes through the command line as before, which reports it."""
+    known = {"--part": "part", "--timeout": "timeout", "--events-workspace": "workspace", "--events-key": "key",
+             "--events-nonce": "nonce"}
+    opts: dict = {}
+    rest = list(argv)
+    lab_id = rest.pop(0) if rest and not rest[0].startswith("-") else None
+    while len(rest) >= 2 and rest[0] in known and known[rest[0]] not in opts:
+        name, value = rest.pop(0), rest.pop(0)
+        opts[known[name]] = value
+    timeout: Optional[float] = None
+    try:
+        timeout = float(opts["timeout"]) if "timeout" in opts else None
+    except ValueError:
+        rest.append("?")
+    if rest or lab_id is None or not {"workspace", "key", "nonce"} <= set(opts) or (timeout is not None
+                                                                                    and not timeout >= 1):
+        import sys
+
+        # The command line says what is wrong, in one line (this process becomes it: same pid, same pipes).
+        os.execv(sys.executable, [sys.executable, "-m", "roadmap_cli", "grade", *argv, "--events"])
+    from roadmap_cli.grading import prestart
+
+    workspace = Path(opts["workspace"])
+    prestart.start_job(lab_id, workspace, part=opts.get("part"), timeout=timeout)
+    from roadmap_cli.errors import RoadmapError
+
+    try:
+        code = events_grade(lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]),
+                            nonce=opts["nonce"])
+    except RoadmapError as exc:  # one line on stderr, as the command line would say it
+        import sys
+
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(int(getattr(exc, "exit_code", 1))) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    import sys
+
+    events_main(sys.argv[1:])
