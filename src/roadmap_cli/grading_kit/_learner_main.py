@@ -9,7 +9,11 @@ references (see wire.py). Nothing here decides a verdict: this process is
 untrusted once learner code ran in it.
 
 Set-up order matters: limits, the audit hook and the import layout are in
-place before the first learner import.
+place before the first learner import; then the lab-code check (labcode.py)
+reads every learner source, and learner modules are imported only from the
+bytes it checked. The adapter's entry points are captured (`_Pinned`) before
+any learner code runs: the grader's calls go to those, and a learner that
+replaces or rewrites them (or the grading kit's functions) voids the attempt.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import pickle
 import resource
 import sys
 import traceback
-from typing import Any
+import types
+from typing import Any, Optional
 
 from roadmap_cli.grading_kit import wire
 from roadmap_cli.grading_kit.refs import release, remember, resolve_ref
@@ -89,6 +94,8 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
 
     def refused(path: str, writing: bool) -> str | None:
         real = os.path.realpath(path)
+        if _PROC_MEM.match(real) or _PROC_MEM.match(path):
+            return f"opened {path}: the process's own memory holds the grader's code"
         if real in read_files or real.startswith(read_roots):
             return f"opened the shipped reference solution {real}"
         if writing and real.startswith(write_roots):
@@ -120,6 +127,9 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
             busy[0] = False
 
     sys.addaudithook(hook)
+
+
+_PROC_MEM = __import__("re").compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/mem$")
 
 
 def _flatten(args) -> list:
@@ -161,11 +171,150 @@ def _layout(workspace: str, tests_dir: str) -> None:
     sys.meta_path.insert(0, _GraderFirst(tests_dir))
 
 
+class _CheckedSources(importlib.abc.MetaPathFinder):
+    """Workspace modules are imported from the bytes the lab-code check read,
+    compiled in memory: a file rewritten after the check, one that appeared
+    after it, or a planted __pycache__ file never runs."""
+
+    def __init__(self, workspace: str, sources: dict[str, bytes]) -> None:
+        self.workspace = os.path.join(os.path.realpath(workspace), "")
+        self.sources = sources
+
+    def find_spec(self, name, path, target=None):
+        leaf = name.rpartition(".")[2]
+        folders = [self.workspace] if path is None else [os.path.join(os.path.realpath(p), "") for p in path]
+        for folder in folders:
+            if not folder.startswith(self.workspace):
+                continue
+            for candidate, package in ((os.path.join(folder, leaf, "__init__.py"), True),
+                                       (os.path.join(folder, leaf + ".py"), False)):
+                rel = os.path.relpath(candidate, self.workspace)
+                if rel in self.sources:
+                    loader = _CheckedLoader(self.sources[rel], candidate)
+                    return importlib.util.spec_from_file_location(
+                        name, candidate, loader=loader,
+                        submodule_search_locations=[os.path.dirname(candidate)] if package else None)
+                if os.path.isfile(candidate):
+                    self._refuse(f"imported {rel}, which the lab-code check did not read (it appeared after the check)")
+            if os.path.isdir(folder) and any(entry.startswith(leaf + ".") and entry.endswith((".so", ".pyd", ".pyc"))
+                                             for entry in os.listdir(folder)):
+                self._refuse(f"imported {leaf} from a compiled file: only the Python sources the lab-code check "
+                             "read are imported from the workspace")
+        return None
+
+    @staticmethod
+    def _refuse(why: str) -> None:
+        _violations.append(why)
+        raise ImportError(f"not allowed while grading: your code {why}")
+
+
+class _CheckedLoader(importlib.abc.Loader):
+    def __init__(self, source: bytes, filename: str) -> None:
+        self.source, self.filename = source, filename
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        code = compile(self.source, self.filename, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - the checked learner module, as import would run it
+
+    def get_source(self, fullname: str) -> str:
+        return self.source.decode("utf-8", "replace")
+
+
+def _check_lab_code() -> Optional[str]:
+    """Run the lab-code check over the workspace (behind the wall, before any learner import); on success
+    learner modules come only from the checked bytes. The first problem's line, or None."""
+    from roadmap_cli.grading_kit import labcode
+
+    policy = labcode.Policy.from_config(_config.get("lab_code"), _config.get("learner_side") or ())
+    try:
+        problem, checked = labcode.check_workspace(_config["workspace"], policy)
+    except RecursionError:
+        return "a source nested too deeply is not allowed in lab code: it cannot be checked"
+    if problem is None and policy.enabled:
+        sys.meta_path.insert(1, _CheckedSources(_config["workspace"], checked.sources))
+    return problem
+
+
+# ------------------------------------------------------------ captured entry points
+
+
+class _Pinned:
+    """The grader's modules in this process (the adapter shim's, the grading kit's) as they were before any
+    learner code ran: the module objects, each function's code, defaults and class members. `_call_target`
+    resolves the grader's calls through these, never through sys.modules, and `changed()` says what learner
+    code replaced since (checked around every request: the attempt is then void)."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, types.ModuleType] = {}
+        self.prints: dict[str, dict[str, tuple]] = {}
+        self.builtin_names = set(vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else __builtins__)
+
+    def watched(self, name: str) -> bool:
+        return name.startswith("roadmap_cli.grading_kit") or \
+            os.path.isfile(os.path.join(_config.get("tests_dir", "/nonexistent"), name + ".py"))
+
+    def pin_loaded(self) -> None:
+        for name, module in list(sys.modules.items()):
+            if isinstance(module, types.ModuleType) and name not in self.modules and self.watched(name):
+                self.modules[name] = module
+                self.prints[name] = _fingerprint(module)
+
+    def module(self, name: str) -> types.ModuleType:
+        if name not in self.modules:
+            module = importlib.import_module(name)
+            if self.watched(name):
+                self.pin_loaded()
+            return self.modules.get(name, module)
+        return self.modules[name]
+
+    def changed(self) -> Optional[str]:
+        self.pin_loaded()  # grader modules imported since (lazily, by a call) are watched from now on
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                return f"replaced the grader's module {name} in sys.modules"
+            now = vars(module)
+            for key, before in self.prints[name].items():
+                if _print_of(now.get(key, _MISSING)) != before:
+                    return f"replaced the grader's {name}.{key} in the learner process"
+            for key in now.keys() - self.prints[name].keys():
+                if key in self.builtin_names:
+                    return f"added {name}.{key}, which hides the builtin the grader's code calls"
+        return None
+
+
+_MISSING = object()
+
+
+def _print_of(value) -> tuple:
+    if isinstance(value, types.FunctionType):
+        return (id(value), id(value.__code__), id(value.__defaults__), id(value.__kwdefaults__),
+                tuple(id(c) for c in value.__closure__ or ()))
+    if isinstance(value, type):
+        members = tuple((k, _print_of(getattr(v, "__func__", getattr(v, "fget", v))))
+                        for k, v in sorted(vars(value).items())
+                        if isinstance(v, (types.FunctionType, classmethod, staticmethod, property)))
+        return (id(value), members)
+    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType)):
+        return (id(value),)
+    return ("data",)  # plain state the grader's code may change itself (caches, counters)
+
+
+def _fingerprint(module: types.ModuleType) -> dict[str, tuple]:
+    return {k: _print_of(v) for k, v in list(vars(module).items())
+            if isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))}
+
+
+_pinned: Optional[_Pinned] = None
+
+
 # ----------------------------------------------------------------- serving
 
 
 def _call_target(module: str, qualname: str):
-    target: Any = importlib.import_module(module)
+    target: Any = _pinned.module(module) if _pinned is not None else importlib.import_module(module)
     for attr in qualname.split("."):
         target = getattr(target, attr)
     return getattr(target, "__wrapped__", target)
@@ -251,12 +400,21 @@ def serve(req_fd: int, reply_fd: int) -> None:
     from roadmap_cli.grading_kit import sandbox
 
     sandbox.mark_learner_process()
+    # The lab-code check answers at once (the grader waits for this "ready" even in a grade that never calls
+    # the learner): a refused workspace imports nothing and every request is answered with the refusal.
+    refused = _check_lab_code()
+    wire.send(reply_fd, wire.dumps_reply(("ready", None, [refused] if refused else [])))
+    if refused:
+        _serve_refusal(req_fd, reply_fd, refused)
+        return
     for name in _config.get("preload", []):  # e.g. the adapter (and torch with it), while pytest collects
         try:
             importlib.import_module(name)
         except BaseException:  # reported on the first call that needs it
             sys.modules.pop(name, None)
-    wire.send(reply_fd, wire.dumps_reply(("ready", None, [])))
+    global _pinned
+    _pinned = _Pinned()
+    _pinned.pin_loaded()  # before the first learner module: the adapter imports them only when called
     while True:
         try:
             request = wire.recv(req_fd)
@@ -266,10 +424,16 @@ def serve(req_fd: int, reply_fd: int) -> None:
             op, payload, released = pickle.loads(request)
             for ref_id in released:
                 release(ref_id)
+            tampered = _pinned.changed()
+            if tampered:
+                raise _Tampered(tampered)
             value = _handle(op, payload)
             reply = ("ok", wire.encode(value, remember))
         except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here
             reply = _error_reply(exc)
+        tampered = _pinned.changed()
+        if tampered and tampered not in _violations:
+            _violations.append(tampered)
         new, _violations[:] = list(_violations), []
         try:
             data = wire.dumps_reply((*reply, new))
@@ -277,6 +441,23 @@ def serve(req_fd: int, reply_fd: int) -> None:
             data = wire.dumps_reply(("exc", "RuntimeError", "unpicklable", (), f"cannot send the result: {exc}", [], new))
         sys.stdout.flush()
         wire.send(reply_fd, data)
+
+
+class _Tampered(RuntimeError):
+    def __init__(self, why: str) -> None:
+        super().__init__(f"not allowed while grading: your code {why}")
+        _violations.append(why)
+
+
+def _serve_refusal(req_fd: int, reply_fd: int, refused: str) -> None:
+    """Every request of a refused workspace is answered with the refusal (no learner module is imported)."""
+    while True:
+        try:
+            wire.recv(req_fd)
+        except EOFError:
+            return
+        wire.send(reply_fd, wire.dumps_reply(("exc", "RuntimeError", "refused by the lab-code check", (),
+                                              f"not graded: {refused}", [], [refused])))
 
 
 def main() -> None:

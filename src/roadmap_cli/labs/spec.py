@@ -155,6 +155,9 @@ class LabSpec(BaseModel):
     # Files of tests/ (besides adapter.py) that the learner process may import: the only part of the grader
     # it sees (grading/isolation.py learner_shim). Never a test, conftest.py or anything holding expected values.
     learner_side: list[str] = Field(default_factory=list)
+    # What the handout's code may import beyond the default list, and what the handout forbids, per file
+    # (grading_kit/labcode.py: the lab-code check behind the wall, before any learner module is imported).
+    lab_code: Optional[dict] = None
     # None: the lab's rules are not written yet (dev check warns); [] would
     # claim a lab whose handout states nothing checkable.
     rules: Optional[list[Rule]] = None
@@ -324,6 +327,9 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
             problems.append(f"{at('id')}: missing folder {folder}/")
     if not spec.readme.is_file():
         problems.append(f"{at('id')}: missing handout README.md")
+    from roadmap_cli.grading_kit.labcode import config_problems
+
+    problems += [f"{at('lab_code')}: {text}" for text in config_problems(spec.lab_code)]
     for i, name in enumerate(spec.learner_side):
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             problems.append(f"{at('learner_side', i)}: {name!r} must be a file name in tests/ (no folders)")
