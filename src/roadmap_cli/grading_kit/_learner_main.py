@@ -217,10 +217,60 @@ class _CheckedLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         code = compile(self.source, self.filename, "exec", dont_inherit=True)
+        module.__dict__["__builtins__"] = _guarded_builtins()
         exec(code, module.__dict__)  # noqa: S102 - the checked learner module, as import would run it
 
     def get_source(self, fullname: str) -> str:
         return self.source.decode("utf-8", "replace")
+
+
+_GUARDED: Optional[dict] = None
+
+
+def _guarded_builtins() -> dict:
+    """The builtins learner modules see: getattr/setattr/delattr/hasattr/vars refuse at run time the names the
+    lab-code check refuses in source (a computed name is ordinary in an fx pass); eval, exec, compile,
+    globals, locals and breakpoint are absent (the check refused them already: this is the second layer)."""
+    global _GUARDED
+    if _GUARDED is not None:
+        return _GUARDED
+    import builtins
+
+    from roadmap_cli.grading_kit.labcode import runtime_refusal
+
+    real = dict(vars(builtins))
+
+    def refuse_name(name) -> None:
+        why = runtime_refusal(name)
+        if why:
+            _violations.append(why)
+            raise AttributeError(f"not allowed while grading: your code {why}")
+
+    def getattr_(obj, name, *default):
+        refuse_name(name)
+        return real["getattr"](obj, name, *default)
+
+    def setattr_(obj, name, value):
+        refuse_name(name)
+        return real["setattr"](obj, name, value)
+
+    def delattr_(obj, name):
+        refuse_name(name)
+        return real["delattr"](obj, name)
+
+    def hasattr_(obj, name):
+        refuse_name(name)
+        return real["hasattr"](obj, name)
+
+    def vars_(*args):
+        if not args or isinstance(args[0], (types.ModuleType, types.FunctionType)):
+            refuse_name("__dict__")
+        return real["vars"](*args)
+
+    guarded = {k: v for k, v in real.items() if k not in ("eval", "exec", "compile", "globals", "locals", "breakpoint")}
+    guarded.update(getattr=getattr_, setattr=setattr_, delattr=delattr_, hasattr=hasattr_, vars=vars_)
+    _GUARDED = guarded
+    return guarded
 
 
 def _check_lab_code() -> Optional[str]:

@@ -104,13 +104,14 @@ REFUSED_NAMES = {
     "__import__": "importing by computed name bypasses the import allow-list",
     "globals": "a module's globals reach what the grader's code calls",
     "locals": "a frame's variables reach the grader's objects",
-    "vars": "an object's __dict__ reaches what the grader's code calls",
     "breakpoint": "a debugger runs arbitrary code",
     "__builtins__": "builtins are shared with the grader's code",
     "__loader__": "the import system reaches every module the grader loaded",
     "__spec__": "the import system reaches every module the grader loaded",
 }
-# Calls whose attribute name must be a string literal (then checked as an attribute).
+# Calls that name an attribute: a literal name is checked here, a computed one when it runs (the learner's
+# modules get builtins whose getattr/setattr/delattr/hasattr/vars refuse what this check refuses:
+# _learner_main.py `_guarded_builtins`; an fx pass's getattr(gm, node.target) is ordinary lab code).
 NAMED_ATTRIBUTE_CALLS = ("getattr", "setattr", "delattr", "hasattr")
 # A str.format field that reads a dunder ("{0.__globals__}") is an attribute access in disguise.
 _FORMAT_DUNDER = re.compile(r"\{[^{}]*\.\s*__\w+__")
@@ -155,6 +156,7 @@ class Policy:
     imports: list[ExtraImport] = field(default_factory=list)
     forbid: list[Forbid] = field(default_factory=list)
     grader_modules: frozenset[str] = frozenset({"adapter"})  # never importable by name
+    unpickle_files: tuple[str, ...] = ()  # `unpickle: {files, why}`: given code that loads full pickles
     enabled: bool = True  # `check: false`: only the engine's own test fixtures (they probe the OS wall alone)
     helper_modules: frozenset[str] = frozenset()  # lab.yaml learner_side: grader helpers the handout's code imports
 
@@ -166,7 +168,9 @@ class Policy:
                                why=str(e.get("why", ""))) for e in data.get("imports") or ()]
         forbid = [Forbid(names=tuple(f["names"]), files=tuple(f.get("files") or ()), why=str(f.get("why", "")))
                   for f in data.get("forbid") or ()]
-        return cls(imports, forbid, helper_modules=frozenset(helper_modules), enabled=data.get("check", True) is not False)
+        unpickle = tuple((data.get("unpickle") or {}).get("files") or ())
+        return cls(imports, forbid, helper_modules=frozenset(helper_modules), unpickle_files=unpickle,
+                   enabled=data.get("check", True) is not False)
 
 
 def config_problems(data) -> list[str]:
@@ -174,8 +178,12 @@ def config_problems(data) -> list[str]:
     problems: list[str] = []
     if data is None:
         return problems
-    if not isinstance(data, dict) or set(data) - {"imports", "forbid", "check", "why"}:
+    if not isinstance(data, dict) or set(data) - {"imports", "forbid", "unpickle", "check", "why"}:
         return ["must be a mapping with `imports:` and/or `forbid:`"]
+    unpickle = data.get("unpickle")
+    if unpickle is not None and (not isinstance(unpickle, dict) or set(unpickle) != {"files", "why"}
+                                 or not isinstance(unpickle["files"], list) or not str(unpickle["why"]).strip()):
+        problems.append("unpickle: {files: [...], why: ...} (given code that loads full pickles)")
     if "check" in data and (not isinstance(data["check"], bool)
                             or not data["check"] and not str(data.get("why") or "").strip()):
         problems.append("check: true or false; `check: false` needs a `why:` (only the engine's test fixtures)")
@@ -252,8 +260,8 @@ def check_workspace(workspace: str, policy: Policy) -> tuple[Optional[str], Chec
         return None, checked
     files = source_files(workspace)
     own = workspace_modules(files)
-    for name in sorted(own & (stdlib_names() | {"torch", "triton", "numpy", "roadmap_cli"} | policy.grader_modules
-                               | policy.helper_modules)):
+    # (A copy of a learner-side helper, given to read, is no problem: the grader's own copy is imported first.)
+    for name in sorted(own & (stdlib_names() | {"torch", "triton", "numpy", "roadmap_cli"} | policy.grader_modules)):
         rel = next(r for r in files if r.split(os.sep)[0].removesuffix(".py") == name)
         return (f"{rel}:1: a module named {name} is not allowed in lab code: it would stand in for the library "
                 "of that name in the grading process"), checked
@@ -282,6 +290,8 @@ def check_workspace(workspace: str, policy: Policy) -> tuple[Optional[str], Chec
                 return problem, checked
     policy = _with_import_closure(policy, trees, own)
     for rel, tree in trees.items():
+        if rel.removesuffix(".py") in policy.helper_modules:
+            continue  # a given copy of a learner-side helper: the grader's own copy is the one imported
         problem = check_python(rel, tree, policy, own)
         if problem:
             return problem, checked
@@ -328,7 +338,8 @@ def _with_import_closure(policy: Policy, trees: dict[str, ast.Module], own: set[
                     seen.add(dep)
                     reach.append(dep)
         forbid.append(Forbid(entry.names, tuple(sorted(seen)) or entry.files, entry.why))
-    return Policy(policy.imports, forbid, policy.grader_modules, policy.helper_modules, policy.enabled)
+    return Policy(policy.imports, forbid, grader_modules=policy.grader_modules,
+                  helper_modules=policy.helper_modules, unpickle_files=policy.unpickle_files, enabled=policy.enabled)
 
 
 # --------------------------------------------------------------------- Python
@@ -400,6 +411,9 @@ class _Visitor(ast.NodeVisitor):
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
+        literal = _literal_import(node)
+        if literal is not None:
+            return ".".join([literal, *reversed(parts)])
         if not isinstance(node, ast.Name) or node.id not in self.aliases:
             return None
         return ".".join([self.aliases[node.id], *reversed(parts)])
@@ -457,10 +471,10 @@ class _Visitor(ast.NodeVisitor):
 
     # --- names and attributes
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "__import__" and getattr(node, "_literal_ok", False):
+            return
         if node.id in REFUSED_NAMES:
             self.refuse(node, node.id, REFUSED_NAMES[node.id])
-        elif node.id in NAMED_ATTRIBUTE_CALLS and not getattr(node, "_named_call_ok", False):
-            self.refuse(node, f"{node.id} with a computed name", "a name built at run time hides the attribute from this check")
         if isinstance(node.ctx, ast.Load):
             self.check_forbidden(node, self.aliases.get(node.id))
 
@@ -483,6 +497,16 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         called = self.dotted(func)
+        literal = _literal_import(node)
+        if literal is not None:  # __import__("sys") in given code: checked as `import sys` would be
+            func._literal_ok = True  # type: ignore[attr-defined]
+            ok, why = self.module_allowed(literal)
+            if not ok:
+                self.refuse(node, f"__import__({literal!r})", why)
+        if isinstance(func, ast.Name) and func.id == "vars" and not node.args:
+            self.refuse(node, "vars()", "a frame's variables reach the grader's objects")
+        if isinstance(func, ast.Name) and func.id == "vars" and node.args and self.dotted(node.args[0]) is not None:
+            self.refuse(node, f"vars({self.dotted(node.args[0])})", "a module's dict is what the grader's code calls")
         if called in ("operator.attrgetter", "operator.methodcaller") and not all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args[:1 if called.endswith("caller") else None]):
             self.refuse(node, f"{called} with a computed name", "a name built at run time hides the attribute from this check")
@@ -493,7 +517,8 @@ class _Visitor(ast.NodeVisitor):
                     if why:
                         self.refuse(node, f"{called}({arg.value!r})", why)
         unpickles = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False)}
-        if called in unpickles:
+        waived = bool(self.policy.unpickle_files) and _applies(self.policy.unpickle_files, self.rel)
+        if called in unpickles and not waived:
             key, safe = unpickles[called]
             given = next((k.value for k in node.keywords if k.arg == key), None)
             if given is not None and not (isinstance(given, ast.Constant) and given.value is safe):
@@ -526,6 +551,25 @@ class _Visitor(ast.NodeVisitor):
                     break
 
     # `import x` inside a function is still an import: generic_visit reaches it.
+
+
+def _literal_import(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__" \
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and "." not in node.args[0].value:
+        return node.args[0].value
+    return None
+
+
+def runtime_refusal(name) -> Optional[str]:
+    """Why an attribute named at run time (getattr(x, name), setattr, delattr, hasattr) is refused, or None."""
+    if not isinstance(name, str):
+        return None
+    if name in REFUSED_ATTRIBUTES:
+        return f"used the attribute {name}: {REFUSED_ATTRIBUTES[name]}"
+    if name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDERS:
+        return f"used the attribute {name}: it reaches the interpreter's internals (functions' globals, other classes)"
+    return None
 
 
 def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str]) -> Optional[str]:
