@@ -300,6 +300,7 @@ class _Pinned:
     def __init__(self) -> None:
         self.modules: dict[str, types.ModuleType] = {}
         self.prints: dict[str, dict[str, tuple]] = {}
+        self.names: dict[str, set[str]] = {}
         self.builtin_names = set(vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else __builtins__)
 
     def watched(self, name: str) -> bool:
@@ -311,6 +312,7 @@ class _Pinned:
             if isinstance(module, types.ModuleType) and name not in self.modules and self.watched(name):
                 self.modules[name] = module
                 self.prints[name] = _fingerprint(module)
+                self.names[name] = set(vars(module))
 
     def module(self, name: str) -> types.ModuleType:
         if name not in self.modules:
@@ -329,7 +331,7 @@ class _Pinned:
             for key, before in self.prints[name].items():
                 if _print_of(now.get(key, _MISSING)) != before:
                     return f"replaced the grader's {name}.{key} in the learner process"
-            for key in now.keys() - self.prints[name].keys():
+            for key in now.keys() - self.names[name]:
                 if key in self.builtin_names:
                     return f"added {name}.{key}, which hides the builtin the grader's code calls"
         return None
