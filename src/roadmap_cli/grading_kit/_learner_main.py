@@ -301,6 +301,8 @@ class _Pinned:
         self.modules: dict[str, types.ModuleType] = {}
         self.prints: dict[str, dict[str, tuple]] = {}
         self.names: dict[str, set[str]] = {}
+        self.seen: set[str] = set()
+        self.seen_count = -1
         self.builtin_names = set(vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else __builtins__)
 
     def watched(self, name: str) -> bool:
@@ -308,11 +310,16 @@ class _Pinned:
             os.path.isfile(os.path.join(_config.get("tests_dir", "/nonexistent"), name + ".py"))
 
     def pin_loaded(self) -> None:
-        for name, module in list(sys.modules.items()):
-            if isinstance(module, types.ModuleType) and name not in self.modules and self.watched(name):
+        if len(sys.modules) == self.seen_count:  # checked around every request: only new modules cost anything
+            return
+        for name in sys.modules.keys() - self.seen:
+            self.seen.add(name)
+            module = sys.modules.get(name)
+            if isinstance(module, types.ModuleType) and self.watched(name):
                 self.modules[name] = module
                 self.prints[name] = _fingerprint(module)
                 self.names[name] = set(vars(module))
+        self.seen_count = len(sys.modules)
 
     def module(self, name: str) -> types.ModuleType:
         if name not in self.modules:
@@ -328,8 +335,8 @@ class _Pinned:
             if sys.modules.get(name) is not module:
                 return f"replaced the grader's module {name} in sys.modules"
             now = vars(module)
-            for key, before in self.prints[name].items():
-                if _print_of(now.get(key, _MISSING)) != before:
+            for key, value, parts in self.prints[name]:
+                if now.get(key, _MISSING) is not value or not _same(value, parts):
                     return f"replaced the grader's {name}.{key} in the learner process"
             for key in now.keys() - self.names[name]:
                 if key in self.builtin_names:
@@ -340,23 +347,35 @@ class _Pinned:
 _MISSING = object()
 
 
-def _print_of(value) -> tuple:
+def _parts_of(value) -> tuple:
+    """What else must stay the same object for `value` to do what it did: a function's code, defaults and
+    closure cells; a class's methods (and theirs)."""
     if isinstance(value, types.FunctionType):
-        return (id(value), id(value.__code__), id(value.__defaults__), id(value.__kwdefaults__),
-                tuple(id(c) for c in value.__closure__ or ()))
+        return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__closure__)
     if isinstance(value, type):
-        members = tuple((k, _print_of(getattr(v, "__func__", getattr(v, "fget", v))))
-                        for k, v in sorted(vars(value).items())
-                        if isinstance(v, (types.FunctionType, classmethod, staticmethod, property)))
-        return (id(value), members)
-    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType)):
-        return (id(value),)
-    return ("data",)  # plain state the grader's code may change itself (caches, counters)
+        return tuple((k, m, _parts_of(m)) for k, v in vars(value).items()
+                     if isinstance(v, (types.FunctionType, classmethod, staticmethod, property))
+                     for m in [getattr(v, "__func__", getattr(v, "fget", v))])
+    return ()
 
 
-def _fingerprint(module: types.ModuleType) -> dict[str, tuple]:
-    return {k: _print_of(v) for k, v in list(vars(module).items())
-            if isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))}
+def _same(value, parts: tuple) -> bool:
+    if isinstance(value, types.FunctionType):
+        code, defaults, kwdefaults, closure = parts
+        return value.__code__ is code and value.__defaults__ is defaults and value.__kwdefaults__ is kwdefaults \
+            and value.__closure__ is closure
+    if isinstance(value, type):
+        members = vars(value)
+        for key, member, member_parts in parts:
+            now = members.get(key)
+            if getattr(now, "__func__", getattr(now, "fget", now)) is not member or not _same(member, member_parts):
+                return False
+    return True
+
+
+def _fingerprint(module: types.ModuleType) -> list[tuple]:
+    return [(k, v, _parts_of(v)) for k, v in list(vars(module).items())
+            if isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))]
 
 
 _pinned: Optional[_Pinned] = None
@@ -472,18 +491,23 @@ def serve(req_fd: int, reply_fd: int) -> None:
             request = wire.recv(req_fd)
         except EOFError:
             return
+        adapter_call = False
         try:
             op, payload, released = pickle.loads(request)
             for ref_id in released:
                 release(ref_id)
-            tampered = _pinned.changed()
+            # Around each adapter call (where facts are made): ~1 ms. Learner code that ran in another request
+            # (a method of its object) is caught before the adapter runs again, and none of it changes a fact
+            # already sent.
+            adapter_call = op == "call_fn"
+            tampered = _pinned.changed() if adapter_call else None
             if tampered:
                 raise _Tampered(tampered)
             value = _handle(op, payload)
             reply = ("ok", wire.encode(value, remember))
         except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here
             reply = _error_reply(exc)
-        tampered = _pinned.changed()
+        tampered = _pinned.changed() if adapter_call else None
         if tampered and tampered not in _violations:
             _violations.append(tampered)
         new, _violations[:] = list(_violations), []
