@@ -104,6 +104,14 @@ def test_code_that_reaches_into_the_process_is_refused_with_one_line(tmp_path: P
     assert problem.startswith("scalar.py:") and LINE in problem and "\n" not in problem, problem
 
 
+@pytest.mark.parametrize("attack", sorted(str(p.relative_to(ATTACKS)) for p in ATTACKS.rglob("*.py")))
+def test_each_red_team_attack_file_is_refused_on_its_own(tmp_path: Path, attack: str) -> None:
+    """P1 (_guarded_triton_call/matmul_raises), P2 (time_matmul: the GPU perf facts) and P1b, each alone."""
+    name = Path(attack).name
+    problem = _check(tmp_path, {name: (ATTACKS / attack).read_text()})
+    assert problem and problem.startswith(f"{name}:") and "import sys is not allowed in lab code" in problem, problem
+
+
 def test_another_workspace_module_may_not_be_changed_from_outside(tmp_path: Path) -> None:
     problem = _check(tmp_path, {"scalar.py": "class Value:\n    pass\n", "functions.py": "import scalar\nscalar.Value = int\n"})
     assert problem and problem.startswith("functions.py:2: changing scalar.Value"), problem
@@ -173,13 +181,15 @@ def test_a_handout_rule_holds_for_every_module_the_file_imports(tmp_path: Path) 
 
 
 def test_lab_code_settings_are_validated() -> None:
-    assert labcode.config_problems(None) == []
-    assert labcode.config_problems({"imports": [{"module": "sys", "why": "x"}]})  # sys needs its attributes listed
-    assert labcode.config_problems({"imports": [{"module": "httpx"}]})  # no why
-    assert labcode.config_problems({"check": False})  # no why
-    assert labcode.config_problems({"forbid": [{"names": [], "why": "x"}]})
-    assert labcode.config_problems({"bogus": 1})
-    assert labcode.config_problems({"imports": [{"module": "httpx", "files": ["a.py"], "why": "client"}]}) == []
+    from roadmap_cli.labs.spec import lab_code_problems
+
+    assert lab_code_problems(None) == []
+    assert lab_code_problems({"imports": [{"module": "sys", "why": "x"}]})  # sys needs its attributes listed
+    assert lab_code_problems({"imports": [{"module": "httpx"}]})  # no why
+    assert lab_code_problems({"check": False})  # no why
+    assert lab_code_problems({"forbid": [{"names": [], "why": "x"}]})
+    assert lab_code_problems({"bogus": 1})
+    assert lab_code_problems({"imports": [{"module": "httpx", "files": ["a.py"], "why": "client"}]}) == []
 
 
 def _lab_workspace(tmp_path: Path, lab: str, which: str) -> Path:
@@ -330,6 +340,22 @@ def test_a_file_rewritten_after_the_check_is_imported_as_checked(run_cli, wall, 
     assert status["add"] == "passed" and status["mul"] == "passed" and "void" not in (data["message"] or ""), data
 
 
+def test_startup_hooks_in_the_workspace_never_run_and_a_right_solution_passes(run_cli, wall, adder_project,
+                                                                             tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .pth-like tricks: the learner process starts isolated (-I -P), so a sitecustomize/usercustomize
+    module or a .pth file in the workspace is never processed; a right solution passes with the check on."""
+    ws = _adder_workspace(run_cli, tmp_path, monkeypatch)
+    plant = "import pathlib\npathlib.Path(__file__).with_name('RAN-{0}').write_text('x')\n"
+    (ws / "sitecustomize.py").write_text(plant.format("sitecustomize"))
+    (ws / "usercustomize.py").write_text(plant.format("usercustomize"))
+    (ws / "zz.pth").write_text("import pathlib; pathlib.Path('RAN-pth').write_text('x')\n")
+    (ws / "adder.py").write_text("def add(a, b):\n    return a + b\n")
+    data = run_cli("grade", "--part", "add", "--json").json()["data"]
+    assert {p["id"]: p["status"] for p in data["parts"]}["add"] == "passed", data
+    assert not list(ws.glob("RAN-*")) and not list(Path.cwd().glob("RAN-*"))
+
+
 def test_with_the_check_off_a_replaced_adapter_function_still_voids_the_attempt(run_cli, wall, adder_project,
                                                                                  tmp_path: Path,
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -391,3 +417,18 @@ def test_red_team_p1b_autograd_starter_with_torch_scalars_gets_nothing(run_cli, 
     data = run_cli("grade", "--part", "scalar-engine", "--json").json()["data"]
     line = _void_line(data)
     assert "scalar.py:" in line and "torch is not allowed in lab code" in line, line
+
+
+def test_cuda_matmul_may_not_save_torch_matmul_when_its_module_loads(tmp_path: Path) -> None:
+    """The runtime guard (torch.matmul raises while the learner's matmul runs) is dodged by a reference saved
+    at import; the handout's rule, in lab.yaml `lab_code: forbid:`, refuses the name in matmul.py."""
+    from roadmap_cli.labs.spec import load_lab
+
+    spec = load_lab(LABS / "cuda-matmul")
+    policy = labcode.Policy.from_config(spec.lab_code)
+    for saved in ("import torch\n_mm = torch.matmul\n", "from torch import mm as _mm\n",
+                  "import torch.nn.functional as F\n_lin = F.linear\n", "def f(a, b):\n    return a @ b\n"):
+        ws = _lab_workspace(tmp_path / str(abs(hash(saved))), "cuda-matmul", "solution")
+        (ws / "matmul.py").write_text((ws / "matmul.py").read_text() + "\n" + saved)
+        problem, _ = labcode.check_workspace(str(ws), policy)
+        assert problem and problem.startswith("matmul.py:") and "matmul.py may not name" in problem, (saved, problem)

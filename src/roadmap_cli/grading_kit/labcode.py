@@ -173,52 +173,6 @@ class Policy:
                    enabled=data.get("check", True) is not False)
 
 
-def config_problems(data) -> list[str]:
-    """What is wrong with a lab.yaml `lab_code:` mapping (spec.py reports it with the lab's path)."""
-    problems: list[str] = []
-    if data is None:
-        return problems
-    if not isinstance(data, dict) or set(data) - {"imports", "forbid", "unpickle", "check", "why"}:
-        return ["must be a mapping with `imports:` and/or `forbid:`"]
-    unpickle = data.get("unpickle")
-    if unpickle is not None and (not isinstance(unpickle, dict) or set(unpickle) != {"files", "why"}
-                                 or not isinstance(unpickle["files"], list) or not str(unpickle["why"]).strip()):
-        problems.append("unpickle: {files: [...], why: ...} (given code that loads full pickles)")
-    if "check" in data and (not isinstance(data["check"], bool)
-                            or not data["check"] and not str(data.get("why") or "").strip()):
-        problems.append("check: true or false; `check: false` needs a `why:` (only the engine's test fixtures)")
-    for i, entry in enumerate(data.get("imports") or []):
-        if not isinstance(entry, dict) or set(entry) - {"module", "files", "attributes", "why"}:
-            problems.append(f"imports[{i}]: keys are module, files, attributes, why")
-            continue
-        module = entry.get("module")
-        if not isinstance(module, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
-            problems.append(f"imports[{i}].module: a dotted module name")
-        elif module.split(".")[0] in ("sys", "builtins", "importlib", "gc", "inspect", "roadmap_cli") \
-                and entry.get("attributes") is None:
-            problems.append(f"imports[{i}]: {module} reaches into the grading process; list the `attributes:` "
-                            "the handout's code needs")
-        if not isinstance(entry.get("why"), str) or not entry["why"].strip():
-            problems.append(f"imports[{i}].why: say why the handout's code needs it")
-        for key in ("files", "attributes"):
-            if entry.get(key) is not None and (not isinstance(entry[key], list)
-                                               or not all(isinstance(x, str) for x in entry[key])):
-                problems.append(f"imports[{i}].{key}: a list of names")
-    for i, entry in enumerate(data.get("forbid") or []):
-        if not isinstance(entry, dict) or set(entry) - {"names", "files", "why"}:
-            problems.append(f"forbid[{i}]: keys are names, files, why")
-            continue
-        if not isinstance(entry.get("names"), list) or not entry["names"] or \
-                not all(isinstance(x, str) and x for x in entry["names"]):
-            problems.append(f"forbid[{i}].names: a list of dotted names")
-        if not isinstance(entry.get("why"), str) or not entry["why"].strip():
-            problems.append(f"forbid[{i}].why: quote the handout's reason")
-        if entry.get("files") is not None and (not isinstance(entry["files"], list)
-                                               or not all(isinstance(x, str) for x in entry["files"])):
-            problems.append(f"forbid[{i}].files: a list of workspace file names")
-    return problems
-
-
 # ------------------------------------------------------------------ workspace
 
 
