@@ -242,11 +242,12 @@ def check_workspace(workspace: str, policy: Policy) -> tuple[Optional[str], Chec
             problem = check_cpp(rel, data.decode("utf-8", "replace"))
             if problem:
                 return problem, checked
-    policy = _with_import_closure(policy, trees, own)
+    nodes = {rel: list(ast.walk(tree)) for rel, tree in trees.items()}  # walked once, read by every pass
+    policy = _with_import_closure(policy, nodes, own)
     for rel, tree in trees.items():
         if rel.removesuffix(".py") in policy.helper_modules:
             continue  # a given copy of a learner-side helper: the grader's own copy is the one imported
-        problem = check_python(rel, tree, policy, own)
+        problem = check_python(rel, tree, policy, own, nodes[rel])
         if problem:
             return problem, checked
     return None, checked
@@ -259,12 +260,12 @@ def _module_file(name: str, trees: dict[str, ast.Module]) -> Optional[str]:
     return None
 
 
-def _with_import_closure(policy: Policy, trees: dict[str, ast.Module], own: set[str]) -> Policy:
+def _with_import_closure(policy: Policy, trees: dict[str, list[ast.AST]], own: set[str]) -> Policy:
     """A handout's rule for a file holds for every workspace module it imports (a helper file is no way around it)."""
     graph: dict[str, set[str]] = {}
-    for rel, tree in trees.items():
+    for rel, nodes in trees.items():
         deps = set()
-        for node in ast.walk(tree):
+        for node in nodes:
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -526,10 +527,12 @@ def runtime_refusal(name) -> Optional[str]:
     return None
 
 
-def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str]) -> Optional[str]:
+def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str],
+                 nodes: Optional[list[ast.AST]] = None) -> Optional[str]:
     visitor = _Visitor(rel, policy, own)
+    nodes = list(ast.walk(tree)) if nodes is None else nodes
     # Aliases first (an import below a use still binds the name for the whole module).
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if isinstance(node, ast.Import):
@@ -538,7 +541,7 @@ def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str]) -> O
                 elif not node.level and alias.name != "*":
                     visitor.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     for _ in range(2):  # `T = torch.Tensor` makes T another name for torch.Tensor (twice: chains of two)
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 target = visitor.dotted(node.value)
                 if target is not None:
