@@ -340,7 +340,7 @@ class _Pinned:
                 if now.get(key, _MISSING) is not value or not _same(value, parts):
                     return f"replaced the grader's {name}.{key} in the learner process"
             for key in now.keys() - self.names[name]:
-                if key in self.builtin_names:
+                if key in self.builtin_names and not key.startswith("__"):
                     return f"added {name}.{key}, which hides the builtin the grader's code calls"
         return None
 
@@ -375,8 +375,11 @@ def _same(value, parts: tuple) -> bool:
 
 
 def _fingerprint(module: types.ModuleType) -> list[tuple]:
+    # Dunder names are the interpreter's and torch.compile's (it keeps __compiled_fn_N / __resume_at_N in the
+    # globals of the module it compiled, and replaces them on a recompile): never the grader's own functions.
     return [(k, v, _parts_of(v)) for k, v in list(vars(module).items())
-            if isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))]
+            if not k.startswith("__")
+            and isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))]
 
 
 _pinned: Optional[_Pinned] = None
