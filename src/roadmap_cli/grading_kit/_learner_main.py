@@ -24,6 +24,7 @@ import importlib.abc
 import importlib.util
 import os
 import pickle
+import re
 import resource
 import sys
 import traceback
@@ -129,7 +130,7 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
     sys.addaudithook(hook)
 
 
-_PROC_MEM = __import__("re").compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/mem$")
+_PROC_MEM = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/mem$")
 
 
 def _flatten(args) -> list:
