@@ -20,23 +20,46 @@ def _module(name: str):
     return kit.learner_module(name)
 
 
-@contextlib.contextmanager
-def _no_torch_autograd():
-    """Parts 1-2 are your own autograd: torch's may not do the work."""
+_AUTOGRAD_REFUSED = [False]  # True while a part 1-2 call runs
+_GATED = [False]
+
+
+def _gate_torch_autograd() -> None:
+    """In the learner process, before any learner module is imported (the adapter is preloaded first):
+    torch.autograd.backward/grad and Tensor.backward become gates that refuse while a part 1-2 call runs.
+    A learner module that saves torch.autograd.grad at import saves the gate, not torch's function (red team,
+    issue 35: P1b). Part 3's own torch.autograd.grad calls pass through (the gate is open then)."""
     import torch
 
-    def refuse(*args, **kwargs):
-        raise kit.ForbiddenOpError("torch.autograd is not allowed in parts 1-2: your engine computes the gradients")
+    _GATED[0] = True
 
-    saved = [(torch.autograd, "backward", torch.autograd.backward), (torch.autograd, "grad", torch.autograd.grad),
-             (torch.Tensor, "backward", torch.Tensor.backward)]
-    for owner, name, _ in saved:
-        setattr(owner, name, refuse)
+    def gate(original):
+        def gated(*args, **kwargs):
+            if _AUTOGRAD_REFUSED[0]:
+                raise kit.ForbiddenOpError("torch.autograd is not allowed in parts 1-2: your engine computes the gradients")
+            return original(*args, **kwargs)
+
+        gated.__name__, gated.__qualname__, gated.__doc__ = original.__name__, original.__qualname__, original.__doc__
+        return gated
+
+    for owner, name in ((torch.autograd, "backward"), (torch.autograd, "grad"), (torch.Tensor, "backward")):
+        setattr(owner, name, gate(getattr(owner, name)))
+
+
+if kit.sandbox.in_learner_process():
+    _gate_torch_autograd()
+
+
+@contextlib.contextmanager
+def _no_torch_autograd():
+    """Parts 1-2 are your own autograd: torch's may not do the work (the gates above refuse while this is on)."""
+    if not _GATED[0]:  # tests run by hand, without the learner process
+        _gate_torch_autograd()
+    _AUTOGRAD_REFUSED[0] = True
     try:
         yield
     finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
+        _AUTOGRAD_REFUSED[0] = False
 
 
 # ---------------------------------------------------------------- part 1: scalar engine

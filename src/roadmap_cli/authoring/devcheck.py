@@ -160,6 +160,9 @@ def _grade_in(spec: LabSpec, build: Callable[[Path], None], *, learners: Optiona
         return grade_workspace(spec, path, learners=learners, **kwargs)
 
 
+LAB_CODE_REFUSAL = "is not allowed in lab code:"
+
+
 def _statuses(run: GradeRun, parts: list[str]) -> str:
     return ", ".join(f"{p}:{run.part(p).status}" for p in parts)
 
@@ -231,7 +234,10 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional
     except RoadmapError as exc:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
     failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
-    ok = run.outcome in ("failed", "crash", "timeout") and all(run.part(p).status == "failed" for p in parts)
+    # The lab-code check refusing the variant's source (grading_kit/labcode.py) voids the attempt: outcome
+    # error, no points. That is a wrong variant failing, for that reason only (a grader error is not).
+    refused = run.outcome == "error" and LAB_CODE_REFUSAL in (run.message or "")
+    ok = (run.outcome in ("failed", "crash", "timeout") or refused) and all(run.part(p).status == "failed" for p in parts)
     detail = "" if ok else (f"{wrong.description}: " + (_first_problem(run, parts, "passed") or
                             "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
     return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail,

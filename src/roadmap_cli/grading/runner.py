@@ -446,6 +446,9 @@ class GradeJob:
                 "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE),
                                     *(str(p) for p in [manifest.pycache_dir()] if p is not None)],
                 "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
+                # What lab code may import and use: checked in the learner process before its first import.
+                "lab_code": getattr(spec, "lab_code", None),
+                "learner_side": [Path(name).stem for name in getattr(spec, "learner_side", ())],
                 "grade_token": self.grade_token,
                 # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
                 # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the

@@ -9,7 +9,11 @@ references (see wire.py). Nothing here decides a verdict: this process is
 untrusted once learner code ran in it.
 
 Set-up order matters: limits, the audit hook and the import layout are in
-place before the first learner import.
+place before the first learner import; then the lab-code check (labcode.py)
+reads every learner source, and learner modules are imported only from the
+bytes it checked. The adapter's entry points are captured (`_Pinned`) before
+any learner code runs: the grader's calls go to those, and a learner that
+replaces or rewrites them (or the grading kit's functions) voids the attempt.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ import importlib.abc
 import importlib.util
 import os
 import pickle
+import re
 import resource
 import sys
 import traceback
-from typing import Any
+import types
+from typing import Any, Optional
 
 from roadmap_cli.grading_kit import wire
 from roadmap_cli.grading_kit.refs import release, remember, resolve_ref
@@ -89,6 +95,8 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
 
     def refused(path: str, writing: bool) -> str | None:
         real = os.path.realpath(path)
+        if _PROC_MEM.match(real) or _PROC_MEM.match(path):
+            return f"opened {path}: the process's own memory holds the grader's code"
         if real in read_files or real.startswith(read_roots):
             return f"opened the shipped reference solution {real}"
         if writing and real.startswith(write_roots):
@@ -120,6 +128,9 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
             busy[0] = False
 
     sys.addaudithook(hook)
+
+
+_PROC_MEM = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/mem$")
 
 
 def _flatten(args) -> list:
@@ -161,11 +172,225 @@ def _layout(workspace: str, tests_dir: str) -> None:
     sys.meta_path.insert(0, _GraderFirst(tests_dir))
 
 
+class _CheckedSources(importlib.abc.MetaPathFinder):
+    """Workspace modules are imported from the bytes the lab-code check read,
+    compiled in memory: a file rewritten after the check, one that appeared
+    after it, or a planted __pycache__ file never runs."""
+
+    def __init__(self, workspace: str, sources: dict[str, bytes]) -> None:
+        self.given = os.path.join(workspace, "")  # as the grader spells it (learner.py compares __file__ with it)
+        self.workspace = os.path.join(os.path.realpath(workspace), "")
+        self.sources = sources
+
+    def find_spec(self, name, path, target=None):
+        leaf = name.rpartition(".")[2]
+        folders = [self.given] if path is None else [os.path.join(p, "") for p in path]
+        for folder in folders:
+            if not os.path.join(os.path.realpath(folder), "").startswith(self.workspace):
+                continue
+            for candidate, package in ((os.path.join(folder, leaf, "__init__.py"), True),
+                                       (os.path.join(folder, leaf + ".py"), False)):
+                rel = os.path.relpath(os.path.realpath(candidate), self.workspace)
+                if rel in self.sources:
+                    loader = _CheckedLoader(self.sources[rel], candidate)
+                    return importlib.util.spec_from_file_location(
+                        name, candidate, loader=loader,
+                        submodule_search_locations=[os.path.dirname(candidate)] if package else None)
+                if os.path.isfile(candidate):
+                    self._refuse(f"imported {rel}, which the lab-code check did not read (it appeared after the check)")
+            if os.path.isdir(folder) and any(entry.startswith(leaf + ".") and entry.endswith((".so", ".pyd", ".pyc"))
+                                             for entry in os.listdir(folder)):
+                self._refuse(f"imported {leaf} from a compiled file: only the Python sources the lab-code check "
+                             "read are imported from the workspace")
+        return None
+
+    @staticmethod
+    def _refuse(why: str) -> None:
+        _violations.append(why)
+        raise ImportError(f"not allowed while grading: your code {why}")
+
+
+class _CheckedLoader(importlib.abc.Loader):
+    def __init__(self, source: bytes, filename: str) -> None:
+        self.source, self.filename = source, filename
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        code = compile(self.source, self.filename, "exec", dont_inherit=True)
+        module.__dict__["__builtins__"] = _guarded_builtins()
+        exec(code, module.__dict__)  # noqa: S102 - the checked learner module, as import would run it
+
+    def get_source(self, fullname: str) -> str:
+        return self.source.decode("utf-8", "replace")
+
+
+_GUARDED: Optional[dict] = None
+
+
+def _guarded_builtins() -> dict:
+    """The builtins learner modules see: getattr/setattr/delattr/hasattr/vars refuse at run time the names the
+    lab-code check refuses in source (a computed name is ordinary in an fx pass); eval, exec, compile,
+    globals, locals and breakpoint are absent (the check refused them already: this is the second layer)."""
+    global _GUARDED
+    if _GUARDED is not None:
+        return _GUARDED
+    import builtins
+
+    from roadmap_cli.grading_kit.labcode import runtime_refusal
+
+    real = dict(vars(builtins))
+
+    def refuse_name(name) -> None:
+        why = runtime_refusal(name)
+        if why:
+            _violations.append(why)
+            raise AttributeError(f"not allowed while grading: your code {why}")
+
+    def getattr_(obj, name, *default):
+        refuse_name(name)
+        return real["getattr"](obj, name, *default)
+
+    def setattr_(obj, name, value):
+        refuse_name(name)
+        return real["setattr"](obj, name, value)
+
+    def delattr_(obj, name):
+        refuse_name(name)
+        return real["delattr"](obj, name)
+
+    def hasattr_(obj, name):
+        refuse_name(name)
+        return real["hasattr"](obj, name)
+
+    def vars_(*args):
+        if not args or isinstance(args[0], (types.ModuleType, types.FunctionType)):
+            refuse_name("__dict__")
+        return real["vars"](*args)
+
+    guarded = {k: v for k, v in real.items() if k not in ("eval", "exec", "compile", "globals", "locals", "breakpoint")}
+    guarded.update(getattr=getattr_, setattr=setattr_, delattr=delattr_, hasattr=hasattr_, vars=vars_)
+    _GUARDED = guarded
+    return guarded
+
+
+def _check_lab_code() -> Optional[str]:
+    """Run the lab-code check over the workspace (behind the wall, before any learner import); on success
+    learner modules come only from the checked bytes. The first problem's line, or None."""
+    from roadmap_cli.grading_kit import labcode
+
+    policy = labcode.Policy.from_config(_config.get("lab_code"), _config.get("learner_side") or ())
+    try:
+        problem, checked = labcode.check_workspace(_config["workspace"], policy)
+    except RecursionError:
+        return "a source nested too deeply is not allowed in lab code: it cannot be checked"
+    if problem is None and policy.enabled:
+        sys.meta_path.insert(1, _CheckedSources(_config["workspace"], checked.sources))
+    return problem
+
+
+# ------------------------------------------------------------ captured entry points
+
+
+class _Pinned:
+    """The grader's modules in this process (the adapter shim's, the grading kit's) as they were before any
+    learner code ran: the module objects, each function's code, defaults and class members. `_call_target`
+    resolves the grader's calls through these, never through sys.modules, and `changed()` says what learner
+    code replaced since (checked around every request: the attempt is then void)."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, types.ModuleType] = {}
+        self.prints: dict[str, dict[str, tuple]] = {}
+        self.names: dict[str, set[str]] = {}
+        self.seen: set[str] = set()
+        self.seen_count = -1
+        self.builtin_names = set(vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else __builtins__)
+
+    def watched(self, name: str) -> bool:
+        return name.startswith("roadmap_cli.grading_kit") or \
+            os.path.isfile(os.path.join(_config.get("tests_dir", "/nonexistent"), name + ".py"))
+
+    def pin_loaded(self) -> None:
+        if len(sys.modules) == self.seen_count:  # checked around every request: only new modules cost anything
+            return
+        for name in sys.modules.keys() - self.seen:
+            self.seen.add(name)
+            module = sys.modules.get(name)
+            if isinstance(module, types.ModuleType) and self.watched(name):
+                self.modules[name] = module
+                self.prints[name] = _fingerprint(module)
+                self.names[name] = set(vars(module))
+        self.seen_count = len(sys.modules)
+
+    def module(self, name: str) -> types.ModuleType:
+        if name not in self.modules:
+            module = importlib.import_module(name)
+            if self.watched(name):
+                self.pin_loaded()
+            return self.modules.get(name, module)
+        return self.modules[name]
+
+    def changed(self) -> Optional[str]:
+        self.pin_loaded()  # grader modules imported since (lazily, by a call) are watched from now on
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                return f"replaced the grader's module {name} in sys.modules"
+            now = vars(module)
+            for key, value, parts in self.prints[name]:
+                if now.get(key, _MISSING) is not value or not _same(value, parts):
+                    return f"replaced the grader's {name}.{key} in the learner process"
+            for key in now.keys() - self.names[name]:
+                if key in self.builtin_names and not key.startswith("__"):
+                    return f"added {name}.{key}, which hides the builtin the grader's code calls"
+        return None
+
+
+_MISSING = object()
+
+
+def _parts_of(value) -> tuple:
+    """What else must stay the same object for `value` to do what it did: a function's code, defaults and
+    closure cells; a class's methods (and theirs)."""
+    if isinstance(value, types.FunctionType):
+        return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__closure__)
+    if isinstance(value, type):
+        return tuple((k, m, _parts_of(m)) for k, v in vars(value).items()
+                     if isinstance(v, (types.FunctionType, classmethod, staticmethod, property))
+                     for m in [getattr(v, "__func__", getattr(v, "fget", v))])
+    return ()
+
+
+def _same(value, parts: tuple) -> bool:
+    if isinstance(value, types.FunctionType):
+        code, defaults, kwdefaults, closure = parts
+        return value.__code__ is code and value.__defaults__ is defaults and value.__kwdefaults__ is kwdefaults \
+            and value.__closure__ is closure
+    if isinstance(value, type):
+        members = vars(value)
+        for key, member, member_parts in parts:
+            now = members.get(key)
+            if getattr(now, "__func__", getattr(now, "fget", now)) is not member or not _same(member, member_parts):
+                return False
+    return True
+
+
+def _fingerprint(module: types.ModuleType) -> list[tuple]:
+    # Dunder names are the interpreter's and torch.compile's (it keeps __compiled_fn_N / __resume_at_N in the
+    # globals of the module it compiled, and replaces them on a recompile): never the grader's own functions.
+    return [(k, v, _parts_of(v)) for k, v in list(vars(module).items())
+            if not k.startswith("__")
+            and isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))]
+
+
+_pinned: Optional[_Pinned] = None
+
+
 # ----------------------------------------------------------------- serving
 
 
 def _call_target(module: str, qualname: str):
-    target: Any = importlib.import_module(module)
+    target: Any = _pinned.module(module) if _pinned is not None else importlib.import_module(module)
     for attr in qualname.split("."):
         target = getattr(target, attr)
     return getattr(target, "__wrapped__", target)
@@ -251,25 +476,45 @@ def serve(req_fd: int, reply_fd: int) -> None:
     from roadmap_cli.grading_kit import sandbox
 
     sandbox.mark_learner_process()
+    # The lab-code check answers at once (the grader waits for this "ready" even in a grade that never calls
+    # the learner): a refused workspace imports nothing and every request is answered with the refusal.
+    refused = _check_lab_code()
+    wire.send(reply_fd, wire.dumps_reply(("ready", None, [refused] if refused else [])))
+    if refused:
+        _serve_refusal(req_fd, reply_fd, refused)
+        return
     for name in _config.get("preload", []):  # e.g. the adapter (and torch with it), while pytest collects
         try:
             importlib.import_module(name)
         except BaseException:  # reported on the first call that needs it
             sys.modules.pop(name, None)
-    wire.send(reply_fd, wire.dumps_reply(("ready", None, [])))
+    global _pinned
+    _pinned = _Pinned()
+    _pinned.pin_loaded()  # before the first learner module: the adapter imports them only when called
     while True:
         try:
             request = wire.recv(req_fd)
         except EOFError:
             return
+        adapter_call = False
         try:
             op, payload, released = pickle.loads(request)
             for ref_id in released:
                 release(ref_id)
+            # Around each adapter call (where facts are made): ~1 ms. Learner code that ran in another request
+            # (a method of its object) is caught before the adapter runs again, and none of it changes a fact
+            # already sent.
+            adapter_call = op == "call_fn"
+            tampered = _pinned.changed() if adapter_call else None
+            if tampered:
+                raise _Tampered(tampered)
             value = _handle(op, payload)
             reply = ("ok", wire.encode(value, remember))
         except BaseException as exc:  # noqa: BLE001 - every learner failure is reported, never fatal here
             reply = _error_reply(exc)
+        tampered = _pinned.changed() if adapter_call else None
+        if tampered and tampered not in _violations:
+            _violations.append(tampered)
         new, _violations[:] = list(_violations), []
         try:
             data = wire.dumps_reply((*reply, new))
@@ -277,6 +522,23 @@ def serve(req_fd: int, reply_fd: int) -> None:
             data = wire.dumps_reply(("exc", "RuntimeError", "unpicklable", (), f"cannot send the result: {exc}", [], new))
         sys.stdout.flush()
         wire.send(reply_fd, data)
+
+
+class _Tampered(RuntimeError):
+    def __init__(self, why: str) -> None:
+        super().__init__(f"not allowed while grading: your code {why}")
+        _violations.append(why)
+
+
+def _serve_refusal(req_fd: int, reply_fd: int, refused: str) -> None:
+    """Every request of a refused workspace is answered with the refusal (no learner module is imported)."""
+    while True:
+        try:
+            wire.recv(req_fd)
+        except EOFError:
+            return
+        wire.send(reply_fd, wire.dumps_reply(("exc", "RuntimeError", "refused by the lab-code check", (),
+                                              f"not graded: {refused}", [], [refused])))
 
 
 def main() -> None:

@@ -224,7 +224,8 @@ class LearnerClient:
         self.ready = False
         self.released = []
         settings = {k: self.config.get(k) for k in ("workspace", "tests_dir", "memory_limit_mb", "nofile",
-                                                      "forbidden_read", "forbidden_write", "preload", "nproc")}
+                                                      "forbidden_read", "forbidden_write", "preload", "nproc",
+                                                      "lab_code", "learner_side")}
         settings["walled"] = bool(self.config.get("os_wall"))
         wire.send(self.req_w, pickle.dumps(settings))
 
@@ -279,6 +280,7 @@ class LearnerClient:
             self.extensions = None
         if self.proc is None:
             return
+        self._settle_ready()
         try:
             os.close(self.req_w)  # EOF: the learner process exits on its own
             self.req_w = -1
@@ -286,6 +288,18 @@ class LearnerClient:
         except (OSError, subprocess.TimeoutExpired):
             pass
         self._stop()
+
+    def _settle_ready(self, wait_s: float = 10.0) -> None:
+        """A grade that never called the learner still hears its "ready": the lab-code check's refusal rides on
+        it and voids the attempt (labcode.py). The check answers before torch is imported: moments, not the
+        whole wait."""
+        if self.ready or self.proc is None or self.rep_r < 0:
+            return
+        try:
+            self.ready = True
+            self._answer(self._recv(time.monotonic() + wait_s), "the lab-code check")
+        except (LearnerViolation, TimeoutError, EOFError, OSError, wire.WireError):
+            pass  # a refusal is already reported through on_violation; a learner gone early refuses nothing
 
     def check_generation(self, gen: int) -> None:
         if gen != self.generation or self.proc is None:
@@ -337,8 +351,9 @@ class LearnerClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             if not self.ready:
-                self._answer(self._recv(None), label)  # the "ready" message
+                ready = self._recv(None)  # the "ready" message (a lab-code refusal rides on it)
                 self.ready = True
+                self._answer(ready, label)
             # References the grader dropped ride along with the request (no extra round trip).
             released, self.released = self.released, []
             wire.send(self.req_w, pickle.dumps((op, payload, released), protocol=pickle.HIGHEST_PROTOCOL))

@@ -18,7 +18,7 @@ memory limit); the fingerprint comparison is what keeps the two honest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -44,6 +44,7 @@ class LabPlan:
     memory_limit_mb: Optional[int] = None
     solution_files: tuple[tuple[str, str], ...] = ()
     learner_side: tuple[str, ...] = ()  # files of tests/ the learner process sees (grading/isolation.py)
+    lab_code: Optional[dict] = field(default=None, compare=False, hash=False)  # grading_kit/labcode.py
 
     @property
     def tests_dir(self) -> Path:
@@ -90,7 +91,7 @@ def fingerprint(spec) -> tuple:
             tuple((p.id, tuple(p.tests), bool(p.needs_cuda)) for p in spec.parts),
             float(spec.time_limit_s), spec.memory_limit_mb,
             tuple(sorted((str(k), str(v)) for k, v in dict(spec.solution_files).items())),
-            tuple(spec.learner_side))
+            tuple(spec.learner_side), repr(getattr(spec, "lab_code", None)))
 
 
 def solution_sources(solution_dir: Path, solution_files: dict[str, str]) -> dict[str, Path]:
@@ -148,7 +149,8 @@ def _read_plan(lab_dir: Path, path: Path) -> Optional[LabPlan]:
         return LabPlan(id=_text(data["id"]), root=Path(lab_dir).resolve(), parts=parts,
                        time_limit_s=float(time_limit), memory_limit_mb=memory,
                        solution_files=tuple((_text(k), _text(v)) for k, v in files.items()),
-                       learner_side=learner_side)
+                       learner_side=learner_side,
+                       lab_code=data.get("lab_code") if isinstance(data.get("lab_code"), dict) else None)
     except (OSError, YamlProblem, KeyError, TypeError, AttributeError, ValueError):
         return None
 

@@ -159,6 +159,9 @@ class LabSpec(BaseModel):
     # Files of tests/ (besides adapter.py) that the learner process may import: the only part of the grader
     # it sees (grading/isolation.py learner_shim). Never a test, conftest.py or anything holding expected values.
     learner_side: list[str] = Field(default_factory=list)
+    # What the handout's code may import beyond the default list, and what the handout forbids, per file
+    # (grading_kit/labcode.py: the lab-code check behind the wall, before any learner module is imported).
+    lab_code: Optional[dict] = None
     # None: the lab's rules are not written yet (dev check warns); [] would
     # claim a lab whose handout states nothing checkable.
     rules: Optional[list[Rule]] = None
@@ -328,6 +331,7 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
             problems.append(f"{at('id')}: missing folder {folder}/")
     if not spec.readme.is_file():
         problems.append(f"{at('id')}: missing handout README.md")
+    problems += [f"{at('lab_code')}: {text}" for text in lab_code_problems(spec.lab_code)]
     for i, name in enumerate(spec.learner_side):
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             problems.append(f"{at('learner_side', i)}: {name!r} must be a file name in tests/ (no folders)")
@@ -466,3 +470,50 @@ def find_lab(lab_id: str) -> LabSpec:
     if not (lab_dir / SPEC_FILE).is_file():
         raise NotFoundError("lab", lab_id, lab_ids(), hint="see `roadmap lab list`")
     return load_lab(lab_dir)
+
+
+def lab_code_problems(data) -> list[str]:
+    """What is wrong with a lab.yaml `lab_code:` mapping (grading_kit/labcode.py reads it in the learner
+    process; the labs layer may not import the kit, so it is validated here)."""
+    problems: list[str] = []
+    if data is None:
+        return problems
+    if not isinstance(data, dict) or set(data) - {"imports", "forbid", "unpickle", "check", "why"}:
+        return ["must be a mapping with `imports:` and/or `forbid:`"]
+    unpickle = data.get("unpickle")
+    if unpickle is not None and (not isinstance(unpickle, dict) or set(unpickle) != {"files", "why"}
+                                 or not isinstance(unpickle["files"], list) or not str(unpickle["why"]).strip()):
+        problems.append("unpickle: {files: [...], why: ...} (given code that loads full pickles)")
+    if "check" in data and (not isinstance(data["check"], bool)
+                            or not data["check"] and not str(data.get("why") or "").strip()):
+        problems.append("check: true or false; `check: false` needs a `why:` (only the engine's test fixtures)")
+    for i, entry in enumerate(data.get("imports") or []):
+        if not isinstance(entry, dict) or set(entry) - {"module", "files", "attributes", "why"}:
+            problems.append(f"imports[{i}]: keys are module, files, attributes, why")
+            continue
+        module = entry.get("module")
+        if not isinstance(module, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
+            problems.append(f"imports[{i}].module: a dotted module name")
+        elif module.split(".")[0] in ("sys", "builtins", "importlib", "gc", "inspect", "roadmap_cli") \
+                and entry.get("attributes") is None:
+            problems.append(f"imports[{i}]: {module} reaches into the grading process; list the `attributes:` "
+                            "the handout's code needs")
+        if not isinstance(entry.get("why"), str) or not entry["why"].strip():
+            problems.append(f"imports[{i}].why: say why the handout's code needs it")
+        for key in ("files", "attributes"):
+            if entry.get(key) is not None and (not isinstance(entry[key], list)
+                                               or not all(isinstance(x, str) for x in entry[key])):
+                problems.append(f"imports[{i}].{key}: a list of names")
+    for i, entry in enumerate(data.get("forbid") or []):
+        if not isinstance(entry, dict) or set(entry) - {"names", "files", "why"}:
+            problems.append(f"forbid[{i}]: keys are names, files, why")
+            continue
+        if not isinstance(entry.get("names"), list) or not entry["names"] or \
+                not all(isinstance(x, str) and x for x in entry["names"]):
+            problems.append(f"forbid[{i}].names: a list of dotted names")
+        if not isinstance(entry.get("why"), str) or not entry["why"].strip():
+            problems.append(f"forbid[{i}].why: quote the handout's reason")
+        if entry.get("files") is not None and (not isinstance(entry["files"], list)
+                                               or not all(isinstance(x, str) for x in entry["files"])):
+            problems.append(f"forbid[{i}].files: a list of workspace file names")
+    return problems
