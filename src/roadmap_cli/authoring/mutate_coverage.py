@@ -36,7 +36,10 @@ from roadmap_cli.labs import workspace as ws
 from roadmap_cli.grading.runner import grade_workspace
 from roadmap_cli.labs.starter_build import solution_text
 
-PROBE = "if {key!r} not in globals(): globals()[{key!r}] = open({path!r}, 'a').write({hit!r})\n"
+# Once per process per function: a module-level set (SEEN, made after the module's leading imports) rather than
+# globals(), which the lab-code check (grading_kit/labcode.py) refuses in lab code, probes included.
+SEEN = "_roadmap_probes_seen"
+PROBE = ("if {key!r} not in " + SEEN + ": " + SEEN + ".add({key!r}) or open({path!r}, 'a').write({hit!r})\n")
 
 
 def _functions(tree: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -82,8 +85,17 @@ def instrument(text: str, rel: str, hits: Path) -> str:
             continue  # `def f(): return 1`: no line of its own to put a probe before
         probe = PROBE.format(key=f"_roadmap_probe_{n}", path=str(hits), hit=f"{rel}::{name}\n")
         inserts.append((first.lineno - 1, line[:first.col_offset] + probe))
+    if not inserts:
+        return text
     for index, probe in sorted(inserts, reverse=True):
         lines.insert(index, probe)
+    # The set goes after the docstring, `from __future__` and the other leading imports (a __future__ import
+    # must come first), before any code that could call a probed function.
+    lead = next((min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+                 for node in tree.body
+                 if not isinstance(node, (ast.Import, ast.ImportFrom))
+                 and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))), len(text.splitlines()))
+    lines.insert(lead, f"{SEEN} = set()\n")
     return "".join(lines)
 
 
