@@ -246,20 +246,6 @@ def test_autograd_gates_torch_autograd_before_learner_code_saves_it() -> None:
 
 
 @pytest.fixture
-def wall():
-    from roadmap_cli.grading_kit import oswall
-
-    oswall._probe.cache_clear()
-    if oswall._probe()[0] is None:
-        why = oswall._probe()[1]
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(f"{why} (ROADMAP_REQUIRE_BWRAP=1: CI must run these tests)", pytrace=False)
-        pytest.skip(why)
-    yield oswall
-    oswall._probe.cache_clear()
-
-
-@pytest.fixture
 def adder_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The engine's fixture lab, with the lab-code check on (`check_on(False)` turns it off, as the fixture ships)."""
     root = tmp_path / "project"
