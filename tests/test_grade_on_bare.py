@@ -85,6 +85,31 @@ def ssh_env(bare_far, monkeypatch: pytest.MonkeyPatch):
     return bare_far
 
 
+# Runs before the bare-python test: that one leaves a ready managed venv under the account's shared ROOT, which
+# `remote check` then reports for any python of the account (this test's ROOT differs only inside its python
+# wrapper, which the probe's shell cannot see).
+def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact_ssh_command(
+        ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
+    far = ssh_env
+    assert run_cli("remote", "add", "novenv", far.url, "--python", str(far.no_venv)).exit_code == 0
+    try:
+        version = "%d.%d" % sys.version_info[:2]
+        ssh = f"ssh -t -F {far.client_config} -p {far.port} {far.user}@127.0.0.1"
+        result = run_cli("grade", "--on", "novenv")
+        assert result.exit_code == 5, result
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "has no ensurepip" in result.stderr
+        assert f"`{ssh} sudo apt-get install -y python{version}-venv`" in result.stderr, result.stderr
+        assert (f"`roadmap remote add novenv {far.url} --replace --python PATH`") in result.stderr
+        root = far.no_venv.parent / "no-venv-root"
+        assert root.is_dir() and not list(root.glob("envs/*"))  # nothing installed, no wheel sent for nothing
+        check = run_cli("remote", "check", "novenv")
+        assert check.exit_code == 0 and f"{ssh} sudo apt-get install -y python{version}-venv" in check.stdout, check
+        assert "a first `grade --on` installs torch, the CPU build" in check.stdout  # no NVIDIA driver here
+    finally:
+        run_cli("remote", "remove", "novenv")
+
+
 @pytest.mark.slow
 def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_second_reuses(
         ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
@@ -137,26 +162,6 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         run_cli("remote", "remove", "bare")
 
 
-def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact_ssh_command(
-        ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
-    far = ssh_env
-    assert run_cli("remote", "add", "novenv", far.url, "--python", str(far.no_venv)).exit_code == 0
-    try:
-        version = "%d.%d" % sys.version_info[:2]
-        ssh = f"ssh -t -F {far.client_config} -p {far.port} {far.user}@127.0.0.1"
-        result = run_cli("grade", "--on", "novenv")
-        assert result.exit_code == 5, result
-        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
-        assert "has no ensurepip" in result.stderr
-        assert f"`{ssh} sudo apt-get install -y python{version}-venv`" in result.stderr, result.stderr
-        assert (f"`roadmap remote add novenv {far.url} --replace --python PATH`") in result.stderr
-        root = far.no_venv.parent / "no-venv-root"
-        assert root.is_dir() and not list(root.glob("envs/*"))  # nothing installed, no wheel sent for nothing
-        check = run_cli("remote", "check", "novenv")
-        assert check.exit_code == 0 and f"{ssh} sudo apt-get install -y python{version}-venv" in check.stdout, check
-        assert "a first `grade --on` installs torch, the CPU build" in check.stdout  # no NVIDIA driver here
-    finally:
-        run_cli("remote", "remove", "novenv")
 
 
 def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, roadmap_home: Path):
