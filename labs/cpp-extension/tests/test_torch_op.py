@@ -29,16 +29,16 @@ def test_registered_schema():
 # x of shape (5, 3, 16) laid out three ways: opcheck compares the Meta kernel's output (shape, dtype and
 # strides) with the CPU kernel's, and only a non-contiguous x shows a Meta kernel that copies x's strides.
 LAYOUTS = {
-    "contiguous": lambda: torch.randn(5, 3, 16),
-    "transposed": lambda: torch.randn(16, 3, 5).transpose(0, 2),
-    "strided": lambda: torch.randn(5, 3, 32)[..., ::2],
+    "contiguous": lambda dtype: torch.randn(5, 3, 16).to(dtype),
+    "transposed": lambda dtype: torch.randn(16, 3, 5).to(dtype).transpose(0, 2),
+    "strided": lambda dtype: torch.randn(5, 3, 32).to(dtype)[..., ::2],  # .to() after the slice would copy it
 }
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_opcheck(dtype, layout):
-    x = LAYOUTS[layout]().to(dtype)
+    x = LAYOUTS[layout](dtype)
     assert x.shape == (5, 3, 16) and x.is_contiguous() == (layout == "contiguous")
     w = torch.randn(16).to(dtype)
     problem = adapter.opcheck(build.extension(), x, w, 1e-6)
