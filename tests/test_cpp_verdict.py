@@ -69,6 +69,29 @@ LSAN_OFF_HOOK = 'extern "C" int __lsan_is_turned_off() { return 1; }\n'
 LSAN_SUPPRESSION_HOOK = 'extern "C" const char* __lsan_default_suppressions() { return "leak:BlockPool"; }\n'
 LSAN_DISABLED = "#include <sanitizer/lsan_interface.h>\ninline const bool leaks_ignored = (__lsan_disable(), true);\n"
 
+# No RAII at all, yet LeakSanitizer stays quiet: every buffer is malloc'd and kept in a global table (a root
+# LeakSanitizer scans), the destructor is empty and move assignment drops the target's old buffer.
+GLOBAL_ROOTS = SOLUTION.replace("std::unique_ptr<std::byte[]> storage_;", "std::byte* storage_ = nullptr;").replace(
+    "~BlockPool() = default;", "~BlockPool() {}").replace(
+    "storage_(std::make_unique<std::byte[]>(num_blocks * block_bytes))",
+    "storage_(keep(static_cast<std::byte*>(std::malloc(num_blocks * block_bytes + 1))))").replace(
+    "storage_(std::move(other.storage_))", "storage_(std::exchange(other.storage_, nullptr))").replace(
+    "storage_ = std::move(other.storage_);", "storage_ = std::exchange(other.storage_, nullptr);").replace(
+    "return storage_.get() +", "return storage_ +").replace("class BlockPool {", """#include <cstdlib>
+inline std::byte* kept_roots[1 << 16];
+inline std::size_t kept_count = 0;
+inline std::byte* keep(std::byte* p) { kept_roots[kept_count++ % (1 << 16)] = p; return p; }
+
+class BlockPool {""")
+# The move assignment swaps the storage: the target's old buffer lives on in the moved-from pool (freed only
+# when that pool dies, so LeakSanitizer sees nothing).
+SWAPPING = SOLUTION.replace("storage_ = std::move(other.storage_);", "std::swap(storage_, other.storage_);")
+# A leaky pool that tells LeakSanitizer to ignore its storage through the linker's __real_ name.
+IGNORED_BY_REAL_NAME = LEAKY + ('extern "C" void __real___lsan_ignore_object(const void*);\n'
+                                'inline const bool ignored = (__real___lsan_ignore_object(nullptr), true);\n')
+METER_FORGED = LEAKY + 'extern "C" std::size_t __sanitizer_get_current_allocated_bytes() { return 0; }\n'
+assert SWAPPING != SOLUTION
+
 TRAITS_LIE = r"""
 #include <type_traits>
 template <> struct std::is_nothrow_move_constructible<BlockPool> : std::true_type {};
@@ -90,6 +113,10 @@ ATTACKS = {
     "leaky-pool-turns-leak-sanitizer-off": (LEAKY + LSAN_OFF_HOOK, [f"{T}[move_assign]"]),
     "leaky-pool-suppresses-its-leak": (LEAKY + LSAN_SUPPRESSION_HOOK, [f"{T}[move_assign]"]),
     "leaky-pool-disables-leak-checking": (LEAKY + LSAN_DISABLED, [f"{T}[move_assign]"]),
+    "pool-without-raii-keeps-its-buffers-in-a-global": (GLOBAL_ROOTS, RUNTIME),
+    "move-assign-swaps-the-old-storage-into-the-source": (SWAPPING, [f"{T}[move_assign]"]),
+    "leaky-pool-calls-a-sanitizer-switch-by-its-real-name": (IGNORED_BY_REAL_NAME, [f"{T}[move_assign]"]),
+    "leaky-pool-defines-the-heap-meter": (METER_FORGED, [f"{T}[move_assign]"]),
     "std-traits-specialised-to-lie": (NOT_NOEXCEPT + TRAITS_LIE,
                                       [f"{T}[moves_are_noexcept]"]),
     "copyable-pool-with-lying-traits": (COPYABLE + TRAITS_LIE, [f"{T}[copy_is_deleted]"]),

@@ -294,8 +294,13 @@ def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path,
         os.chown(other, 4242, 4242)  # made by another account (CI runs as root, which may chown)
     except PermissionError:
         pytest.skip("only root can make a folder another account's")
-    with pytest.raises(GraderError, match="another user's"):
+    with pytest.raises(GraderError, match="another user's") as refused:
         private_dir(other)
+    # rm -rf would fail for a user in a sticky /tmp: the way out is a folder of their own
+    assert "set ROADMAP_CPP_CACHE to a folder of your own" in str(refused.value)
+    assert "rm -rf" not in str(refused.value)
+    with pytest.raises(GraderError, match="set ROADMAP_GPU_CACHE to a folder of your own"):
+        private_dir(other, "ROADMAP_GPU_CACHE", "~/.cache/roadmap/gpu")
     link = tmp_path / "link"
     link.symlink_to(mine)
     with pytest.raises(GraderError, match="a link"):

@@ -69,12 +69,14 @@ def kernels_root() -> Path:
     return data_root() / "kernels"
 
 
-def private_dir(path: str | os.PathLike) -> Path:
+def private_dir(path: str | os.PathLike, setting: str = "ROADMAP_CPP_CACHE", example: str = "~/.cache/roadmap/cpp") -> Path:
     """`path` as a folder only this user can use, made if missing (mode 0700).
 
     For the caches the engine keeps in the shared temp folder (`/tmp/roadmap-cpp-cache-<uid>`, …): another
     account on the machine could make that name first and plant artefacts that a grade would load as this
-    user's. A folder that is a link or not ours is refused (GraderError), never used; ours is closed to others."""
+    user's. A folder that is a link or not ours is refused (GraderError), never used; ours is closed to others.
+    The refusal names `setting`, the environment variable that moves the folder (a user cannot remove another
+    account's folder from a sticky /tmp), with `example`, a folder of their own."""
     from roadmap_cli.errors import GraderError
 
     folder = Path(path)
@@ -87,7 +89,8 @@ def private_dir(path: str | os.PathLike) -> Path:
 
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise GraderError(f"the cache folder {folder} is a link or another user's: another account may have made "
-                          f"it to plant files; remove it (rm -rf {folder}) and grade again")
+                          f"it to plant files; set {setting} to a folder of your own (e.g. {setting}={example}) "
+                          f"and grade again")
     if info.st_mode & 0o077:
         os.chmod(folder, 0o700)  # ours, made by an older roadmap or by hand: closed to others from now on
     return folder

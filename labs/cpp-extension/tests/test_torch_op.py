@@ -26,14 +26,25 @@ def test_registered_schema():
                         f"{key.upper() if key == 'cpu' else 'Meta'}, m)) (README.md, section \"{SECTION}\")", pytrace=False)
 
 
+# x of shape (5, 3, 16) laid out three ways: opcheck compares the Meta kernel's output (shape, dtype and
+# strides) with the CPU kernel's, and only a non-contiguous x shows a Meta kernel that copies x's strides.
+LAYOUTS = {
+    "contiguous": lambda dtype: torch.randn(5, 3, 16).to(dtype),
+    "transposed": lambda dtype: torch.randn(16, 3, 5).to(dtype).transpose(0, 2),
+    "strided": lambda dtype: torch.randn(5, 3, 32).to(dtype)[..., ::2],  # .to() after the slice would copy it
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
-def test_opcheck(dtype):
-    x = torch.randn(5, 3, 16).to(dtype)
+def test_opcheck(dtype, layout):
+    x = LAYOUTS[layout](dtype)
+    assert x.shape == (5, 3, 16) and x.is_contiguous() == (layout == "contiguous")
     w = torch.randn(16).to(dtype)
     problem = adapter.opcheck(build.extension(), x, w, 1e-6)
     if problem is not None:
-        pytest.fail(f"torch.library.opcheck(cppext::rms_norm) failed: {problem} (README.md, section \"{SECTION}\")",
-                    pytrace=False)
+        pytest.fail(f"torch.library.opcheck(cppext::rms_norm) on a {layout} x failed: {problem} (README.md, "
+                    f"section \"{SECTION}\")", pytrace=False)
 
 
 # (what, x, weight, eps, a word the message must contain)

@@ -238,6 +238,9 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional
     # error, no points. That is a wrong variant failing, for that reason only (a grader error is not).
     refused = run.outcome == "error" and LAB_CODE_REFUSAL in (run.message or "")
     ok = (run.outcome in ("failed", "crash", "timeout") or refused) and all(run.part(p).status == "failed" for p in parts)
+    if refused and not failed_tests and focus is not None:
+        # Void: no test ran, and every one it was to run counts as failed (the rules check reads node ids).
+        failed_tests = list(focus.tests)
     detail = "" if ok else (f"{wrong.description}: " + (_first_problem(run, parts, "passed") or
                             "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
     return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail,

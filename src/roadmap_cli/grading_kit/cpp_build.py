@@ -535,12 +535,16 @@ _SANITIZER_SWITCHES = ["__lsan_ignore_object", "__lsan_disable", "__lsan_enable"
                        "__asan_set_error_report_callback", "__sanitizer_set_report_path",
                        "__sanitizer_set_report_fd", "__asan_unpoison_memory_region", "dlsym", "dlvsym", "dlopen",
                        "dlmopen"]
+# `--wrap` also resolves `__real_SYM` to the real SYM, so those names are wrapped too (to nothing), all but
+# __real_dlsym: the grader's test main reaches the runtime's heap meter through it (what a header could reach
+# with it changes nothing the meter counts).
+_REAL_SWITCHES = [f"__real_{sym}" for sym in _SANITIZER_SWITCHES if sym != "dlsym"]
 
 
 def asan_binary(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 300) -> BuildResult:
     """Build the grader's test main against the learner's headers with ASan + LSan."""
     cmd = ["g++", *_ASAN_FLAGS, f"-I{include_dir}", str(main_cpp),
-           *(f"-Wl,--wrap={sym}" for sym in _SANITIZER_SWITCHES)]
+           *(f"-Wl,--wrap={sym}" for sym in _SANITIZER_SWITCHES + _REAL_SWITCHES)]
     return _build("asan", [main_cpp, *headers], cmd, "", include_dir, timeout_s, grader_files=[main_cpp])
 
 

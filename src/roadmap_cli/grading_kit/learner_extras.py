@@ -78,7 +78,8 @@ def cache_root() -> Path:
 
         from roadmap_cli.paths import private_dir
 
-        path = private_dir(Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}")
+        path = private_dir(Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}", CACHE_VAR,
+                           "~/.cache/roadmap/gpu")
     return path
 
 
