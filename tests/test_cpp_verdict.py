@@ -13,7 +13,6 @@ same selection.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -131,21 +130,12 @@ ATTACKS = {
 
 
 @pytest.fixture
-def walled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """Grades behind bubblewrap, as ROADMAP_REQUIRE_BWRAP=1 demands (skipped where it cannot run, unless
-    that is set); a C++ build cache of this test's own."""
-    from roadmap_cli.grading_kit import oswall
-
-    oswall._probe.cache_clear()
-    if oswall._probe()[0] is None:
-        why = oswall._probe()[1]
-        if os.environ.get("ROADMAP_REQUIRE_BWRAP") == "1":
-            pytest.fail(f"{why} (ROADMAP_REQUIRE_BWRAP=1: CI must run these tests)", pytrace=False)
-        pytest.skip(why)
+def walled(wall, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Grades behind bubblewrap (conftest.py's `wall`: skipped where it cannot run, unless CI requires it), as
+    ROADMAP_REQUIRE_BWRAP=1 demands; a C++ build cache of this test's own."""
     monkeypatch.setenv("ROADMAP_REQUIRE_BWRAP", "1")
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cpp-cache"))
     yield
-    oswall._probe.cache_clear()
 
 
 def _grade(run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: str, tests: list[str]) -> dict:
