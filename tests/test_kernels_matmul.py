@@ -197,7 +197,11 @@ def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
     from roadmap_cli.labs.starter_build import solution_text
 
     # The solution view (markers and starter lines stripped) of every file a patch may touch.
-    for folder, name in (("triton", "vector_add.py"), ("triton", "matmul.py"), ("cuda", "vector_add.cu"), ("cuda", "matmul.cu")):
+    kernel_files = (
+        ("triton", "vector_add.py"), ("triton", "matmul.py"),
+        ("cuda", "vector_add.cu"), ("cuda", "matmul.cu"), ("cuda", "cuda_kernels.py"),
+    )
+    for folder, name in kernel_files:
         (tmp_path / name).write_text(solution_text((KERNELS / folder / name).read_text(), name))
     result = subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

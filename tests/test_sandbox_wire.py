@@ -199,12 +199,13 @@ def scale(t, factor):
 
 
 @pytest.fixture
-def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
     ws, tests_dir, secret = tmp_path / "ws", tmp_path / "tests", tmp_path / "solution"
     for d in (ws, tests_dir, secret):
         d.mkdir()
     (ws / "learner.py").write_text(LEARNER)
-    (ws / "adapter.py").write_text("raise SystemExit('the workspace adapter must never be imported')\n")
+    if getattr(request, "param", None) == "decoy-adapter":
+        (ws / "adapter.py").write_text("raise SystemExit('the workspace adapter must never be imported')\n")
     (tests_dir / "adapter.py").write_text(ADAPTER)
     (secret / "learner.py").write_text("ANSWER = 42\n")
     digests = tmp_path / "digests.jsonl"
@@ -214,7 +215,10 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(tests_dir))
     monkeypatch.delitem(__import__("sys").modules, "adapter", raising=False)
     sandbox.configure({"workspace": str(ws), "tests_dir": str(tests_dir), "memory_limit_mb": 2048, "nofile": 256,
-                       "forbidden_read": [str(secret)], "forbidden_write": [str(tests_dir)], "preload": ["adapter"]})
+                       "forbidden_read": [str(secret)], "forbidden_write": [str(tests_dir)], "preload": ["adapter"],
+                       # The learner module here probes the process (resource, ctypes): an engine
+                       # fixture, so the lab-code check is off, except where a test is about it.
+                       "lab_code": {"check": getattr(request, "param", None) == "decoy-adapter"}})
     monkeypatch.setattr(sandbox, "_client", None)
     import adapter
 
@@ -222,6 +226,15 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     sandbox.shutdown()
     sandbox.configure(None)
     monkeypatch.setattr(sandbox, "_client", None)
+
+
+@pytest.mark.parametrize("live", ["decoy-adapter"], indirect=True)
+def test_a_workspace_adapter_voids_the_attempt_and_is_never_imported(live) -> None:
+    """A learner's adapter.py would stand in for the grader's: the lab-code check
+    refuses it before any learner code runs (never a SystemExit from the decoy)."""
+    adapter = live[0]
+    with pytest.raises(kit.LearnerViolation, match="a module named adapter is not allowed in lab code"):
+        adapter.add(2, 3)
 
 
 def test_a_live_learner_process(live) -> None:

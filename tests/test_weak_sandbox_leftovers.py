@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -182,3 +183,37 @@ def test_without_a_subreaper_a_pyc_forged_after_the_grade_in_the_grader_cache_is
     planted.write_bytes(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))
     refused = run_cli("grade", "--part", "add")
     assert refused.exit_code != 0 and str(planted) in refused.stderr, refused.stderr
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="Linux only: macOS has no subreaper (docs/grading.md)")
+def test_the_sweep_after_a_weak_grade_spares_new_work_of_a_child_the_engine_already_had(tmp_path: Path) -> None:
+    """CI: the suite's weak grades ran beside its background dev check (a child of the test process), and
+    each sweep killed the grades the dev check had started meanwhile. A new process under an old child is
+    that child's work; only a new branch (a grade's orphan comes back to the engine itself) is the grade's."""
+    from roadmap_cli.grading import orphans
+
+    flag, grandchild_pid = tmp_path / "go", tmp_path / "grandchild.pid"
+    # An old child: when told, it starts a grandchild of the engine (as the dev check starts a grade).
+    old_child = subprocess.Popen([sys.executable, "-c", (
+        "import os, subprocess, sys, time\n"
+        f"while not os.path.exists({str(flag)!r}): time.sleep(0.02)\n"
+        "p = subprocess.Popen(['sleep', '30'])\n"
+        f"open({str(grandchild_pid)!r}, 'w').write(str(p.pid))\n"
+        "p.wait()\n")])
+    reaper = orphans.Reaper()
+    try:
+        assert reaper.active
+        flag.write_text("")
+        new_branch = subprocess.Popen(["sleep", "30"])  # stands for an orphan the grade left to the engine
+        for _ in range(500):
+            if grandchild_pid.exists() and grandchild_pid.read_text():
+                break
+            time.sleep(0.02)
+        grandchild = int(grandchild_pid.read_text())
+        assert reaper.kill_new() >= 1
+        assert not os.path.exists(f"/proc/{new_branch.pid}"), "the grade's orphan outlived the sweep"  # killed and reaped
+        assert old_child.poll() is None and os.path.exists(f"/proc/{grandchild}"), "the old child's work was killed"
+    finally:
+        reaper.close()
+        old_child.kill()
+        old_child.wait()

@@ -55,17 +55,17 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def _below(root: int) -> list[int]:
-    """Every descendant of `root`, skipping the trees of running supervisors (other grades')."""
+def _below(root: int) -> list[tuple[int, int]]:
+    """Every descendant of `root` as (pid, the child of `root` it descends from), skipping the trees of
+    running supervisors (other grades')."""
     from roadmap_cli.grading._supervisor import _children_map
 
-    tree, out, todo = _children_map(), [], [root]
+    tree, out = _children_map(), []
+    todo = [(child, child) for child in tree.get(root, []) if child not in _running_supervisors]
     while todo:
-        for child in tree.get(todo.pop(), []):
-            if child in _running_supervisors:
-                continue
-            out.append(child)
-            todo.append(child)
+        pid, branch = todo.pop()
+        out.append((pid, branch))
+        todo += [(child, branch) for child in tree.get(pid, []) if child not in _running_supervisors]
     return out
 
 
@@ -89,17 +89,24 @@ class Reaper:
             if self.active:
                 _subreaper_users += 1
         me = os.getpid()
-        self.before = {(pid, _start_time(pid)) for pid in _below(me)} if self.active else set()
+        self.before = {(pid, _start_time(pid)) for pid, _ in _below(me)} if self.active else set()
 
     def kill_new(self) -> int:
-        """SIGKILL and reap every process below the engine that was not there when the grade started, until
-        none is left (a fork racing with the scan is caught by the next round: its orphans come back to us).
-        Returns how many were killed."""
+        """SIGKILL and reap every process that is new below the engine, in a branch that is new itself,
+        until none is left (a fork racing with the scan is caught by the next round: its orphans come back
+        to us). Returns how many were killed.
+
+        Only new branches: an orphan of the grade is re-parented to the engine itself, so it heads a branch
+        of its own. A new process under a child the engine already had (the warm grader zygote, a dev check
+        the test suite runs beside its own weak grades) belongs to that child's work, not to this grade:
+        killing it crashed a concurrent grade (CI, the suite's weak grades against its background dev
+        check)."""
         if not self.active:
             return 0
         me, killed = os.getpid(), 0
         for _ in range(200):
-            new = [pid for pid in _below(me) if (pid, _start_time(pid)) not in self.before]
+            new = [pid for pid, branch in _below(me)
+                   if (branch, _start_time(branch)) not in self.before and (pid, _start_time(pid)) not in self.before]
             for pid in new:
                 try:
                     os.kill(pid, signal.SIGKILL)
