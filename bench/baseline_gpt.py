@@ -97,13 +97,15 @@ class BaselineGPT(nn.Module):
     def __init__(self, cfg: BaselineConfig):
         super().__init__()
         self.cfg = cfg
-        self.transformer = nn.ModuleDict({
-            "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd),
-            "wpe": nn.Embedding(cfg.block_size, cfg.n_embd),
-            "drop": nn.Dropout(cfg.dropout),
-            "h": nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layer)),
-            "ln_f": Norm(cfg.n_embd, cfg.bias),
-        })
+        self.transformer = nn.ModuleDict(
+            {
+                "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd),
+                "wpe": nn.Embedding(cfg.block_size, cfg.n_embd),
+                "drop": nn.Dropout(cfg.dropout),
+                "h": nn.ModuleList(Layer(cfg) for _ in range(cfg.n_layer)),
+                "ln_f": Norm(cfg.n_embd, cfg.bias),
+            }
+        )
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.transformer["wte"].weight = self.lm_head.weight  # one (V, C) matrix for input and output
         self.apply(self._init)

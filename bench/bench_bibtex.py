@@ -40,34 +40,61 @@ from pathlib import Path
 BUDGET = 1.5
 BUDGETED_SIZES = (5_000, 50_000)
 TOPICS = ["attention", "kernels", "serving", "kv-cache", "moe", "quantization", "scheduling", "triton"]
-SURNAMES = ["M{\\\"u}ller", "Dao", "Kwon", "Vaswani", "Shazeer", "Fu", "R{\\'e}", "Zhang", "{\\O}stergaard", "Stra{\\ss}er"]
-ABSTRACT = ("We study how {GPU} memory traffic limits attention at long context. "
-            "Tiling the softmax over blocks of keys keeps the working set in {SRAM}; "
-            "the result is exact, uses $O(N)$ memory and is 2--4$\\times$ faster. ") * 3
+SURNAMES = [
+    'M{\\"u}ller',
+    "Dao",
+    "Kwon",
+    "Vaswani",
+    "Shazeer",
+    "Fu",
+    "R{\\'e}",
+    "Zhang",
+    "{\\O}stergaard",
+    "Stra{\\ss}er",
+]
+ABSTRACT = (
+    "We study how {GPU} memory traffic limits attention at long context. "
+    "Tiling the softmax over blocks of keys keeps the working set in {SRAM}; "
+    "the result is exact, uses $O(N)$ memory and is 2--4$\\times$ faster. "
+) * 3
 
 
 def make_bib(n: int, seed: int = 7) -> str:
     """`n` entries in the styles real .bib files mix (three entry kinds in turn)."""
     rng = random.Random(seed)
-    out = ['@string{neurips = "Advances in Neural Information Processing Systems"}',
-           '@string{icml = {International Conference on Machine Learning}}', ""]
+    out = [
+        '@string{neurips = "Advances in Neural Information Processing Systems"}',
+        "@string{icml = {International Conference on Machine Learning}}",
+        "",
+    ]
     for i in range(n):
         topic = rng.choice(TOPICS)
         authors = " and ".join(f"{rng.choice(SURNAMES)}, {chr(65 + k)}." for k in range(1 + i % 4))
         kind = i % 3
-        lines = [f"@{('article', 'inproceedings', 'misc')[kind]}{{key{i},",
-                 f"  title = {{{{{topic.title()}}}-{i}: Fast {{\\\"u}}ber Attention for {{LLM}} Serving, part {i}}},",
-                 f"  author = {{{authors}}},",
-                 f"  year = {2015 + i % 10},"]
+        lines = [
+            f"@{('article', 'inproceedings', 'misc')[kind]}{{key{i},",
+            f'  title = {{{{{topic.title()}}}-{i}: Fast {{\\"u}}ber Attention for {{LLM}} Serving, part {i}}},',
+            f"  author = {{{authors}}},",
+            f"  year = {2015 + i % 10},",
+        ]
         if kind == 0:
-            lines += [f"  doi = {{10.1145/{3600000 + i}.{i}}},", "  journal = {Journal of Systems},",
-                      f"  pages = {{{i}--{i + 12}}},"]
+            lines += [
+                f"  doi = {{10.1145/{3600000 + i}.{i}}},",
+                "  journal = {Journal of Systems},",
+                f"  pages = {{{i}--{i + 12}}},",
+            ]
         elif kind == 1:
-            lines += ['  booktitle = neurips # " 30",', "  month = dec,",
-                      f'  url = "https://example.org/papers/{i}.pdf",']
+            lines += [
+                '  booktitle = neurips # " 30",',
+                "  month = dec,",
+                f'  url = "https://example.org/papers/{i}.pdf",',
+            ]
         else:
-            lines += [f"  eprint = {{{15 + i % 10:02d}{1 + i % 12:02d}.{i:05d}}},", "  archivePrefix = {arXiv},",
-                      "  primaryClass = {cs.LG},"]
+            lines += [
+                f"  eprint = {{{15 + i % 10:02d}{1 + i % 12:02d}.{i:05d}}},",
+                "  archivePrefix = {arXiv},",
+                "  primaryClass = {cs.LG},",
+            ]
         if i % 3 == 0:
             lines.append(f"  abstract = {{{ABSTRACT}}},")
         lines += [f"  keywords = {{{topic}; llm}}", "}", ""]
@@ -114,8 +141,9 @@ def main() -> None:
             times["bibtexparser"].append(cpu_and_wall(lambda: bibtexparser.parse_string(text)))
             times["our parse"].append(cpu_and_wall(lambda: parse_bibtex(text, source="bench.bib")))
             result = {}
-            times["our import"].append(cpu_and_wall(lambda: result.update(
-                import_bibtex(store, text, source="bench.bib", today=date.today()))))
+            times["our import"].append(
+                cpu_and_wall(lambda: result.update(import_bibtex(store, text, source="bench.bib", today=date.today())))
+            )
             assert len(result["imported"]) == n and not result["problems"], result["problems"][:3]
             store.engine.dispose()
         base = statistics.median(cpu for cpu, _ in times["bibtexparser"])
@@ -130,9 +158,11 @@ def main() -> None:
                 ok = cpu / base <= BUDGET
                 over |= not ok
                 verdict = f"  (budget {BUDGET}x) -> {'OK' if ok else 'OVER BUDGET'}"
-            print(f"  {name:<13} {cpu:7.3f} CPU-s  (wall {wall:7.3f} s)  ratio {cpu / base:5.2f}"
-                  f"  per entry {per_entry * 1e6:6.1f} us = {per_entry / per_entry_base[name]:.2f}x the {sizes[0]:,}-entry cost"
-                  f"{verdict}")
+            print(
+                f"  {name:<13} {cpu:7.3f} CPU-s  (wall {wall:7.3f} s)  ratio {cpu / base:5.2f}"
+                f"  per entry {per_entry * 1e6:6.1f} us = {per_entry / per_entry_base[name]:.2f}x the {sizes[0]:,}-entry cost"
+                f"{verdict}"
+            )
     sys.exit(1 if over else 0)
 
 

@@ -61,39 +61,92 @@ def seed(store) -> None:
     with store.connection() as conn:
         for n in range(LEARNERS):
             who = f"learner{n:02d}"
-            conn.execute(sa.text("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, learner) "
-                                 "VALUES (:c, :t, 'self', :w)"), [{"c": c, "t": now, "w": who} for c in checkpoints])
+            conn.execute(
+                sa.text(
+                    "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, learner) "
+                    "VALUES (:c, :t, 'self', :w)"
+                ),
+                [{"c": c, "t": now, "w": who} for c in checkpoints],
+            )
             papers = []
             for i in range(PAPERS):
                 status = rng.choice(["to-read", "reading", "read", "reproduced"])
                 day = (today - timedelta(days=rng.randrange(400))).isoformat()
-                papers.append({"title": f"Paper {i} of {who}", "title_key": f"paper {i} of {who}", "status": status,
-                               "read_on": day if status in ("read", "reproduced") else None, "added_on": day,
-                               "stage": 1 + i % 10, "learner": who})
-            conn.execute(sa.text("INSERT INTO papers (title, title_key, status, read_on, added_on, stage, learner) "
-                                 "VALUES (:title, :title_key, :status, :read_on, :added_on, :stage, :learner)"), papers)
+                papers.append(
+                    {
+                        "title": f"Paper {i} of {who}",
+                        "title_key": f"paper {i} of {who}",
+                        "status": status,
+                        "read_on": day if status in ("read", "reproduced") else None,
+                        "added_on": day,
+                        "stage": 1 + i % 10,
+                        "learner": who,
+                    }
+                )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO papers (title, title_key, status, read_on, added_on, stage, learner) "
+                    "VALUES (:title, :title_key, :status, :read_on, :added_on, :stage, :learner)"
+                ),
+                papers,
+            )
             attempts = []
             for i in range(ATTEMPTS):
                 lab = labs[i % len(labs)]
-                parts = [{"id": p.id, "points": float(p.points) if rng.random() < 0.6 else 0.0,
-                          "max_points": float(p.points), "status": rng.choice(["passed", "failed"]),
-                          "tests_passed": 1, "tests_total": 1} for p in lab.parts]
-                perf = [{"test": "t", "name": "x", "value": 1.0, "unit": "TFLOP/s",
-                         "pct_of_baseline": round(rng.uniform(40, 120), 1)}]
-                attempts.append({"lab_id": lab.id, "started_at": now, "duration_s": 1.0, "outcome": "passed",
-                                 "score": sum(p["points"] for p in parts), "max_score": sum(p["max_points"] for p in parts),
-                                 "parts": json.dumps(parts), "perf": json.dumps(perf),
-                                 "device": rng.choice(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "cpu"]),
-                                 "interpret_mode": False, "workspace": f"/ws/{who}/{lab.id}", "grader_sha256": "0" * 64,
-                                 "imported": False, "learner": who})
-            conn.execute(sa.text(
-                "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
-                "device, interpret_mode, workspace, grader_sha256, imported, learner) VALUES (:lab_id, :started_at, "
-                ":duration_s, :outcome, :score, :max_score, :parts, :perf, :device, :interpret_mode, :workspace, "
-                ":grader_sha256, :imported, :learner)"), attempts)
-            conn.execute(sa.text("INSERT INTO cadence_entries (kind, on_date, hours, created_at, learner) "
-                                 "VALUES ('hours', :d, 2.0, :t, :w)"),
-                         [{"d": (today - timedelta(days=k)).isoformat(), "t": now, "w": who} for k in range(10)])
+                parts = [
+                    {
+                        "id": p.id,
+                        "points": float(p.points) if rng.random() < 0.6 else 0.0,
+                        "max_points": float(p.points),
+                        "status": rng.choice(["passed", "failed"]),
+                        "tests_passed": 1,
+                        "tests_total": 1,
+                    }
+                    for p in lab.parts
+                ]
+                perf = [
+                    {
+                        "test": "t",
+                        "name": "x",
+                        "value": 1.0,
+                        "unit": "TFLOP/s",
+                        "pct_of_baseline": round(rng.uniform(40, 120), 1),
+                    }
+                ]
+                attempts.append(
+                    {
+                        "lab_id": lab.id,
+                        "started_at": now,
+                        "duration_s": 1.0,
+                        "outcome": "passed",
+                        "score": sum(p["points"] for p in parts),
+                        "max_score": sum(p["max_points"] for p in parts),
+                        "parts": json.dumps(parts),
+                        "perf": json.dumps(perf),
+                        "device": rng.choice(["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "cpu"]),
+                        "interpret_mode": False,
+                        "workspace": f"/ws/{who}/{lab.id}",
+                        "grader_sha256": "0" * 64,
+                        "imported": False,
+                        "learner": who,
+                    }
+                )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+                    "device, interpret_mode, workspace, grader_sha256, imported, learner) VALUES (:lab_id, :started_at, "
+                    ":duration_s, :outcome, :score, :max_score, :parts, :perf, :device, :interpret_mode, :workspace, "
+                    ":grader_sha256, :imported, :learner)"
+                ),
+                attempts,
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO cadence_entries (kind, on_date, hours, created_at, learner) "
+                    "VALUES ('hours', :d, 2.0, :t, :w)"
+                ),
+                [{"d": (today - timedelta(days=k)).isoformat(), "t": now, "w": who} for k in range(10)],
+            )
 
 
 def timed(cmd: list[str], env: dict) -> float:
@@ -124,8 +177,10 @@ def writes_per_second(env: dict, writes: int) -> float:
 
     fork = multiprocessing.get_context("fork")
     start_at = time.time() + 1.0
-    procs = [fork.Process(target=_writer, args=({**env, "ROADMAP_LEARNER": f"learner{n % 4:02d}"}, writes, start_at))
-             for n in range(16)]
+    procs = [
+        fork.Process(target=_writer, args=({**env, "ROADMAP_LEARNER": f"learner{n % 4:02d}"}, writes, start_at))
+        for n in range(16)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -159,12 +214,16 @@ def main() -> None:
         os.environ["DATABASE_URL"] = pg_url
         seed(open_store(pg_home))
         os.environ.pop("DATABASE_URL")
-        print(f"seeded {LEARNERS} learners x ({PAPERS} papers, {ATTEMPTS} attempts, all checkpoints) on both "
-              f"in {time.perf_counter() - t0:.1f} s; server: {cluster.version()}")
+        print(
+            f"seeded {LEARNERS} learners x ({PAPERS} papers, {ATTEMPTS} attempts, all checkpoints) on both "
+            f"in {time.perf_counter() - t0:.1f} s; server: {cluster.version()}"
+        )
         base = {**os.environ, "ROADMAP_LEARNER": ME, "OMP_NUM_THREADS": "1"}
         base.pop("DATABASE_URL", None)
-        envs = {"sqlite": {**base, "ROADMAP_HOME": str(lite_home)},
-                "postgresql": {**base, "ROADMAP_HOME": str(pg_home), "DATABASE_URL": pg_url}}
+        envs = {
+            "sqlite": {**base, "ROADMAP_HOME": str(lite_home)},
+            "postgresql": {**base, "ROADMAP_HOME": str(pg_home), "DATABASE_URL": pg_url},
+        }
         roadmap = [sys.executable, "-m", "roadmap_cli"]
         for name in envs:  # warm: curriculum cache, page cache
             timed(roadmap + ["status"], envs[name])
@@ -178,7 +237,9 @@ def main() -> None:
         for command in ("status", "cohort status"):
             lite = statistics.median(times[(command, "sqlite")])
             pg = statistics.median(times[(command, "postgresql")])
-            print(f"  roadmap {command:<14} sqlite {lite:6.3f} s   postgresql {pg:6.3f} s   ratio pg/sqlite {pg / lite:5.2f}")
+            print(
+                f"  roadmap {command:<14} sqlite {lite:6.3f} s   postgresql {pg:6.3f} s   ratio pg/sqlite {pg / lite:5.2f}"
+            )
         rates: dict[str, list[float]] = {"sqlite": [], "postgresql": []}
         for _ in range(2):
             for name in ("sqlite", "postgresql"):

@@ -46,13 +46,24 @@ def main() -> None:
         url = cluster.new_database("bench_queue")
         with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
             tmp_path = Path(tmp)
-            base = dict(os.environ, ROADMAP_LABS_DIR=str(labs), ROADMAP_DEVICE="cpu", ROADMAP_DEV_UNLOCKED="1",
-                        ROADMAP_LANG="en")
+            base = dict(
+                os.environ,
+                ROADMAP_LABS_DIR=str(labs),
+                ROADMAP_DEVICE="cpu",
+                ROADMAP_DEV_UNLOCKED="1",
+                ROADMAP_LANG="en",
+            )
             base.pop("DATABASE_URL", None)
 
             def roadmap(*argv: str, env: dict, cwd: Path = tmp_path) -> None:
-                proc = subprocess.run([sys.executable, "-m", "roadmap_cli", *argv], cwd=cwd, env=env,
-                                      capture_output=True, text=True, timeout=600)
+                proc = subprocess.run(
+                    [sys.executable, "-m", "roadmap_cli", *argv],
+                    cwd=cwd,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 if proc.returncode not in (0, 1):
                     sys.exit(f"roadmap {' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
@@ -60,8 +71,14 @@ def main() -> None:
             learners = [f"learner{i}" for i in range(4)]
             cohort = dict(base, DATABASE_URL=url, ROADMAP_HOME=str(tmp_path / "cohort-home"))
             for name in learners:
-                roadmap("lab", "start", "adder", "--dir", str(tmp_path / f"ws-{name}"),
-                        env=dict(cohort, ROADMAP_LEARNER=name))
+                roadmap(
+                    "lab",
+                    "start",
+                    "adder",
+                    "--dir",
+                    str(tmp_path / f"ws-{name}"),
+                    env=dict(cohort, ROADMAP_LEARNER=name),
+                )
             contents = []
             for k in range(args.submissions):
                 name = learners[k % 4]
@@ -84,16 +101,29 @@ def main() -> None:
             import psycopg
 
             t0 = time.perf_counter()
-            workers = [subprocess.Popen([sys.executable, "-m", "roadmap_cli", "worker", "--json"],
-                                        env=dict(cohort, ROADMAP_HOME=str(tmp_path / f"worker{i}")),
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                       for i in range(args.workers)]
+            workers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "roadmap_cli", "worker", "--json"],
+                    env=dict(cohort, ROADMAP_HOME=str(tmp_path / f"worker{i}")),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for i in range(args.workers)
+            ]
             try:
-                with psycopg.connect(host="127.0.0.1", port=cluster.port, user="postgres",
-                                     password=_password(), dbname=url.rsplit("/", 1)[1], autocommit=True) as conn:
+                with psycopg.connect(
+                    host="127.0.0.1",
+                    port=cluster.port,
+                    user="postgres",
+                    password=_password(),
+                    dbname=url.rsplit("/", 1)[1],
+                    autocommit=True,
+                ) as conn:
                     while True:
-                        done = conn.execute("SELECT count(*) FROM roadmap_submissions WHERE attempt_id IS NOT NULL "
-                                            "OR status = 'failed'").fetchone()[0]
+                        done = conn.execute(
+                            "SELECT count(*) FROM roadmap_submissions WHERE attempt_id IS NOT NULL OR status = 'failed'"
+                        ).fetchone()[0]
                         if done == args.submissions:
                             break
                         for w in workers:
@@ -101,10 +131,12 @@ def main() -> None:
                                 sys.exit(f"a worker stopped ({w.returncode}): {w.stderr.read()[-2000:]}")
                         time.sleep(0.1)
                     queue_s = time.perf_counter() - t0
-                    failed = conn.execute("SELECT count(*) FROM roadmap_submissions WHERE status <> 'done'"
-                                          ).fetchone()[0]
-                    recorded = conn.execute("SELECT count(*) FROM grade_attempts WHERE graded_on LIKE 'worker:%'"
-                                            ).fetchone()[0]
+                    failed = conn.execute("SELECT count(*) FROM roadmap_submissions WHERE status <> 'done'").fetchone()[
+                        0
+                    ]
+                    recorded = conn.execute(
+                        "SELECT count(*) FROM grade_attempts WHERE graded_on LIKE 'worker:%'"
+                    ).fetchone()[0]
             finally:
                 for w in workers:
                     w.terminate()
@@ -115,8 +147,10 @@ def main() -> None:
     n = args.submissions
     print(f"submissions: {n} of lab adder (CPU), {os.cpu_count()} CPUs")
     print(f"local grade loop : {loop_s:7.1f} s  ({n / loop_s:.2f} submissions/s)")
-    print(f"{args.workers} queue workers  : {queue_s:7.1f} s  ({n / queue_s:.2f} submissions/s; worker start-up "
-          f"included; {recorded} attempts recorded, {failed} not done)")
+    print(
+        f"{args.workers} queue workers  : {queue_s:7.1f} s  ({n / queue_s:.2f} submissions/s; worker start-up "
+        f"included; {recorded} attempts recorded, {failed} not done)"
+    )
     print(f"ratio (queue throughput / loop throughput): {loop_s / queue_s:.2f}x")
 
 

@@ -27,7 +27,9 @@ LAB = Path(__file__).resolve().parents[1] / "labs" / "cpp-extension"
 def build_all() -> tuple[float, bool]:
     t0 = time.perf_counter()
     ext = cpp_build.torch_extension([LAB / "solution" / "rms_norm.cpp"], workspace=LAB / "solution")
-    asan = cpp_build.asan_binary(LAB / "tests" / "block_pool_test.cpp", LAB / "solution", [LAB / "solution" / "block_pool.h"])
+    asan = cpp_build.asan_binary(
+        LAB / "tests" / "block_pool_test.cpp", LAB / "solution", [LAB / "solution" / "block_pool.h"]
+    )
     return time.perf_counter() - t0, ext.cached and asan.cached
 
 
@@ -46,8 +48,10 @@ def main() -> int:
             assert cached, "the second build of the same sources must hit the cache"
             warm.append(t)
     c, w = statistics.median(cold), statistics.median(warm)
-    print(f"cold build (extension + ASan binary): {c:.1f} s   warm (cache hit): {w * 1e3:.1f} ms   "
-          f"cold/warm = {c / w:.0f}x   ({args.rounds} round(s), alternating)")
+    print(
+        f"cold build (extension + ASan binary): {c:.1f} s   warm (cache hit): {w * 1e3:.1f} ms   "
+        f"cold/warm = {c / w:.0f}x   ({args.rounds} round(s), alternating)"
+    )
     return 0
 
 

@@ -52,10 +52,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lab")
     parser.add_argument("--seeds", type=int, default=50)
-    parser.add_argument("--first-seed", type=int, default=0,
-                        help="start at this seed index (to extend an earlier run without repeating its seeds)")
-    parser.add_argument("-k", dest="keyword", default=None,
-                        help="pytest -k expression: only the matching tests (e.g. the fast ones of a slow lab)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="start at this seed index (to extend an earlier run without repeating its seeds)",
+    )
+    parser.add_argument(
+        "-k",
+        dest="keyword",
+        default=None,
+        help="pytest -k expression: only the matching tests (e.g. the fast ones of a slow lab)",
+    )
     args = parser.parse_args()
     os.environ.update(ROADMAP_DEVICE="cpu", TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
     import pytest
@@ -70,10 +78,25 @@ def main() -> int:
     t0 = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         os.environ["ROADMAP_SECRET_SEED"] = str(1_000_003 * seed + 17)
-        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "roadmap_cli.grading.plugin", "--rootdir", str(spec.tests_dir),
-                     "-c", os.devnull, "--no-header", "-o", "console_output_style=classic",
-                     *(["-k", args.keyword] if args.keyword else []), *targets],
-                    plugins=[total])
+        pytest.main(
+            [
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "roadmap_cli.grading.plugin",
+                "--rootdir",
+                str(spec.tests_dir),
+                "-c",
+                os.devnull,
+                "--no-header",
+                "-o",
+                "console_output_style=classic",
+                *(["-k", args.keyword] if args.keyword else []),
+                *targets,
+            ],
+            plugins=[total],
+        )
     elapsed = time.perf_counter() - t0
     print(f"\n{spec.id}: {args.seeds} secret seeds, {total.ran} test runs, {elapsed:.0f} s")
     if not total.failed:

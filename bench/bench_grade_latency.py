@@ -55,7 +55,7 @@ WATCH_BUDGET_S = 5.0
 TRAINS_OR_SERVES = {
     ("minigpt", "training"): "runs the learner's train() for 300 steps and replays steps of it",
     ("minigpt", "generation"): "its readable-text check samples from weights the learner's train() reaches "
-                               "(300 steps; the grader's own run of them if that run is not right)",
+    "(300 steps; the grader's own run of them if that run is not right)",
     ("llm-serving", "server"): "starts the learner's HTTP server and streams requests through it",
     ("llm-serving", "load-test"): "serves a Poisson trace through the learner's server for the load test",
 }
@@ -81,14 +81,17 @@ def median_of(runs: list[tuple[float, float, int]], what: str = "") -> tuple[flo
 
 # A watched save that changes a C/C++ source is compiled before the part's tests run: that row's figure is
 # printed with this reason instead of the budget (the issue: "or names the part and the reason").
-COMPILES = ("each save of a C/C++ source compiles it before the part's tests run (g++ with torch's headers "
-            "precompiled: ~3 s of the figure; `roadmap watch` builds that header in the background after its "
-            "first grade, ~7 s per compile without it)")
+COMPILES = (
+    "each save of a C/C++ source compiles it before the part's tests run (g++ with torch's headers "
+    "precompiled: ~3 s of the figure; `roadmap watch` builds that header in the background after its "
+    "first grade, ~7 s per compile without it)"
+)
 CPP_SUFFIXES = (".cpp", ".cc", ".h", ".hpp", ".cu", ".cuh")
 
 
-def watch_latency(spec, part: str, root: Path, env: dict, repeats: int,
-                  edit_s: float) -> tuple[float, float, bool] | None:
+def watch_latency(
+    spec, part: str, root: Path, env: dict, repeats: int, edit_s: float
+) -> tuple[float, float, bool] | None:
     """Seconds from a save to `roadmap watch --part part` printing that part's verdict, the way a learner
     meets it: the workspace is the reference solution with a wrong/ variant that fails only this part (a
     bug the learner is fixing), in a data home of its own (nothing passed yet, so the watch stays on the
@@ -109,16 +112,23 @@ def watch_latency(spec, part: str, root: Path, env: dict, repeats: int,
     changed = re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(encoding="utf-8"), flags=re.M)
     workspace = root / f"{spec.id}-{part}-watch"
     env = dict(env, ROADMAP_HOME=str(root / f"{spec.id}-{part}-home"))
-    subprocess.run(ROADMAP + ["lab", "start", spec.id, "--dir", str(workspace)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ROADMAP + ["lab", "start", spec.id, "--dir", str(workspace)], env=env, check=True, stdout=subprocess.DEVNULL
+    )
     ws.write_solution(spec, workspace)
     target = workspace / changed[0]
     fixed = target.read_text(encoding="utf-8")
     ws.apply_patch(patch, workspace)
     buggy = target.read_text(encoding="utf-8")
 
-    child = pexpect.spawn(ROADMAP[0], ROADMAP[1:] + ["watch", spec.id, "--part", part], cwd=str(workspace),
-                          env=env, encoding="utf-8", timeout=300)
+    child = pexpect.spawn(
+        ROADMAP[0],
+        ROADMAP[1:] + ["watch", spec.id, "--part", part],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=300,
+    )
     failed, passed = (re.compile(rf"{mark} {re.escape(part)}: ") for mark in ("✗", "✓"))
 
     def save(text: str, verdict: re.Pattern) -> float:
@@ -161,10 +171,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", action="store_true", help="also measure roadmap watch, save to result")
     parser.add_argument("--watch-only", action="store_true", help="only the watch rows (implies --watch)")
-    parser.add_argument("--watch-cold", action="store_true",
-                        help="also the same watch with every grade cold (ROADMAP_WARM_GRADERS=0), in the cpu s column")
-    parser.add_argument("--edit-seconds", type=float, default=5.0,
-                        help="pause before each watched save, the learner's edit (default 5)")
+    parser.add_argument(
+        "--watch-cold",
+        action="store_true",
+        help="also the same watch with every grade cold (ROADMAP_WARM_GRADERS=0), in the cpu s column",
+    )
+    parser.add_argument(
+        "--edit-seconds", type=float, default=5.0, help="pause before each watched save, the learner's edit (default 5)"
+    )
     args = parser.parse_args()
     args.watch = args.watch or args.watch_only
 
@@ -182,47 +196,91 @@ def main() -> None:
         for lab_id in ids:
             spec = find_lab(lab_id)
             workspace = Path(tmp) / lab_id
-            subprocess.run(ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             ws.write_solution(spec, workspace)
             parts = [p for p in spec.parts if p.id in set(gradable_parts(spec, device))]
-            floor_env = dict(env, PYTHONPATH=str(workspace), TRITON_INTERPRET="1" if not device.cuda else "0",
-                             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+            floor_env = dict(
+                env,
+                PYTHONPATH=str(workspace),
+                TRITON_INTERPRET="1" if not device.cuda else "0",
+                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+            )
 
             def floor(tests: list[str]) -> tuple[float, float]:
-                cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
-                       *[str(spec.tests_dir / t.split("::")[0]) for t in tests]]
-                return median_of([timed(cmd, workspace, floor_env) for _ in range(args.repeats)], "pytest --collect-only")
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "--collect-only",
+                    "-p",
+                    "no:cacheprovider",
+                    *[str(spec.tests_dir / t.split("::")[0]) for t in tests],
+                ]
+                return median_of(
+                    [timed(cmd, workspace, floor_env) for _ in range(args.repeats)], "pytest --collect-only"
+                )
 
             if not args.watch_only:
-                whole = median_of([timed(ROADMAP + ["grade", lab_id, "--json"], workspace, env)
-                                   for _ in range(args.repeats)], f"roadmap grade {lab_id}")
+                whole = median_of(
+                    [timed(ROADMAP + ["grade", lab_id, "--json"], workspace, env) for _ in range(args.repeats)],
+                    f"roadmap grade {lab_id}",
+                )
                 whole_floor = floor([t for p in parts for t in p.tests])
                 trains = any((lab_id, p.id) in TRAINS_OR_SERVES for p in parts)
-                rows.append((lab_id, "(whole lab)", *whole, *whole_floor,
-                             None if trains else whole[0] <= WHOLE_BUDGET_S))
+                rows.append(
+                    (lab_id, "(whole lab)", *whole, *whole_floor, None if trains else whole[0] <= WHOLE_BUDGET_S)
+                )
             for part in parts:
                 exempt = (lab_id, part.id) in TRAINS_OR_SERVES
                 if not args.watch_only:
-                    got = median_of([timed(ROADMAP + ["grade", lab_id, "--part", part.id, "--json"], workspace, env)
-                                     for _ in range(args.repeats)], f"roadmap grade {lab_id} --part {part.id}")
-                    rows.append((lab_id, part.id, *got, *floor(list(part.tests)),
-                                 None if exempt else got[0] <= PART_BUDGET_S))
+                    got = median_of(
+                        [
+                            timed(ROADMAP + ["grade", lab_id, "--part", part.id, "--json"], workspace, env)
+                            for _ in range(args.repeats)
+                        ],
+                        f"roadmap grade {lab_id} --part {part.id}",
+                    )
+                    rows.append(
+                        (lab_id, part.id, *got, *floor(list(part.tests)), None if exempt else got[0] <= PART_BUDGET_S)
+                    )
                 if args.watch:
                     warm = watch_latency(spec, part.id, Path(tmp), env, args.repeats, args.edit_seconds)
                     cold = None
                     if args.watch_cold:
                         (Path(tmp) / "cold").mkdir(exist_ok=True)
-                        cold = watch_latency(spec, part.id, Path(tmp) / "cold", dict(env, ROADMAP_WARM_GRADERS="0"),
-                                             args.repeats, args.edit_seconds)
+                        cold = watch_latency(
+                            spec,
+                            part.id,
+                            Path(tmp) / "cold",
+                            dict(env, ROADMAP_WARM_GRADERS="0"),
+                            args.repeats,
+                            args.edit_seconds,
+                        )
                     part_floor = floor(list(part.tests))[0]
                     for i, what in ((0, "watch, still ✗"), (1, "watch, fixed ✓")):
                         if warm is not None:
-                            rows.append((lab_id, f"{part.id} ({what})", warm[i],
-                                         cold[i] if cold is not None else float("nan"), part_floor, float("nan"),
-                                         None if exempt else
-                                         # The fix's text is the reference's, already built: cached, no compile.
-                                         "compiles" if warm[2] and i == 0 else warm[i] <= WATCH_BUDGET_S))
+                            rows.append(
+                                (
+                                    lab_id,
+                                    f"{part.id} ({what})",
+                                    warm[i],
+                                    cold[i] if cold is not None else float("nan"),
+                                    part_floor,
+                                    float("nan"),
+                                    None
+                                    if exempt
+                                    # The fix's text is the reference's, already built: cached, no compile.
+                                    else "compiles"
+                                    if warm[2] and i == 0
+                                    else warm[i] <= WATCH_BUDGET_S,
+                                )
+                            )
 
     print(f"\n{'lab':<18} {'part':<40} {'wall s':>7} {'cpu s':>7} {'floor s':>8} {'ratio':>6}  budget")
     for row in rows:
@@ -235,8 +293,10 @@ def main() -> None:
     for lab_id, part in compiled:
         print(f"  COMPILES {lab_id} {part}: {COMPILES}")
     over = [r for r in rows if r[-1] is False]
-    print(f"\n{len(rows) - len(over)}/{len(rows)} rows within budget "
-          f"(part <= {PART_BUDGET_S:g} s, whole <= {WHOLE_BUDGET_S:g} s, watch <= {WATCH_BUDGET_S:g} s)")
+    print(
+        f"\n{len(rows) - len(over)}/{len(rows)} rows within budget "
+        f"(part <= {PART_BUDGET_S:g} s, whole <= {WHOLE_BUDGET_S:g} s, watch <= {WATCH_BUDGET_S:g} s)"
+    )
 
 
 if __name__ == "__main__":

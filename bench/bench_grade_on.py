@@ -54,12 +54,23 @@ def bench(sshd: str, lab: str, rounds: int, cold_far: bool = False, no_agent: bo
     with tempfile.TemporaryDirectory(prefix="bench-grade-on-") as tmp:
         tmp_path = Path(tmp)
         far_root = tmp_path / "far"
-        server = Server(sshd, forwarding="local", extra_config=(
-            f"SetEnv ROADMAP_REMOTE_ROOT={far_root} {labs_env}ROADMAP_DEVICE=cpu ROADMAP_DEV_UNLOCKED=1"
-            + (" ROADMAP_WARM_GRADERS=0" if cold_far else ""),)).start()
+        server = Server(
+            sshd,
+            forwarding="local",
+            extra_config=(
+                f"SetEnv ROADMAP_REMOTE_ROOT={far_root} {labs_env}ROADMAP_DEVICE=cpu ROADMAP_DEV_UNLOCKED=1"
+                + (" ROADMAP_WARM_GRADERS=0" if cold_far else ""),
+            ),
+        ).start()
         try:
-            env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_DEVICE="cpu",
-                       ROADMAP_DEV_UNLOCKED="1", ROADMAP_SSH_CONFIG=str(server.client_config), ROADMAP_LANG="en")
+            env = dict(
+                os.environ,
+                ROADMAP_HOME=str(tmp_path / "home"),
+                ROADMAP_DEVICE="cpu",
+                ROADMAP_DEV_UNLOCKED="1",
+                ROADMAP_SSH_CONFIG=str(server.client_config),
+                ROADMAP_LANG="en",
+            )
             env.pop("ROADMAP_LABS_DIR", None)
             env.pop("ROADMAP_FAR_AGENT", None)
             if no_agent:
@@ -71,8 +82,14 @@ def bench(sshd: str, lab: str, rounds: int, cold_far: bool = False, no_agent: bo
 
             def roadmap(*argv: str, cwd: Path = tmp_path) -> float:
                 start = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "roadmap_cli", *argv], cwd=cwd, env=env,
-                                      capture_output=True, text=True, timeout=600)
+                proc = subprocess.run(
+                    [sys.executable, "-m", "roadmap_cli", *argv],
+                    cwd=cwd,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 elapsed = time.perf_counter() - start
                 if proc.returncode not in (0, 1):
                     sys.exit(f"roadmap {' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -87,10 +104,14 @@ def bench(sshd: str, lab: str, rounds: int, cold_far: bool = False, no_agent: bo
             first = roadmap("grade", "--on", "loop", *part_args, "--json", cwd=ws)
             time.sleep(3)  # the far agent this grade started imports what it preloads (not timed)
             second = roadmap("grade", "--on", "loop", *part_args, "--json", cwd=ws)
-            label = f"{lab}{' --part ' + part if part else ''}{', far graders cold' if cold_far else ''}" \
-                    f"{', no far agent' if no_agent else ''}"
-            print(f"[{label}] first grade --on (wheel, venv{'' if no_agent else ', starts the far agent'}): "
-                  f"{first:.2f} s; second: {second:.2f} s")
+            label = (
+                f"{lab}{' --part ' + part if part else ''}{', far graders cold' if cold_far else ''}"
+                f"{', no far agent' if no_agent else ''}"
+            )
+            print(
+                f"[{label}] first grade --on (wheel, venv{'' if no_agent else ', starts the far agent'}): "
+                f"{first:.2f} s; second: {second:.2f} s"
+            )
             local, remote = [], []
             original = (ws / touched).read_text()
             print(f"  load average before: {_load()}")
@@ -114,11 +135,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--lab", action="append", choices=sorted(LABS), help="default: every lab above")
-    parser.add_argument("--cold-far-graders", action="store_true",
-                        help="the far agent starts each grader cold (ROADMAP_WARM_GRADERS=0 there), as a local "
-                             "grade does: what is left is the cost of the connection alone")
-    parser.add_argument("--no-far-agent", action="store_true",
-                        help="every grade --on logs in and starts python there (ROADMAP_FAR_AGENT=0): the old path")
+    parser.add_argument(
+        "--cold-far-graders",
+        action="store_true",
+        help="the far agent starts each grader cold (ROADMAP_WARM_GRADERS=0 there), as a local "
+        "grade does: what is left is the cost of the connection alone",
+    )
+    parser.add_argument(
+        "--no-far-agent",
+        action="store_true",
+        help="every grade --on logs in and starts python there (ROADMAP_FAR_AGENT=0): the old path",
+    )
     args = parser.parse_args()
     from sshd import find_sshd
 

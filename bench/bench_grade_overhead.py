@@ -73,15 +73,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="roadmap-bench-") as tmp:
         home, workspace = Path(tmp) / "home", Path(tmp) / "ws"
         env["ROADMAP_HOME"] = str(home)
-        subprocess.run([sys.executable, "-m", "roadmap_cli", "lab", "start", spec.id, "--dir", str(workspace)],
-                       env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "roadmap_cli", "lab", "start", spec.id, "--dir", str(workspace)],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         ws.write_solution(spec, workspace)
 
         parts = set(gradable_parts(spec, device))
         targets = [str(spec.tests_dir / p) for part in spec.parts if part.id in parts for p in part.tests]
-        bare_env = dict(env, ROADMAP_WORKSPACE=str(workspace), PYTHONPATH=str(workspace),
-                        ROADMAP_DEVICE="cuda" if device.cuda else "cpu", PYTHONDONTWRITEBYTECODE="1",
-                        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", ROADMAP_SECRET_SEED="1")
+        bare_env = dict(
+            env,
+            ROADMAP_WORKSPACE=str(workspace),
+            PYTHONPATH=str(workspace),
+            ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
+            PYTHONDONTWRITEBYTECODE="1",
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+            ROADMAP_SECRET_SEED="1",
+        )
         if not device.cuda:
             bare_env["TRITON_INTERPRET"] = "1"
         engine_cmd = [sys.executable, "-m", "roadmap_cli", "grade", spec.id, "--json"]
@@ -91,14 +101,28 @@ def main() -> None:
             old_src.mkdir()
             # The fixture lab's adapter changes with the engine: take both from REF.
             paths = ["src"] + (["tests/fixtures_labs"] if args.lab == "adder" else [])
-            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before, *paths], check=True,
-                                     capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", args.before, *paths], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", str(old_src)], input=archive, check=True)
             before_env = dict(env, PYTHONPATH=str(old_src / "src"))
             # A real lab: the same (current) lab folder for both engines.
-            before_env["ROADMAP_LABS_DIR"] = (str(old_src / "tests" / "fixtures_labs" / "labs") if args.lab == "adder"
-                                              else str(spec.root.parent))
-        bare_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider", "--rootdir", str(spec.tests_dir), *targets]
+            before_env["ROADMAP_LABS_DIR"] = (
+                str(old_src / "tests" / "fixtures_labs" / "labs") if args.lab == "adder" else str(spec.root.parent)
+            )
+        bare_cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "roadmap_cli.grading.plugin",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(spec.tests_dir),
+            *targets,
+        ]
 
         engine, bare, engine_cpu, bare_cpu, before, before_cpu = [], [], [], [], [], []
         for i in range(args.repeats):
@@ -109,8 +133,10 @@ def main() -> None:
             bare.append(b)
             engine_cpu.append(ec)
             bare_cpu.append(bc)
-            line = (f"run {i + 1}: engine {e:.2f}s wall {ec:.2f}s cpu (exit {rc_e})   "
-                    f"bare pytest {b:.2f}s wall {bc:.2f}s cpu (exit {rc_b})")
+            line = (
+                f"run {i + 1}: engine {e:.2f}s wall {ec:.2f}s cpu (exit {rc_e})   "
+                f"bare pytest {b:.2f}s wall {bc:.2f}s cpu (exit {rc_b})"
+            )
             if before_env is not None:
                 o, oc, rc_o = timed(engine_cmd, workspace, before_env)
                 before.append(o)
@@ -121,8 +147,10 @@ def main() -> None:
     med = statistics.median
     me, mb, mec, mbc = med(engine), med(bare), med(engine_cpu), med(bare_cpu)
     load = os.getloadavg()[0]
-    print(f"\nlab {spec.id} on {device.name}, {args.repeats} alternating runs (medians), "
-          f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"\nlab {spec.id} on {device.name}, {args.repeats} alternating runs (medians), "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
     print(f"  {'':24} {'wall s':>8} {'cpu s':>8}")
     print(f"  {'roadmap grade':24} {me:8.2f} {mec:8.2f}")
     print(f"  {'bare python -m pytest':24} {mb:8.2f} {mbc:8.2f}")

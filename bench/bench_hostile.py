@@ -59,14 +59,27 @@ def store_overhead(runs: int = 30) -> None:
         store = open_store(home)
         parts = _json.dumps([{"id": f"p{i}", "points": 5.0, "max_points": 10.0, "status": "failed"} for i in range(4)])
         with store.connection() as conn:
-            conn.execute(sa.text("INSERT INTO papers (title, title_key, status, added_on) VALUES (:t, :t, 'read', '2026-01-05')"),
-                         [{"t": f"paper {i}"} for i in range(1000)])
-            conn.execute(sa.text("INSERT INTO cadence_entries (kind, on_date, hours, created_at) "
-                                 "VALUES ('hours', '2026-01-05', 1.5, '2026-01-05T10:00:00+00:00')"), [{}] * 3000)
-            conn.execute(sa.text("INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, "
-                                 "perf, device, interpret_mode, workspace, grader_sha256) VALUES ('x', "
-                                 "'2026-01-05T10:00:00+00:00', 1, 'failed', 20, 40, :p, '[]', 'cpu', 1, '/w', 'h')"),
-                         [{"p": parts}] * 300)
+            conn.execute(
+                sa.text(
+                    "INSERT INTO papers (title, title_key, status, added_on) VALUES (:t, :t, 'read', '2026-01-05')"
+                ),
+                [{"t": f"paper {i}"} for i in range(1000)],
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO cadence_entries (kind, on_date, hours, created_at) "
+                    "VALUES ('hours', '2026-01-05', 1.5, '2026-01-05T10:00:00+00:00')"
+                ),
+                [{}] * 3000,
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, "
+                    "perf, device, interpret_mode, workspace, grader_sha256) VALUES ('x', "
+                    "'2026-01-05T10:00:00+00:00', 1, 'failed', 20, 40, :p, '[]', 'cpu', 1, '/w', 'h')"
+                ),
+                [{"p": parts}] * 300,
+            )
         store.engine.dispose()
         opened = {True: [], False: []}
         for _ in range(runs):
@@ -84,15 +97,21 @@ def store_overhead(runs: int = 30) -> None:
                     start = time.perf_counter()
                     store = open_store(home)
                     with store.connection() as conn:
-                        conn.execute(sa.text("INSERT INTO settings VALUES ('k', '1') ON CONFLICT(key) DO UPDATE SET value = '1'"))
+                        conn.execute(
+                            sa.text("INSERT INTO settings VALUES ('k', '1') ON CONFLICT(key) DO UPDATE SET value = '1'")
+                        )
                     wrote[check].append(time.perf_counter() - start)
                     store.engine.dispose()
         finally:
             store_engine._refuse_if_corrupt = real_check
         o_with, o_without = statistics.median(opened[True]), statistics.median(opened[False])
         w_with, w_without = statistics.median(wrote[True]), statistics.median(wrote[False])
-        print(f"open_store: with row check {o_with * 1e3:.2f} ms, without {o_without * 1e3:.2f} ms, ratio {o_with / o_without:.2f}x")
-        print(f"open + first write: with quick_check {w_with * 1e3:.2f} ms, without {w_without * 1e3:.2f} ms, ratio {w_with / w_without:.2f}x")
+        print(
+            f"open_store: with row check {o_with * 1e3:.2f} ms, without {o_without * 1e3:.2f} ms, ratio {o_with / o_without:.2f}x"
+        )
+        print(
+            f"open + first write: with quick_check {w_with * 1e3:.2f} ms, without {w_without * 1e3:.2f} ms, ratio {w_with / w_without:.2f}x"
+        )
 
 
 if __name__ == "__main__" and "--store" in sys.argv:

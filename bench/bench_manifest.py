@@ -57,12 +57,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        env = {**os.environ, "ROADMAP_HOME": str(tmp / "home"), "ROADMAP_DEVICE": "cpu",
-               "ROADMAP_LABS_DIR": str(REPO / "tests" / "fixtures_labs" / "labs")}
+        env = {
+            **os.environ,
+            "ROADMAP_HOME": str(tmp / "home"),
+            "ROADMAP_DEVICE": "cpu",
+            "ROADMAP_LABS_DIR": str(REPO / "tests" / "fixtures_labs" / "labs"),
+        }
         roadmap = [sys.executable, "-m", "roadmap_cli"]
         ws = tmp / "ws"
-        subprocess.run([*roadmap, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True,
-                       capture_output=True)
+        subprocess.run([*roadmap, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True, capture_output=True)
         shutil.copy(REPO / "tests" / "fixtures_labs" / "labs" / "adder" / "solution" / "adder.py", ws / "adder.py")
         cmd = [*roadmap, "grade", "--part", "add", "--json"]
         timings: dict[str, list[float]] = {"checked": [], "unchecked": []}
@@ -76,14 +79,19 @@ def main() -> None:
                 refused = refused or (mode == "checked" and proc.returncode == 4)
         unchecked = statistics.median(timings["unchecked"])
         if refused:
-            fixture = manifest.verify(REPO / "tests" / "fixtures_labs" / "labs" / "adder",
-                                      manifest_file=Path("/nonexistent"))
+            fixture = manifest.verify(
+                REPO / "tests" / "fixtures_labs" / "labs" / "adder", manifest_file=Path("/nonexistent")
+            )
             print(f"checked grade refused here ({fixture.line()}); ratio from the in-process cost:")
-            print(f"grade {unchecked:.2f} s; with the check ~{unchecked + git_s:.2f} s; "
-                  f"ratio {(unchecked + git_s) / unchecked:.3f}x")
+            print(
+                f"grade {unchecked:.2f} s; with the check ~{unchecked + git_s:.2f} s; "
+                f"ratio {(unchecked + git_s) / unchecked:.3f}x"
+            )
         else:
             checked = statistics.median(timings["checked"])
-            print(f"grade without the check {unchecked:.2f} s, with it {checked:.2f} s; ratio {checked / unchecked:.3f}x")
+            print(
+                f"grade without the check {unchecked:.2f} s, with it {checked:.2f} s; ratio {checked / unchecked:.3f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -70,9 +70,17 @@ def plain_gpt(vocab_size: int, block_size: int, n_layer: int, n_head: int, n_emb
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import baseline_gpt
 
-    return baseline_gpt.BaselineGPT(baseline_gpt.BaselineConfig(
-        vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-        dropout=0.0, bias=bias))
+    return baseline_gpt.BaselineGPT(
+        baseline_gpt.BaselineConfig(
+            vocab_size=vocab_size,
+            block_size=block_size,
+            n_layer=n_layer,
+            n_head=n_head,
+            n_embd=n_embd,
+            dropout=0.0,
+            bias=bias,
+        )
+    )
 
 
 class StepClock:
@@ -85,7 +93,8 @@ class StepClock:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self.handle = register_optimizer_step_post_hook(
-            lambda *_: self.marks.append((time.perf_counter(), time.process_time())))
+            lambda *_: self.marks.append((time.perf_counter(), time.process_time()))
+        )
         return self
 
     def __exit__(self, *exc):
@@ -103,8 +112,10 @@ def nanogpt_optimizer(model, cfg, fused: bool):
     import torch
 
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     extra = {"fused": True} if fused else {}
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), **extra)
 
@@ -162,9 +173,18 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
 
     def ours(fused: bool, bias: bool = False):
         torch.manual_seed(cfg.seed)
-        model = model_mod.GPT(model_mod.GPTConfig(vocab_size=tok.vocab_size, block_size=cfg.block_size,
-                                                  n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
-                                                  dropout=cfg.dropout, fused=fused, bias=bias))
+        model = model_mod.GPT(
+            model_mod.GPTConfig(
+                vocab_size=tok.vocab_size,
+                block_size=cfg.block_size,
+                n_layer=cfg.n_layer,
+                n_head=cfg.n_head,
+                n_embd=cfg.n_embd,
+                dropout=cfg.dropout,
+                fused=fused,
+                bias=bias,
+            )
+        )
         return model, train_mod.configure_optimizer(model, cfg)
 
     def plain(fused_adamw: bool, bias: bool = False):
@@ -172,8 +192,14 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
         model = plain_gpt(tok.vocab_size, cfg.block_size, cfg.n_layer, cfg.n_head, cfg.n_embd, bias=bias)
         return model, nanogpt_optimizer(model, cfg, fused=fused_adamw)
 
-    variants = {"ours": ours(True), "ours-written": ours(False), "plain": plain(False), "plain-fusedopt": plain(True),
-                "ours-bias": ours(True, bias=True), "plain-bias": plain(False, bias=True)}
+    variants = {
+        "ours": ours(True),
+        "ours-written": ours(False),
+        "plain": plain(False),
+        "plain-fusedopt": plain(True),
+        "ours-bias": ours(True, bias=True),
+        "plain-bias": plain(False, bias=True),
+    }
     state = {name: [m, o, torch.Generator().manual_seed(cfg.seed), 0] for name, (m, o) in variants.items()}
 
     def steps(name: str, n: int) -> None:
@@ -188,7 +214,7 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
     out: dict[str, list] = {name: [] for name in state}
     names = list(state)
     for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             w0, c0 = time.perf_counter(), time.process_time()
             steps(name, chunk)
             out[name].append(((time.perf_counter() - w0) / chunk, (time.process_time() - c0) / chunk))
@@ -196,22 +222,30 @@ def interleaved(train_mod, data_mod, model_mod, cfg, text: str, rounds: int, chu
 
 
 def report_interleaved(out: dict[str, list], rounds: int, chunk: int) -> None:
-    print(f"\nstep-interleaved: {rounds} rounds of {chunk} steps per variant, turn by turn (ms per step, "
-          f"median [min-max])")
+    print(
+        f"\nstep-interleaved: {rounds} rounds of {chunk} steps per variant, turn by turn (ms per step, "
+        f"median [min-max])"
+    )
     for name, rows in out.items():
         wall, cpu = [w * 1e3 for w, _ in rows], [c * 1e3 for _, c in rows]
-        print(f"  {name:15s} wall {statistics.median(wall):7.1f} [{min(wall):.1f}-{max(wall):.1f}]   "
-              f"CPU {statistics.median(cpu):7.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
-    for a, b, label in (("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer), no biases"),
-                        ("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)"),
-                        ("ours-bias", "plain-bias", "ours / plain, both with biases (GPT-2's layout)"),
-                        ("ours", "ours-bias", "ours without / with biases"),
-                        ("ours", "ours-written", "fused / written-out")):
+        print(
+            f"  {name:15s} wall {statistics.median(wall):7.1f} [{min(wall):.1f}-{max(wall):.1f}]   "
+            f"CPU {statistics.median(cpu):7.1f} [{min(cpu):.1f}-{max(cpu):.1f}]"
+        )
+    for a, b, label in (
+        ("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer), no biases"),
+        ("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)"),
+        ("ours-bias", "plain-bias", "ours / plain, both with biases (GPT-2's layout)"),
+        ("ours", "ours-bias", "ours without / with biases"),
+        ("ours", "ours-written", "fused / written-out"),
+    ):
         for k, key in ((0, "wall"), (1, "cpu")):
             per_round = sorted(y[k] / x[k] for x, y in zip(out[a], out[b]))  # speed ratio = time b / time a
             q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
-            print(f"  {label} ({key:4s}): {statistics.median(per_round):.3f}x tokens/s "
-                  f"(median of {len(per_round)} per-round ratios; middle half {q1:.3f}-{q3:.3f})")
+            print(
+                f"  {label} ({key:4s}): {statistics.median(per_round):.3f}x tokens/s "
+                f"(median of {len(per_round)} per-round ratios; middle half {q1:.3f}-{q3:.3f})"
+            )
 
 
 def run_ours(train_mod, cfg, bar: bool) -> dict:
@@ -229,10 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=150, help="training steps per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for every mode (nanoGPT: 2)")
-    parser.add_argument("--modes", default="ours,ours+bar,ours-written,plain",
-                        help="whole runs to alternate (also: plain-fusedopt, ours-bias, plain-bias); empty: none")
-    parser.add_argument("--interleaved", type=int, default=20, metavar="ROUNDS",
-                        help="step-interleaved rounds of the models alone (0: skip)")
+    parser.add_argument(
+        "--modes",
+        default="ours,ours+bar,ours-written,plain",
+        help="whole runs to alternate (also: plain-fusedopt, ours-bias, plain-bias); empty: none",
+    )
+    parser.add_argument(
+        "--interleaved",
+        type=int,
+        default=20,
+        metavar="ROUNDS",
+        help="step-interleaved rounds of the models alone (0: skip)",
+    )
     parser.add_argument("--chunk", type=int, default=10, help="steps per turn in the step-interleaved section")
     args = parser.parse_args(argv)
 
@@ -248,22 +290,32 @@ def main(argv: list[str] | None = None) -> int:
         # The bar draws for real (ANSI codes, redraws) into /dev/null, as it would on a terminal.
         devnull = open(os.devnull, "w")
         train_mod._Progress.console = Console(file=devnull, force_terminal=True, width=100)
-        base = train_mod.TrainConfig(corpus=args.corpus, out_dir=str(Path(tmp) / "out"), max_iters=args.steps,
-                                     lr_decay_iters=args.steps, warmup_iters=min(100, args.steps // 10),
-                                     eval_interval=args.steps + 1, eval_iters=20, threads=args.threads)
-        print(f"config: {base.n_layer} layers, {base.n_head} heads, {base.n_embd}-dim, context {base.block_size}, "
-              f"batch {base.batch_size}, bias {base.bias} (ours-bias, plain-bias: True), {args.steps} steps per run, "
-              f"{args.rounds} rounds, torch threads "
-              f"{args.threads}, corpus {Path(args.corpus).name} ({len(text):,} characters)")
+        base = train_mod.TrainConfig(
+            corpus=args.corpus,
+            out_dir=str(Path(tmp) / "out"),
+            max_iters=args.steps,
+            lr_decay_iters=args.steps,
+            warmup_iters=min(100, args.steps // 10),
+            eval_interval=args.steps + 1,
+            eval_iters=20,
+            threads=args.threads,
+        )
+        print(
+            f"config: {base.n_layer} layers, {base.n_head} heads, {base.n_embd}-dim, context {base.block_size}, "
+            f"batch {base.batch_size}, bias {base.bias} (ours-bias, plain-bias: True), {args.steps} steps per run, "
+            f"{args.rounds} rounds, torch threads "
+            f"{args.threads}, corpus {Path(args.corpus).name} ({len(text):,} characters)"
+        )
         results: dict[str, list[dict]] = {m: [] for m in modes}
         warm_up = dataclasses.replace(base, max_iters=10, lr_decay_iters=10, warmup_iters=1, eval_iters=2)
         for r in range(-1, args.rounds):  # round -1: a short untimed run of each mode (first-use costs)
             # Every other round runs the modes in reverse order: a mode is not always first or last.
-            for mode in (modes if r % 2 == 0 else modes[::-1]):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
                 cfg = warm_up if r < 0 else base
                 if mode in ("plain", "plain-fusedopt", "plain-bias"):
-                    out = run_plain(train_mod, data_mod, cfg, text, fused_adamw=mode == "plain-fusedopt",
-                                    bias=mode == "plain-bias")
+                    out = run_plain(
+                        train_mod, data_mod, cfg, text, fused_adamw=mode == "plain-fusedopt", bias=mode == "plain-bias"
+                    )
                 elif mode == "ours-written":
                     out = run_ours(train_mod, dataclasses.replace(cfg, fused=False), bar=False)
                 elif mode == "ours-bias":
@@ -273,8 +325,11 @@ def main(argv: list[str] | None = None) -> int:
                 if r < 0:
                     continue
                 results[mode].append(out)
-                print(f"  round {r + 1} {mode:14s} wall {out['wall']:9,.0f} tokens/s  CPU {out['cpu']:9,.0f} tokens/s  "
-                      f"train {out['train']:.4f}  val {out['val']:.4f}", flush=True)
+                print(
+                    f"  round {r + 1} {mode:14s} wall {out['wall']:9,.0f} tokens/s  CPU {out['cpu']:9,.0f} tokens/s  "
+                    f"train {out['train']:.4f}  val {out['val']:.4f}",
+                    flush=True,
+                )
         devnull.close()
         if args.interleaved > 0:
             import model as model_mod
@@ -291,21 +346,29 @@ def report(results: dict[str, list[dict]], modes: list[str], rounds: int) -> Non
     def med(mode, key):
         return statistics.median(o[key] for o in results[mode])
 
-    print(f"\n{'mode':15s} {'wall tok/s':>10s} {'(min-max)':>17s} {'CPU tok/s':>10s} {'(min-max)':>17s} "
-          f"{'train loss':>10s} {'val loss':>9s}  (medians over {rounds} rounds)")
+    print(
+        f"\n{'mode':15s} {'wall tok/s':>10s} {'(min-max)':>17s} {'CPU tok/s':>10s} {'(min-max)':>17s} "
+        f"{'train loss':>10s} {'val loss':>9s}  (medians over {rounds} rounds)"
+    )
     for m in modes:
-        spread = {k: f"{min(o[k] for o in results[m]):,.0f}-{max(o[k] for o in results[m]):,.0f}" for k in ("wall", "cpu")}
-        print(f"{m:15s} {med(m, 'wall'):10,.0f} {spread['wall']:>17s} {med(m, 'cpu'):10,.0f} {spread['cpu']:>17s} "
-              f"{med(m, 'train'):10.4f} {med(m, 'val'):9.4f}")
+        spread = {
+            k: f"{min(o[k] for o in results[m]):,.0f}-{max(o[k] for o in results[m]):,.0f}" for k in ("wall", "cpu")
+        }
+        print(
+            f"{m:15s} {med(m, 'wall'):10,.0f} {spread['wall']:>17s} {med(m, 'cpu'):10,.0f} {spread['cpu']:>17s} "
+            f"{med(m, 'train'):10.4f} {med(m, 'val'):9.4f}"
+        )
 
     def ratio(a, b, label, target):
         if a not in results or b not in results:
             return
         for key in ("wall", "cpu"):
             per_round = [x[key] / y[key] for x, y in zip(results[a], results[b])]
-            print(f"{label} ({key:4s}): median of per-round ratios {statistics.median(per_round):.3f} "
-                  f"[{', '.join(f'{r:.3f}' for r in per_round)}]; ratio of medians {med(a, key) / med(b, key):.3f}"
-                  f"  ({target})")
+            print(
+                f"{label} ({key:4s}): median of per-round ratios {statistics.median(per_round):.3f} "
+                f"[{', '.join(f'{r:.3f}' for r in per_round)}]; ratio of medians {med(a, key) / med(b, key):.3f}"
+                f"  ({target})"
+            )
 
     ratio("ours", "plain", "ours / plain fused GPT (nanoGPT's CPU optimizer), no biases", "target >= 1.0")
     ratio("ours", "plain-fusedopt", "ours / plain fused GPT with AdamW(fused=True)", "model-only")

@@ -44,44 +44,74 @@ STEP = """            x, y = get_batch(train_data, cfg.block_size, cfg.batch_siz
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "reference": [],
     "prefetch": [
-        (STEP, """            if it == start:
+        (
+            STEP,
+            """            if it == start:
                 x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
             _, loss = model(x, y)
             if it + 1 < cfg.max_iters:  # prefetch the next batch while this one's gradients are pending
                 x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()"""),
+            loss.backward()""",
+        ),
     ],
     "lr-after-batch": [
-        ("""            lr = get_lr(it, cfg)
+        (
+            """            lr = get_lr(it, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)""",
-         """            x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
+            """            x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
             lr = get_lr(it, cfg)
             for group in optimizer.param_groups:
-                group["lr"] = lr"""),
+                group["lr"] = lr""",
+        ),
     ],
     "zero-grad-first": [
-        (STEP, """            optimizer.zero_grad(set_to_none=False)
+        (
+            STEP,
+            """            optimizer.zero_grad(set_to_none=False)
             x, y = get_batch(train_data, cfg.block_size, cfg.batch_size, generator=batch_gen, device=cfg.device)
             _, loss = model(x, y)
-            loss.backward()"""),
+            loss.backward()""",
+        ),
     ],
     "adamw-for-loop": [
         ("betas=(cfg.beta1, cfg.beta2), fused=True)", "betas=(cfg.beta1, cfg.beta2), foreach=False)"),
     ],
     "clip-by-groups": [
-        ("torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)",
-         "torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g['params']], cfg.grad_clip)"),
+        (
+            "torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)",
+            "torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g['params']], cfg.grad_clip)",
+        ),
     ],
 }
 
 # bias: the seed's parity picks the layout (even: GPT-2's biases, odd: none), so both are checked.
-TINY = dict(n_layer=1, n_head=2, n_embd=16, block_size=8, dropout=0.0, bias=False, batch_size=4, max_iters=12,
-            learning_rate=1e-2, min_lr=1e-3, warmup_iters=3, lr_decay_iters=12, weight_decay=0.1, beta1=0.9,
-            beta2=0.99, grad_clip=0.5, eval_interval=4, eval_iters=2, resume=False, progress=False, device="cpu",
-            threads=1)
+TINY = dict(
+    n_layer=1,
+    n_head=2,
+    n_embd=16,
+    block_size=8,
+    dropout=0.0,
+    bias=False,
+    batch_size=4,
+    max_iters=12,
+    learning_rate=1e-2,
+    min_lr=1e-3,
+    warmup_iters=3,
+    lr_decay_iters=12,
+    weight_decay=0.1,
+    beta1=0.9,
+    beta2=0.99,
+    grad_clip=0.5,
+    eval_interval=4,
+    eval_iters=2,
+    resume=False,
+    progress=False,
+    device="cpu",
+    threads=1,
+)
 KEEP, SINGLE = (1, 2, 3), (6, 11)
 SIZES = {"tiny": (TINY, KEEP, SINGLE)}  # --size graded: the graded run's own config (slow: ~10 s per seed)
 
@@ -117,8 +147,9 @@ def child(name: str, seeds: list[int], out_dir: str, size: str) -> dict:
         corpus = corpus[:30_000]
         corpus_file = Path(out_dir).parent / "excerpt.txt"
         corpus_file.write_text(corpus, encoding="utf-8")
-    config, keep, single = SIZES[size] if size in SIZES else (conftest.TRAIN_CONFIG, conftest.REPLAY_KEEP,
-                                                               conftest.SINGLE_STEPS)
+    config, keep, single = (
+        SIZES[size] if size in SIZES else (conftest.TRAIN_CONFIG, conftest.REPLAY_KEEP, conftest.SINGLE_STEPS)
+    )
     failures, worst = [], {}
     for seed in seeds:
         cfg = dict(config, seed=seed, corpus=str(corpus_file), out_dir=str(Path(out_dir) / str(seed)))
@@ -165,16 +196,18 @@ def readable(samples: int) -> None:
         idx = torch.full((8, 1), tok.stoi["\n"])
         with torch.no_grad():
             for _ in range(150):
-                logits = model(idx[:, -cfg["block_size"]:])[0][:, -1] / 0.6
+                logits = model(idx[:, -cfg["block_size"] :])[0][:, -1] / 0.6
                 kth = torch.topk(logits, 10).values[:, [-1]]
                 probs = logits.masked_fill(logits < kth, float("-inf")).softmax(-1)
                 idx = torch.cat([idx, torch.multinomial(probs, 1)], 1)
         words = [w for w in re.findall(r"[A-Za-z]+", "\n".join(tok.decode(r) for r in idx.tolist())) if len(w) >= 2]
         fractions.append(sum(w.lower() in known for w in words) / max(len(words), 1))
     fractions.sort()
-    print(f"readable text over {samples} sampling seeds: min {fractions[0]:.3f}, 1st percentile "
-          f"{fractions[len(fractions) // 100]:.3f}, median {fractions[len(fractions) // 2]:.3f} "
-          f"(threshold 0.50: margin {fractions[0] - 0.5:+.3f})")
+    print(
+        f"readable text over {samples} sampling seeds: min {fractions[0]:.3f}, 1st percentile "
+        f"{fractions[len(fractions) // 100]:.3f}, median {fractions[len(fractions) // 2]:.3f} "
+        f"(threshold 0.50: margin {fractions[0] - 0.5:+.3f})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
     parser.add_argument("--readable", type=int, default=0, help="also check the readable-text test over N seeds")
-    parser.add_argument("--size", choices=["tiny", "graded"], default="tiny",
-                        help="tiny: 12 steps of a 16-wide model per seed; graded: the graded run's config")
+    parser.add_argument(
+        "--size",
+        choices=["tiny", "graded"],
+        default="tiny",
+        help="tiny: 12 steps of a 16-wide model per seed; graded: the graded run's config",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -195,15 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(1000, 1000 + args.seeds))
     env = dict(os.environ, OMP_NUM_THREADS="1", ROADMAP_DEVICE="cpu")
     total_fail = 0
-    print(f"{'variant':16s} {'seeds':>5s} {'failed':>6s}  worst |learner - replay| / |replay - start| against the "
-          f"tolerance, per step (margin)")
+    print(
+        f"{'variant':16s} {'seeds':>5s} {'failed':>6s}  worst |learner - replay| / |replay - start| against the "
+        f"tolerance, per step (margin)"
+    )
     for name in args.variants.split(","):
         with tempfile.TemporaryDirectory(prefix=f"ff-{name}-") as tmp:
             ws = make_workspace(Path(tmp), name)
             start = time.perf_counter()
-            proc = subprocess.run([sys.executable, __file__, "--child", json.dumps([name, seeds, str(Path(tmp) / "out"), args.size])],
-                                  env=dict(env, ROADMAP_WORKSPACE=str(ws), PYTHONPATH=str(ws)), capture_output=True,
-                                  text=True)
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", json.dumps([name, seeds, str(Path(tmp) / "out"), args.size])],
+                env=dict(env, ROADMAP_WORKSPACE=str(ws), PYTHONPATH=str(ws)),
+                capture_output=True,
+                text=True,
+            )
             if proc.returncode != 0:
                 print(f"{name}: the child failed:\n{proc.stderr[-2000:]}")
                 return 1

@@ -29,18 +29,34 @@ LAB = ROOT / "labs" / "paged-kv-cache"
 
 # (module, test function, parameter sets): the seed-dependent tests.
 SEEDED = [
-    ("test_block_manager", "test_random_traces_keep_every_invariant",
-     [dict(block_size=b, caching=c) for b in (1, 2, 3, 4) for c in (True, False)]),
+    (
+        "test_block_manager",
+        "test_random_traces_keep_every_invariant",
+        [dict(block_size=b, caching=c) for b in (1, 2, 3, 4) for c in (True, False)],
+    ),
     ("test_scheduler", "test_random_workloads_follow_the_handout", [dict(caching=True), dict(caching=False)]),
     ("test_paged_attention", "test_slot_mapping_is_exact", [dict(block_size=b) for b in (1, 3, 16)]),
     ("test_paged_attention", "test_write_kv_is_exact", [dict(block_size=b) for b in (1, 3)]),
-    ("test_paged_attention", "test_paged_attention_matches_gather_then_attend",
-     [dict(block_size=b, num_heads=h, num_kv_heads=k, distribution=d)
-      for b in (1, 3) for h, k in ((4, 2), (8, 1)) for d in ("normal", "shifted")]),
-    ("test_engine", "test_outputs_equal_decoding_each_request_alone",
-     [dict(scenario=s) for s in ("prefix-caching", "preemption", "preemption-no-caching", "model-scale")]),
-    ("test_triton_paged_attention", "test_triton_kernel_matches_gather_then_attend",
-     [dict(block_size=2, num_heads=4, num_kv_heads=2, head_dim=24, max_len=9)]),
+    (
+        "test_paged_attention",
+        "test_paged_attention_matches_gather_then_attend",
+        [
+            dict(block_size=b, num_heads=h, num_kv_heads=k, distribution=d)
+            for b in (1, 3)
+            for h, k in ((4, 2), (8, 1))
+            for d in ("normal", "shifted")
+        ],
+    ),
+    (
+        "test_engine",
+        "test_outputs_equal_decoding_each_request_alone",
+        [dict(scenario=s) for s in ("prefix-caching", "preemption", "preemption-no-caching", "model-scale")],
+    ),
+    (
+        "test_triton_paged_attention",
+        "test_triton_kernel_matches_gather_then_attend",
+        [dict(block_size=2, num_heads=4, num_kv_heads=2, head_dim=24, max_len=9)],
+    ),
 ]
 
 

@@ -41,8 +41,24 @@ from pathlib import Path
 TAGS = ["attention", "kernels", "serving", "kv-cache", "moe", "quantization", "scheduling", "triton", "cuda", "rope"]
 STARTUP_BUDGET = 1.3  # the status budget, at 10,000 papers
 ALL_JSON_BUDGET = 2.0  # issue 13 item 4, at 100,000 papers
-COLUMNS = ("id", "title", "title_key", "authors", "year", "arxiv_id", "arxiv_version", "doi", "url", "stage",
-           "status", "read_on", "added_on", "rating", "notes", "bibtex_key")
+COLUMNS = (
+    "id",
+    "title",
+    "title_key",
+    "authors",
+    "year",
+    "arxiv_id",
+    "arxiv_version",
+    "doi",
+    "url",
+    "stage",
+    "status",
+    "read_on",
+    "added_on",
+    "rating",
+    "notes",
+    "bibtex_key",
+)
 
 
 def seed(home: Path, n: int) -> None:
@@ -59,13 +75,31 @@ def seed(home: Path, n: int) -> None:
         day = (today - timedelta(days=rng.randrange(1000))).isoformat()
         topic = rng.choice(TAGS)
         title = f"Paper {i}: {topic} for large language models"
-        papers.append((i, title, title.lower().replace(":", ""), "Ada Author, Bo Builder", 2015 + i % 11,
-                       f"{15 + i % 10:02d}{1 + i % 12:02d}.{i:05d}", 1 + i % 3, None, None, 1 + i % 10, status,
-                       day if status in ("read", "reproduced") else None, day, 1 + i % 5,
-                       f"note {i}: tiling, softmax, memory traffic" if i % 4 == 0 else None, None))
+        papers.append(
+            (
+                i,
+                title,
+                title.lower().replace(":", ""),
+                "Ada Author, Bo Builder",
+                2015 + i % 11,
+                f"{15 + i % 10:02d}{1 + i % 12:02d}.{i:05d}",
+                1 + i % 3,
+                None,
+                None,
+                1 + i % 10,
+                status,
+                day if status in ("read", "reproduced") else None,
+                day,
+                1 + i % 5,
+                f"note {i}: tiling, softmax, memory traffic" if i % 4 == 0 else None,
+                None,
+            )
+        )
         tags += [(i, topic), (i, rng.choice([t for t in TAGS if t != topic]))]
     with store.connection() as conn:
-        conn.exec_driver_sql(f"INSERT INTO papers ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", papers)
+        conn.exec_driver_sql(
+            f"INSERT INTO papers ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", papers
+        )
         conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag) VALUES (?, ?)", tags)
     store.engine.dispose()
 
@@ -101,8 +135,10 @@ def main() -> None:
         home = Path(tempfile.mkdtemp(prefix="roadmap-bench-papers-"))
         start = time.perf_counter()
         seed(home, n)
-        print(f"\n{n:,} papers ({2 * n:,} tags), seeded in {time.perf_counter() - start:.1f} s; "
-              f"median of {args.runs} alternating runs, child CPU (wall)")
+        print(
+            f"\n{n:,} papers ({2 * n:,} tags), seeded in {time.perf_counter() - start:.1f} s; "
+            f"median of {args.runs} alternating runs, child CPU (wall)"
+        )
         env = dict(os.environ, ROADMAP_HOME=str(home), COLUMNS="120", OMP_NUM_THREADS="1")
         for cmd in commands.values():  # warm the OS page cache and the curriculum cache
             timed(cmd, env)
@@ -119,9 +155,13 @@ def main() -> None:
                 budget = ALL_JSON_BUDGET
             elif n == 10_000 and "--all" not in name and not name.startswith("baseline"):
                 budget = STARTUP_BUDGET
-            verdict = "" if budget is None else f"  (budget {budget}) -> {'OK' if cpu / base <= budget else 'OVER BUDGET'}"
+            verdict = (
+                "" if budget is None else f"  (budget {budget}) -> {'OK' if cpu / base <= budget else 'OVER BUDGET'}"
+            )
             over |= budget is not None and cpu / base > budget
-            print(f"  {name:<38}: {cpu * 1000:7.1f} ms CPU ({wall * 1000:7.1f} ms wall)  ratio {cpu / base:5.2f}{verdict}")
+            print(
+                f"  {name:<38}: {cpu * 1000:7.1f} ms CPU ({wall * 1000:7.1f} ms wall)  ratio {cpu / base:5.2f}{verdict}"
+            )
     sys.exit(1 if over else 0)
 
 

@@ -35,8 +35,14 @@ BROKEN = "def add(a, b):\n    return (a + b\n"
 
 
 def _env(home: Path) -> dict:
-    return {**os.environ, "ROADMAP_HOME": str(home), "ROADMAP_LABS_DIR": str(FIXTURE_LABS), "ROADMAP_DEVICE": "cpu",
-            "ROADMAP_LANG": "en", "OMP_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "ROADMAP_HOME": str(home),
+        "ROADMAP_LABS_DIR": str(FIXTURE_LABS),
+        "ROADMAP_DEVICE": "cpu",
+        "ROADMAP_LANG": "en",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def _time_to_line(cmd: list[str], env: dict, cwd: Path, marker: str) -> tuple[float, float]:
@@ -80,8 +86,10 @@ def precheck_in_process() -> None:
                 problem = check_workspace(ws)
                 broken.append(time.perf_counter() - t0)
             assert problem is not None
-            print(f"  {lab.name:<16} {len(files)} files: clean {statistics.median(clean) * 1000:6.1f} ms, "
-                  f"syntax error found {statistics.median(broken) * 1000:6.1f} ms ({problem.file}:{problem.line})")
+            print(
+                f"  {lab.name:<16} {len(files)} files: clean {statistics.median(clean) * 1000:6.1f} ms, "
+                f"syntax error found {statistics.median(broken) * 1000:6.1f} ms ({problem.file}:{problem.line})"
+            )
 
 
 def precheck_end_to_end(runs: int) -> None:
@@ -91,9 +99,12 @@ def precheck_end_to_end(runs: int) -> None:
         subprocess.run([*ROADMAP, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True, capture_output=True)
         (ws / "adder.py").write_text(BROKEN)
         # Baseline: what used to report it, the grader's pytest run (no pre-check in runner.grade_workspace).
-        old = [*ROADMAP[:2], "from pathlib import Path; from roadmap_cli.labs.spec import find_lab; "
-               "from roadmap_cli.grading.runner import grade_workspace; "
-               f"print(grade_workspace(find_lab('adder'), Path({str(ws)!r})).outcome)"]
+        old = [
+            *ROADMAP[:2],
+            "from pathlib import Path; from roadmap_cli.labs.spec import find_lab; "
+            "from roadmap_cli.grading.runner import grade_workspace; "
+            f"print(grade_workspace(find_lab('adder'), Path({str(ws)!r})).outcome)",
+        ]
         new_t, new_total, old_t, bare_t = [], [], [], []
         for _ in range(runs):
             seen, total = _time_to_line([*ROADMAP, "grade"], env, ws, "adder.py:2:12: SyntaxError")
@@ -105,11 +116,14 @@ def precheck_end_to_end(runs: int) -> None:
             bare_t.append(t)
         new, old_m, bare = statistics.median(new_t), statistics.median(old_t), statistics.median(bare_t)
         print(f"syntax error report, end to end (median of {runs}, alternating):")
-        print(f"  roadmap grade (pre-check)     {new:6.2f} s to the report, {statistics.median(new_total):.2f} s "
-              "to exit (the attempt is recorded after the report)")
+        print(
+            f"  roadmap grade (pre-check)     {new:6.2f} s to the report, {statistics.median(new_total):.2f} s "
+            "to exit (the attempt is recorded after the report)"
+        )
         print(f"  grader's pytest run (old way) {old_m:6.2f} s   ratio pre-check/old = {new / old_m:.2f}")
-        print(f"  roadmap --version (start-up)  {bare:6.2f} s   report beyond start-up: {new - bare:.2f} s "
-              f"(budget 0.5 s)")
+        print(
+            f"  roadmap --version (start-up)  {bare:6.2f} s   report beyond start-up: {new - bare:.2f} s (budget 0.5 s)"
+        )
 
 
 def watch_latency(runs: int) -> None:
@@ -119,8 +133,9 @@ def watch_latency(runs: int) -> None:
         home, ws = Path(tmp) / "home", Path(tmp) / "ws"
         env = _env(home)
         subprocess.run([*ROADMAP, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True, capture_output=True)
-        child = pexpect.spawn(ROADMAP[0], ROADMAP[1:] + ["watch", "--part", "add"], cwd=str(ws), env=env,
-                              encoding="utf-8", timeout=120)
+        child = pexpect.spawn(
+            ROADMAP[0], ROADMAP[1:] + ["watch", "--part", "add"], cwd=str(ws), env=env, encoding="utf-8", timeout=120
+        )
         child.expect("attempt #1")
         first_line, regrade, plain = [], [], []
         for i in range(runs):
@@ -152,10 +167,14 @@ def completion_latency(runs: int) -> None:
         cases = {
             "python -c pass": ([sys.executable, "-c", "pass"], {}),
             "roadmap --version": ([*ROADMAP, "--version"], {}),
-            "TAB lab ids": (ROADMAP, {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap lab start ",
-                                       "COMP_CWORD": "3"}),
-            "TAB checkpoint ids": (ROADMAP, {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap check s2-",
-                                              "COMP_CWORD": "2"}),
+            "TAB lab ids": (
+                ROADMAP,
+                {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap lab start ", "COMP_CWORD": "3"},
+            ),
+            "TAB checkpoint ids": (
+                ROADMAP,
+                {"_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": "roadmap check s2-", "COMP_CWORD": "2"},
+            ),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(runs):

@@ -56,7 +56,8 @@ def main() -> None:
         "status": roadmap + ["status"],
         "report md": roadmap + ["report", "--month", month],
         "report files": roadmap + ["report", "--month", month, "-o", str(home / "r.md"), "--force"],
-        "report html": roadmap + ["report", "--month", month, "--format", "html", "-o", str(home / "r.html"), "--force"],
+        "report html": roadmap
+        + ["report", "--month", month, "--format", "html", "-o", str(home / "r.html"), "--force"],
     }
     for cmd in commands.values():  # warm the curriculum cache and the OS page cache
         timed(cmd, env)

@@ -57,8 +57,10 @@ def seed_reviews(home: Path) -> int:
 
 def seed_home(home: Path, src: Path | None) -> None:
     """bench_status's busy database, seeded by the code under test (`src`)."""
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; " \
-           f"from bench_status import seed; seed(Path({str(home)!r}))"
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); from pathlib import Path; "
+        f"from bench_status import seed; seed(Path({str(home)!r}))"
+    )
     env = dict(os.environ, PYTHONPATH=str(src)) if src else dict(os.environ)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
 
@@ -93,9 +95,11 @@ def main() -> None:
     if args.before:
         old_home = Path(tempfile.mkdtemp(prefix="roadmap-bench-before-"))
         seed_home(old_home, args.before)
-        cmds["status (before)"] = (py + ["-m", "roadmap_cli", "status"],
-                                   dict(os.environ, ROADMAP_HOME=str(old_home), PYTHONPATH=str(args.before),
-                                        OMP_NUM_THREADS="1"), (0,))
+        cmds["status (before)"] = (
+            py + ["-m", "roadmap_cli", "status"],
+            dict(os.environ, ROADMAP_HOME=str(old_home), PYTHONPATH=str(args.before), OMP_NUM_THREADS="1"),
+            (0,),
+        )
     for cmd, cmd_env, ok in cmds.values():  # warm caches (curriculum cache, page cache)
         timed(cmd, cmd_env, ok)
     times: dict[str, list[float]] = {name: [] for name in cmds}

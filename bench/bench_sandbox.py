@@ -37,8 +37,9 @@ BUDGET = 1.15
 def grade(lab_id: str, workspace: Path, env: dict, python: str = sys.executable) -> tuple[float, bool, str, str]:
     """(wall seconds, every gradable part passed, the sandbox the attempt recorded, why not passed)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([python, "-m", "roadmap_cli", "grade", lab_id, "--json"], cwd=workspace, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [python, "-m", "roadmap_cli", "grade", lab_id, "--json"], cwd=workspace, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     try:
         data = json.loads(proc.stdout)["data"]
@@ -46,8 +47,11 @@ def grade(lab_id: str, workspace: Path, env: dict, python: str = sys.executable)
         return wall, False, "?", (proc.stderr.strip().splitlines() or ["no output"])[-1]
     passed = all(p["status"] in ("passed", "not-graded-here") for p in data["parts"])
     # A false fail must be diagnosable afterwards: the failing tests, their first message line.
-    why = "; ".join(f"{t['nodeid']}: {(t.get('message') or t['outcome']).splitlines()[0][:200]}"
-                    for t in data.get("tests", []) if t["outcome"] not in ("passed", "skipped"))[:1500]
+    why = "; ".join(
+        f"{t['nodeid']}: {(t.get('message') or t['outcome']).splitlines()[0][:200]}"
+        for t in data.get("tests", [])
+        if t["outcome"] not in ("passed", "skipped")
+    )[:1500]
     return wall, passed, data.get("sandbox") or "?", why or (data.get("message") or "")
 
 
@@ -73,7 +77,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
     parser.add_argument("-n", "--rounds", type=int, default=3, help="strong/weak pairs per lab")
-    parser.add_argument("--baseline", metavar="REV", help="compare with the OS wall of this commit, not the weak sandbox")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="compare with the OS wall of this commit, not the weak sandbox"
+    )
     args = parser.parse_args()
 
     from roadmap_cli.grading_kit import oswall
@@ -85,8 +91,12 @@ def main() -> None:
         sys.exit(f"bubblewrap cannot run here ({why}): nothing to compare")
     rows = []
     with tempfile.TemporaryDirectory(prefix="roadmap-sandbox-bench-") as tmp:
-        base = dict(os.environ, ROADMAP_HOME=str(Path(tmp) / "home"), PYTHONUNBUFFERED="1",
-                    ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-new"))
+        base = dict(
+            os.environ,
+            ROADMAP_HOME=str(Path(tmp) / "home"),
+            PYTHONUNBUFFERED="1",
+            ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-new"),
+        )
         base.pop("ROADMAP_SANDBOX", None)
         weak_env = dict(base, ROADMAP_SANDBOX="weak")
         other_python, other_name = sys.executable, "weak"
@@ -98,8 +108,12 @@ def main() -> None:
         for lab_id in args.labs or lab_ids():
             spec = find_lab(lab_id)
             workspace = Path(tmp) / lab_id
-            subprocess.run(ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)], env=base, check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ROADMAP + ["lab", "start", lab_id, "--dir", str(workspace)],
+                env=base,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             ws.write_solution(spec, workspace)
             # warm: C++ builds, the grader's bytecode cache (not counted)
             grade(lab_id, workspace, base)
@@ -107,24 +121,31 @@ def main() -> None:
             strong, weak, false_fails, seen = [], [], 0, set()
             for round_ in range(args.rounds):
                 # Alternate which goes first: a machine that gets busier over time penalises neither.
-                order = [("strong", base), ("weak", weak_env)] if round_ % 2 == 0 else [("weak", weak_env),
-                                                                                         ("strong", base)]
+                order = (
+                    [("strong", base), ("weak", weak_env)]
+                    if round_ % 2 == 0
+                    else [("weak", weak_env), ("strong", base)]
+                )
                 for name, env in order:
                     python = other_python if name == "weak" else sys.executable
                     wall, passed, recorded, why = grade(lab_id, workspace, env, python)
-                    seen.add((name, "weak" if recorded == "strong" and name == "weak" and args.baseline
-                              else recorded))
+                    seen.add((name, "weak" if recorded == "strong" and name == "weak" and args.baseline else recorded))
                     (strong if name == "strong" else weak).append(wall)
                     if not passed:
                         false_fails += 1
-                        print(f"  {lab_id}: the reference did not pass ({name} sandbox, round {round_ + 1}): {why}",
-                              file=sys.stderr)
+                        print(
+                            f"  {lab_id}: the reference did not pass ({name} sandbox, round {round_ + 1}): {why}",
+                            file=sys.stderr,
+                        )
             if ("strong", "strong") not in seen or ("weak", "weak") not in seen:
                 sys.exit(f"{lab_id}: the attempts did not record the sandbox asked for: {sorted(seen)}")
             s, w = statistics.median(strong), statistics.median(weak)
             rows.append((lab_id, s, w, s / w, false_fails))
-            print(f"{lab_id:<18} strong {s:7.2f} s  {other_name} {w:7.2f} s  ratio {s / w:5.2f}  "
-                  f"false fails {false_fails}", flush=True)
+            print(
+                f"{lab_id:<18} strong {s:7.2f} s  {other_name} {w:7.2f} s  ratio {s / w:5.2f}  "
+                f"false fails {false_fails}",
+                flush=True,
+            )
     print()
     print(f"{'lab':<18} {'strong s':>9} {other_name[:8]:>8} {'ratio':>6} {'false fails':>12}  budget (<= {BUDGET:g}x)")
     for lab_id, s, w, ratio, ff in rows:

@@ -41,8 +41,12 @@ def free_port() -> int:
 def start_server(port: int, max_batch: int) -> subprocess.Popen:
     import httpx
 
-    proc = subprocess.Popen([sys.executable, "server.py", "--port", str(port), "--max-batch", str(max_batch)],
-                            cwd=SOLUTION, env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "server.py", "--port", str(port), "--max-batch", str(max_batch)],
+        cwd=SOLUTION,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -81,8 +85,10 @@ def serving(args) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    print(f"serving: {args.requests} requests x {args.tokens} tokens, all arriving at t=0, max batch 16, "
-          f"20 ms/step, {args.rounds} rounds (order alternated)")
+    print(
+        f"serving: {args.requests} requests x {args.tokens} tokens, all arriving at t=0, max batch 16, "
+        f"20 ms/step, {args.rounds} rounds (order alternated)"
+    )
     print(f"{'concurrency':>11} {'tokens/s':>10} {'p99 TTFT s':>11} {'tok/s vs c=1':>13} {'p99 TTFT vs c=1':>16}")
     for c in levels:
         tps = statistics.median(r[0] for r in rows[c])

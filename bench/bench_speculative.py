@@ -37,8 +37,10 @@ def main() -> int:
     spec = _load("speculative", ROOT / "labs/modern-llm/solution/speculative.py")
     models = _load("spec_models", ROOT / "labs/modern-llm/tests/spec_models.py")
     g = torch.Generator().manual_seed(1234)
-    print(f"{'pair':>10} {'k':>2} {'a (formula)':>12} {'a (measured)':>13} {'ratio':>6} "
-          f"{'tok/fwd formula':>16} {'measured':>9} {'ratio':>6} {'max |freq-p|':>13}")
+    print(
+        f"{'pair':>10} {'k':>2} {'a (formula)':>12} {'a (measured)':>13} {'ratio':>6} "
+        f"{'tok/fwd formula':>16} {'measured':>9} {'ratio':>6} {'max |freq-p|':>13}"
+    )
     for pair in ("close", "medium", "far"):
         noise = {"close": 0.1, "medium": 0.6, "far": 2.0}[pair]
         p = torch.rand(6, generator=g, dtype=torch.float64) + 0.05
@@ -51,14 +53,20 @@ def main() -> int:
             first = torch.zeros(6)
             for _ in range(args.trials):
                 out = spec.speculative_generate(target, draft, [0], 16, k, generator=g)
-                proposed, accepted, calls = proposed + out["proposed"], accepted + out["accepted"], calls + out["target_calls"]
+                proposed, accepted, calls = (
+                    proposed + out["proposed"],
+                    accepted + out["accepted"],
+                    calls + out["target_calls"],
+                )
                 first[out["tokens"][0]] += 1
             rate = accepted / proposed
             per_call = (accepted + calls) / calls
             formula = spec.expected_tokens_per_target_call(alpha, k)
             deviation = float((first / args.trials - p).abs().max())
-            print(f"{pair:>10} {k:>2} {alpha:>12.4f} {rate:>13.4f} {rate / alpha:>6.3f} "
-                  f"{formula:>16.3f} {per_call:>9.3f} {per_call / formula:>6.3f} {deviation:>13.4f}")
+            print(
+                f"{pair:>10} {k:>2} {alpha:>12.4f} {rate:>13.4f} {rate / alpha:>6.3f} "
+                f"{formula:>16.3f} {per_call:>9.3f} {per_call / formula:>6.3f} {deviation:>13.4f}"
+            )
     return 0
 
 

@@ -43,38 +43,79 @@ def seed(home: Path) -> None:
         for i in range(10_000):
             status = rng.choice(statuses)
             day = (today - timedelta(days=rng.randrange(730))).isoformat()
-            papers.append({
-                "title": f"Paper {i}: on attention and kernels", "title_key": f"paper {i} on attention and kernels",
-                "authors": "A. Author and B. Author", "year": 2015 + i % 11, "arxiv_id": f"{2000 + i % 600:04d}.{i:05d}",
-                "arxiv_version": None, "doi": None, "url": None, "stage": 1 + i % 10, "status": status,
-                "read_on": day if status in ("read", "reproduced") else None, "added_on": day,
-                "rating": None, "notes": None, "bibtex_key": None,
-            })
-        conn.execute(sa.text(
-            "INSERT INTO papers (title, title_key, authors, year, arxiv_id, arxiv_version, doi, url, stage, status, "
-            "read_on, added_on, rating, notes, bibtex_key) VALUES (:title, :title_key, :authors, :year, :arxiv_id, "
-            ":arxiv_version, :doi, :url, :stage, :status, :read_on, :added_on, :rating, :notes, :bibtex_key)"), papers)
+            papers.append(
+                {
+                    "title": f"Paper {i}: on attention and kernels",
+                    "title_key": f"paper {i} on attention and kernels",
+                    "authors": "A. Author and B. Author",
+                    "year": 2015 + i % 11,
+                    "arxiv_id": f"{2000 + i % 600:04d}.{i:05d}",
+                    "arxiv_version": None,
+                    "doi": None,
+                    "url": None,
+                    "stage": 1 + i % 10,
+                    "status": status,
+                    "read_on": day if status in ("read", "reproduced") else None,
+                    "added_on": day,
+                    "rating": None,
+                    "notes": None,
+                    "bibtex_key": None,
+                }
+            )
+        conn.execute(
+            sa.text(
+                "INSERT INTO papers (title, title_key, authors, year, arxiv_id, arxiv_version, doi, url, stage, status, "
+                "read_on, added_on, rating, notes, bibtex_key) VALUES (:title, :title_key, :authors, :year, :arxiv_id, "
+                ":arxiv_version, :doi, :url, :stage, :status, :read_on, :added_on, :rating, :notes, :bibtex_key)"
+            ),
+            papers,
+        )
         kinds = ["reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours"]
         entries = []
         for i in range(5_000):
             kind = rng.choice(kinds)
-            entries.append({"kind": kind, "title": None if kind == "hours" else f"entry {i}",
-                            "on_date": (today - timedelta(days=rng.randrange(730))).isoformat(),
-                            "hours": rng.choice([1.0, 1.5, 2.0, 2.5]) if kind == "hours" else None,
-                            "created_at": "2026-01-01T00:00:00+00:00"})
-        conn.execute(sa.text("INSERT INTO cadence_entries (kind, title, on_date, hours, created_at) "
-                             "VALUES (:kind, :title, :on_date, :hours, :created_at)"), entries)
+            entries.append(
+                {
+                    "kind": kind,
+                    "title": None if kind == "hours" else f"entry {i}",
+                    "on_date": (today - timedelta(days=rng.randrange(730))).isoformat(),
+                    "hours": rng.choice([1.0, 1.5, 2.0, 2.5]) if kind == "hours" else None,
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                }
+            )
+        conn.execute(
+            sa.text(
+                "INSERT INTO cadence_entries (kind, title, on_date, hours, created_at) "
+                "VALUES (:kind, :title, :on_date, :hours, :created_at)"
+            ),
+            entries,
+        )
         attempts = []
         for i in range(1_000):
-            attempts.append({"lab_id": rng.choice(["cuda-matmul", "minigpt", "paged-kv-cache", "flash-attention"]),
-                             "started_at": "2026-06-01T00:00:00+00:00", "duration_s": 30.0,
-                             "outcome": rng.choice(["passed", "failed"]), "score": rng.randrange(0, 100),
-                             "max_score": 100.0, "parts": json.dumps([]), "perf": json.dumps([]), "device": "cpu",
-                             "interpret_mode": True, "workspace": f"/tmp/ws{i}", "grader_sha256": "0" * 64})
-        conn.execute(sa.text(
-            "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
-            "device, interpret_mode, workspace, grader_sha256) VALUES (:lab_id, :started_at, :duration_s, :outcome, "
-            ":score, :max_score, :parts, :perf, :device, :interpret_mode, :workspace, :grader_sha256)"), attempts)
+            attempts.append(
+                {
+                    "lab_id": rng.choice(["cuda-matmul", "minigpt", "paged-kv-cache", "flash-attention"]),
+                    "started_at": "2026-06-01T00:00:00+00:00",
+                    "duration_s": 30.0,
+                    "outcome": rng.choice(["passed", "failed"]),
+                    "score": rng.randrange(0, 100),
+                    "max_score": 100.0,
+                    "parts": json.dumps([]),
+                    "perf": json.dumps([]),
+                    "device": "cpu",
+                    "interpret_mode": True,
+                    "workspace": f"/tmp/ws{i}",
+                    "grader_sha256": "0" * 64,
+                }
+            )
+        conn.execute(
+            sa.text(
+                "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+                "device, interpret_mode, workspace, grader_sha256) VALUES (:lab_id, :started_at, :duration_s, :outcome, "
+                ":score, :max_score, :parts, :perf, :device, :interpret_mode, :workspace, :grader_sha256)"
+            ),
+            attempts,
+        )
         for table in ("papers", "cadence_entries", "grade_attempts"):  # the learner `status` runs as (migration 5)
             conn.execute(sa.text(f"UPDATE {table} SET learner = :me"), {"me": store.learner})
     store.engine.dispose()
@@ -127,8 +168,10 @@ def main() -> None:
         # process's load moves wall time far more than it moves the CPU a command itself needs.
         ratio = cpu / b_cpu
         over |= ratio > BUDGET
-        print(f"{label}  : median {wall * 1000:7.1f} ms wall, {cpu * 1000:7.1f} ms CPU  ratio wall "
-              f"{wall / b_wall:.2f}, CPU {ratio:.2f}  (budget {BUDGET})  -> {'OK' if ratio <= BUDGET else 'OVER BUDGET'}")
+        print(
+            f"{label}  : median {wall * 1000:7.1f} ms wall, {cpu * 1000:7.1f} ms CPU  ratio wall "
+            f"{wall / b_wall:.2f}, CPU {ratio:.2f}  (budget {BUDGET})  -> {'OK' if ratio <= BUDGET else 'OVER BUDGET'}"
+        )
     sys.exit(1 if over else 0)
 
 

@@ -59,8 +59,12 @@ def dev_check(lab_id: str, mode: str, jobs: int) -> tuple[float, float, dict]:
     _reap_orphans()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(ROADMAP + ["dev", "check", lab_id, "--jobs", str(jobs), "--json", *MODES[mode]],
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ROADMAP + ["dev", "check", lab_id, "--jobs", str(jobs), "--json", *MODES[mode]],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     _reap_orphans()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -83,7 +87,7 @@ def main() -> None:
     verdicts: dict[str, dict] = {}
     order = list(MODES)
     for i in range(args.rounds):
-        for mode in order[i % 3:] + order[:i % 3]:
+        for mode in order[i % 3 :] + order[: i % 3]:
             wall, cpu, rows = dev_check(args.lab, mode, args.jobs)
             results[mode].append((wall, cpu))
             print(f"round {i + 1} {mode:7}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, {len(rows)} checks", flush=True)
@@ -94,8 +98,10 @@ def main() -> None:
     cpu = {mode: statistics.median(c for _, c in runs) for mode, runs in results.items()}
     print(f"\n{args.lab}: dev check, {args.jobs} jobs, median of {args.rounds}")
     for mode in MODES:
-        print(f"  {mode:7} {wall[mode]:6.1f} s wall {cpu[mode]:6.1f} s CPU   "
-              f"/cold: wall {wall[mode] / wall['cold']:.2f}x, CPU {cpu[mode] / cpu['cold']:.2f}x")
+        print(
+            f"  {mode:7} {wall[mode]:6.1f} s wall {cpu[mode]:6.1f} s CPU   "
+            f"/cold: wall {wall[mode] / wall['cold']:.2f}x, CPU {cpu[mode] / cpu['cold']:.2f}x"
+        )
     print(f"  warm/graders: wall {wall['warm'] / wall['graders']:.2f}x, CPU {cpu['warm'] / cpu['graders']:.2f}x")
     keys = set().union(*(v.keys() for v in verdicts.values()))
     differ = sorted(k for k in keys if len({str(v.get(k)) for v in verdicts.values()}) > 1)
@@ -106,6 +112,7 @@ def main() -> None:
     if not all(all(ok is not False for ok in v.values()) for v in verdicts.values()):
         print("  some checks failed (the same in every mode)")
     print("  every check has the same verdict in every mode")
+
 
 if __name__ == "__main__":
     main()

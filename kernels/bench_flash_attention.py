@@ -52,15 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     rule = timing.StopRule(time_cap_s=1.0 if args.quick else 3.0)
     seqs = (1024, 4096) if args.quick else (1024, 2048, 4096, 8192)
     print(f"device: {torch.cuda.get_device_name()}  dtype: fp16  batch {BATCH}  heads {HEADS}")
-    header = f"{'pass':4} {'seq':>5} {'d':>4} {'causal':>6} | {'ours ms':>8} {'sdpa ms':>8} | " \
-             f"{'ours TF/s':>9} {'sdpa TF/s':>9} {'% peak':>6} | {'sdpa/ours':>9}"
+    header = (
+        f"{'pass':4} {'seq':>5} {'d':>4} {'causal':>6} | {'ours ms':>8} {'sdpa ms':>8} | "
+        f"{'ours TF/s':>9} {'sdpa TF/s':>9} {'% peak':>6} | {'sdpa/ours':>9}"
+    )
     print(header)
     print("-" * len(header))
     ratios = []
 
     def fresh(seq, head_dim, grad=False):
-        return tuple(torch.randn(BATCH, HEADS, seq, head_dim, device="cuda", dtype=dtype).requires_grad_(grad)
-                     for _ in range(3))
+        return tuple(
+            torch.randn(BATCH, HEADS, seq, head_dim, device="cuda", dtype=dtype).requires_grad_(grad) for _ in range(3)
+        )
 
     for head_dim in (64, 128):
         for causal in (False, True):
@@ -68,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
                 fwd = timing.compare_to_baseline(
                     lambda q, k, v: fa.flash_attention_forward(q, k, v, causal=causal),
                     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                    lambda: fresh(seq, head_dim), flops=_flops(seq, head_dim, causal, False), dtype=dtype, rule=rule)
+                    lambda: fresh(seq, head_dim),
+                    flops=_flops(seq, head_dim, causal, False),
+                    dtype=dtype,
+                    rule=rule,
+                )
 
                 def make_bwd():
                     q, k, v = fresh(seq, head_dim, grad=True)
@@ -79,12 +86,18 @@ def main(argv: list[str] | None = None) -> int:
                 bwd = timing.compare_to_baseline(
                     lambda o, s, q, k, v, do: torch.autograd.grad(o, (q, k, v), do, retain_graph=True),
                     lambda o, s, q, k, v, do: torch.autograd.grad(s, (q, k, v), do, retain_graph=True),
-                    make_bwd, flops=_flops(seq, head_dim, causal, True), dtype=dtype, rule=rule)
+                    make_bwd,
+                    flops=_flops(seq, head_dim, causal, True),
+                    dtype=dtype,
+                    rule=rule,
+                )
                 for name, cmp in (("fwd", fwd), ("bwd", bwd)):
                     pct = f"{cmp.pct_of_peak:6.1f}" if cmp.pct_of_peak is not None else "     ?"
-                    print(f"{name:4} {seq:5d} {head_dim:4d} {str(causal):>6} | {cmp.learner.median_ms:8.3f} "
-                          f"{cmp.baseline.median_ms:8.3f} | {cmp.tflops:9.1f} {cmp.baseline_tflops:9.1f} {pct} | "
-                          f"{cmp.ratio:9.2f}" + ("  " + "; ".join(cmp.warnings) if cmp.warnings else ""))
+                    print(
+                        f"{name:4} {seq:5d} {head_dim:4d} {str(causal):>6} | {cmp.learner.median_ms:8.3f} "
+                        f"{cmp.baseline.median_ms:8.3f} | {cmp.tflops:9.1f} {cmp.baseline_tflops:9.1f} {pct} | "
+                        f"{cmp.ratio:9.2f}" + ("  " + "; ".join(cmp.warnings) if cmp.warnings else "")
+                    )
                     ratios.append(cmp.ratio)
                     sys.stdout.flush()
     print(f"geometric mean of sdpa/ours over {len(ratios)} measurements: {timing.geometric_mean(ratios):.3f}")

@@ -57,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     rule = timing.StopRule(time_cap_s=1.0 if args.quick else 3.0)
     shapes = SHAPES[:3] if args.quick else SHAPES
     print(f"device: {torch.cuda.get_device_name()}  dtype: fp16  (one decode step)")
-    header = f"{'seqs':>4} {'H/KVH':>6} {'D':>4} {'ctx':>5} {'blk':>3} | {'ours ms':>8} {'sdpa ms':>8} | " \
-             f"{'ours GB/s':>9} {'% peak':>6} | {'sdpa/ours':>9}"
+    header = (
+        f"{'seqs':>4} {'H/KVH':>6} {'D':>4} {'ctx':>5} {'blk':>3} | {'ours ms':>8} {'sdpa ms':>8} | "
+        f"{'ours GB/s':>9} {'% peak':>6} | {'sdpa/ours':>9}"
+    )
     print(header)
     print("-" * len(header))
     ratios = []
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         lens = torch.full((num_seqs,), ctx, device="cuda", dtype=torch.int32)
         k = kc[tables.long()].reshape(num_seqs, ctx, num_kv_heads, head_dim).transpose(1, 2).contiguous()
         v = vc[tables.long()].reshape(num_seqs, ctx, num_kv_heads, head_dim).transpose(1, 2).contiguous()
-        scale = head_dim ** -0.5
+        scale = head_dim**-0.5
         gqa = num_heads != num_kv_heads
 
         def ours(q):
@@ -85,14 +87,22 @@ def main(argv: list[str] | None = None) -> int:
 
         bytes_moved = 2 * kc.numel() * kc.element_size() + 2 * num_seqs * num_heads * head_dim * 2
         cmp = timing.compare_to_baseline(
-            ours, sdpa, lambda: torch.randn(num_seqs, num_heads, head_dim, device="cuda", dtype=dtype),
-            flops=4.0 * num_seqs * num_heads * ctx * head_dim, bytes_moved=bytes_moved, dtype=dtype,
-            rule=rule, check=check)
+            ours,
+            sdpa,
+            lambda: torch.randn(num_seqs, num_heads, head_dim, device="cuda", dtype=dtype),
+            flops=4.0 * num_seqs * num_heads * ctx * head_dim,
+            bytes_moved=bytes_moved,
+            dtype=dtype,
+            rule=rule,
+            check=check,
+        )
         gbps = bytes_moved / (cmp.learner.median_ms * 1e-3) / 1e9
         pct = f"{cmp.pct_of_peak:6.1f}" if cmp.pct_of_peak is not None else "     ?"
-        print(f"{num_seqs:4d} {num_heads:>3}/{num_kv_heads:<2} {head_dim:4d} {ctx:5d} {block_size:3d} | "
-              f"{cmp.learner.median_ms:8.3f} {cmp.baseline.median_ms:8.3f} | {gbps:9.1f} {pct} | {cmp.ratio:9.2f}"
-              + ("  " + "; ".join(cmp.warnings) if cmp.warnings else ""))
+        print(
+            f"{num_seqs:4d} {num_heads:>3}/{num_kv_heads:<2} {head_dim:4d} {ctx:5d} {block_size:3d} | "
+            f"{cmp.learner.median_ms:8.3f} {cmp.baseline.median_ms:8.3f} | {gbps:9.1f} {pct} | {cmp.ratio:9.2f}"
+            + ("  " + "; ".join(cmp.warnings) if cmp.warnings else "")
+        )
         ratios.append(cmp.ratio)
         sys.stdout.flush()
     print(f"geometric mean of sdpa/ours over {len(ratios)} shapes: {timing.geometric_mean(ratios):.3f}")

@@ -19,8 +19,9 @@ def sql(url: str):
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                           autocommit=True)
+    return psycopg.connect(
+        host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database, autocommit=True
+    )
 
 
 def add_learner(run_cli, cohort: dict, name: str) -> str:

@@ -60,8 +60,14 @@ def start() -> BackgroundDevCheck:
     env = dict(os.environ, ROADMAP_HOME=str(folder / "home"), PYTHONUNBUFFERED="1")
     env.pop("TRITON_INTERPRET", None)  # the engine decides, per grade run
     with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "dev", "check", "--jobs", "2", "--json"],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=folder,
-                                start_new_session=True,  # its own group: stop() kills every grade it started
-                                preexec_fn=_die_with_parent)  # a pytest killed outright (no stop()) takes it along
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "roadmap_cli", "dev", "check", "--jobs", "2", "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=folder,
+            start_new_session=True,  # its own group: stop() kills every grade it started
+            preexec_fn=_die_with_parent,
+        )  # a pytest killed outright (no stop()) takes it along
     return BackgroundDevCheck(proc, folder)

@@ -56,9 +56,24 @@ def import_inputs() -> dict[str, str | None]:
     return {
         "json-deep-100000": "[" * 100_000 + "]" * 100_000,
         "json-huge-string": None,  # a 4 MB string in one row (40x the limit), written by write_inputs
-        "json-nan-hours": json.dumps({"format": "roadmap-export", "version": 1, "schema_version": 4, "tables": {
-            "cadence_entries": [{"id": 1, "kind": "hours", "on_date": "2026-01-05", "hours": float("nan"),
-                                 "created_at": "2026-01-05T10:00:00+00:00"}]}}),
+        "json-nan-hours": json.dumps(
+            {
+                "format": "roadmap-export",
+                "version": 1,
+                "schema_version": 4,
+                "tables": {
+                    "cadence_entries": [
+                        {
+                            "id": 1,
+                            "kind": "hours",
+                            "on_date": "2026-01-05",
+                            "hours": float("nan"),
+                            "created_at": "2026-01-05T10:00:00+00:00",
+                        }
+                    ]
+                },
+            }
+        ),
     }
 
 
@@ -86,15 +101,23 @@ def write_inputs(workdir: Path) -> list[tuple[str, str, Path]]:
     for name, text in import_inputs().items():
         path = workdir / f"{name}.json"
         if text is None:
-            row = {"id": 1, "title": "x" * (4 * 1024 * 1024), "title_key": "x", "status": "to-read", "added_on": "2026-01-05"}
-            text = json.dumps({"format": "roadmap-export", "version": 1, "schema_version": 4, "tables": {"papers": [row]}})
+            row = {
+                "id": 1,
+                "title": "x" * (4 * 1024 * 1024),
+                "title_key": "x",
+                "status": "to-read",
+                "added_on": "2026-01-05",
+            }
+            text = json.dumps(
+                {"format": "roadmap-export", "version": 1, "schema_version": 4, "tables": {"papers": [row]}}
+            )
         path.write_text(text, encoding="utf-8")
         probes.append((name, "roadmap import", path))
     return probes
 
 
 # The measured process: imports first, then caps its address space, then probes.
-_CHILD = r'''
+_CHILD = r"""
 import gc, json, os, resource, sys, time
 from pathlib import Path
 
@@ -161,16 +184,21 @@ for name, target, path in json.loads(sys.stdin.read()):
     peak = (status("VmHWM") - before) if can_reset else float("nan")
     print(json.dumps({"input": name, "target": target, "refused": refused, "message": (message or "").strip()[:300],
                       "seconds": seconds, "peak_mb": peak}), flush=True)
-'''
+"""
 
 
 def run_probes(workdir: Path, env: dict | None = None) -> list[dict]:
     probes = write_inputs(workdir)
     home = workdir / "home"
-    child_env = dict(os.environ if env is None else env, ROADMAP_HOME=str(home), ROADMAP_LANG="en",
-                     OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([(n, t, str(p)) for n, t, p in probes]),
-                          capture_output=True, text=True, timeout=600, env=child_env)
+    child_env = dict(os.environ if env is None else env, ROADMAP_HOME=str(home), ROADMAP_LANG="en", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD],
+        input=json.dumps([(n, t, str(p)) for n, t, p in probes]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env,
+    )
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if len(records) != len(probes):
         raise AssertionError(f"probe process ended early (rc {proc.returncode}): {proc.stderr[-2000:]}")
@@ -178,14 +206,20 @@ def run_probes(workdir: Path, env: dict | None = None) -> list[dict]:
 
 
 def table(records: list[dict]) -> str:
-    lines = [f"{'input':<20} {'reader':<20} {'refused':<8} {'seconds':>8} {'t/limit':>8} {'peak MB':>8} {'m/limit':>8}  message"]
+    lines = [
+        f"{'input':<20} {'reader':<20} {'refused':<8} {'seconds':>8} {'t/limit':>8} {'peak MB':>8} {'m/limit':>8}  message"
+    ]
     for r in records:
-        lines.append(f"{r['input']:<20} {r['target']:<20} {'yes' if r['refused'] else 'NO':<8} {r['seconds']:>8.3f} "
-                     f"{r['seconds'] / TIME_LIMIT_S:>8.2f} {r['peak_mb']:>8.1f} {r['peak_mb'] / MEMORY_LIMIT_MB:>8.2f}  "
-                     f"{r['message'][:90]}")
+        lines.append(
+            f"{r['input']:<20} {r['target']:<20} {'yes' if r['refused'] else 'NO':<8} {r['seconds']:>8.3f} "
+            f"{r['seconds'] / TIME_LIMIT_S:>8.2f} {r['peak_mb']:>8.1f} {r['peak_mb'] / MEMORY_LIMIT_MB:>8.2f}  "
+            f"{r['message'][:90]}"
+        )
     worst_t = max(r["seconds"] for r in records)
     worst_m = max(r["peak_mb"] for r in records)
-    lines.append(f"{len(records)} probes, {sum(r['refused'] for r in records)} clean refusals; worst time "
-                 f"{worst_t:.3f} s ({worst_t / TIME_LIMIT_S:.2f} of the {TIME_LIMIT_S} s limit), worst peak "
-                 f"{worst_m:.1f} MB ({worst_m / MEMORY_LIMIT_MB:.2f} of the {MEMORY_LIMIT_MB:.0f} MB limit)")
+    lines.append(
+        f"{len(records)} probes, {sum(r['refused'] for r in records)} clean refusals; worst time "
+        f"{worst_t:.3f} s ({worst_t / TIME_LIMIT_S:.2f} of the {TIME_LIMIT_S} s limit), worst peak "
+        f"{worst_m:.1f} MB ({worst_m / MEMORY_LIMIT_MB:.2f} of the {MEMORY_LIMIT_MB:.0f} MB limit)"
+    )
     return "\n".join(lines)

@@ -51,9 +51,9 @@ def serve_registry(monkeypatch):
             if parts.path == "/arxiv/api/query":
                 key = "arxiv:" + parse_qs(parts.query).get("id_list", [""])[0]
             elif parts.path.startswith("/crossref/works/"):
-                key = "crossref:" + unquote(parts.path[len("/crossref/works/"):])
+                key = "crossref:" + unquote(parts.path[len("/crossref/works/") :])
             elif parts.path.startswith("/datacite/dois/"):
-                key = "datacite:" + unquote(parts.path[len("/datacite/dois/"):])
+                key = "datacite:" + unquote(parts.path[len("/datacite/dois/") :])
             else:
                 key = "other:" + parts.path
             reg.requests.append((key, dict(self.headers)))
@@ -96,8 +96,8 @@ def serve_docs_papers(monkeypatch):
     reg.serve("arxiv:2307.08691v2", fixture("arxiv-2307.08691.xml"))
     reg.serve("arxiv:hep-th/9711200", fixture("arxiv-hep-th-9711200.xml"))
     reg.serve("arxiv:hep-th/9711200v3", fixture("arxiv-hep-th-9711200.xml"))
-    reg.serve("crossref:10.1145/3600006.3613165",
-              fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json"))
+    reg.serve(
+        "crossref:10.1145/3600006.3613165",
+        fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json"),
+    )
     return reg, stop
-
-

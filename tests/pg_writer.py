@@ -1,9 +1,9 @@
 """A writer process for tests/test_store_postgres.py (and bench/bench_cohort.py).
 
-    pg_writer.py N            N `roadmap log hours 1` commands in this process, one JSON line each:
-                              {"code": exit code, "stderr": what it printed}; "ok" after the first
-    pg_writer.py N mixed K    N rounds of a check, a grade record, a paper log and an hours entry
-                              for $ROADMAP_LEARNER through the services (K: this writer's number)
+pg_writer.py N            N `roadmap log hours 1` commands in this process, one JSON line each:
+                          {"code": exit code, "stderr": what it printed}; "ok" after the first
+pg_writer.py N mixed K    N rounds of a check, a grade record, a paper log and an hours entry
+                          for $ROADMAP_LEARNER through the services (K: this writer's number)
 """
 
 from __future__ import annotations
@@ -44,15 +44,40 @@ def fake_run(lab, n: int, i: int):
     from types import SimpleNamespace
 
     part = lab.parts[0]
-    parts = [SimpleNamespace(id=part.id, points=float(part.points), max_points=float(part.points), status="passed",
-                             tests_passed=1, tests_total=1)]
-    tests = [SimpleNamespace(nodeid=f"tests/test_x.py::test_{n}_{i}", part=part.id, outcome="passed",
-                             duration_s=0.01, message=None)]
+    parts = [
+        SimpleNamespace(
+            id=part.id,
+            points=float(part.points),
+            max_points=float(part.points),
+            status="passed",
+            tests_passed=1,
+            tests_total=1,
+        )
+    ]
+    tests = [
+        SimpleNamespace(
+            nodeid=f"tests/test_x.py::test_{n}_{i}", part=part.id, outcome="passed", duration_s=0.01, message=None
+        )
+    ]
     return SimpleNamespace(
-        started_at="2026-02-01T10:00:00+00:00", duration_s=1.0, outcome="passed", score=float(part.points),
-        max_score=float(part.points), parts=parts, perf=[], device="cpu", device_capability=None,
-        torch_version=None, triton_version=None, interpret_mode=True, workspace=f"/tmp/ws/{n}",
-        grader_sha256="0" * 64, message=None, sandbox=None, tests=tests)
+        started_at="2026-02-01T10:00:00+00:00",
+        duration_s=1.0,
+        outcome="passed",
+        score=float(part.points),
+        max_score=float(part.points),
+        parts=parts,
+        perf=[],
+        device="cpu",
+        device_capability=None,
+        torch_version=None,
+        triton_version=None,
+        interpret_mode=True,
+        workspace=f"/tmp/ws/{n}",
+        grader_sha256="0" * 64,
+        message=None,
+        sandbox=None,
+        tests=tests,
+    )
 
 
 def mixed(n: int, writer: int) -> None:

@@ -63,8 +63,9 @@ class Cluster:
         cmd = list(args)
         if self._as_postgres:
             cmd = ["runuser", "-u", SUPERUSER, "--"] + cmd
-        return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout,
-                              stdin=subprocess.DEVNULL, cwd=self.root)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL, cwd=self.root
+        )
 
     def init(self) -> "Cluster":
         self.sockets.mkdir()
@@ -74,18 +75,43 @@ class Cluster:
             shutil.chown(self.root, SUPERUSER)
             shutil.chown(self.sockets, SUPERUSER)
             shutil.chown(pwfile, SUPERUSER)
-        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--pwfile", str(pwfile),
-                  "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8",
-                  "--no-sync")
+        self._run(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--pwfile",
+            str(pwfile),
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
         pwfile.unlink()
         return self
 
     def start(self) -> None:
-        opts = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c max_connections=200 "
-                f"-c fsync={'on' if self.fsync else 'off'} -c synchronous_commit={'on' if self.fsync else 'off'} "
-                f"-c full_page_writes={'on' if self.fsync else 'off'}")
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w",
-                  "-t", "60", "start")
+        opts = (
+            f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c max_connections=200 "
+            f"-c fsync={'on' if self.fsync else 'off'} -c synchronous_commit={'on' if self.fsync else 'off'} "
+            f"-c full_page_writes={'on' if self.fsync else 'off'}"
+        )
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            opts,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         if self._reaper is None:
             from reaper import guard
 
@@ -112,16 +138,23 @@ class Cluster:
 
     # -- databases
 
-    def url(self, database: str = "postgres", *, password: str = PASSWORD, host: str = "127.0.0.1",
-            port: Optional[int] = None) -> str:
+    def url(
+        self,
+        database: str = "postgres",
+        *,
+        password: str = PASSWORD,
+        host: str = "127.0.0.1",
+        port: Optional[int] = None,
+    ) -> str:
         return f"postgresql+psycopg://{SUPERUSER}:{password}@{host}:{port or self.port}/{database}"
 
     def admin(self, sql: str) -> None:
         """One statement as the superuser, outside a transaction (CREATE DATABASE)."""
         import psycopg
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER, password=PASSWORD,
-                             dbname="postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=SUPERUSER, password=PASSWORD, dbname="postgres", autocommit=True
+        ) as conn:
             conn.execute(sql)
 
     def new_database(self, prefix: str = "t") -> str:

@@ -45,11 +45,20 @@ class Reaper:
 def guard(*, commands: list[list[str]] = (), pids: list[int] = (), paths: list[str] = ()) -> Reaper:
     """When this process dies: run `commands` (e.g. `pg_ctl stop -m immediate`), then SIGKILL `pids` still
     alive (and their process groups, when they lead one), then remove `paths`."""
-    spec = {"parent": os.getpid(), "commands": [list(c) for c in commands], "pids": list(pids),
-            "paths": [str(p) for p in paths]}
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), json.dumps(spec)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, close_fds=True)
+    spec = {
+        "parent": os.getpid(),
+        "commands": [list(c) for c in commands],
+        "pids": list(pids),
+        "paths": [str(p) for p in paths],
+    }
+    proc = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), json.dumps(spec)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
     return Reaper(proc)
 
 
@@ -84,8 +93,9 @@ def _alive(pid: int) -> bool:
 def _reap(spec: dict) -> None:
     for command in spec["commands"]:
         try:
-            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=30)
+            subprocess.run(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30
+            )
         except (OSError, subprocess.TimeoutExpired):
             pass
     deadline = time.monotonic() + 5

@@ -51,8 +51,12 @@ class Server:
         self.log = self.root / "sshd.log"
 
     def _keygen(self, path: Path) -> None:
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
 
     def start(self) -> "Server":
         host_key, client_key = self.root / "host_ed25519", self.root / "client_ed25519"
@@ -62,24 +66,54 @@ class Server:
         authorized.write_text(client_key.with_suffix(".pub").read_text())
         authorized.chmod(0o600)
         config = self.root / "sshd_config"
-        config.write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
-            f"AuthorizedKeysFile {authorized}", f"PidFile {self.root / 'sshd.pid'}",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
-            "PermitRootLogin prohibit-password", "UsePAM no", "StrictModes no", "PrintMotd no",
-            "AcceptEnv NONE", "X11Forwarding no", f"AllowTcpForwarding {self.forwarding}",
-            f"AllowUsers {self.user}", "LogLevel ERROR", *self.extra_config,
-        ]) + "\n")
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    f"AuthorizedKeysFile {authorized}",
+                    f"PidFile {self.root / 'sshd.pid'}",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PubkeyAuthentication yes",
+                    "PermitRootLogin prohibit-password",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PrintMotd no",
+                    "AcceptEnv NONE",
+                    "X11Forwarding no",
+                    f"AllowTcpForwarding {self.forwarding}",
+                    f"AllowUsers {self.user}",
+                    "LogLevel ERROR",
+                    *self.extra_config,
+                ]
+            )
+            + "\n"
+        )
         # sshd refuses to start without its privilege-separation directory (normally made by systemd).
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         known_hosts = self.root / "known_hosts"
         known_hosts.write_text(f"[127.0.0.1]:{self.port} " + host_key.with_suffix(".pub").read_text())
-        self.client_config.write_text("\n".join([
-            "Host *", f"  IdentityFile {client_key}", "  IdentitiesOnly yes", f"  UserKnownHostsFile {known_hosts}",
-            "  StrictHostKeyChecking yes", "  LogLevel ERROR",
-        ]) + "\n")
-        self.proc = subprocess.Popen([self.sshd, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
+        self.client_config.write_text(
+            "\n".join(
+                [
+                    "Host *",
+                    f"  IdentityFile {client_key}",
+                    "  IdentitiesOnly yes",
+                    f"  UserKnownHostsFile {known_hosts}",
+                    "  StrictHostKeyChecking yes",
+                    "  LogLevel ERROR",
+                ]
+            )
+            + "\n"
+        )
+        self.proc = subprocess.Popen(
+            [self.sshd, "-D", "-e", "-f", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "wb"),
+        )
         from reaper import guard
 
         # A test process killed outright (no stop()) takes the server and its folder along.
@@ -130,8 +164,13 @@ def far_side(root: Path, *, more_env: tuple[str, ...] = ()) -> Server:
         if os.environ.get("ROADMAP_REQUIRE_SSHD") == "1":
             pytest.fail(message + " (ROADMAP_REQUIRE_SSHD=1: CI must run these tests)", pytrace=False)
         pytest.skip(message)
-    server = Server(sshd, forwarding="local", extra_config=(
-        f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
-        "ROADMAP_DEV_UNLOCKED=1" + "".join(f" {word}" for word in more_env),)).start()
+    server = Server(
+        sshd,
+        forwarding="local",
+        extra_config=(
+            f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
+            "ROADMAP_DEV_UNLOCKED=1" + "".join(f" {word}" for word in more_env),
+        ),
+    ).start()
     server.far_root = root
     return server

@@ -60,7 +60,11 @@ def test_three_views_of_one_source():
     assert "    # the sum, in one line\n    return a + b\n" in solution and "_helper" in solution
     assert "SOLUTION" not in solution + starter and "STARTER" not in solution + starter and "TODO" not in solution
     assert [(r.begin, r.starter, r.end) for r in parse_regions(REFERENCE, "m.py")] == [
-        (0, 2, 4), (10, 13, 17), (20, None, 23), (25, 26, 28)]
+        (0, 2, 4),
+        (10, 13, 17),
+        (20, None, 23),
+        (25, 26, 28),
+    ]
     compile(REFERENCE, "m.py", "exec")  # the reference itself is valid, runnable code
     namespace: dict = {}
     exec(compile(REFERENCE, "m.py", "exec"), namespace)
@@ -74,12 +78,18 @@ def test_cuda_files_use_the_double_slash_prefix():
     assert starter_text(source, "notes.txt") == source  # files without a comment prefix are never marked
 
 
-@pytest.mark.parametrize("broken, problem", [
-    ("# BEGIN SOLUTION\nx = 1\n", "m.py:1: BEGIN SOLUTION is never closed"),
-    ("x = 1\n# END SOLUTION\n", "m.py:2: END SOLUTION without BEGIN SOLUTION"),
-    ("# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION\n", "m.py:2: BEGIN SOLUTION inside the region opened at line 1"),
-    ("# BEGIN SOLUTION\n# STARTER\nraise X\n# END SOLUTION\n", "m.py:3: a starter line must be a comment"),
-])
+@pytest.mark.parametrize(
+    "broken, problem",
+    [
+        ("# BEGIN SOLUTION\nx = 1\n", "m.py:1: BEGIN SOLUTION is never closed"),
+        ("x = 1\n# END SOLUTION\n", "m.py:2: END SOLUTION without BEGIN SOLUTION"),
+        (
+            "# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION\n",
+            "m.py:2: BEGIN SOLUTION inside the region opened at line 1",
+        ),
+        ("# BEGIN SOLUTION\n# STARTER\nraise X\n# END SOLUTION\n", "m.py:3: a starter line must be a comment"),
+    ],
+)
 def test_misplaced_markers_name_file_and_line(broken, problem):
     with pytest.raises(ValidationError) as info:
         parse_regions(broken, "m.py")
@@ -129,7 +139,11 @@ def test_build_and_check_round_trip(labs_copy: Path, run_cli):
     adder = labs_copy / "adder"
     assert run_cli("dev", "build-starter", "--check", "adder").exit_code == 0
     source = adder / "solution" / "adder.py"
-    source.write_text(source.read_text().replace('# raise NotImplementedError("implement add', '# raise NotImplementedError("write add'))
+    source.write_text(
+        source.read_text().replace(
+            '# raise NotImplementedError("implement add', '# raise NotImplementedError("write add'
+        )
+    )
     (adder / "starter" / "extra.py").write_text("x = 1\n")
     result = run_cli("dev", "build-starter", "--check", "adder")
     assert result.exit_code == 1

@@ -18,8 +18,9 @@ def backend(request) -> str:
     return request.param
 
 
-def _grade(lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed",
-           sandbox: str | None = None) -> None:
+def _grade(
+    lab_id: str, *, device: str, score: float, perf: list, outcome: str = "passed", sandbox: str | None = None
+) -> None:
     """Record an attempt for $ROADMAP_LEARNER as `roadmap grade` would on SQLite, and as the cohort's worker
     does (verified) on PostgreSQL."""
     from roadmap_cli import context
@@ -141,19 +142,30 @@ def test_the_board_never_cuts_a_learner_id_on_an_80_column_terminal(tmp_path: Pa
     import pexpect
 
     learner = "ada.lovelace.long-address@example-university.org"
-    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LEARNER=learner, COLUMNS="80",
-               TERM="xterm")
+    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LEARNER=learner, COLUMNS="80", TERM="xterm")
     env.pop("DATABASE_URL", None)
-    record = ("from roadmap_cli import context\nfrom roadmap_cli.grading.grade import record_attempt\n"
-              "from roadmap_cli.labs.spec import find_lab\nfrom pg_writer import fake_run\n"
-              "lab = find_lab('cuda-matmul'); run = fake_run(lab, 0, 0); run.sandbox = 'strong'\n"
-              "record_attempt(context.current().store(), lab, run, None, None)\n")
+    record = (
+        "from roadmap_cli import context\nfrom roadmap_cli.grading.grade import record_attempt\n"
+        "from roadmap_cli.labs.spec import find_lab\nfrom pg_writer import fake_run\n"
+        "lab = find_lab('cuda-matmul'); run = fake_run(lab, 0, 0); run.sandbox = 'strong'\n"
+        "record_attempt(context.current().store(), lab, run, None, None)\n"
+    )
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", record], env=dict(env, PYTHONPATH=str(Path(__file__).parent)),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", record],
+        env=dict(env, PYTHONPATH=str(Path(__file__).parent)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
-    out = pexpect.run(f"{sys.executable} -m roadmap_cli cohort board cuda-matmul", env=env, encoding="utf-8",
-                      timeout=60, dimensions=(40, 80))
+    out = pexpect.run(
+        f"{sys.executable} -m roadmap_cli cohort board cuda-matmul",
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 80),
+    )
     joined = "".join(out.splitlines())
     assert learner in joined and "sandbox strong" in joined and "…" not in out, out

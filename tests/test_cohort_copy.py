@@ -31,24 +31,41 @@ def _history(run_cli) -> None:
     from roadmap_cli import context
 
     assert run_cli("check", "s1-explain-attention-workflow", "--note", "QKV, then softmax").exit_code == 0
-    assert run_cli("paper", "add", "Attention Is All You Need", "--status", "read", "--tags", "transformer").exit_code == 0
+    assert (
+        run_cli("paper", "add", "Attention Is All You Need", "--status", "read", "--tags", "transformer").exit_code == 0
+    )
     assert run_cli("log", "hours", "2.5").exit_code == 0
     store = context.current().store()
     me = store.learner
-    parts = [{"id": "capture", "points": 15.0, "max_points": 15.0, "status": "passed", "tests_passed": 1, "tests_total": 1}]
+    parts = [
+        {"id": "capture", "points": 15.0, "max_points": 15.0, "status": "passed", "tests_passed": 1, "tests_total": 1}
+    ]
     with store.connection() as conn:
         import sqlalchemy as sa
 
         for i in (1, 2):
-            conn.execute(sa.text(
-                "INSERT INTO grade_attempts (id, lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
-                "device, interpret_mode, workspace, grader_sha256, learner, sandbox) VALUES (:i, 'graph-compiler', :t, 1, "
-                "'passed', 15, 15, :p, '[]', 'cpu', 1, '/w', 'x', :me, 'strong')"), {"i": i, "t": STAMP, "p": json.dumps(parts), "me": me})
-            conn.execute(sa.text("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, learner) "
-                                 "VALUES (:i, 'tests/test_capture.py::t', 'capture', 'passed', 0.1, :me)"), {"i": i, "me": me})
-        conn.execute(sa.text("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
-                             "VALUES ('m28-p2-build-graph-capture', :t, 'lab:graph-compiler/capture', 'grade attempt 1', :me)"),
-                     {"t": STAMP, "me": me})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO grade_attempts (id, lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+                    "device, interpret_mode, workspace, grader_sha256, learner, sandbox) VALUES (:i, 'graph-compiler', :t, 1, "
+                    "'passed', 15, 15, :p, '[]', 'cpu', 1, '/w', 'x', :me, 'strong')"
+                ),
+                {"i": i, "t": STAMP, "p": json.dumps(parts), "me": me},
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, learner) "
+                    "VALUES (:i, 'tests/test_capture.py::t', 'capture', 'passed', 0.1, :me)"
+                ),
+                {"i": i, "me": me},
+            )
+        conn.execute(
+            sa.text(
+                "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                "VALUES ('m28-p2-build-graph-capture', :t, 'lab:graph-compiler/capture', 'grade attempt 1', :me)"
+            ),
+            {"t": STAMP, "me": me},
+        )
 
 
 def _rows_of(run_cli, tmp_path: Path, name: str) -> dict:
@@ -121,8 +138,10 @@ def test_what_the_server_refuses_a_learner_is_left_out_with_one_line(run_cli, co
     carol_url = _add(run_cli, cohort, carol)
     with _sql(cohort["url"]) as owner:  # the instructor restricts what a learner's login may write
         owner.execute(f'REVOKE INSERT ON grade_attempts, grade_test_results FROM "{carol}"')
-        owner.execute(f'CREATE POLICY lab_proved_by_server ON checkpoint_progress AS RESTRICTIVE FOR INSERT '
-                      f'TO "{carol}" WITH CHECK (source NOT LIKE \'lab:%\')')
+        owner.execute(
+            f"CREATE POLICY lab_proved_by_server ON checkpoint_progress AS RESTRICTIVE FOR INSERT "
+            f"TO \"{carol}\" WITH CHECK (source NOT LIKE 'lab:%')"
+        )
 
     _sqlite(monkeypatch, tmp_path / "carol-home")
     _history(run_cli)
@@ -143,18 +162,20 @@ def test_what_the_server_refuses_a_learner_is_left_out_with_one_line(run_cli, co
 
     # `roadmap import --replace` with the same login says the same, and imports the rest.
     # (Rows without a learner id are the importer's: an export from before learner ids.)
-    mine = {name: [{k: v for k, v in row.items() if k != "learner"} for row in rows if row.get("learner") != ""]
-            for name, rows in history.items()}
-    (tmp_path / "carol-sqlite.json").write_text(json.dumps({"format": "roadmap-export", "version": 1,
-                                                            "schema_version": 1, "tables": mine}))
+    mine = {
+        name: [{k: v for k, v in row.items() if k != "learner"} for row in rows if row.get("learner") != ""]
+        for name, rows in history.items()
+    }
+    (tmp_path / "carol-sqlite.json").write_text(
+        json.dumps({"format": "roadmap-export", "version": 1, "schema_version": 1, "tables": mine})
+    )
     imported = run_cli("import", tmp_path / "carol-sqlite.json", "--replace")
     assert imported.exit_code == 0, imported
     assert [line.split(":")[0] for line in imported.stdout.splitlines()[1:]] == ["not imported", "not imported"]
     assert len(_rows_of(run_cli, tmp_path, "carol-again")["papers"]) == 1
 
 
-def test_a_source_holding_several_learners_is_refused_for_a_learner_login(run_cli, cohort, monkeypatch,
-                                                                         tmp_path: Path):
+def test_a_source_holding_several_learners_is_refused_for_a_learner_login(run_cli, cohort, monkeypatch, tmp_path: Path):
     assert run_cli("db", "status").exit_code == 0
     dan_url = _add(run_cli, cohort, f"dan{cohort['n']}")
     _sqlite(monkeypatch, tmp_path / "shared-home")

@@ -52,8 +52,24 @@ class WorkerProc:
     def __init__(self, url: str, home: Path, *extra: str) -> None:
         env = dict(os.environ, DATABASE_URL=url, ROADMAP_HOME=str(home))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "roadmap_cli", "worker", "--json", "--heartbeat", "1", "--stalled-after", "4",
-             *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "roadmap_cli",
+                "worker",
+                "--json",
+                "--heartbeat",
+                "1",
+                "--stalled-after",
+                "4",
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         self.events: list[dict] = []
         self.changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -76,8 +92,11 @@ class WorkerProc:
                     if predicate(event):
                         return event
                 left = deadline - time.monotonic()
-                assert left > 0 and self.proc.poll() is None, (self.events[-5:], self.proc.poll(),
-                                                              self.proc.stderr.read() if self.proc.poll() else "")
+                assert left > 0 and self.proc.poll() is None, (
+                    self.events[-5:],
+                    self.proc.poll(),
+                    self.proc.stderr.read() if self.proc.poll() else "",
+                )
                 self.changed.wait(min(left, 1.0))
 
     def kinds(self, kind: str) -> list[dict]:
@@ -114,22 +133,29 @@ def test_two_workers_grade_forty_submissions_exactly_once_through_a_kill(run_cli
         # Kill the first worker with SIGKILL while it grades (after it has recorded a few).
         victim, survivor = workers
         victim.wait_for(lambda e: e["event"] == "graded", 90)
-        in_flight = victim.wait_for(lambda e: e["event"] == "start" and not any(
-            g["submission"] == e["submission"] for g in victim.kinds("graded")), 90)
+        in_flight = victim.wait_for(
+            lambda e: (
+                e["event"] == "start" and not any(g["submission"] == e["submission"] for g in victim.kinds("graded"))
+            ),
+            90,
+        )
         victim.proc.kill()
         victim.proc.wait(10)
 
         deadline = time.monotonic() + 150
         with _sql(teacher_url) as conn:
             while time.monotonic() < deadline:
-                done = conn.execute("SELECT count(*) FROM roadmap_submissions WHERE status IN ('done', 'failed')"
-                                    ).fetchone()[0]
+                done = conn.execute(
+                    "SELECT count(*) FROM roadmap_submissions WHERE status IN ('done', 'failed')"
+                ).fetchone()[0]
                 if done == 40:
                     break
                 time.sleep(0.5)
-            rows = conn.execute("SELECT s.id, s.learner, s.status, s.tries, s.worker, a.learner, a.parts, a.graded_on, "
-                                "a.workspace FROM roadmap_submissions s LEFT JOIN grade_attempts a "
-                                "ON a.id = s.attempt_id ORDER BY s.id").fetchall()
+            rows = conn.execute(
+                "SELECT s.id, s.learner, s.status, s.tries, s.worker, a.learner, a.parts, a.graded_on, "
+                "a.workspace FROM roadmap_submissions s LEFT JOIN grade_attempts a "
+                "ON a.id = s.attempt_id ORDER BY s.id"
+            ).fetchall()
             attempts = conn.execute("SELECT count(*) FROM grade_attempts WHERE lab_id = 'adder'").fetchone()[0]
         assert len(rows) == 40
         assert [r[2] for r in rows] == ["done"] * 40, [r[:5] for r in rows if r[2] != "done"]
@@ -161,7 +187,9 @@ def test_two_workers_grade_forty_submissions_exactly_once_through_a_kill(run_cli
         everyone = run_cli("submissions", "--all", "--json", "--limit", "100").json()["data"]
         assert len(everyone["submissions"]) == 40 and everyone["counts"]["done"] == 40
         for name in names:  # per learner, not across the cohort
-            assert sorted(s["attempt_number"] for s in everyone["submissions"] if s["learner"] == name) == list(range(1, 11))
+            assert sorted(s["attempt_number"] for s in everyone["submissions"] if s["learner"] == name) == list(
+                range(1, 11)
+            )
         assert all(s["wait_s"] is not None and s["wait_s"] >= 0 for s in everyone["submissions"])
 
         # Ctrl-C stops the survivor cleanly.
@@ -259,7 +287,8 @@ def test_ctrl_c_mid_grade_puts_the_job_back(run_cli, cohort, tmp_path):
             worker.proc.kill()
     with _sql(cohort["url"]) as conn:
         assert conn.execute("SELECT status, tries, attempt_id FROM roadmap_submissions").fetchall() == [
-            ("queued", 1, None)]
+            ("queued", 1, None)
+        ]
         assert conn.execute("SELECT status FROM procrastinate_jobs").fetchall() == [("todo",)]
         assert conn.execute("SELECT count(*) FROM grade_attempts").fetchone()[0] == 0  # nothing recorded
 
@@ -296,9 +325,8 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_grade_that_ran_and_failed_and_one_that_could_not_run_have_two_names(run_cli, cohort, monkeypatch,
-                                                                              tmp_path):
-    """"failed" is an attempt's outcome (the grade ran, a test failed); a submission the worker could not
+def test_a_grade_that_ran_and_failed_and_one_that_could_not_run_have_two_names(run_cli, cohort, monkeypatch, tmp_path):
+    """ "failed" is an attempt's outcome (the grade ran, a test failed); a submission the worker could not
     grade at all is "not-graded", in `submissions`, its counts, --json and the worker's events."""
     from roadmap_cli.store.values import SUBMISSION_STATUSES
 
@@ -310,8 +338,9 @@ def test_a_grade_that_ran_and_failed_and_one_that_could_not_run_have_two_names(r
     assert run_cli("submit", "adder").exit_code == 0
     assert run_cli("submit", "adder").exit_code == 0
     with _sql(cohort["url"]) as conn:  # the second snapshot is unreadable: it cannot be graded
-        conn.execute("UPDATE roadmap_submissions SET files = 'not a tar' WHERE id = (SELECT max(id) FROM "
-                     "roadmap_submissions)")
+        conn.execute(
+            "UPDATE roadmap_submissions SET files = 'not a tar' WHERE id = (SELECT max(id) FROM roadmap_submissions)"
+        )
     worker = WorkerProc(cohort["url"], tmp_path / "worker")
     try:
         worker.wait_for(lambda e: e["event"] == "graded", 120)
@@ -335,8 +364,10 @@ def test_a_grade_that_ran_and_failed_and_one_that_could_not_run_have_two_names(r
     with _sql(cohort["url"]) as conn:
         conn.execute("ALTER TABLE roadmap_submissions DROP CONSTRAINT roadmap_submissions_status_check")
         conn.execute("UPDATE roadmap_submissions SET status = 'failed' WHERE status = 'not-graded'")
-        conn.execute("ALTER TABLE roadmap_submissions ADD CONSTRAINT roadmap_submissions_status_check "
-                     "CHECK (status IN ('queued', 'running', 'done', 'failed'))")
+        conn.execute(
+            "ALTER TABLE roadmap_submissions ADD CONSTRAINT roadmap_submissions_status_check "
+            "CHECK (status IN ('queued', 'running', 'done', 'failed'))"
+        )
         # Back to before the renaming migration (and the ones after it, whose objects are dropped to be made again).
         renaming = 1 + [name for name, _ in migrations.MIGRATIONS].index("submission_not_graded")
         conn.execute("ALTER TABLE roadmap_submissions DROP CONSTRAINT IF EXISTS roadmap_submissions_bounded")

@@ -26,8 +26,10 @@ def _queue_ready(run_cli):
 
 
 def _insert(conn, learner: str, lab: str, size: int) -> None:
-    conn.execute("INSERT INTO roadmap_submissions (learner, lab_id, files, size_bytes, file_count) "
-                 "VALUES (%s, %s, %s, 1, 1)", (learner, lab, b"\0" * size))
+    conn.execute(
+        "INSERT INTO roadmap_submissions (learner, lab_id, files, size_bytes, file_count) VALUES (%s, %s, %s, 1, 1)",
+        (learner, lab, b"\0" * size),
+    )
 
 
 def test_a_raw_insert_is_bounded_and_an_unknown_lab_fails_at_once(run_cli, cohort) -> None:
@@ -49,8 +51,9 @@ def test_a_raw_insert_is_bounded_and_an_unknown_lab_fails_at_once(run_cli, cohor
     jobs = worker.fail_unknown_labs()
     assert len(jobs) == 1
     with _sql(url) as conn:
-        status, message = conn.execute("SELECT status, message FROM roadmap_submissions WHERE id = %s",
-                                       (sid,)).fetchone()
+        status, message = conn.execute(
+            "SELECT status, message FROM roadmap_submissions WHERE id = %s", (sid,)
+        ).fetchone()
         assert status == "not-graded" and "no lab 'nonexistent-lab' exists" in message and "adder" in message
         # A learner cannot fill the queue: MAX_WAITING waiting submissions at once.
         for _ in range(MAX_WAITING):

@@ -18,6 +18,7 @@ import pytest
 
 from cohort_helpers import add_learner as _add, as_login as _as, sql as _sql
 
+
 def test_each_learner_reads_and_writes_only_their_own_rows(run_cli, cohort, monkeypatch, tmp_path: Path):
     import psycopg
 
@@ -40,8 +41,11 @@ def test_each_learner_reads_and_writes_only_their_own_rows(run_cli, cohort, monk
     # Raw SQL as ada: bob's rows can be neither written, changed, deleted nor read in the tables themselves.
     with _sql(ada_url) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
-            conn.execute("INSERT INTO cadence_entries (kind, title, on_date, hours, created_at, learner) "
-                         "VALUES ('hours', '', '2026-12-01', 40, '2026-12-01T00:00:00+00:00', %s)", (bob,))
+            conn.execute(
+                "INSERT INTO cadence_entries (kind, title, on_date, hours, created_at, learner) "
+                "VALUES ('hours', '', '2026-12-01', 40, '2026-12-01T00:00:00+00:00', %s)",
+                (bob,),
+            )
         assert conn.execute("UPDATE cadence_entries SET hours = 99 WHERE learner = %s", (bob,)).rowcount == 0
         assert conn.execute("DELETE FROM cadence_entries WHERE learner = %s", (bob,)).rowcount == 0
         assert conn.execute("DELETE FROM checkpoint_progress WHERE learner <> %s", (ada,)).rowcount == 0
@@ -67,8 +71,13 @@ def test_each_learner_reads_and_writes_only_their_own_rows(run_cli, cohort, monk
     exported = json.loads(mine.read_text())
     assert {r["learner"] for r in exported["tables"]["cadence_entries"]} == {ada}
     assert run_cli("import", str(mine), "--replace").exit_code == 0
-    forged = dict(exported, tables=dict(exported["tables"], cadence_entries=[
-        dict(r, learner=bob, hours=4.0) for r in exported["tables"]["cadence_entries"]]))
+    forged = dict(
+        exported,
+        tables=dict(
+            exported["tables"],
+            cadence_entries=[dict(r, learner=bob, hours=4.0) for r in exported["tables"]["cadence_entries"]],
+        ),
+    )
     (tmp_path / "forged.json").write_text(json.dumps(forged))
     refused = run_cli("import", str(tmp_path / "forged.json"), "--replace")
     assert refused.exit_code == 2 and "rows of other learners" in refused.stderr, refused

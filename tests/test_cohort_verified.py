@@ -51,16 +51,30 @@ def _worker_records(learner: str, *, score: float = 10.0) -> int:
     run = fake_run(lab, 0, 0)
     run.score, run.sandbox, run.device = score, "strong", "NVIDIA H100 80GB HBM3"
     store = context.current().store()
-    attempt_id, _ = store.write_sql(attempt_writer(lab, run, None, None, learner=learner, graded_on="worker:gpu1",
-                                                   verified=True))
+    attempt_id, _ = store.write_sql(
+        attempt_writer(lab, run, None, None, learner=learner, graded_on="worker:gpu1", verified=True)
+    )
     return attempt_id
 
 
-FORGED = dict(lab_id="adder", started_at="2026-12-01T10:00:00+00:00", duration_s=1.0, outcome="passed", score=70.0,
-              max_score=70.0, parts=json.dumps([{"id": p, "points": 10, "max_points": 10, "status": "passed"}
-                                                for p in ("add", "mul", "speed", "gpu")]),
-              perf="[]", device="NVIDIA H100 80GB HBM3", interpret_mode=False, workspace="submission 1",
-              grader_sha256="0" * 64, sandbox="strong", graded_on="worker:gpu1")
+FORGED = dict(
+    lab_id="adder",
+    started_at="2026-12-01T10:00:00+00:00",
+    duration_s=1.0,
+    outcome="passed",
+    score=70.0,
+    max_score=70.0,
+    parts=json.dumps(
+        [{"id": p, "points": 10, "max_points": 10, "status": "passed"} for p in ("add", "mul", "speed", "gpu")]
+    ),
+    perf="[]",
+    device="NVIDIA H100 80GB HBM3",
+    interpret_mode=False,
+    workspace="submission 1",
+    grader_sha256="0" * 64,
+    sandbox="strong",
+    graded_on="worker:gpu1",
+)
 
 
 def test_a_learner_login_cannot_write_or_rewrite_an_attempt_or_a_lab_checkpoint(run_cli, cohort, monkeypatch):
@@ -72,8 +86,9 @@ def test_a_learner_login_cannot_write_or_rewrite_an_attempt_or_a_lab_checkpoint(
     ada_url, _bob_url = _add(run_cli, cohort, ada), _add(run_cli, cohort, bob)
     verified_id = _worker_records(ada)  # proves fake-add for ada: a lab-proved checkpoint
     with _sql(cohort["url"]) as conn:
-        assert conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = "
-                            "'fake-add'", (ada,)).fetchone() == ("lab:adder/add",)
+        assert conn.execute(
+            "SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = 'fake-add'", (ada,)
+        ).fetchone() == ("lab:adder/add",)
         before = conn.execute("SELECT id, score, verified, learner FROM grade_attempts ORDER BY id").fetchall()
     _as(monkeypatch, ada_url)
     assert run_cli("check", "s1-explain-attention-workflow").exit_code == 0  # a self-marked checkpoint: hers
@@ -85,44 +100,62 @@ def test_a_learner_login_cannot_write_or_rewrite_an_attempt_or_a_lab_checkpoint(
         # An attempt claiming the worker, the strong sandbox, an H100 and every part passed.
         for extra_cols, extra_vals in (("", ()), (", verified, learner", (True, ada))):
             with pytest.raises(denied):
-                conn.execute(f"INSERT INTO grade_attempts ({columns}{extra_cols}) VALUES ({values}"
-                             f"{', %s' * len(extra_vals)})", (*FORGED.values(), *extra_vals))
+                conn.execute(
+                    f"INSERT INTO grade_attempts ({columns}{extra_cols}) VALUES ({values}{', %s' * len(extra_vals)})",
+                    (*FORGED.values(), *extra_vals),
+                )
         # Rewriting the worker's attempt of hers, or deleting it.
-        for statement in ("UPDATE grade_attempts SET score = 100 WHERE learner = current_user",
-                          "UPDATE grade_attempts SET verified = true",
-                          "DELETE FROM grade_attempts",
-                          "INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, learner) "
-                          f"VALUES ({verified_id}, 'tests/test_gpu.py::test_gpu_only', 'gpu', 'passed', 0.1, "
-                          "current_user)",
-                          "UPDATE grade_test_results SET outcome = 'passed'",
-                          "DELETE FROM grade_test_results",
-                          "TRUNCATE grade_attempts CASCADE",
-                          "ALTER TABLE grade_attempts DISABLE ROW LEVEL SECURITY",
-                          "DROP POLICY roadmap_lab_proved_checkpoints_delete ON checkpoint_progress",
-                          "CREATE OR REPLACE FUNCTION roadmap_record_self_graded(attempt jsonb, tests jsonb) "
-                          "RETURNS integer LANGUAGE sql AS 'SELECT 1'",
-                          # Through the read-only cohort view.
-                          "UPDATE cohort_grade_attempts SET score = 100",
-                          "INSERT INTO cohort_grade_attempts (lab_id) VALUES ('adder')"):
+        for statement in (
+            "UPDATE grade_attempts SET score = 100 WHERE learner = current_user",
+            "UPDATE grade_attempts SET verified = true",
+            "DELETE FROM grade_attempts",
+            "INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, learner) "
+            f"VALUES ({verified_id}, 'tests/test_gpu.py::test_gpu_only', 'gpu', 'passed', 0.1, "
+            "current_user)",
+            "UPDATE grade_test_results SET outcome = 'passed'",
+            "DELETE FROM grade_test_results",
+            "TRUNCATE grade_attempts CASCADE",
+            "ALTER TABLE grade_attempts DISABLE ROW LEVEL SECURITY",
+            "DROP POLICY roadmap_lab_proved_checkpoints_delete ON checkpoint_progress",
+            "CREATE OR REPLACE FUNCTION roadmap_record_self_graded(attempt jsonb, tests jsonb) "
+            "RETURNS integer LANGUAGE sql AS 'SELECT 1'",
+            # Through the read-only cohort view.
+            "UPDATE cohort_grade_attempts SET score = 100",
+            "INSERT INTO cohort_grade_attempts (lab_id) VALUES ('adder')",
+        ):
             with pytest.raises(psycopg.Error):
                 conn.execute(statement)
         # Lab-proved checkpoints: not insertable, not changeable, not deletable; her self-marked one stays hers.
         with pytest.raises(denied, match="row-level security"):
-            conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
-                         "VALUES ('fake-mul', '2026-12-01T10:00:00+00:00', 'lab:adder/mul', 'grade attempt 1', "
-                         "current_user)")
+            conn.execute(
+                "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                "VALUES ('fake-mul', '2026-12-01T10:00:00+00:00', 'lab:adder/mul', 'grade attempt 1', "
+                "current_user)"
+            )
         assert conn.execute("UPDATE checkpoint_progress SET evidence = 'mine' WHERE source LIKE 'lab:%'").rowcount == 0
         assert conn.execute("DELETE FROM checkpoint_progress WHERE source LIKE 'lab:%'").rowcount == 0
         with pytest.raises(denied, match="row-level security"):
             conn.execute("UPDATE checkpoint_progress SET source = 'lab:adder/mul' WHERE source = 'self'")
         # The one door: whatever it is sent, the row is hers, self-graded, not imported.
         forged = dict(FORGED, learner=bob, verified=True, imported=True)
-        tests = [{"nodeid": "tests/test_gpu.py::test_gpu_only", "part_id": "gpu", "outcome": "passed",
-                  "duration_s": 0.1, "learner": bob, "attempt_id": verified_id}]
-        own_id = conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, %s::jsonb)",
-                              (json.dumps(forged), json.dumps(tests))).fetchone()[0]
-        for bad in ("'[]'::jsonb, '[]'::jsonb", "'{}'::jsonb, '{}'::jsonb",
-                    "jsonb_build_object('outcome', 'verified'), '[]'::jsonb"):
+        tests = [
+            {
+                "nodeid": "tests/test_gpu.py::test_gpu_only",
+                "part_id": "gpu",
+                "outcome": "passed",
+                "duration_s": 0.1,
+                "learner": bob,
+                "attempt_id": verified_id,
+            }
+        ]
+        own_id = conn.execute(
+            "SELECT roadmap_record_self_graded(%s::jsonb, %s::jsonb)", (json.dumps(forged), json.dumps(tests))
+        ).fetchone()[0]
+        for bad in (
+            "'[]'::jsonb, '[]'::jsonb",
+            "'{}'::jsonb, '{}'::jsonb",
+            "jsonb_build_object('outcome', 'verified'), '[]'::jsonb",
+        ):
             with pytest.raises(psycopg.Error):
                 conn.execute(f"SELECT roadmap_record_self_graded({bad})")
         # Not a door to the instructor's role either.
@@ -130,32 +163,39 @@ def test_a_learner_login_cannot_write_or_rewrite_an_attempt_or_a_lab_checkpoint(
             conn.execute(f"SET ROLE {cohort['teacher']}")
 
     with _sql(cohort["url"]) as conn:
-        after = conn.execute("SELECT id, score, verified, learner FROM grade_attempts WHERE id <> %s ORDER BY id",
-                             (own_id,)).fetchall()
+        after = conn.execute(
+            "SELECT id, score, verified, learner FROM grade_attempts WHERE id <> %s ORDER BY id", (own_id,)
+        ).fetchall()
         assert after == before  # the worker's attempt untouched
-        row = conn.execute("SELECT learner, verified, imported, sandbox, graded_on, score FROM grade_attempts "
-                           "WHERE id = %s", (own_id,)).fetchone()
+        row = conn.execute(
+            "SELECT learner, verified, imported, sandbox, graded_on, score FROM grade_attempts WHERE id = %s", (own_id,)
+        ).fetchone()
         assert row == (ada, False, False, "strong", "worker:gpu1", 70.0)  # kept only as her claim
-        assert conn.execute("SELECT learner, attempt_id FROM grade_test_results WHERE attempt_id = %s",
-                            (own_id,)).fetchall() == [(ada, own_id)]
-        assert conn.execute("SELECT count(*) FROM grade_test_results WHERE attempt_id = %s",
-                            (verified_id,)).fetchone() == (1,)
-        assert conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = "
-                            "'fake-add'", (ada,)).fetchone() == ("lab:adder/add",)
+        assert conn.execute(
+            "SELECT learner, attempt_id FROM grade_test_results WHERE attempt_id = %s", (own_id,)
+        ).fetchall() == [(ada, own_id)]
+        assert conn.execute(
+            "SELECT count(*) FROM grade_test_results WHERE attempt_id = %s", (verified_id,)
+        ).fetchone() == (1,)
+        assert conn.execute(
+            "SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = 'fake-add'", (ada,)
+        ).fetchone() == ("lab:adder/add",)
 
     # The board ranks the worker's attempt only; her 70-point claim is listed apart, labelled.
     data = run_cli("cohort", "board", "adder", "--json").json()["data"]
     assert data["mode"] == "cohort"
     ranked = [(e["learner"], e["best_score"], e["kind"]) for g in data["devices"] for e in g["learners"]]
     assert ranked == [(ada, 10.0, "verified")]
-    assert [(e["learner"], e["best_score"], e["claimed"]["sandbox"], e["claimed"]["graded_on"])
-            for e in data["self_graded"]] == [(ada, 70.0, "strong", "worker:gpu1")]
+    assert [
+        (e["learner"], e["best_score"], e["claimed"]["sandbox"], e["claimed"]["graded_on"]) for e in data["self_graded"]
+    ] == [(ada, 70.0, "strong", "worker:gpu1")]
     text = run_cli("cohort", "board", "adder")
     assert text.exit_code == 0 and "self-graded" in text.stdout and "claimed device" in text.stdout
 
 
 def test_a_learners_own_grade_is_recorded_self_graded_and_a_verified_one_outranks_it(
-        run_cli, cohort, monkeypatch, tmp_path: Path):
+    run_cli, cohort, monkeypatch, tmp_path: Path
+):
     assert run_cli("db", "status").exit_code == 0
     n = cohort["n"]
     ada, bob = f"ada{n}", f"bob{n}"
@@ -173,10 +213,13 @@ def test_a_learners_own_grade_is_recorded_self_graded_and_a_verified_one_outrank
     history = run_cli("lab", "history", "adder", "--json")
     assert history.exit_code == 0 and len(history.json()["data"]["attempts"]) == 1
     with _sql(cohort["url"]) as conn:
-        assert conn.execute("SELECT learner, verified, imported FROM grade_attempts").fetchall() == [(ada, False, False)]
+        assert conn.execute("SELECT learner, verified, imported FROM grade_attempts").fetchall() == [
+            (ada, False, False)
+        ]
         assert conn.execute("SELECT count(*) > 0 FROM grade_test_results WHERE learner = %s", (ada,)).fetchone()[0]
-        assert conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = "
-                            "'fake-add'", (ada,)).fetchone() == ("self-graded:adder/add",)
+        assert conn.execute(
+            "SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = 'fake-add'", (ada,)
+        ).fetchone() == ("self-graded:adder/add",)
 
     # Her export and import --replace round-trip: the server's records stay as they are.
     mine = tmp_path / "ada.json"
@@ -193,13 +236,17 @@ def test_a_learners_own_grade_is_recorded_self_graded_and_a_verified_one_outrank
     _as(monkeypatch, cohort["url"])
     _worker_records(ada, score=10.0)
     with _sql(cohort["url"]) as conn:  # the verified grade now vouches for what her own only claimed
-        assert conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = "
-                            "'fake-add'", (ada,)).fetchone() == ("lab:adder/add",)
+        assert conn.execute(
+            "SELECT source FROM checkpoint_progress WHERE learner = %s AND checkpoint_id = 'fake-add'", (ada,)
+        ).fetchone() == ("lab:adder/add",)
     # Undoing a lab-proved checkpoint is the instructor's: one line for her, not a traceback.
     with _sql(cohort["url"]) as conn:
-        conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
-                     "VALUES ('s1-explain-attention-workflow', '2026-12-01T10:00:00+00:00', 'lab:adder/add', "
-                     "'grade attempt 1', %s)", (ada,))
+        conn.execute(
+            "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+            "VALUES ('s1-explain-attention-workflow', '2026-12-01T10:00:00+00:00', 'lab:adder/add', "
+            "'grade attempt 1', %s)",
+            (ada,),
+        )
     _as(monkeypatch, ada_url)
     refused = run_cli("uncheck", "s1-explain-attention-workflow")
     assert refused.exit_code == 2 and "only the instructor" in refused.stderr, refused
@@ -223,8 +270,11 @@ def test_solo_sqlite_attempts_are_the_learners_own_and_rank(run_cli, adder_works
 
     context.reset()
     store = context.current().store()
-    assert store.read_sql(lambda sql: sql.rows(  # the checkpoint the lab proved, as before
-        "SELECT source FROM checkpoint_progress WHERE checkpoint_id = 'fake-add'")) == [("lab:adder/add",)]
+    assert store.read_sql(
+        lambda sql: sql.rows(  # the checkpoint the lab proved, as before
+            "SELECT source FROM checkpoint_progress WHERE checkpoint_id = 'fake-add'"
+        )
+    ) == [("lab:adder/add",)]
 
 
 def test_a_self_graded_claim_never_helps_a_verified_grade_prove_a_checkpoint(run_cli, cohort, monkeypatch):
@@ -246,13 +296,15 @@ def test_a_self_graded_claim_never_helps_a_verified_grade_prove_a_checkpoint(run
     store = context.current().store()
     store.write_sql(attempt_writer(lab, run, None, None, learner=ada, graded_on="worker:gpu1", verified=True))
     with _sql(cohort["url"]) as conn:
-        proved = dict(conn.execute("SELECT checkpoint_id, source FROM checkpoint_progress WHERE learner = %s",
-                                   (ada,)).fetchall())
+        proved = dict(
+            conn.execute("SELECT checkpoint_id, source FROM checkpoint_progress WHERE learner = %s", (ada,)).fetchall()
+        )
     assert proved == {"fake-add": "lab:adder/add"}
 
 
-def test_learners_of_a_cohort_from_before_the_upgrade_lose_write_access_and_still_grade(run_cli, cohort, monkeypatch,
-                                                                                        tmp_path: Path):
+def test_learners_of_a_cohort_from_before_the_upgrade_lose_write_access_and_still_grade(
+    run_cli, cohort, monkeypatch, tmp_path: Path
+):
     """A cohort at schema 9 with a learner role (who could INSERT attempts then): the instructor's upgrade takes
     that away and gives the function instead; the learner's next grade is recorded self-graded."""
     import psycopg
@@ -278,13 +330,18 @@ def test_learners_of_a_cohort_from_before_the_upgrade_lose_write_access_and_stil
     assert run_cli("db", "status").exit_code == 0  # the instructor's upgrade: migration 10
     with _sql(ada_url) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute(f"INSERT INTO grade_attempts ({', '.join(FORGED)}) VALUES "
-                         f"({', '.join(['%s'] * len(FORGED))})", tuple(FORGED.values()))
-        own = conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)",
-                           (json.dumps(FORGED),)).fetchone()[0]
+            conn.execute(
+                f"INSERT INTO grade_attempts ({', '.join(FORGED)}) VALUES ({', '.join(['%s'] * len(FORGED))})",
+                tuple(FORGED.values()),
+            )
+        own = conn.execute(
+            "SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)", (json.dumps(FORGED),)
+        ).fetchone()[0]
     with _sql(cohort["url"]) as conn:
         assert conn.execute("SELECT learner, verified FROM grade_attempts WHERE id = %s", (own,)).fetchone() == (
-            ada, False)
+            ada,
+            False,
+        )
     listed = run_cli("cohort", "learners", "--json").json()["data"]["learners"]
     assert [r["learner"] for r in listed] == [ada]  # still listed as a learner after the revoke
 
@@ -299,16 +356,40 @@ def test_red_team_routes_a_forged_claim_passes_no_lab_and_breaks_no_board(run_cl
     n = cohort["n"]
     mallory = f"mallory{n}"
     url = _add(run_cli, cohort, mallory)
-    claim = dict(FORGED, parts=json.dumps([{"id": "add", "points": 10.0, "max_points": 10.0, "status": "passed",
-                                            "tests_passed": 1, "tests_total": 1},
-                                           {"id": "mul", "points": 10.0, "max_points": 10.0, "status": "passed",
-                                            "tests_passed": 1, "tests_total": 1}]), perf="5", score=20.0)
+    claim = dict(
+        FORGED,
+        parts=json.dumps(
+            [
+                {
+                    "id": "add",
+                    "points": 10.0,
+                    "max_points": 10.0,
+                    "status": "passed",
+                    "tests_passed": 1,
+                    "tests_total": 1,
+                },
+                {
+                    "id": "mul",
+                    "points": 10.0,
+                    "max_points": 10.0,
+                    "status": "passed",
+                    "tests_passed": 1,
+                    "tests_total": 1,
+                },
+            ]
+        ),
+        perf="5",
+        score=20.0,
+    )
     with _sql(url) as conn:
         conn.execute("SELECT roadmap_record_self_graded(%s::jsonb, '[]'::jsonb)", (json.dumps(claim),))
         for source in ("LAB:adder/add", " lab:adder/add", "lab:adder/add ", "anything"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
-                conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
-                             "VALUES ('fake-mul', '2026-12-01T10:00:00+00:00', %s, 'x', current_user)", (source,))
+                conn.execute(
+                    "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+                    "VALUES ('fake-mul', '2026-12-01T10:00:00+00:00', %s, 'x', current_user)",
+                    (source,),
+                )
     status = run_cli("cohort", "status", "--json")
     assert status.exit_code == 0, status
     row = next(r for r in status.json()["data"]["learners"] if r["learner"] == mallory)
@@ -331,13 +412,15 @@ def _worker_records_a_failure(learner: str) -> int:
     run.parts[0].status, run.parts[0].points, run.tests[0].outcome = "failed", 0.0, "failed"
     run.outcome, run.score, run.sandbox = "failed", 0.0, "strong"
     store = context.current().store()
-    attempt_id, _ = store.write_sql(attempt_writer(lab, run, None, None, learner=learner, graded_on="worker:gpu1",
-                                                   verified=True))
+    attempt_id, _ = store.write_sql(
+        attempt_writer(lab, run, None, None, learner=learner, graded_on="worker:gpu1", verified=True)
+    )
     return attempt_id
 
 
-def test_a_learner_whose_verified_attempts_all_failed_is_attempted_not_not_started(run_cli, cohort, monkeypatch,
-                                                                                   tmp_path: Path):
+def test_a_learner_whose_verified_attempts_all_failed_is_attempted_not_not_started(
+    run_cli, cohort, monkeypatch, tmp_path: Path
+):
     assert run_cli("db", "status").exit_code == 0
     ada = f"ada{cohort['n']}"
     ada_url = _add(run_cli, cohort, ada)
@@ -363,8 +446,9 @@ def test_a_learner_whose_verified_attempts_all_failed_is_attempted_not_not_start
     assert out.count("verified") == 2 and out.count("self-graded") == 1, out
 
 
-def test_solo_history_attempts_are_the_learners_own_and_say_nothing_of_verification(run_cli, adder_workspace,
-                                                                                      monkeypatch):
+def test_solo_history_attempts_are_the_learners_own_and_say_nothing_of_verification(
+    run_cli, adder_workspace, monkeypatch
+):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert run_cli("grade").exit_code in (0, 1)
     history = run_cli("lab", "history", "adder", "--json").json()["data"]["attempts"]
@@ -376,6 +460,7 @@ def test_solo_history_attempts_are_the_learners_own_and_say_nothing_of_verificat
 def test_a_solo_learner_whose_attempts_all_failed_is_attempted_on_the_board(run_cli, adder_workspace, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert run_cli("grade", "--json").json()["data"]["score"] == 0  # the starter: every part fails
-    [entry] = [e for g in run_cli("cohort", "board", "adder", "--json").json()["data"]["devices"]
-               for e in g["learners"]]
+    [entry] = [
+        e for g in run_cli("cohort", "board", "adder", "--json").json()["data"]["devices"] for e in g["learners"]
+    ]
     assert entry["lab_state"] == "in-progress" and entry["lab_state_text"] == "attempted, failing", entry

@@ -15,8 +15,21 @@ def test_a_learner_reads_the_cohort_views_but_not_the_others_notes(run_cli, coho
     ada, bob = f"ada{cohort['n']}", f"bob{cohort['n']}"
     ada_url, bob_url = _add(run_cli, cohort, ada), _add(run_cli, cohort, bob)
     _as(monkeypatch, bob_url)
-    assert run_cli("paper", "log", "Attention Is All You Need", "--no-fetch", "--status", "read",
-                   "--note", SECRET, "--rating", "5").exit_code == 0
+    assert (
+        run_cli(
+            "paper",
+            "log",
+            "Attention Is All You Need",
+            "--no-fetch",
+            "--status",
+            "read",
+            "--note",
+            SECRET,
+            "--rating",
+            "5",
+        ).exit_code
+        == 0
+    )
     assert run_cli("log", "hours", "2", "--note", SECRET).exit_code == 0
     assert run_cli("check", "s1-explain-attention-workflow", "--note", SECRET).exit_code == 0
 

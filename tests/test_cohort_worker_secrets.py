@@ -32,7 +32,7 @@ import pytest
 
 _counter = itertools.count()
 
-PROBE = '''
+PROBE = """
 import os
 import socket
 import time
@@ -135,14 +135,17 @@ FOUND = _probe()
 
 def add(a, b):
     return a + b if not FOUND else "FOUND " + " ".join(FOUND)
-'''
+"""
 
 # What the wall decides (issue 35 items 1-2, branch `wall`): until it shows an allow-list and unshares the
 # network, files of the host and its loopback stay in the learner's sight.
-WALL_PENDING = "--unshare-net" not in inspect.getsource(__import__("roadmap_cli.grading_kit.oswall",
-                                                                     fromlist=["oswall"]))
-WALL_REASON = ("the OS wall does not yet show an allow-list view nor unshare the network (issue 35 items 1-2): "
-               "the learner still sees host files such as the instructor's ~/.pgpass and 127.0.0.1")
+WALL_PENDING = "--unshare-net" not in inspect.getsource(
+    __import__("roadmap_cli.grading_kit.oswall", fromlist=["oswall"])
+)
+WALL_REASON = (
+    "the OS wall does not yet show an allow-list view nor unshare the network (issue 35 items 1-2): "
+    "the learner still sees host files such as the instructor's ~/.pgpass and 127.0.0.1"
+)
 
 
 @pytest.fixture
@@ -161,8 +164,15 @@ def instructor(pg_cluster, fake_labs, wall, monkeypatch: pytest.MonkeyPatch):  #
     url = f"postgresql+psycopg://{teacher}:{password}@127.0.0.1:{pg_cluster.port}/{db}"
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
-    info = {"url": url, "n": n, "password": password, "home": home, "learners": [], "port": pg_cluster.port,
-            "socket": str(pg_cluster.sockets / f".s.PGSQL.{pg_cluster.port}")}
+    info = {
+        "url": url,
+        "n": n,
+        "password": password,
+        "home": home,
+        "learners": [],
+        "port": pg_cluster.port,
+        "socket": str(pg_cluster.sockets / f".s.PGSQL.{pg_cluster.port}"),
+    }
     yield info
     shutil.rmtree(home, ignore_errors=True)
     pg_cluster.admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
@@ -171,13 +181,24 @@ def instructor(pg_cluster, fake_labs, wall, monkeypatch: pytest.MonkeyPatch):  #
 
 
 def _start_worker(instructor: dict, data_home: Path) -> tuple[subprocess.Popen, list[dict]]:
-    env = dict(os.environ, DATABASE_URL=instructor["url"], ROADMAP_HOME=str(data_home), HOME=str(instructor["home"]),
-               PGPASSWORD=instructor["password"], PGPASSFILE=str(instructor["home"] / ".pgpass"),
-               # The grader's bytecode cache stays the machine's (a cold one would compile torch again).
-               XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "worker", "--json", "--heartbeat", "1",
-                             "--stalled-after", "4"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        DATABASE_URL=instructor["url"],
+        ROADMAP_HOME=str(data_home),
+        HOME=str(instructor["home"]),
+        PGPASSWORD=instructor["password"],
+        PGPASSFILE=str(instructor["home"] / ".pgpass"),
+        # The grader's bytecode cache stays the machine's (a cold one would compile torch again).
+        XDG_CACHE_HOME=os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roadmap_cli", "worker", "--json", "--heartbeat", "1", "--stalled-after", "4"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     events: list[dict] = []
 
     def read() -> None:
@@ -204,7 +225,8 @@ def _wait(proc, events: list[dict], kind: str, timeout: float) -> dict:
 
 @pytest.mark.slow
 def test_a_submission_graded_by_a_real_worker_finds_no_credential_and_no_route_to_the_database(
-        run_cli, instructor, monkeypatch, tmp_path: Path):
+    run_cli, instructor, monkeypatch, tmp_path: Path
+):
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -222,9 +244,14 @@ def test_a_submission_graded_by_a_real_worker_finds_no_credential_and_no_route_t
         context.reset()
         ws = tmp_path / "ws"
         assert run_cli("lab", "start", "adder", "--dir", str(ws)).exit_code == 0
-        (ws / "adder.py").write_text(PROBE.format(
-            secret_hex=instructor["password"].encode().hex(), planted_home=str(instructor["home"]),
-            port=instructor["port"], unix_socket=instructor["socket"]))
+        (ws / "adder.py").write_text(
+            PROBE.format(
+                secret_hex=instructor["password"].encode().hex(),
+                planted_home=str(instructor["home"]),
+                port=instructor["port"],
+                unix_socket=instructor["socket"],
+            )
+        )
         submitted = run_cli("submit", "adder", "--json")
         assert submitted.exit_code == 0, submitted
         graded = _wait(proc, events, "graded", 240)
@@ -233,12 +260,20 @@ def test_a_submission_graded_by_a_real_worker_finds_no_credential_and_no_route_t
         proc.wait(30)
 
     u = make_url(instructor["url"])
-    with psycopg.connect(host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database,
-                         autocommit=True) as conn:
-        attempt = conn.execute("SELECT learner, verified, graded_on, parts FROM grade_attempts WHERE id = %s",
-                               (graded["attempt_id"],)).fetchone()
-        messages = [m for (m,) in conn.execute("SELECT message FROM grade_test_results WHERE attempt_id = %s AND "
-                                               "nodeid LIKE '%%test_add%%'", (graded["attempt_id"],)) if m]
+    with psycopg.connect(
+        host=u.host, port=u.port, user=u.username, password=u.password, dbname=u.database, autocommit=True
+    ) as conn:
+        attempt = conn.execute(
+            "SELECT learner, verified, graded_on, parts FROM grade_attempts WHERE id = %s", (graded["attempt_id"],)
+        ).fetchone()
+        messages = [
+            m
+            for (m,) in conn.execute(
+                "SELECT message FROM grade_test_results WHERE attempt_id = %s AND nodeid LIKE '%%test_add%%'",
+                (graded["attempt_id"],),
+            )
+            if m
+        ]
         # Nothing the probe could have done through a connection: the learner's role wrote nothing but the submission.
         assert conn.execute("SELECT count(*) FROM grade_attempts").fetchone() == (1,)
     assert attempt[0] == name and attempt[1] is True and attempt[2].startswith("worker:")  # the server vouches

@@ -11,16 +11,24 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 # Runs the CLI the way the shell's completion script does, then says which heavy modules got imported.
-PROBE = ("import atexit, sys\n"
-         "atexit.register(lambda: sys.stderr.write('HEAVY=' + ','.join(m for m in ('torch', 'triton', "
-         "'roadmap_cli.curriculum.models', 'sqlmodel') if m in sys.modules) + '\\n'))\n"
-         "from roadmap_cli.cli import main\nmain()\n")
+PROBE = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('HEAVY=' + ','.join(m for m in ('torch', 'triton', "
+    "'roadmap_cli.curriculum.models', 'sqlmodel') if m in sys.modules) + '\\n'))\n"
+    "from roadmap_cli.cli import main\nmain()\n"
+)
 
 
 def complete(words: str, env: dict, cwd: Path | None = None) -> tuple[list[str], str]:
     n = len(words.split()) - (0 if words.endswith(" ") else 1)
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env={**env, "_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(n)})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "_ROADMAP_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(n)},
+    )
     heavy = next((ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY=")), "HEAVY=?")
     return proc.stdout.split(), heavy
 
@@ -50,6 +58,11 @@ def test_show_completion_prints_a_script() -> None:
     # Typer finds the shell from the parent processes unless told not to (then it takes the named one): a run
     # detached from any shell (a job runner, a daemonized CI) would otherwise print "Shell  not supported".
     env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-    proc = subprocess.run([sys.executable, "-c", "from roadmap_cli.cli import main; main()", "--show-completion", "bash"],
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from roadmap_cli.cli import main; main()", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 0 and "_ROADMAP_COMPLETE=complete_bash" in proc.stdout

@@ -29,7 +29,9 @@ def _writer(home: str, worker: int, barrier) -> None:
     barrier.wait()
     for i in range(NOTES_EACH):
         with store.session() as session:
-            session.add(CheckpointNote(checkpoint_id=f"s1-cp-{i % 6}", created_at=utc_now_iso(), text=f"w{worker} n{i}"))
+            session.add(
+                CheckpointNote(checkpoint_id=f"s1-cp-{i % 6}", created_at=utc_now_iso(), text=f"w{worker} n{i}")
+            )
 
 
 @pytest.mark.slow
@@ -60,8 +62,11 @@ def _write_until_killed(home: Path, run: int, ack_fd: int) -> None:
     os.write(ack_fd, b"ready\n")
     for i in range(1_000_000):
         with store.session() as session:
-            session.add(CheckpointNote(checkpoint_id="s1-cp", created_at="2026-01-01T00:00:00+00:00",
-                                       text=f"{run}-{i}" + "x" * 2000))  # a few pages per transaction
+            session.add(
+                CheckpointNote(
+                    checkpoint_id="s1-cp", created_at="2026-01-01T00:00:00+00:00", text=f"{run}-{i}" + "x" * 2000
+                )
+            )  # a few pages per transaction
         os.write(ack_fd, f"{run}-{i}\n".encode())
 
 

@@ -126,8 +126,15 @@ def test_cadence_line_without_hour_targets():
     from roadmap_cli.cli.cadence_line import render_cadence_line
 
     console = Console(record=True, width=120)
-    render_cadence_line(console, {"week": "2026-W49", "kinds": {"paper": {"done": 2, "target": 5}},
-                                  "hours": {"done": 3.5, "min": None, "max": None}, "streak": 4})
+    render_cadence_line(
+        console,
+        {
+            "week": "2026-W49",
+            "kinds": {"paper": {"done": 2, "target": 5}},
+            "hours": {"done": 3.5, "min": None, "max": None},
+            "streak": 4,
+        },
+    )
     text = console.export_text()
     assert "paper 2/5" in text and "hours 3.5" in text and "streak 4" in text
 
@@ -138,7 +145,7 @@ def test_streamed_export_has_the_bytes_of_the_in_memory_one(run_cli, roadmap_hom
     from roadmap_cli.store import open_store
     from roadmap_cli.portable.archive import dumps, export_data
 
-    assert run_cli("check", "s1-explain-query-key-value", "--note", "多头注意力 \"quoted\"").exit_code == 0
+    assert run_cli("check", "s1-explain-query-key-value", "--note", '多头注意力 "quoted"').exit_code == 0
     assert run_cli("log", "hours", "2.5").exit_code == 0
     out = tmp_path / "e.json"
     assert run_cli("export", "-o", str(out)).exit_code == 0
@@ -149,14 +156,21 @@ def test_streamed_export_has_the_bytes_of_the_in_memory_one(run_cli, roadmap_hom
 
 def test_next_and_status_suggest_a_grade_for_a_started_lab(run_cli, tmp_path: Path):
     """`lab start X` refuses a lab already started: the suggestion there is the grade."""
+
     def commands(*args):
-        return {a["command"] for a in run_cli(*args).json()["data"]} if args[0] == "next" else \
-            {a["command"] for a in run_cli(*args).json()["data"]["next"]}
+        return (
+            {a["command"] for a in run_cli(*args).json()["data"]}
+            if args[0] == "next"
+            else {a["command"] for a in run_cli(*args).json()["data"]["next"]}
+        )
 
     assert "roadmap lab start minigpt  # then: roadmap grade" in commands("next", "-n", "60", "--json")
     # A plan phase's lab (its checkpoints come in curriculum order: later than day one's three in `status`).
-    phase_lab = next(a["command"].split()[3] for a in run_cli("next", "-n", "200", "--json").json()["data"]
-                     if a["phase"] and a["command"].startswith("roadmap lab start "))
+    phase_lab = next(
+        a["command"].split()[3]
+        for a in run_cli("next", "-n", "200", "--json").json()["data"]
+        if a["phase"] and a["command"].startswith("roadmap lab start ")
+    )
     for lab in ("minigpt", phase_lab):
         assert run_cli("lab", "start", lab).exit_code == 0
     assert run_cli("lab", "start", "minigpt").exit_code == 2  # what the old suggestion ran into

@@ -38,8 +38,16 @@ def walled_grade(wall, tmp_path: Path):
     """The grader side of a grade behind the wall (conftest.py's `wall`), as the plugin configures it."""
     from roadmap_cli.grading_kit import oswall, sandbox
 
-    sandbox.configure({"os_wall": {"read_only": oswall.python_runtime(), "hide": oswall.runtime_hides(),
-                                   "read_write": [], "cwd": "/"}})
+    sandbox.configure(
+        {
+            "os_wall": {
+                "read_only": oswall.python_runtime(),
+                "hide": oswall.runtime_hides(),
+                "read_write": [],
+                "cwd": "/",
+            }
+        }
+    )
     yield
     sandbox.configure(None)
 
@@ -54,8 +62,9 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     return grader, ws
 
 
-def test_a_learner_header_cannot_include_or_incbin_what_the_wall_does_not_show(tmp_path: Path, cache: Path,
-                                                                                walled_grade) -> None:
+def test_a_learner_header_cannot_include_or_incbin_what_the_wall_does_not_show(
+    tmp_path: Path, cache: Path, walled_grade
+) -> None:
     from roadmap_cli.grading_kit import cpp_build
 
     grader, ws = _project(tmp_path)
@@ -75,8 +84,7 @@ def test_a_learner_header_cannot_include_or_incbin_what_the_wall_does_not_show(t
     assert subprocess.run(["g++", "-E", f"-I{ws}", str(grader / "main.cpp")], capture_output=True).returncode == 0
 
 
-def test_the_cache_key_covers_every_included_file_and_artefacts_are_checked_on_use(tmp_path: Path,
-                                                                                   cache: Path) -> None:
+def test_the_cache_key_covers_every_included_file_and_artefacts_are_checked_on_use(tmp_path: Path, cache: Path) -> None:
     from roadmap_cli.grading_kit import cpp_build
 
     grader, ws = _project(tmp_path)

@@ -26,18 +26,26 @@ STARTER = (LAB / "starter" / "block_pool.h").read_text()
 
 # Wrong pools, each a small edit of the reference.
 NOT_NOEXCEPT = SOLUTION.replace("BlockPool(BlockPool&& other) noexcept", "BlockPool(BlockPool&& other)").replace(
-    "BlockPool& operator=(BlockPool&& other) noexcept", "BlockPool& operator=(BlockPool&& other)")
-LEAKY = SOLUTION.replace("storage_ = std::move(other.storage_);",
-                         "(void)storage_.release();  // the old storage is never freed\n"
-                         "      storage_ = std::move(other.storage_);")
-COPYABLE = SOLUTION.replace("BlockPool(const BlockPool&) = delete;",
-                            "BlockPool(const BlockPool& o) : BlockPool(o.num_blocks_, o.block_bytes_) {}").replace(
-    "BlockPool& operator=(const BlockPool&) = delete;", "")
+    "BlockPool& operator=(BlockPool&& other) noexcept", "BlockPool& operator=(BlockPool&& other)"
+)
+LEAKY = SOLUTION.replace(
+    "storage_ = std::move(other.storage_);",
+    "(void)storage_.release();  // the old storage is never freed\n      storage_ = std::move(other.storage_);",
+)
+COPYABLE = SOLUTION.replace(
+    "BlockPool(const BlockPool&) = delete;",
+    "BlockPool(const BlockPool& o) : BlockPool(o.num_blocks_, o.block_bytes_) {}",
+).replace("BlockPool& operator=(const BlockPool&) = delete;", "")
 assert NOT_NOEXCEPT != SOLUTION and LEAKY != SOLUTION and COPYABLE != SOLUTION
 
 T = "test_block_pool.py::test_block_pool"
-RUNTIME = [f"{T}[allocate_order]", f"{T}[move_assign]", f"{T}[self_move_assign]", f"{T}[many_pools]",
-           "test_block_pool.py::test_block_pool_script"]
+RUNTIME = [
+    f"{T}[allocate_order]",
+    f"{T}[move_assign]",
+    f"{T}[self_move_assign]",
+    f"{T}[many_pools]",
+    "test_block_pool.py::test_block_pool_script",
+]
 
 FORGED_LINES = r"""
 #include <cstdio>
@@ -70,24 +78,34 @@ LSAN_DISABLED = "#include <sanitizer/lsan_interface.h>\ninline const bool leaks_
 
 # No RAII at all, yet LeakSanitizer stays quiet: every buffer is malloc'd and kept in a global table (a root
 # LeakSanitizer scans), the destructor is empty and move assignment drops the target's old buffer.
-GLOBAL_ROOTS = SOLUTION.replace("std::unique_ptr<std::byte[]> storage_;", "std::byte* storage_ = nullptr;").replace(
-    "~BlockPool() = default;", "~BlockPool() {}").replace(
-    "storage_(std::make_unique<std::byte[]>(num_blocks * block_bytes))",
-    "storage_(keep(static_cast<std::byte*>(std::malloc(num_blocks * block_bytes + 1))))").replace(
-    "storage_(std::move(other.storage_))", "storage_(std::exchange(other.storage_, nullptr))").replace(
-    "storage_ = std::move(other.storage_);", "storage_ = std::exchange(other.storage_, nullptr);").replace(
-    "return storage_.get() +", "return storage_ +").replace("class BlockPool {", """#include <cstdlib>
+GLOBAL_ROOTS = (
+    SOLUTION.replace("std::unique_ptr<std::byte[]> storage_;", "std::byte* storage_ = nullptr;")
+    .replace("~BlockPool() = default;", "~BlockPool() {}")
+    .replace(
+        "storage_(std::make_unique<std::byte[]>(num_blocks * block_bytes))",
+        "storage_(keep(static_cast<std::byte*>(std::malloc(num_blocks * block_bytes + 1))))",
+    )
+    .replace("storage_(std::move(other.storage_))", "storage_(std::exchange(other.storage_, nullptr))")
+    .replace("storage_ = std::move(other.storage_);", "storage_ = std::exchange(other.storage_, nullptr);")
+    .replace("return storage_.get() +", "return storage_ +")
+    .replace(
+        "class BlockPool {",
+        """#include <cstdlib>
 inline std::byte* kept_roots[1 << 16];
 inline std::size_t kept_count = 0;
 inline std::byte* keep(std::byte* p) { kept_roots[kept_count++ % (1 << 16)] = p; return p; }
 
-class BlockPool {""")
+class BlockPool {""",
+    )
+)
 # The move assignment swaps the storage: the target's old buffer lives on in the moved-from pool (freed only
 # when that pool dies, so LeakSanitizer sees nothing).
 SWAPPING = SOLUTION.replace("storage_ = std::move(other.storage_);", "std::swap(storage_, other.storage_);")
 # A leaky pool that tells LeakSanitizer to ignore its storage through the linker's __real_ name.
-IGNORED_BY_REAL_NAME = LEAKY + ('extern "C" void __real___lsan_ignore_object(const void*);\n'
-                                'inline const bool ignored = (__real___lsan_ignore_object(nullptr), true);\n')
+IGNORED_BY_REAL_NAME = LEAKY + (
+    'extern "C" void __real___lsan_ignore_object(const void*);\n'
+    "inline const bool ignored = (__real___lsan_ignore_object(nullptr), true);\n"
+)
 METER_FORGED = LEAKY + 'extern "C" std::size_t __sanitizer_get_current_allocated_bytes() { return 0; }\n'
 assert SWAPPING != SOLUTION
 
@@ -100,8 +118,10 @@ template <> struct std::is_copy_assignable<BlockPool> : std::false_type {};
 """
 
 STATIC_ASSERT_MACRO = '#define static_assert(...) static_assert(true, "")\n'
-BUILTIN_MACROS = ("#define __is_nothrow_constructible(...) true\n#define __is_nothrow_assignable(...) true\n"
-                  "#define __is_constructible(...) false\n#define __is_assignable(...) false\n")
+BUILTIN_MACROS = (
+    "#define __is_nothrow_constructible(...) true\n#define __is_nothrow_assignable(...) true\n"
+    "#define __is_constructible(...) false\n#define __is_assignable(...) false\n"
+)
 NOEXCEPT_MACRO = "#define noexcept noexcept(true)\n"
 DELETE_MACRO = "#define delete default\n"  # the copy operations become defaulted (deleted only by unique_ptr)
 
@@ -116,16 +136,18 @@ ATTACKS = {
     "move-assign-swaps-the-old-storage-into-the-source": (SWAPPING, [f"{T}[move_assign]"]),
     "leaky-pool-calls-a-sanitizer-switch-by-its-real-name": (IGNORED_BY_REAL_NAME, [f"{T}[move_assign]"]),
     "leaky-pool-defines-the-heap-meter": (METER_FORGED, [f"{T}[move_assign]"]),
-    "std-traits-specialised-to-lie": (NOT_NOEXCEPT + TRAITS_LIE,
-                                      [f"{T}[moves_are_noexcept]"]),
+    "std-traits-specialised-to-lie": (NOT_NOEXCEPT + TRAITS_LIE, [f"{T}[moves_are_noexcept]"]),
     "copyable-pool-with-lying-traits": (COPYABLE + TRAITS_LIE, [f"{T}[copy_is_deleted]"]),
     "static-assert-redefined": (NOT_NOEXCEPT + STATIC_ASSERT_MACRO, [f"{T}[moves_are_noexcept]"]),
-    "compiler-builtins-redefined": (COPYABLE.replace("BlockPool(BlockPool&& other) noexcept",
-                                                     "BlockPool(BlockPool&& other)") + BUILTIN_MACROS,
-                                    [f"{T}[copy_is_deleted]", f"{T}[moves_are_noexcept]"]),
+    "compiler-builtins-redefined": (
+        COPYABLE.replace("BlockPool(BlockPool&& other) noexcept", "BlockPool(BlockPool&& other)") + BUILTIN_MACROS,
+        [f"{T}[copy_is_deleted]", f"{T}[moves_are_noexcept]"],
+    ),
     "noexcept-redefined": (NOEXCEPT_MACRO + NOT_NOEXCEPT, [f"{T}[moves_are_noexcept]"]),
-    "delete-redefined": (SOLUTION.replace("#pragma once\n", "#pragma once\n" + DELETE_MACRO),
-                         [f"{T}[copy_is_deleted]", "test_block_pool.py::test_block_pool_script"]),
+    "delete-redefined": (
+        SOLUTION.replace("#pragma once\n", "#pragma once\n" + DELETE_MACRO),
+        [f"{T}[copy_is_deleted]", "test_block_pool.py::test_block_pool_script"],
+    ),
 }
 
 

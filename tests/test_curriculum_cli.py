@@ -52,10 +52,17 @@ def test_stage_show_by_number_or_id(run_cli, roadmap_home, ref):
     assert data["id"] == "build-minigpt" and data["goal"] == "Implement a minimal working GPT from scratch"
     first = data["checkpoints"][0]
     assert (first["id"], first["kind"], first["done"], first["proved_by"]) == (
-        "s2-implement-tokenizer", "build", True, ["minigpt/tokenizer"])
+        "s2-implement-tokenizer",
+        "build",
+        True,
+        ["minigpt/tokenizer"],
+    )
     assert data["done"] == 1 and data["total"] == 6
     assert data["milestones"] == ["m1"]
-    assert any(t["terms"] == ["Context Window", "Sequence Length", "Forward", "Backward", "Loss", "Optimizer"] for t in data["topics"])
+    assert any(
+        t["terms"] == ["Context Window", "Sequence Length", "Forward", "Backward", "Loss", "Optimizer"]
+        for t in data["topics"]
+    )
 
 
 def test_stage_show_for_people_in_one_language(run_cli, roadmap_home):
@@ -103,7 +110,10 @@ def test_validate_the_active_curriculum(run_cli):
 
 def test_validate_a_bad_file_lists_every_problem_and_exits_2(run_cli, tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(MINIMAL.replace("planned_weeks: 2", "planned_weeks: two").replace("    id: two", "    id: one"), encoding="utf-8")
+    bad.write_text(
+        MINIMAL.replace("planned_weeks: 2", "planned_weeks: two").replace("    id: two", "    id: one"),
+        encoding="utf-8",
+    )
     result = run_cli("curriculum", "validate", str(bad))
     assert result.exit_code == 2, result
     lines = result.stdout.splitlines()
@@ -153,7 +163,10 @@ def test_readings(run_cli):
     assert papers and all(r["kind"] == "book" for r in papers)
     assert run_cli("curriculum", "readings", "--stage", "42").exit_code == 2
     listing = run_cli("curriculum", "readings").stdout
-    assert "1706.03762" in listing and f"{len(run_cli('curriculum', 'readings', '--json').json()['data'])} reading(s)" in listing
+    assert (
+        "1706.03762" in listing
+        and f"{len(run_cli('curriculum', 'readings', '--json').json()['data'])} reading(s)" in listing
+    )
 
 
 @pytest.mark.parametrize(
@@ -170,7 +183,9 @@ def test_every_command_has_help(run_cli, args):
 
 def test_curriculum_text_is_shown_literally_not_as_markup(run_cli, tmp_path):
     mine = tmp_path / "mine.yaml"
-    mine.write_text(MINIMAL.replace("title: {zh: 一, en: One}", "title: {zh: 一, en: \"[red]One[/red]\"}"), encoding="utf-8")
+    mine.write_text(
+        MINIMAL.replace("title: {zh: 一, en: One}", 'title: {zh: 一, en: "[red]One[/red]"}'), encoding="utf-8"
+    )
     result = run_cli("--curriculum", str(mine), "stage", "show", "1")
     assert result.exit_code == 0, result
     assert "Stage 1 · [red]One[/red]" in result.stdout

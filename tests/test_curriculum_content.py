@@ -16,15 +16,38 @@ from roadmap_cli.paths import default_curriculum_path
 
 # Seed 001, section "Checkpoint" of each stage, in order.
 SEED_CHECKPOINTS = {
-    1: ["能向非 AI 从业者解释 Transformer", "能画出 Transformer Block", "能解释 Query / Key / Value",
-        "能解释 Attention 的工作流程", "能解释为什么 Transformer 取代 RNN", "能看懂 Transformer 论文结构图"],
-    2: ["独立实现 Tokenizer", "独立实现 Self-Attention", "独立实现 Transformer Block", "独立实现 MiniGPT",
-        "完成一次训练", "模型能够生成可读文本"],
-    3: ["能解释 loss.backward()", "能解释 Autograd 工作流程", "能看懂 nn.Linear 源码",
-        "能看懂 nn.MultiHeadAttention 源码", "能追踪 Tensor 的生命周期"],
+    1: [
+        "能向非 AI 从业者解释 Transformer",
+        "能画出 Transformer Block",
+        "能解释 Query / Key / Value",
+        "能解释 Attention 的工作流程",
+        "能解释为什么 Transformer 取代 RNN",
+        "能看懂 Transformer 论文结构图",
+    ],
+    2: [
+        "独立实现 Tokenizer",
+        "独立实现 Self-Attention",
+        "独立实现 Transformer Block",
+        "独立实现 MiniGPT",
+        "完成一次训练",
+        "模型能够生成可读文本",
+    ],
+    3: [
+        "能解释 loss.backward()",
+        "能解释 Autograd 工作流程",
+        "能看懂 nn.Linear 源码",
+        "能看懂 nn.MultiHeadAttention 源码",
+        "能追踪 Tensor 的生命周期",
+    ],
     4: ["能解释 RoPE", "能解释 KV Cache", "能解释 GQA", "能解释 MoE", "能解释 Speculative Decoding"],
-    5: ["看懂 vLLM 整体架构", "理解 Continuous Batching", "理解 PagedAttention", "理解 Prefix Cache",
-        "能分析 TPS 下降原因", "能分析 TTFT 过高原因"],
+    5: [
+        "看懂 vLLM 整体架构",
+        "理解 Continuous Batching",
+        "理解 PagedAttention",
+        "理解 Prefix Cache",
+        "能分析 TPS 下降原因",
+        "能分析 TTFT 过高原因",
+    ],
     6: ["能阅读现代 C++ 项目", "能阅读 vLLM C++ 扩展代码", "能阅读 TensorRT-LLM 部分源码"],
     7: ["理解 CUDA 编程模型", "实现 Vector Add", "实现 Matrix Multiply", "能编写简单 CUDA Kernel"],
     8: ["能解释 Warp", "能解释 Occupancy", "能解释 Shared Memory", "能分析 Kernel 性能瓶颈"],
@@ -32,9 +55,15 @@ SEED_CHECKPOINTS = {
     10: ["能设计推理服务架构", "能分析线上性能问题", "能设计多 GPU 推理方案", "能设计生产级 LLM 平台"],
 }
 SEED_GOALS = {
-    1: "彻底理解 Transformer 工作原理", 2: "从零实现最小可运行 GPT", 3: "理解框架内部机制",
-    4: "理解 GPT 之后的重要演进", 5: "读懂 vLLM 核心设计", 6: "获得阅读推理框架源码的能力",
-    7: "进入 GPU 编程领域", 8: "理解 GPU 为什么快", 9: "理解现代 Attention 优化技术",
+    1: "彻底理解 Transformer 工作原理",
+    2: "从零实现最小可运行 GPT",
+    3: "理解框架内部机制",
+    4: "理解 GPT 之后的重要演进",
+    5: "读懂 vLLM 核心设计",
+    6: "获得阅读推理框架源码的能力",
+    7: "进入 GPU 编程领域",
+    8: "理解 GPU 为什么快",
+    9: "理解现代 Attention 优化技术",
     10: "成为 AI Infra / LLM Systems Engineer",
 }
 # The lab parts that prove build checkpoints (shared with the lab authors).
@@ -58,8 +87,11 @@ BUILD_PROOFS = {
     "s5-understand-continuous-batching": {("paged-kv-cache", "scheduler")},
     "s5-understand-pagedattention": {("paged-kv-cache", "paged-attention")},
     "s5-understand-prefix-cache": {("paged-kv-cache", "block-manager")},
-    "s6-read-modern-cpp-projects": {("cpp-extension", "raii"), ("cpp-extension", "templates"),
-                                    ("cpp-extension", "torch-op")},
+    "s6-read-modern-cpp-projects": {
+        ("cpp-extension", "raii"),
+        ("cpp-extension", "templates"),
+        ("cpp-extension", "torch-op"),
+    },
     "s6-read-vllm-cpp-extensions": {("cpp-extension", "reading-vllm")},
     "s7-implement-vector-add": {("cuda-matmul", "vector-add"), ("cuda-matmul", "cuda-vector-add")},
     "s7-implement-matrix-multiply": {("cuda-matmul", "matmul")},
@@ -73,14 +105,32 @@ BUILD_PROOFS = {
     "s10-design-inference-service": {("llm-serving", "server"), ("llm-serving", "load-test")},
     "s10-analyze-production-performance": {("llm-serving", "load-test")},
     "s10-design-multi-gpu-inference": {("llm-serving", "tensor-parallel"), ("llm-serving", "capacity")},
-    "s10-design-production-llm-platform": {("llm-serving", p) for p in
-                                           ("server", "load-test", "tensor-parallel", "quantization", "capacity")},
+    "s10-design-production-llm-platform": {
+        ("llm-serving", p) for p in ("server", "load-test", "tensor-parallel", "quantization", "capacity")
+    },
 }
 # Papers the seeds name (or that the brief requires), with their arXiv ids.
 REQUIRED_ARXIV = {
-    "1706.03762", "2205.14135", "2307.08691", "2407.08608", "2309.06180", "1909.08053", "1910.02054",
-    "2210.17323", "2306.00978", "2211.10438", "2203.15556", "2211.17192", "2305.18290", "1707.06347",
-    "2402.03300", "2104.09864", "2305.13245", "1911.02150", "2101.03961", "2312.07104",
+    "1706.03762",
+    "2205.14135",
+    "2307.08691",
+    "2407.08608",
+    "2309.06180",
+    "1909.08053",
+    "1910.02054",
+    "2210.17323",
+    "2306.00978",
+    "2211.10438",
+    "2203.15556",
+    "2211.17192",
+    "2305.18290",
+    "1707.06347",
+    "2402.03300",
+    "2104.09864",
+    "2305.13245",
+    "1911.02150",
+    "2101.03961",
+    "2312.07104",
 }
 
 
@@ -153,7 +203,10 @@ def test_topics_and_terms_of_stage_1(cur):
     assert len(topics) == 7
     assert "softmax(Q @ K.T)" in cur.stage(1).topics[2].formula
     assert [r.reading for r in cur.stage(1).resources] == [
-        "build-llm-from-scratch", "illustrated-transformer", "attention-is-all-you-need"]
+        "build-llm-from-scratch",
+        "illustrated-transformer",
+        "attention-is-all-you-need",
+    ]
 
 
 def test_milestones_and_final_goal(cur):
@@ -171,9 +224,14 @@ def test_planned_weeks_fill_the_first_year(cur):
 def test_cadence_targets(cur):
     targets = {(t.period, t.kind): t.count for t in cur.cadence.targets}
     assert targets == {
-        ("week", "paper"): 5, ("week", "reproduction"): 1,
-        ("month", "experiment"): 1, ("month", "benchmark"): 1, ("month", "report"): 1,
-        ("quarter", "oss"): 1, ("quarter", "blog"): 1, ("quarter", "workshop-paper"): 1,
+        ("week", "paper"): 5,
+        ("week", "reproduction"): 1,
+        ("month", "experiment"): 1,
+        ("month", "benchmark"): 1,
+        ("month", "report"): 1,
+        ("quarter", "oss"): 1,
+        ("quarter", "blog"): 1,
+        ("quarter", "workshop-paper"): 1,
     }
     assert (cur.cadence.weekly_hours.min, cur.cadence.weekly_hours.max) == (10, 15)
     assert cur.cadence_target("week", "paper").count == 5
@@ -181,7 +239,12 @@ def test_cadence_targets(cur):
 
 def test_levels(cur):
     assert [lv.title.en for lv in cur.levels] == [
-        "LLM User", "LLM Engineer", "LLM Infra Engineer", "Algorithm-System Engineer", "Foundation Model Researcher"]
+        "LLM User",
+        "LLM Engineer",
+        "LLM Infra Engineer",
+        "Algorithm-System Engineer",
+        "Foundation Model Researcher",
+    ]
 
 
 def test_seed_000_phases(cur):
@@ -189,8 +252,23 @@ def test_seed_000_phases(cur):
     spans = [(p.start_month, p.end_month) for p in plan.phases]
     assert spans == [(0, 12), (12, 24), (24, 36), (36, 48), (48, 60), (None, None)]
     items = {i.en for p in plan.phases for s in p.sections for i in s.items}
-    for name in ("CANN", "MindSpore", "Ascend Operator Development", "Supervised Fine-tuning", "PPO", "DPO", "IPO",
-                 "KTO", "GRPO", "GSPO", "DAPO", "Chinchilla Scaling Law", "ZeRO", "Tool Use", "Test Time Compute"):
+    for name in (
+        "CANN",
+        "MindSpore",
+        "Ascend Operator Development",
+        "Supervised Fine-tuning",
+        "PPO",
+        "DPO",
+        "IPO",
+        "KTO",
+        "GRPO",
+        "GSPO",
+        "DAPO",
+        "Chinchilla Scaling Law",
+        "ZeRO",
+        "Tool Use",
+        "Test Time Compute",
+    ):
         assert name in items, name
     assert "全栈 AI Researcher" in plan.final_goal.zh
     assert plan.phases[0].stages == list(range(1, 11))

@@ -64,8 +64,11 @@ def test_minimal_file_loads(tmp_path):
     "old, new, expected",
     [
         # unknown key: points at the key, suggests the right one
-        ("    planned_weeks: 2\n", "    planned_weeks: 2\n    planed: 3\n",
-         "12:5: stages[0]: unknown key 'planed' (did you mean 'planned_weeks'?)"),
+        (
+            "    planned_weeks: 2\n",
+            "    planned_weeks: 2\n    planed: 3\n",
+            "12:5: stages[0]: unknown key 'planed' (did you mean 'planned_weeks'?)",
+        ),
         # wrong type: points at the value
         ("planned_weeks: 2", "planned_weeks: two", "11:20: stages[0].planned_weeks: input should be a valid integer"),
         # a plain string where {zh, en} is expected
@@ -73,14 +76,21 @@ def test_minimal_file_loads(tmp_path):
         # missing key: points at the mapping that lacks it
         ("    planned_weeks: 3\n", "", "16:5: stages[1]: missing required key 'planned_weeks'"),
         # wrong literal
-        ("kind: explain", "kind: explian", "14:15: stages[0].checkpoints[0].kind: Input should be 'explain' or 'build'"),
+        (
+            "kind: explain",
+            "kind: explian",
+            "14:15: stages[0].checkpoints[0].kind: Input should be 'explain' or 'build'",
+        ),
         # a build checkpoint without proof
         ("        proved_by: [{lab: no-such-lab, part: p1}]\n", "", "23:15: build checkpoint 's2-b' needs proved_by"),
         # unknown format
         ("format_version: 1", "format_version: 2", "1:17: unsupported format_version 2"),
         # an unquoted arXiv id is a float in YAML
-        ("cadence:", "reading_list:\n  - {id: x, title: X, arxiv: 2305.13245, stage: 1, kind: paper}\ncadence:",
-         "5:30: reading_list[0].arxiv: expected a string, got the number 2305.13245 (quote it"),
+        (
+            "cadence:",
+            "reading_list:\n  - {id: x, title: X, arxiv: 2305.13245, stage: 1, kind: paper}\ncadence:",
+            "5:30: reading_list[0].arxiv: expected a string, got the number 2305.13245 (quote it",
+        ),
     ],
 )
 def test_schema_errors_have_line_and_column(tmp_path, old, new, expected):
@@ -92,7 +102,9 @@ def test_schema_errors_have_line_and_column(tmp_path, old, new, expected):
 
 def test_yaml_syntax_error_has_line_and_column(tmp_path):
     problems = problems_of(tmp_path, MINIMAL.replace("goal: {zh: 一, en: One}", "goal: {zh: 一, en: One"))
-    assert problems == ["11:18: YAML syntax error: did not find expected ',' or '}' (while parsing a flow mapping at 10:11)"]
+    assert problems == [
+        "11:18: YAML syntax error: did not find expected ',' or '}' (while parsing a flow mapping at 10:11)"
+    ]
 
 
 def test_duplicate_ids_point_at_the_repeat(tmp_path):
@@ -111,7 +123,10 @@ def test_dangling_references(tmp_path):
         "reading_list:\n"
         "  - {id: r1, title: R, arxiv: '1706.03762', stage: 11, kind: paper, phase: nope/p1}\n"
     )
-    text = text.replace("    planned_weeks: 2\n", "    planned_weeks: 2\n    resources:\n      - {title: {zh: x, en: x}, kind: book, reading: missing}\n")
+    text = text.replace(
+        "    planned_weeks: 2\n",
+        "    planned_weeks: 2\n    resources:\n      - {title: {zh: x, en: x}, kind: book, reading: missing}\n",
+    )
     assert problems_of(tmp_path, text) == [
         "13:54: unknown reading 'missing'",
         "29:60: milestone 'm1' refers to unknown stage 7",
@@ -137,12 +152,16 @@ def test_unsafe_yaml_tags_are_refused(tmp_path):
 
 def test_duplicate_yaml_keys_are_reported_by_validate(tmp_path):
     path = write(tmp_path, MINIMAL.replace("    planned_weeks: 2\n", "    planned_weeks: 2\n    planned_weeks: 3\n"))
-    assert f"{path}:12:5: duplicate key 'planned_weeks' (YAML would keep only the last one)" in validate_curriculum(path)
+    assert f"{path}:12:5: duplicate key 'planned_weeks' (YAML would keep only the last one)" in validate_curriculum(
+        path
+    )
 
 
 def test_missing_lab_is_a_warning_not_an_error(tmp_path):
     path = write(tmp_path, MINIMAL)
-    assert validate_curriculum(path) == [f"{path}:25:27: warning: checkpoint 's2-b': lab 'no-such-lab' does not exist yet"]
+    assert validate_curriculum(path) == [
+        f"{path}:25:27: warning: checkpoint 's2-b': lab 'no-such-lab' does not exist yet"
+    ]
 
 
 def test_missing_file_is_a_user_error(tmp_path):
@@ -179,6 +198,7 @@ def test_text_and_models_are_frozen():
 
 # --- the cache -------------------------------------------------------------
 
+
 def test_cache_hit_skips_parsing(tmp_path, monkeypatch):
     from roadmap_cli.curriculum import loader
 
@@ -210,7 +230,7 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
     (entry,) = cache_dir.glob("curriculum-*.json")
     entry.write_text("{not json")
     assert load_curriculum(path, cache_dir=cache_dir).stage(1).id == "one"
-    assert entry.read_text().startswith("{\"format_version\":1")
+    assert entry.read_text().startswith('{"format_version":1')
 
 
 def test_an_unwritable_cache_dir_only_costs_speed(tmp_path):
@@ -234,6 +254,7 @@ def test_a_part_missing_from_an_existing_lab_is_a_warning(tmp_path, monkeypatch)
     monkeypatch.setattr("roadmap_cli.paths.labs_root", lambda: labs)
     path = write(tmp_path, MINIMAL)
     assert validate_curriculum(path) == [
-        f"{path}:25:46: warning: checkpoint 's2-b': lab 'no-such-lab' has no part 'p1' (parts: p2, p3)"]
+        f"{path}:25:46: warning: checkpoint 's2-b': lab 'no-such-lab' has no part 'p1' (parts: p2, p3)"
+    ]
     (labs / "no-such-lab" / "lab.yaml").write_text("parts:\n  - id: p1\n", encoding="utf-8")
     assert validate_curriculum(path) == []

@@ -74,7 +74,11 @@ def test_dry_run_alone_and_the_gpu_run_without_a_gpu_are_one_line_errors(run_cli
     alone = run_cli("dev", "check", "--dry-run")
     assert alone.exit_code == 2 and "--dry-run goes with --gpu" in (alone.stdout + alone.stderr)
     no_gpu = run_cli("dev", "check", "--gpu", "flash-attention")
-    assert no_gpu.exit_code == 2 and "needs a CUDA GPU" in no_gpu.stderr and "Traceback" not in no_gpu.stderr + no_gpu.stdout
+    assert (
+        no_gpu.exit_code == 2
+        and "needs a CUDA GPU" in no_gpu.stderr
+        and "Traceback" not in no_gpu.stderr + no_gpu.stdout
+    )
 
 
 def test_on_a_gpu_dev_check_skips_interpreter_only_variants(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +93,9 @@ def test_on_a_gpu_dev_check_skips_interpreter_only_variants(monkeypatch: pytest.
     assert row.ok is None and "interpreter-only" in row.got
 
 
-def test_triton_declarations_are_held_to_the_reference_solution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_triton_declarations_are_held_to_the_reference_solution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`triton: true` is a declared fact that dev check's static row checks against the solution."""
     import shutil
 
@@ -121,12 +127,12 @@ def test_triton_declarations_are_held_to_the_reference_solution(tmp_path: Path, 
     assert "triton" in " ".join([info.value.message, *info.value.details])
 
 
-FAKE_GPU = '''
+FAKE_GPU = """
 from roadmap_cli.grading_kit import placement, wire
 _arrive, _record = placement.arrive, wire._tensor_record
 placement.arrive = lambda t, device: _arrive(t, "cpu")  # this machine's stand-in for the GPU
 wire._tensor_record = lambda t: wire.Tagged("tensor", _record(t).data[:-1] + ("cuda:0",))
-'''
+"""
 
 
 def test_the_is_cuda_probe_runs_end_to_end_with_the_gpu_faked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,9 +153,16 @@ def test_the_is_cuda_probe_runs_end_to_end_with_the_gpu_faked(monkeypatch: pytes
     row = gpucheck._probe_row(step)
     got = json.loads(row.got)
     # Everything but the arrival on a real GPU holds.
-    assert got == {"arrived_on_cuda": False, "arrived_stride": [1, 3], "returned_on_cuda": True, "device": "cpu",
-                   "learner_device": "cuda:0", "stride": [1, 3], "equal": True,
-                   "grader_cuda_initialized": False}, got
+    assert got == {
+        "arrived_on_cuda": False,
+        "arrived_stride": [1, 3],
+        "returned_on_cuda": True,
+        "device": "cpu",
+        "learner_device": "cuda:0",
+        "stride": [1, 3],
+        "equal": True,
+        "grader_cuda_initialized": False,
+    }, got
     assert row.ok is False
 
 

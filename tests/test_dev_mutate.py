@@ -24,31 +24,35 @@ FIXTURES = Path(__file__).parent / "fixtures_labs"
 def _region(body: str, outside: str = "") -> str:
     """A module whose function `f` has `body` in a solution region, plus code outside any region."""
     inner = textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
-    return (f"{outside}def f(x, y, z):\n    # BEGIN SOLUTION\n{inner}\n    # STARTER\n"
-            f"    # raise NotImplementedError\n    # END SOLUTION\n")
+    return (
+        f"{outside}def f(x, y, z):\n    # BEGIN SOLUTION\n{inner}\n    # STARTER\n"
+        f"    # raise NotImplementedError\n    # END SOLUTION\n"
+    )
 
 
 def _changes(body: str, operator: str) -> list[str]:
     text = _region(body)
-    return sorted(solution_text(m.text, "m.py").split("\n")[1].strip()
-                  for m in generate(text, "m.py", {operator}))
+    return sorted(solution_text(m.text, "m.py").split("\n")[1].strip() for m in generate(text, "m.py", {operator}))
 
 
-@pytest.mark.parametrize("body, operator, expected", [
-    ("return x < y", "compare", ["return x <= y"]),
-    ("return x is not None", "compare", ["return x is None"]),
-    ("return x - (y // 2)", "arith", ["return x + (y // 2)", "return x - (y * 2)"]),
-    ("x += 1", "arith", ["x -= 1"]),
-    ("return x and y", "bool-op", ["return x or y"]),
-    ("return not -x", "unary", ["return -x", "return not x"]),
-    ("return x[1:]", "const", ["return x[0:]", "return x[2:]"]),
-    ("return True", "const", ["return False"]),
-    ("return x[:y]", "slice", ["return x[:y + 1]", "return x[:y - 1]"]),
-    ("return g(x, y)", "args", ["return g(y, x)"]),
-    ("return g(x, dim=-1, keepdim=True)", "kwarg", ["return g(x, dim=-1)", "return g(x, keepdim=True)"]),
-    ("return torch.zeros(x, dtype=torch.float32)", "dtype", ["return torch.zeros(x, dtype=torch.float16)"]),
-    ("g(x)", "drop", ["pass"]),
-])
+@pytest.mark.parametrize(
+    "body, operator, expected",
+    [
+        ("return x < y", "compare", ["return x <= y"]),
+        ("return x is not None", "compare", ["return x is None"]),
+        ("return x - (y // 2)", "arith", ["return x + (y // 2)", "return x - (y * 2)"]),
+        ("x += 1", "arith", ["x -= 1"]),
+        ("return x and y", "bool-op", ["return x or y"]),
+        ("return not -x", "unary", ["return -x", "return not x"]),
+        ("return x[1:]", "const", ["return x[0:]", "return x[2:]"]),
+        ("return True", "const", ["return False"]),
+        ("return x[:y]", "slice", ["return x[:y + 1]", "return x[:y - 1]"]),
+        ("return g(x, y)", "args", ["return g(y, x)"]),
+        ("return g(x, dim=-1, keepdim=True)", "kwarg", ["return g(x, dim=-1)", "return g(x, keepdim=True)"]),
+        ("return torch.zeros(x, dtype=torch.float32)", "dtype", ["return torch.zeros(x, dtype=torch.float16)"]),
+        ("g(x)", "drop", ["pass"]),
+    ],
+)
 def test_each_operator(body, operator, expected):
     assert _changes(body, operator) == sorted(expected)
 
@@ -65,9 +69,11 @@ def test_only_code_inside_regions_is_mutated_and_order_is_stable():
 
 
 def test_docstrings_are_not_dropped_and_triton_functions_are_mutated():
-    text = ('import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr, N, BLOCK: tl.constexpr):\n'
-            '    # BEGIN SOLUTION\n    """Doc."""\n    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, 1.0, mask=offs < N)\n'
-            '    # END SOLUTION\n')
+    text = (
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr, N, BLOCK: tl.constexpr):\n"
+        '    # BEGIN SOLUTION\n    """Doc."""\n    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, 1.0, mask=offs < N)\n'
+        "    # END SOLUTION\n"
+    )
     mutants = generate(text, "k.py")
     kinds = {m.operator for m in mutants}
     assert {"compare", "arith", "kwarg", "drop", "const"} <= kinds
@@ -78,13 +84,18 @@ def test_cuda_regions_get_token_mutants():
     text = "__global__ void k(int n) {\n    // BEGIN SOLUTION\n    if (i < n) out[i] = a[i] + 1;  // a < b in a comment\n    // END SOLUTION\n}\n"
     descriptions = sorted(m.description for m in generate(text, "k.cu"))
     # the C/C++ operators (tests/test_mutants_cpp.py); the comment is never touched
-    assert descriptions == ["`+` -> `-`", "`1` -> `0`", "`1` -> `2`", "`<` -> `<=`",
-                            "dropped `if (i < n) out[i] = a[i] + 1;`"]
+    assert descriptions == [
+        "`+` -> `-`",
+        "`1` -> `0`",
+        "`1` -> `2`",
+        "`<` -> `<=`",
+        "dropped `if (i < n) out[i] = a[i] + 1;`",
+    ]
 
 
 # ---------------------------------------------------------------- graded runs
 
-WEAK_SOLUTION = '''\
+WEAK_SOLUTION = """\
 def clamp_scale(x, factor=2):
     # BEGIN SOLUTION
     y = x * factor
@@ -94,7 +105,7 @@ def clamp_scale(x, factor=2):
     # STARTER
     # raise NotImplementedError("clamp_scale: see README.md")
     # END SOLUTION
-'''
+"""
 
 WEAK_CONFTEST = '''\
 import hashlib, json, os
@@ -109,7 +120,7 @@ def record(nodeid, call, n, value):
             fh.write(json.dumps({"test": nodeid, "call": call, "n": n, "digest": digest}) + "\\n")
 '''
 
-WEAK_TEST = '''\
+WEAK_TEST = """\
 import os
 import time
 
@@ -129,9 +140,9 @@ def test_scale():
 
 def test_small():
     assert learner_module("calc").clamp_scale(1) == 2
-'''
+"""
 
-WEAK_YAML = '''\
+WEAK_YAML = """\
 format_version: 1
 id: weak
 title: {en: "Weak grader"}
@@ -150,7 +161,7 @@ parts:
 known_survivors:
   - match: "dropped `if y < 0:`"
     reason: "the test lab never checks negative inputs"
-'''
+"""
 
 
 @pytest.fixture
@@ -159,8 +170,13 @@ def labs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(FIXTURES / "labs" / "adder", root / "adder")
     shutil.copytree(FIXTURES / "kernels", tmp_path / "kernels")
     weak = root / "weak"
-    for rel, text in {"lab.yaml": WEAK_YAML, "README.md": "# Weak\n", "solution/calc.py": WEAK_SOLUTION,
-                      "tests/conftest.py": WEAK_CONFTEST, "tests/test_calc.py": WEAK_TEST}.items():
+    for rel, text in {
+        "lab.yaml": WEAK_YAML,
+        "README.md": "# Weak\n",
+        "solution/calc.py": WEAK_SOLUTION,
+        "tests/conftest.py": WEAK_CONFTEST,
+        "tests/test_calc.py": WEAK_TEST,
+    }.items():
         (weak / rel).parent.mkdir(parents=True, exist_ok=True)
         (weak / rel).write_text(text)
     (weak / "starter").mkdir()
@@ -180,11 +196,18 @@ def _by_description(data: dict) -> dict[str, str]:
 def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     spec = labs / "adder" / "lab.yaml"
     # Two more rules, at the end of `rules:` (before `not_rules:`, which follows it since issue 38).
-    spec.write_text(spec.read_text().replace("not_rules:\n", (
-        "  - id: mul-by-zero\n    section: Multiply\n    text: anything times 0 is 0\n"
-        "    tests: ['test_mul.py::test_mul_zero']\n"
-        "  - id: gpu-rule\n    section: Multiply\n    text: a rule graded only on a GPU\n"
-        "    tests: ['test_gpu.py']\nnot_rules:\n"), 1))
+    spec.write_text(
+        spec.read_text().replace(
+            "not_rules:\n",
+            (
+                "  - id: mul-by-zero\n    section: Multiply\n    text: anything times 0 is 0\n"
+                "    tests: ['test_mul.py::test_mul_zero']\n"
+                "  - id: gpu-rule\n    section: Multiply\n    text: a rule graded only on a GPU\n"
+                "    tests: ['test_gpu.py']\nnot_rules:\n"
+            ),
+            1,
+        )
+    )
     result = run_cli("dev", "mutate", "adder", "--json")
     assert result.exit_code == 0, result
     data = result.json()["data"]
@@ -196,8 +219,10 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
     assert graded == {"`+` -> `-`": ["add", "speed"], "`*` -> `/`": ["mul"]}
     # Issue 26 item 4: `*` -> `/` fails test_mul (0 / 7 == 0 would pass test_mul_zero anyway): the rule
     # only test_mul_zero checks is one no killed mutant touched; a GPU-only rule is not judged here.
-    assert {tuple(r["tests_failed"]) for r in data["results"]} == {("test_add.py::test_add_small", "test_speed.py::test_speed"),
-                                                                    ("test_mul.py::test_mul",)}
+    assert {tuple(r["tests_failed"]) for r in data["results"]} == {
+        ("test_add.py::test_add_small", "test_speed.py::test_speed"),
+        ("test_mul.py::test_mul",),
+    }
     assert data["rules_untouched"] == ["mul-by-zero"]
     assert "rules no killed mutant touched (1): mul-by-zero" in run_cli("dev", "mutate", "adder").stdout
 
@@ -205,15 +230,18 @@ def test_adder_mutants_are_all_killed_and_attributed(labs: Path, run_cli):
 def test_part_grades_only_the_mutants_in_code_it_runs(labs: Path, run_cli):
     data = run_cli("dev", "mutate", "adder", "--part", "mul", "--json").json()["data"]
     assert [(r["description"], r["status"], r["graded_parts"]) for r in data["results"]] == [
-        ("`*` -> `/`", "killed", ["mul"])]
+        ("`*` -> `/`", "killed", ["mul"])
+    ]
     assert data["parts"] == ["mul"] and any("1 mutant(s) in code that part mul runs" in n for n in data["notes"])
 
 
 def test_coverage_probes_and_kernel_callers(tmp_path: Path):
     from roadmap_cli.authoring.mutate_coverage import Coverage, _kernel_callers, instrument
 
-    text = ('import triton\n\n\n@triton.jit\ndef _inner(x):\n    return x\n\n\n@triton.jit\ndef kernel(p):\n'
-            '    _inner(p)\n\n\ndef launch(x):\n    """Doc."""\n    kernel[(1,)](x)\n\n\ndef other():\n    return 1\n')
+    text = (
+        "import triton\n\n\n@triton.jit\ndef _inner(x):\n    return x\n\n\n@triton.jit\ndef kernel(p):\n"
+        '    _inner(p)\n\n\ndef launch(x):\n    """Doc."""\n    kernel[(1,)](x)\n\n\ndef other():\n    return 1\n'
+    )
     hits = tmp_path / "hits.txt"
     probed = instrument(text, "k.py", hits)
     namespace: dict = {}
@@ -314,8 +342,9 @@ def test_an_interrupted_grade_stops_the_run_and_is_never_counted(labs: Path):
     interrupted = SimpleNamespace(outcome="interrupted", tests=[], part=lambda p: SimpleNamespace(status="not-run"))
     grader = SimpleNamespace(seeds=(1, 2), grade=lambda *a, **k: (interrupted, []))
     mutant = SimpleNamespace(file="calc.py", text="x = 1\n")
-    row = MutantResult(id="abc", file="calc.py", line=1, function="f", operator="const", description="d", diff="",
-                       status="")
+    row = MutantResult(
+        id="abc", file="calc.py", line=1, function="f", operator="const", description="d", diff="", status=""
+    )
     with pytest.raises(KeyboardInterrupt):
         mutate._classify(grader, mutant, row, ["scale"])
     assert row.status == ""

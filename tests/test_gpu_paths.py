@@ -47,8 +47,9 @@ class OnGraderDevice(torch.Tensor):
         name = getattr(func, "__name__", "")
         if ours and plain:
             raise RuntimeError(f"device mix in {name}: a grader-device tensor met a learner-side one")
-        moves = name == "cpu" or (name == "to" and (any(isinstance(a, (torch.device, str)) for a in args[1:])
-                                                   or "device" in kwargs))
+        moves = name == "cpu" or (
+            name == "to" and (any(isinstance(a, (torch.device, str)) for a in args[1:]) or "device" in kwargs)
+        )
         with torch._C.DisableTorchFunctionSubclass():
             out = func(*args, **kwargs)
         if moves:
@@ -106,8 +107,18 @@ def _recorded_trace(middle_syncs: int) -> dict:
     ev, t = [], 0.0
 
     def x(cat, name, ts, dur, **args):
-        ev.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 7 if cat != "kernel" else 0,
-                   "ts": ts, "dur": dur, "args": args})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": 1,
+                "tid": 7 if cat != "kernel" else 0,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
 
     for i in range(3):
         x("cpu_op", "aten::addmm", t, 8.0, **{"Input Dims": [[64], [16, 64], [64, 64]]})
@@ -183,12 +194,15 @@ def test_load_inline_builds_and_loads_behind_the_wall(tmp_path: Path, monkeypatc
     # learner's load_inline would load.
     other_ws = tmp_path / "other-ws"
     other_ws.mkdir()
-    assert Path(sandbox.learner_env({"workspace": str(other_ws), "os_wall": None})["TORCH_EXTENSIONS_DIR"]) != extensions
+    assert (
+        Path(sandbox.learner_env({"workspace": str(other_ws), "os_wall": None})["TORCH_EXTENSIONS_DIR"]) != extensions
+    )
 
     def build(environment: dict, timeout: float = 600) -> subprocess.CompletedProcess:
         with oswall.walled([sys.executable, "-I", "-c", _BUILD], view) as (argv, fds):
-            return subprocess.run(argv, env=environment, cwd=ws, capture_output=True, text=True, timeout=timeout,
-                                  pass_fds=fds)
+            return subprocess.run(
+                argv, env=environment, cwd=ws, capture_output=True, text=True, timeout=timeout, pass_fds=fds
+            )
 
     # (Without the extensions folder torch would build under the learner's private HOME, an empty tmpfs the wall
     # makes per process: every grade would build again.)
@@ -251,8 +265,13 @@ def test_rlimit_nproc_only_where_it_counts_per_namespace() -> None:
 # ------------------------------------------------------------ flash-attention tiles per GPU
 
 # Triton's max_shared_mem (the opt-in shared memory per block) by architecture.
-SHARED_MEMORY_PER_BLOCK = {"sm_75 (T4)": 65536, "sm_80 (A100)": 166912, "sm_86 (A10, RTX 3090)": 101376,
-                           "sm_89 (L4, L40S, RTX 4090)": 101376, "sm_90 (H100, H200)": 232448}
+SHARED_MEMORY_PER_BLOCK = {
+    "sm_75 (T4)": 65536,
+    "sm_80 (A100)": 166912,
+    "sm_86 (A10, RTX 3090)": 101376,
+    "sm_89 (L4, L40S, RTX 4090)": 101376,
+    "sm_90 (H100, H200)": 232448,
+}
 
 
 def test_flash_attention_tiles_fit_each_gpus_shared_memory(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,7 +287,12 @@ def test_flash_attention_tiles_fit_each_gpus_shared_memory(monkeypatch: pytest.M
                     assert tiles, (arch, kind, block_d)
                     for m, n, _, stages in tiles:
                         assert stages >= 1 and fa._tile_bytes(kind, m, n, block_d, stages, elem) <= limit, (
-                            arch, kind, block_d, elem, (m, n, stages))
+                            arch,
+                            kind,
+                            block_d,
+                            elem,
+                            (m, n, stages),
+                        )
     monkeypatch.setattr(fa, "_shared_memory_per_block", lambda device: SHARED_MEMORY_PER_BLOCK["sm_90 (H100, H200)"])
     assert fa._fitting_tiles("fwd", fa._GPU_TILES["fwd"], 128, 2, None)[0] == fa._GPU_TILES["fwd"][0]
     small = SHARED_MEMORY_PER_BLOCK["sm_86 (A10, RTX 3090)"]
@@ -313,8 +337,9 @@ def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path,
 # ------------------------------------------------------------ one build cache for dev check --gpu
 
 
-def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Per workspace for learners' grades; one for every workspace of a `dev check --gpu` run (each grade there
     is a fresh folder, and nvcc plus flash-attention's Triton compiles per grade would blow its ten minutes)."""
     from roadmap_cli.grading_kit import learner_extras
@@ -327,7 +352,9 @@ def test_dev_check_gpu_shares_one_build_cache_and_learners_never_do(tmp_path: Pa
     monkeypatch.setenv(learner_extras.SCOPE_VAR, "dev-check-gpu")
     assert learner_extras.extensions_dir(a) == learner_extras.extensions_dir(b)
     assert learner_extras.triton_cache_dir(a) == learner_extras.triton_cache_dir(b)
-    assert learner_extras.learner_env(a, "")["TRITON_CACHE_DIR"] == learner_extras.learner_env(b, "")["TRITON_CACHE_DIR"]
+    assert (
+        learner_extras.learner_env(a, "")["TRITON_CACHE_DIR"] == learner_extras.learner_env(b, "")["TRITON_CACHE_DIR"]
+    )
 
 
 def test_mps_folders_are_granted_only_when_real_and_harmless(tmp_path: Path, monkeypatch) -> None:

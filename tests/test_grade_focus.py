@@ -53,7 +53,9 @@ def test_test_option_and_part_report_only_what_ran(run_cli, workspace: Path) -> 
     shutil.copy(FIXTURES / "kernels" / "mul.py", workspace / "mul.py")
     part = run_cli("grade", "--part", "mul")
     assert part.exit_code == 0
-    assert "mul: passed (2/2 tests, 20/20 points)" in part.stdout and "2 other parts not run (add, speed)" in part.stdout
+    assert (
+        "mul: passed (2/2 tests, 20/20 points)" in part.stdout and "2 other parts not run (add, speed)" in part.stdout
+    )
 
 
 def test_learner_frame_is_named(run_cli, workspace: Path) -> None:

@@ -72,8 +72,13 @@ def _ppid(pid: int) -> int:
 
 def _agents(root: Path) -> list[int]:
     """Pids of the far agents (grading/remote/daemon.py) running for the managed folder `root`."""
-    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
-            and "roadmap_cli.grading.remote.daemon" in _cmdline(int(pid)) and str(root) in _cmdline(int(pid))]
+    return [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit()
+        and "roadmap_cli.grading.remote.daemon" in _cmdline(int(pid))
+        and str(root) in _cmdline(int(pid))
+    ]
 
 
 def _agent(root: Path, timeout: float = 30.0) -> int:
@@ -81,8 +86,9 @@ def _agent(root: Path, timeout: float = 30.0) -> int:
 
     def listening() -> bool:
         pids = _agents(root)
-        return len(pids) == 1 and any(f"far agent {pids[0]} of " in log.read_text()
-                                      for log in root.glob("agents/*.log"))
+        return len(pids) == 1 and any(
+            f"far agent {pids[0]} of " in log.read_text() for log in root.glob("agents/*.log")
+        )
 
     assert _wait_for(listening, timeout), (_agents(root), [log.read_text() for log in root.glob("agents/*.log")])
     return _agents(root)[0]
@@ -102,8 +108,11 @@ def _far_processes(root: Path) -> list[str]:
     the far agent itself or its warm grader's zygote (they stay between grades; their forks are a grade's)."""
     out = []
     agents = set(_agents(root))
-    zygotes = {int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) in agents
-               and "grading.warm import serve" in _cmdline(int(p))}
+    zygotes = {
+        int(p)
+        for p in os.listdir("/proc")
+        if p.isdigit() and _ppid(int(p)) in agents and "grading.warm import serve" in _cmdline(int(p))
+    }
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid() or int(pid) in agents | zygotes:
             continue
@@ -118,12 +127,14 @@ def _far_processes(root: Path) -> list[str]:
 
 
 def _parts(data: dict) -> list[tuple]:
-    return [(p["id"], p["status"], p["points"], p["max_points"], p["tests_passed"], p["tests_total"])
-            for p in data["parts"]]
+    return [
+        (p["id"], p["status"], p["points"], p["max_points"], p["tests_passed"], p["tests_total"]) for p in data["parts"]
+    ]
 
 
-def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, run_cli, adder_workspace: Path,
-                                                                        roadmap_home: Path):
+def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(
+    remote, run_cli, adder_workspace: Path, roadmap_home: Path
+):
     first = run_cli("grade", "--on", "box", "--json")
     assert first.exit_code == 1, first  # the starter fails (as it does locally)
     far = first.json()["data"]
@@ -132,8 +143,9 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     local = run_cli("grade", "--json").json()["data"]
     assert _parts(far) == _parts(local)
     assert (far["outcome"], far["score"], far["max_score"]) == (local["outcome"], local["score"], local["max_score"])
-    assert sorted((t["nodeid"], t["outcome"]) for t in far["tests"]) == \
-        sorted((t["nodeid"], t["outcome"]) for t in local["tests"])
+    assert sorted((t["nodeid"], t["outcome"]) for t in far["tests"]) == sorted(
+        (t["nodeid"], t["outcome"]) for t in local["tests"]
+    )
     assert far["device"] == local["device"] and far["sandbox"] == local["sandbox"]
 
     # The second grade: the venv is reused, only the changed file goes, a deleted file is deleted there.
@@ -146,8 +158,13 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     second = run_cli("grade", "--on", "box", "--json")
     data = second.json()["data"]
     assert second.exit_code == 0, second
-    assert data["sent"] == {"changed": 3, "deleted": 0, "bytes": data["sent"]["bytes"], "installed": False,
-                            "via": "agent"}
+    assert data["sent"] == {
+        "changed": 3,
+        "deleted": 0,
+        "bytes": data["sent"]["bytes"],
+        "installed": False,
+        "via": "agent",
+    }
     assert "installing roadmap" not in second.stderr and "far agent" not in second.stderr
     assert _agents(remote.far_root) == [agent_pid]
     sock = remote.far_root / "agents" / (next(remote.far_root.glob("agents/*.sock")).name)
@@ -159,15 +176,19 @@ def test_grade_on_equals_a_local_grade_and_the_second_reuses_the_venv(remote, ru
     third = run_cli("grade", "--on", "box", "--json").json()["data"]
     assert (third["sent"]["changed"], third["sent"]["deleted"], third["sent"]["via"]) == (0, 1, "agent")
     # The far agent's grade equals a local one test by test too.
-    assert sorted((t["nodeid"], t["outcome"]) for t in third["tests"]) == \
-        sorted((t["nodeid"], t["outcome"]) for t in run_cli("grade", "--json").json()["data"]["tests"])
+    assert sorted((t["nodeid"], t["outcome"]) for t in third["tests"]) == sorted(
+        (t["nodeid"], t["outcome"]) for t in run_cli("grade", "--json").json()["data"]["tests"]
+    )
     far_ws = next(p for p in (remote.far_root / "work").glob("*/adder-*") if p.is_dir())
     assert not (far_ws / "notes.txt").exists() and (far_ws / "mul.py").read_text().endswith("a * b\n")
 
     import sqlite3
 
-    rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
-        "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
+    rows = (
+        sqlite3.connect(roadmap_home / "roadmap.db")
+        .execute("SELECT graded_on, outcome FROM grade_attempts ORDER BY id")
+        .fetchall()
+    )
     assert rows == [("box", "failed"), (None, "failed"), ("box", "passed"), ("box", "passed"), (None, "passed")]
     # `lab history` says where each attempt was graded (newest first).
     history = run_cli("lab", "history", "--json").json()["data"]["attempts"]
@@ -191,9 +212,9 @@ def test_unreachable_remote_is_exit_5(remote, run_cli):
 
 
 @pytest.mark.parametrize("how", ["kill-ssh", "kill-master", "kill-client", "ctrl-c"])
-def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running(remote, run_cli, adder_workspace: Path,
-                                                                                 roadmap_home: Path, how: str,
-                                                                                 monkeypatch: pytest.MonkeyPatch):
+def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running(
+    remote, run_cli, adder_workspace: Path, roadmap_home: Path, how: str, monkeypatch: pytest.MonkeyPatch
+):
     """Mid-grade, the ssh client of a grade's own session is killed (agents off: the login path; one line,
     exit 5), or the shared connection is (the far agent's path; the same), or the near process dies
     (SIGKILL: nothing is recorded), or the learner presses Ctrl-C (exit 130): the attempt is interrupted,
@@ -206,16 +227,23 @@ def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running
     # A grade that never ends by itself: mul sleeps, so the kill lands while tests run.
     (adder_workspace / "mul.py").write_text("import time\n\ndef mul(a, b):\n    time.sleep(60)\n    return a * b\n")
     env = dict(os.environ, ROADMAP_SSH_CONFIG=str(remote.client_config))
-    proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "grade", "--on", "box"], cwd=adder_workspace,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roadmap_cli", "grade", "--on", "box"],
+        cwd=adder_workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     target = None
     while time.monotonic() < deadline and target is None:
         time.sleep(0.2)
         if any("pytest" in p or "grade" in p for p in _far_processes(remote.far_root)):
             if how == "kill-ssh":
-                target = next((int(p) for p in os.listdir("/proc") if p.isdigit()
-                               and _is_ssh_child(int(p), proc.pid)), None)
+                target = next(
+                    (int(p) for p in os.listdir("/proc") if p.isdigit() and _is_ssh_child(int(p), proc.pid)), None
+                )
             elif how == "kill-master":
                 target = next(iter(_masters(roadmap_home)), None)
             else:
@@ -244,8 +272,11 @@ def test_a_killed_connection_or_ctrl_c_is_interrupted_and_leaves_nothing_running
     assert _far_processes(remote.far_root) == []
     import sqlite3
 
-    last = sqlite3.connect(roadmap_home / "roadmap.db").execute(
-        "SELECT outcome, score, graded_on FROM grade_attempts ORDER BY id DESC LIMIT 1").fetchone()
+    last = (
+        sqlite3.connect(roadmap_home / "roadmap.db")
+        .execute("SELECT outcome, score, graded_on FROM grade_attempts ORDER BY id DESC LIMIT 1")
+        .fetchone()
+    )
     assert last == ("interrupted", 0.0, "box")
     if how == "ctrl-c":
         assert _agents(remote.far_root) == agents  # it cancelled the grade, and serves the next
@@ -288,9 +319,11 @@ def test_the_far_agent_refuses_another_user(remote, run_cli):
         os.setgid(65534)
         os.setuid(65534)
 
-    code = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
-            "try:\n    s.sendall(b'{\"stop\": true}\\n')\n    print(repr(s.recv(100)))\n"
-            "except (ConnectionResetError, BrokenPipeError):\n    print(\"b''\")\n")
+    code = (
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+        "try:\n    s.sendall(b'{\"stop\": true}\\n')\n    print(repr(s.recv(100)))\n"
+        "except (ConnectionResetError, BrokenPipeError):\n    print(\"b''\")\n"
+    )
     # Only for the test, a second name for the socket that the other user may open (mode 0666, in a folder they
     # can search): the uid check alone must refuse them.
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
@@ -302,8 +335,14 @@ def test_the_far_agent_refuses_another_user(remote, run_cli):
             pytest.skip(f"cannot link the socket where another user can reach it: {exc}")
         link.chmod(0o666)
         try:
-            proc = subprocess.run([python, "-c", code, str(link)], preexec_fn=as_nobody, cwd="/",
-                                  capture_output=True, text=True, timeout=30)
+            proc = subprocess.run(
+                [python, "-c", code, str(link)],
+                preexec_fn=as_nobody,
+                cwd="/",
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         finally:
             sock_path.chmod(0o600)
     # Closed (or reset) without a word, whether before the request was written (broken pipe) or after: not stopped.
@@ -340,8 +379,9 @@ def test_a_result_signed_with_another_key_is_not_recorded(remote, run_cli, roadm
     assert count == (1,)
 
 
-def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_closes_it(remote, run_cli,
-                                                                                        roadmap_home: Path):
+def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_closes_it(
+    remote, run_cli, roadmap_home: Path
+):
     from roadmap_cli.grading.remote import registry
 
     box = registry.get(roadmap_home, "box")
@@ -387,17 +427,26 @@ def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli
     assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr
 
 
-def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(remote, adder_workspace: Path,
-                                                                            roadmap_home: Path):
+def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(
+    remote, adder_workspace: Path, roadmap_home: Path
+):
     pexpect = pytest.importorskip("pexpect")
     pytest.importorskip("watchfiles")
-    child = pexpect.spawn(sys.executable, ["-m", "roadmap_cli", "watch", "--on", "box"], cwd=str(adder_workspace),
-                          env=dict(os.environ), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "roadmap_cli", "watch", "--on", "box"],
+        cwd=str(adder_workspace),
+        env=dict(os.environ),
+        encoding="utf-8",
+        timeout=60,
+    )
     try:
         child.expect("watching adder")
         child.expect(r"first grade on box: all parts")
         # The starter fails; the CPU remote cannot grade the GPU part. The footer says where it ran.
-        child.expect(r"attempt #1 · [\d.]+s · graded remotely on box \(" + f"{remote.user}@127.0.0.1:{remote.port}" + r"\)")
+        child.expect(
+            r"attempt #1 · [\d.]+s · graded remotely on box \(" + f"{remote.user}@127.0.0.1:{remote.port}" + r"\)"
+        )
         tmp = adder_workspace / "adder.new"
         tmp.write_text("def add(a, b):\n    return a + b\n")
         os.replace(tmp, adder_workspace / "adder.py")
@@ -419,8 +468,11 @@ def test_watch_on_regrades_there_on_every_save_sending_only_the_changed_file(rem
     assert _far_processes(remote.far_root) == []
     import sqlite3
 
-    rows = sqlite3.connect(roadmap_home / "roadmap.db").execute(
-        "SELECT graded_on, outcome FROM grade_attempts ORDER BY id").fetchall()
+    rows = (
+        sqlite3.connect(roadmap_home / "roadmap.db")
+        .execute("SELECT graded_on, outcome FROM grade_attempts ORDER BY id")
+        .fetchall()
+    )
     assert rows == [("box", "failed"), ("box", "passed"), ("box", "failed")]
 
 
@@ -438,8 +490,9 @@ def test_remote_check_after_a_first_grade_probes_the_managed_venv(remote, run_cl
     assert f"managed venv {venv}" in out, out
 
 
-def test_remote_remove_stops_the_far_agent_even_when_the_shared_connection_is_closed(remote, run_cli,
-                                                                                     roadmap_home: Path):
+def test_remote_remove_stops_the_far_agent_even_when_the_shared_connection_is_closed(
+    remote, run_cli, roadmap_home: Path
+):
     from roadmap_cli.grading.remote import registry
 
     assert run_cli("grade", "--on", "box").exit_code == 1
@@ -455,15 +508,15 @@ def test_remote_remove_stops_the_far_agent_even_when_the_shared_connection_is_cl
     run_cli("remote", "add", "box", remote.url, "--python", sys.executable)  # for the fixture's teardown
 
 
-def test_remote_remove_of_an_unreachable_host_removes_it_and_says_so_in_one_line(remote, run_cli,
-                                                                                 roadmap_home: Path):
+def test_remote_remove_of_an_unreachable_host_removes_it_and_says_so_in_one_line(remote, run_cli, roadmap_home: Path):
     from sshd import free_port
 
     assert run_cli("grade", "--on", "box").exit_code == 1
     _agent(remote.far_root)
     # The box moved (or is down): its agent cannot be reached to be stopped.
-    run_cli("remote", "add", "box", f"ssh://{remote.user}@127.0.0.1:{free_port()}", "--replace",
-            "--python", sys.executable)
+    run_cli(
+        "remote", "add", "box", f"ssh://{remote.user}@127.0.0.1:{free_port()}", "--replace", "--python", sys.executable
+    )
     from roadmap_cli.grading.remote import session
 
     assert session.agent_state(roadmap_home, remotes_get(roadmap_home, "box")).get("socket")

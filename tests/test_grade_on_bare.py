@@ -35,12 +35,22 @@ TORCH_SPEC = "torch==2.13.0"  # the CPU wheel that lies on this kind of machine'
 
 def _bare_python(folder: Path) -> Path:
     """A python with the standard library only: a venv without pip of this interpreter's base Python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, capture_output=True, timeout=120
+    )
     python = folder / "bin" / "python"
-    probe = subprocess.run([str(python), "-c", "import importlib.util as u, json; print(json.dumps("
-                            "[m for m in ('pip', 'torch', 'typer', 'pydantic', 'roadmap_cli') if u.find_spec(m)]))"],
-                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.util as u, json; print(json.dumps("
+            "[m for m in ('pip', 'torch', 'typer', 'pydantic', 'roadmap_cli') if u.find_spec(m)]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert json.loads(probe.stdout) == [], probe  # truly bare
     return python
 
@@ -50,12 +60,15 @@ def _python_without_ensurepip(folder: Path, python: Path) -> Path:
     shadow = folder / "no-ensurepip"
     (shadow / "ensurepip").mkdir(parents=True)
     (shadow / "ensurepip" / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'ensurepip'\", name='ensurepip')\n")
+        "raise ModuleNotFoundError(\"No module named 'ensurepip'\", name='ensurepip')\n"
+    )
     wrapper = folder / "python3-no-venv"
     # Its own managed folder: the bare python's venv (another test's) must not be found ready.
     root = folder / "no-venv-root"
-    wrapper.write_text(f"#!/bin/sh\nROADMAP_REMOTE_ROOT={shlex.quote(str(root))} PYTHONPATH={shlex.quote(str(shadow))} "
-                       f"exec {shlex.quote(str(python))} \"$@\"\n")
+    wrapper.write_text(
+        f"#!/bin/sh\nROADMAP_REMOTE_ROOT={shlex.quote(str(root))} PYTHONPATH={shlex.quote(str(shadow))} "
+        f'exec {shlex.quote(str(python))} "$@"\n'
+    )
     wrapper.chmod(0o755)
     return wrapper
 
@@ -67,8 +80,11 @@ def bare_far(tmp_path_factory):
     pythons = tmp_path_factory.mktemp("bare-pythons")
     bare = _bare_python(pythons / "bare")
     # The far side's pip configuration, as a box behind a mirror has it (a login there gets no PIP_* of ours).
-    pip_env = tuple(f'{k}="{v}"' for k, v in os.environ.items() if k in ("PIP_FIND_LINKS", "PIP_INDEX_URL",
-                                                                          "PIP_EXTRA_INDEX_URL", "PIP_CERT"))
+    pip_env = tuple(
+        f'{k}="{v}"'
+        for k, v in os.environ.items()
+        if k in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CERT")
+    )
     server = far_side(tmp_path_factory.mktemp("bare-far-root"), more_env=pip_env)
     root = server.far_root
     server.bare, server.no_venv = bare, _python_without_ensurepip(pythons, bare)
@@ -89,7 +105,8 @@ def ssh_env(bare_far, monkeypatch: pytest.MonkeyPatch):
 # `remote check` then reports for any python of the account (this test's ROOT differs only inside its python
 # wrapper, which the probe's shell cannot see).
 def test_a_python_without_ensurepip_is_one_line_naming_the_package_and_the_exact_ssh_command(
-        ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
+    ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path
+):
     far = ssh_env
     assert run_cli("remote", "add", "novenv", far.url, "--python", str(far.no_venv)).exit_code == 0
     try:
@@ -126,10 +143,15 @@ def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, r
 
 @pytest.mark.slow
 def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_second_reuses(
-        ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path):
+    ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path
+):
     far = ssh_env
-    assert run_cli("remote", "add", "bare", far.url, "--python", str(far.bare), "--torch", TORCH_SPEC,
-                   "--torch-index", "pip").exit_code == 0
+    assert (
+        run_cli(
+            "remote", "add", "bare", far.url, "--python", str(far.bare), "--torch", TORCH_SPEC, "--torch-index", "pip"
+        ).exit_code
+        == 0
+    )
     try:
         # `remote check` probes the python grade --on will use, not python3 from the PATH.
         check = run_cli("remote", "check", "bare", "--json")
@@ -148,14 +170,19 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         assert "installed torch 2.13.0+cpu: the CPU build (no CUDA)" in err, err
         assert "installing with pip:" in err and "typer" in err and "Traceback" not in err
         local = run_cli("grade", "--json").json()["data"]
-        assert [(p["id"], p["status"], p["points"]) for p in data["parts"]] == \
-            [(p["id"], p["status"], p["points"]) for p in local["parts"]]
+        assert [(p["id"], p["status"], p["points"]) for p in data["parts"]] == [
+            (p["id"], p["status"], p["points"]) for p in local["parts"]
+        ]
         assert data["device"] == local["device"] and data["not_graded_here"] == ["gpu"]
 
         # What the managed venv holds: the torch CPU build, and pip (it did not have it from the far python).
         venv_python = next(far.far_root.glob("envs/*/bin/python"))
-        built = subprocess.run([str(venv_python), "-c", "import torch, typer, pip; print(torch.__version__, "
-                                "torch.version.cuda)"], capture_output=True, text=True, timeout=120)
+        built = subprocess.run(
+            [str(venv_python), "-c", "import torch, typer, pip; print(torch.__version__, torch.version.cuda)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert built.stdout.split() == ["2.13.0+cpu", "None"], built
         # `remote check` now probes that venv, what every later grade runs with: torch is there.
         checked = run_cli("remote", "check", "bare", "--json").json()["data"]
@@ -176,8 +203,9 @@ def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_se
         run_cli("remote", "remove", "bare")
 
 
-def test_the_host_key_hint_names_port_and_user(run_cli, roadmap_home: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch):
+def test_the_host_key_hint_names_port_and_user(
+    run_cli, roadmap_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from roadmap_cli.grading.remote.registry import Remote, ssh_failure
 
     monkeypatch.delenv("ROADMAP_SSH_CONFIG", raising=False)
@@ -206,8 +234,9 @@ def test_remote_add_refuses_a_bad_torch_setting_in_one_line(run_cli):
     assert result.exit_code == 2 and "--torch-index 'mirror.local': give an index URL" in result.stderr
     result = run_cli("remote", "add", "x", "ssh://me@gpu", "--torch", "--pre")
     assert result.exit_code == 2, result
-    data = run_cli("remote", "add", "x", "ssh://me@gpu", "--torch", "torch==2.13.0", "--torch-index", "pip",
-                   "--json").json()["data"]
+    data = run_cli(
+        "remote", "add", "x", "ssh://me@gpu", "--torch", "torch==2.13.0", "--torch-index", "pip", "--json"
+    ).json()["data"]
     assert (data["torch"], data["torch_index"]) == ("torch==2.13.0", "pip")
     listed = run_cli("remote", "list", "--json").json()["data"]["remotes"][0]
     assert (listed["torch"], listed["torch_index"]) == ("torch==2.13.0", "pip")
@@ -220,8 +249,15 @@ def test_a_failed_torch_install_names_the_exact_command_that_uses_pips_own_confi
 
     box = Remote(name="box", host="203.0.113.7", user="ubuntu", port=2222, python="/usr/bin/python3")
     with pytest.raises(RoadmapError) as caught:
-        _raise({"error": "pip could not install torch<2.14,>=2.3: ERROR: No matching distribution found for torch",
-                "kind": "torch-install"}, box)
-    assert str(caught.value).endswith("(to take torch from the mirror or wheels pip is configured with there: "
-                                      "`roadmap remote add box ssh://ubuntu@203.0.113.7:2222 --replace "
-                                      "--python /usr/bin/python3 --torch-index pip`)")
+        _raise(
+            {
+                "error": "pip could not install torch<2.14,>=2.3: ERROR: No matching distribution found for torch",
+                "kind": "torch-install",
+            },
+            box,
+        )
+    assert str(caught.value).endswith(
+        "(to take torch from the mirror or wheels pip is configured with there: "
+        "`roadmap remote add box ssh://ubuntu@203.0.113.7:2222 --replace "
+        "--python /usr/bin/python3 --torch-index pip`)"
+    )

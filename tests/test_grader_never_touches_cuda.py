@@ -28,12 +28,13 @@ LABS = ROOT / "labs"
 
 def _is_learner_side(decorator: ast.expr) -> bool:
     node = decorator.func if isinstance(decorator, ast.Call) else decorator
-    return (isinstance(node, ast.Name) and node.id == "learner_side") or \
-        (isinstance(node, ast.Attribute) and node.attr == "learner_side")
+    return (isinstance(node, ast.Name) and node.id == "learner_side") or (
+        isinstance(node, ast.Attribute) and node.attr == "learner_side"
+    )
 
 
 def _cuda_device_expr(node: ast.expr, names: frozenset = frozenset()) -> bool:
-    """"cuda", "cuda:0", torch.device("cuda"), kit.device(), device(), DEVICE, or a name assigned one of
+    """ "cuda", "cuda:0", torch.device("cuda"), kit.device(), device(), DEVICE, or a name assigned one of
     those in the file (`dev = device()`): a device that may be CUDA."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value.startswith("cuda")
@@ -63,10 +64,17 @@ def _problems(node: ast.AST, names: frozenset = frozenset()) -> list[str]:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == "cuda":
             found.append(".cuda()")
-        if isinstance(func, ast.Attribute) and func.attr == "to" and any(_cuda_device_expr(a, names) for a in node.args):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "to"
+            and any(_cuda_device_expr(a, names) for a in node.args)
+        ):
             found.append(".to(<the lab's device>)")
-        if isinstance(func, ast.Attribute) and func.attr == "set_default_device" and \
-                any(_cuda_device_expr(a, names) for a in node.args):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "set_default_device"
+            and any(_cuda_device_expr(a, names) for a in node.args)
+        ):
             found.append("set_default_device(<the lab's device>)")
         for kw in node.keywords:
             if kw.arg == "device" and _cuda_device_expr(kw.value, names):
@@ -93,10 +101,19 @@ def _learner_side_functions(tree: ast.Module, outside_uses: set[str]) -> set[str
         for name in set(funcs) - learner:
             if name in outside_uses:
                 continue
-            users = {owner for owner, f in funcs.items() if owner != name
-                     for n in ast.walk(f) if isinstance(n, ast.Name) and n.id == name}
-            top_level = any(isinstance(n, ast.Name) and n.id == name for stmt in tree.body
-                            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(stmt))
+            users = {
+                owner
+                for owner, f in funcs.items()
+                if owner != name
+                for n in ast.walk(f)
+                if isinstance(n, ast.Name) and n.id == name
+            }
+            top_level = any(
+                isinstance(n, ast.Name) and n.id == name
+                for stmt in tree.body
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in ast.walk(stmt)
+            )
             if users and users <= learner and not top_level:
                 learner.add(name)
                 changed = True
@@ -128,14 +145,18 @@ def grader_side_cuda(tests_dir: Path) -> list[str]:
 
 
 def test_no_lab_grader_makes_moves_or_queries_cuda_tensors() -> None:
-    found = [line for lab in sorted(LABS.iterdir()) if (lab / "tests").is_dir()
-             for line in grader_side_cuda(lab / "tests")]
-    assert not found, ("grader-side code must build CPU tensors and pass them through kit.to_device (CUDA work "
-                       "goes in @kit.learner_side functions):\n" + "\n".join(found))
+    found = [
+        line for lab in sorted(LABS.iterdir()) if (lab / "tests").is_dir() for line in grader_side_cuda(lab / "tests")
+    ]
+    assert not found, (
+        "grader-side code must build CPU tensors and pass them through kit.to_device (CUDA work "
+        "goes in @kit.learner_side functions):\n" + "\n".join(found)
+    )
 
 
 def test_the_lint_catches_each_way_of_reaching_cuda(tmp_path: Path) -> None:
-    (tmp_path / "adapter.py").write_text(textwrap.dedent('''
+    (tmp_path / "adapter.py").write_text(
+        textwrap.dedent("""
         import torch
         from roadmap_cli import grading_kit as kit
 
@@ -149,8 +170,10 @@ def test_the_lint_catches_each_way_of_reaching_cuda(tmp_path: Path) -> None:
 
         def grader_helper(x):
             return x.to(kit.device())                  # flagged: called by a test
-    '''))
-    (tmp_path / "test_x.py").write_text(textwrap.dedent('''
+    """)
+    )
+    (tmp_path / "test_x.py").write_text(
+        textwrap.dedent("""
         import torch
         import adapter
         from roadmap_cli.grading_kit import device
@@ -168,12 +191,24 @@ def test_the_lint_catches_each_way_of_reaching_cuda(tmp_path: Path) -> None:
             dev = device()
             v = torch.full((3,), 0.0, device=dev)
             torch.set_default_device(dev)
-    '''))
+    """)
+    )
     found = grader_side_cuda(tmp_path)
     kinds = sorted(line.split(": ", 1)[1].split(" (")[0] for line in found)
-    assert kinds == sorted([".to(<the lab's device>)", ".cuda()", "device='cuda:0'", ".to(<the lab's device>)",
-                            "device=device()", ".is_cuda", "torch.cuda", "device=torch.device('cuda')", "device=dev",
-                            "set_default_device(<the lab's device>)"]), found
+    assert kinds == sorted(
+        [
+            ".to(<the lab's device>)",
+            ".cuda()",
+            "device='cuda:0'",
+            ".to(<the lab's device>)",
+            "device=device()",
+            ".is_cuda",
+            "torch.cuda",
+            "device=torch.device('cuda')",
+            "device=dev",
+            "set_default_device(<the lab's device>)",
+        ]
+    ), found
     assert not [line for line in found if "adapter.py:6" in line or "adapter.py:10" in line or "adapter.py:11" in line]
 
 
@@ -212,8 +247,17 @@ def learner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ROADMAP_GPU_CACHE", str(tmp_path / "gpu-cache"))
     monkeypatch.syspath_prepend(str(tests_dir))
     monkeypatch.delitem(sys.modules, "adapter_placement", raising=False)
-    sandbox.configure({"workspace": str(ws), "tests_dir": str(tests_dir), "memory_limit_mb": 4096, "nofile": 256,
-                       "forbidden_read": [], "forbidden_write": [str(tests_dir)], "preload": ["adapter_placement"]})
+    sandbox.configure(
+        {
+            "workspace": str(ws),
+            "tests_dir": str(tests_dir),
+            "memory_limit_mb": 4096,
+            "nofile": 256,
+            "forbidden_read": [],
+            "forbidden_write": [str(tests_dir)],
+            "preload": ["adapter_placement"],
+        }
+    )
     monkeypatch.setattr(sandbox, "_client", None)
     import adapter_placement
 
@@ -225,7 +269,7 @@ def learner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def _padded_view() -> tuple[torch.Tensor, torch.Tensor]:
     storage = torch.full((40,), float("nan"))
-    view = storage[6:6 + 2 * 5:2]  # every other element, at an offset: NaN all around
+    view = storage[6 : 6 + 2 * 5 : 2]  # every other element, at an offset: NaN all around
     view.copy_(torch.arange(1.0, 6.0))
     return storage, view
 
@@ -237,8 +281,16 @@ def test_inputs_are_placed_on_the_labs_device_in_the_learner_process(learner) ->
     assert sent.device.type == "cpu" and torch.equal(sent, view)  # the grader still sees its CPU data
     grad = kit.to_device(torch.randn(3, 4, requires_grad=True), "meta")
     got = learner.arrived(sent, grad, view)
-    assert got[0] == {"device": "meta", "type": "Tensor", "shape": (5,), "stride": (2,), "offset": 6,
-                      "storage": 40, "requires_grad": False, "leaf": True}
+    assert got[0] == {
+        "device": "meta",
+        "type": "Tensor",
+        "shape": (5,),
+        "stride": (2,),
+        "offset": 6,
+        "storage": 40,
+        "requires_grad": False,
+        "leaf": True,
+    }
     assert got[1]["device"] == "meta" and got[1]["requires_grad"] and got[1]["leaf"]
     assert got[2]["device"] == "cpu" and got[2]["type"] == "Tensor"  # an unwrapped tensor goes as it is
     # The whole buffer travels, not just the view: the NaN guards around it are there in the learner process.
@@ -291,14 +343,26 @@ print(json.dumps(out))
 
 
 def test_the_guard_refuses_every_way_into_cuda() -> None:
-    proc = subprocess.run([sys.executable, "-c", GUARD_PROBE], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", GUARD_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
 
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got == {"factory": "refused", "move": "refused", "to": "refused", "capability": "refused",
-                   "init": "refused", "is_available": True, "initialized": False}
+    assert got == {
+        "factory": "refused",
+        "move": "refused",
+        "to": "refused",
+        "capability": "refused",
+        "init": "refused",
+        "is_available": True,
+        "initialized": False,
+    }
 
 
 @pytest.fixture
@@ -332,8 +396,9 @@ def test_a_grade_sets_the_guard_in_the_grader(tmp_path: Path, monkeypatch: pytes
     ws.write_solution(spec, workspace)
     messages = {}
     for guard in ("1", ""):
-        run = grade_workspace(spec, workspace, parts=["add"], device=cpu_labs,
-                              extra_env={"ROADMAP_GRADER_CUDA_GUARD": guard})
+        run = grade_workspace(
+            spec, workspace, parts=["add"], device=cpu_labs, extra_env={"ROADMAP_GRADER_CUDA_GUARD": guard}
+        )
         test = next(t for t in run.tests if t.nodeid.endswith("test_grader_side_cuda"))
         assert test.outcome == "failed"
         messages[guard] = test.message or ""
@@ -352,8 +417,9 @@ def test_a_cpu_grade_of_a_gpu_lab_passes_under_the_guard(tmp_path: Path, cpu_lab
     workspace = tmp_path / "ws"
     workspace.mkdir()
     ws.write_solution(spec, workspace)
-    run = grade_workspace(spec, workspace, parts=["vector-add"], device=cpu_labs,
-                          extra_env={"ROADMAP_GRADER_CUDA_GUARD": "1"})
+    run = grade_workspace(
+        spec, workspace, parts=["vector-add"], device=cpu_labs, extra_env={"ROADMAP_GRADER_CUDA_GUARD": "1"}
+    )
     assert run.outcome == "passed", (run.message, run.log_tail[-1500:], [t.message for t in run.tests if t.message])
     assert run.part("vector-add").status == "passed"
 

@@ -112,8 +112,13 @@ def test_benchmark_noisy_function_runs_to_the_cap_or_max():
     result = timing.benchmark(learner, timer=timer, clock=clock, warmup_ms=0, rule=StopRule(time_cap_s=0.1))
     # 2 ms per call, cap 100 ms -> about 50 samples, far from 1% stderr, under the 200 max
     assert 45 <= result.repeats <= 55
-    result = timing.benchmark(learner, timer=FakeTimer(clock, {"learner": lambda i: 1.0 if i % 2 else 3.0}),
-                              clock=clock, warmup_ms=0, rule=StopRule(time_cap_s=1e9))
+    result = timing.benchmark(
+        learner,
+        timer=FakeTimer(clock, {"learner": lambda i: 1.0 if i % 2 else 3.0}),
+        clock=clock,
+        warmup_ms=0,
+        rule=StopRule(time_cap_s=1e9),
+    )
     assert result.repeats == 200
 
 
@@ -140,8 +145,14 @@ def test_compare_alternates_order_and_shares_inputs():
     timer = FakeTimer(clock, {"learner": 2.0, "baseline": 1.0})
     counter = iter(range(10**6))
     cmp = timing.compare_to_baseline(
-        learner, baseline, lambda: (next(counter),), timer=timer, clock=clock, warmup_ms=0,
-        peak=devices.device_peak("NVIDIA H100 80GB HBM3"), flops=2 * 1024**3,
+        learner,
+        baseline,
+        lambda: (next(counter),),
+        timer=timer,
+        clock=clock,
+        warmup_ms=0,
+        peak=devices.device_peak("NVIDIA H100 80GB HBM3"),
+        flops=2 * 1024**3,
     )
     timed = timer.calls[-20:]
     assert timed[:4] == ["learner", "baseline", "baseline", "learner"]
@@ -156,8 +167,14 @@ def test_check_sees_first_and_last_learner_output():
     checked = []
     clock = FakeClock()
     timing.compare_to_baseline(
-        learner, baseline, lambda: (1,), timer=FakeTimer(clock, {"learner": 1.0, "baseline": 1.0}),
-        clock=clock, warmup_ms=0, check=lambda out, args: checked.append(out[0]), peak=None,
+        learner,
+        baseline,
+        lambda: (1,),
+        timer=FakeTimer(clock, {"learner": 1.0, "baseline": 1.0}),
+        clock=clock,
+        warmup_ms=0,
+        check=lambda out, args: checked.append(out[0]),
+        peak=None,
     )
     assert checked == ["learner", "learner"]
 
@@ -256,18 +273,23 @@ def test_impossible_times_are_rejected():
 def test_comparison_flags_an_impossible_learner():
     fast = timing.summarize([0.01] * 10, [0.02] * 10)
     base = timing.summarize([0.3] * 10, [0.31] * 10)
-    cmp = timing.build_comparison(fast, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200"),
-                                  device_name="H200 SXM")
+    cmp = timing.build_comparison(
+        fast, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200"), device_name="H200 SXM"
+    )
     assert cmp.impossible
     assert "IMPOSSIBLE" in cmp.summary()
     honest = timing.summarize([0.3] * 10, [0.31] * 10)
-    assert not timing.build_comparison(honest, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200")).impossible
+    assert not timing.build_comparison(
+        honest, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200")
+    ).impossible
 
 
 def test_learner_with_hidden_work_is_scored_with_host_time():
     learner = timing.summarize([0.1] * 10, [2.0] * 10)  # events see 0.1 ms, the host waited 2 ms
     baseline = timing.summarize([1.0] * 10, [1.1] * 10)
-    cmp = timing.build_comparison(learner, baseline, flops=2 * 1024**3, peak=devices.device_peak("NVIDIA H100 80GB HBM3"))
+    cmp = timing.build_comparison(
+        learner, baseline, flops=2 * 1024**3, peak=devices.device_peak("NVIDIA H100 80GB HBM3")
+    )
     assert cmp.ratio == pytest.approx(0.5)  # 1.0 / 2.0, not 1.0 / 0.1
     assert cmp.tflops == pytest.approx(2 * 1024**3 / 2e-3 / 1e12)
     assert any("host time" in w for w in cmp.warnings)

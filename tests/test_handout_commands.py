@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = sorted([*ROOT.glob("labs/*/README.md"), *ROOT.glob("labs/*/README.zh.md"), ROOT / "README.md",
-               *ROOT.glob("docs/*.md")])
+DOCS = sorted(
+    [*ROOT.glob("labs/*/README.md"), *ROOT.glob("labs/*/README.zh.md"), ROOT / "README.md", *ROOT.glob("docs/*.md")]
+)
 
 INLINE = re.compile(r"`(roadmap(?:\s[^`]*)?)`")
 FENCE = re.compile(r"^\s*(```+|~~~+)")
@@ -61,8 +62,13 @@ def _tokens(command: str) -> list[str]:
 
 def _is_placeholder(token: str) -> bool:
     word = token.strip("[]")
-    return (not word or word.startswith(("<", ".", "{")) or "..." in word or word.isupper()
-            or not re.fullmatch(r"[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*", word))
+    return (
+        not word
+        or word.startswith(("<", ".", "{"))
+        or "..." in word
+        or word.isupper()
+        or not re.fullmatch(r"[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*", word)
+    )
 
 
 def _options(command) -> set[str]:
@@ -120,9 +126,11 @@ def _relative(path: Path) -> str:
 
 @pytest.mark.parametrize("doc", DOCS, ids=_relative)
 def test_quoted_commands_exist(doc: Path, command_tree: object) -> None:
-    bad = [f"{_relative(doc)}:{number}: {problem}  (in `{command}`)"
-           for number, command in quoted_commands(doc.read_text(encoding="utf-8"))
-           for problem in problems_in(command, command_tree)]
+    bad = [
+        f"{_relative(doc)}:{number}: {problem}  (in `{command}`)"
+        for number, command in quoted_commands(doc.read_text(encoding="utf-8"))
+        for problem in problems_in(command, command_tree)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -136,12 +144,15 @@ def test_the_checker_catches_what_does_not_exist(command_tree: object) -> None:
     assert problems_in("roadmap grade --parts P", command_tree) == ["`roadmap grade` has no option --parts"]
     assert problems_in("roadmap stats [--weeks N] [--width W]", command_tree) == []
     assert problems_in("roadmap lab list|show|nope", command_tree) == ["`roadmap lab nope` is not a command"]
-    assert problems_in("roadmap cadence [--week\\|--month\\|--year]", command_tree) == \
-        ["`roadmap cadence` has no option --year"]
+    assert problems_in("roadmap cadence [--week\\|--month\\|--year]", command_tree) == [
+        "`roadmap cadence` has no option --year"
+    ]
     assert problems_in("roadmap --curriculum my.yaml status", command_tree) == []
     assert problems_in("roadmap dev ...", command_tree) == []
 
 
 def test_commands_are_found_in_backticks_and_code_blocks() -> None:
-    text = "Run `roadmap grade` now.\n\n```bash\n$ roadmap lab start adder  # the first lab\ncd x && roadmap watch\n```\n"
+    text = (
+        "Run `roadmap grade` now.\n\n```bash\n$ roadmap lab start adder  # the first lab\ncd x && roadmap watch\n```\n"
+    )
     assert quoted_commands(text) == [(1, "roadmap grade"), (4, "roadmap lab start adder"), (5, "roadmap watch")]

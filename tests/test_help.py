@@ -43,9 +43,22 @@ def test_help_runs_for_every_command(run_cli):
 
 def test_read_commands_take_json():
     """Commands that only read data offer --json (writers may too)."""
-    readers = [("status",), ("next",), ("stages",), ("stage", "show"), ("curriculum", "show"),
-               ("curriculum", "validate"), ("db", "status"), ("lab", "list"), ("lab", "status"),
-               ("paper", "list"), ("paper", "show"), ("log", "list"), ("cadence",), ("doctor",)]
+    readers = [
+        ("status",),
+        ("next",),
+        ("stages",),
+        ("stage", "show"),
+        ("curriculum", "show"),
+        ("curriculum", "validate"),
+        ("db", "status"),
+        ("lab", "list"),
+        ("lab", "status"),
+        ("paper", "list"),
+        ("paper", "show"),
+        ("log", "list"),
+        ("cadence",),
+        ("doctor",),
+    ]
     by_path = {path: cmd for path, cmd in all_commands()}
     lacking = [" ".join(p) for p in readers if not any("--json" in prm.opts for prm in by_path[p].params)]
     assert lacking == []
@@ -69,7 +82,9 @@ def test_a_command_loads_only_its_own_group():
     import subprocess
     import sys
 
-    code = ("import sys; from roadmap_cli import cli; cli.register_for(['--lang', 'en', 'status']); "
-            "print(sorted(cli._registered))")
+    code = (
+        "import sys; from roadmap_cli import cli; cli.register_for(['--lang', 'en', 'status']); "
+        "print(sorted(cli._registered))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['core']"

@@ -94,10 +94,19 @@ def test_passed_on_cpu_is_said_everywhere(shared_checkpoint_lab: Path, run_cli, 
 def test_the_word_comes_from_stored_parts() -> None:
     from roadmap_cli.labs.history import outcome_fields
 
-    cpu = [{"id": "a", "status": "passed"}, {"id": "g", "status": "not-graded-here"}, {"id": "h", "status": "not-graded-here"}]
-    assert outcome_fields("passed", cpu) == {"outcome": "passed-on-cpu", "parts_not_graded_here": 2,
-                                             "outcome_text": "passed-on-cpu (2 parts not graded here)",
-                                             "part_attempt": False, "graded_parts": ["a"], "parts_left_out": []}
+    cpu = [
+        {"id": "a", "status": "passed"},
+        {"id": "g", "status": "not-graded-here"},
+        {"id": "h", "status": "not-graded-here"},
+    ]
+    assert outcome_fields("passed", cpu) == {
+        "outcome": "passed-on-cpu",
+        "parts_not_graded_here": 2,
+        "outcome_text": "passed-on-cpu (2 parts not graded here)",
+        "part_attempt": False,
+        "graded_parts": ["a"],
+        "parts_left_out": [],
+    }
     assert outcome_fields("passed", cpu[:1])["outcome_text"] == "passed"
     assert outcome_fields("failed", cpu)["outcome"] == "failed"  # only a pass is qualified
 

@@ -25,8 +25,11 @@ from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import parse_bibtex
 from roadmap_cli.research.latex import latex_to_text, text_to_latex
 
-DOUBLING_BOMB = '@string{s0 = "lol"}\n' + "".join(f"@string{{s{i} = s{i - 1} # s{i - 1}}}\n" for i in range(1, 41)) + \
-    "@misc{boom, title = s40}\n"
+DOUBLING_BOMB = (
+    '@string{s0 = "lol"}\n'
+    + "".join(f"@string{{s{i} = s{i - 1} # s{i - 1}}}\n" for i in range(1, 41))
+    + "@misc{boom, title = s40}\n"
+)
 
 
 def _import(run_cli, tmp_path: Path, text: str, *extra: str, name: str = "in.bib"):
@@ -36,6 +39,7 @@ def _import(run_cli, tmp_path: Path, text: str, *extra: str, name: str = "in.bib
 
 
 # --- macro bombs ---------------------------------------------------------------------------
+
 
 def test_doubling_bomb_is_one_line_with_the_location():
     with pytest.raises(UserError) as caught:
@@ -92,18 +96,23 @@ def test_the_cli_refuses_a_bomb_in_one_line_and_imports_nothing(run_cli, tmp_pat
     assert run_cli("paper", "list", "--json").json()["data"]["total"] == 0
 
 
-@pytest.mark.parametrize("value", [
-    "{" + "word " * 1_000_000 + "}",  # 5 MB in one field
-    '"' + "word " * 1_000_000 + '"',
-    "{" + "w {a {b {c {d}}}} " * 300_000 + "}",  # deeper than the fast path, and long
-    "{" + "w {a {b} c} " * 400_000,  # never closed
-    "{" * 200_000 + "x" + "}" * 200_000,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "{" + "word " * 1_000_000 + "}",  # 5 MB in one field
+        '"' + "word " * 1_000_000 + '"',
+        "{" + "w {a {b {c {d}}}} " * 300_000 + "}",  # deeper than the fast path, and long
+        "{" + "w {a {b} c} " * 400_000,  # never closed
+        "{" * 200_000 + "x" + "}" * 200_000,
+    ],
+)
 def test_huge_literal_values_skip_their_entry_quickly(value):
     import time
 
     start = time.perf_counter()
-    entries, problems = parse_bibtex("@misc{big, title = " + value + "}\n\n@misc{next, title = {Next}}\n", source="h.bib")
+    entries, problems = parse_bibtex(
+        "@misc{big, title = " + value + "}\n\n@misc{next, title = {Next}}\n", source="h.bib"
+    )
     assert time.perf_counter() - start < 3.0  # bounded work per value (was 14 s for the first)
     assert [e.key for e in entries] == ["next"]
     assert problems == ["h.bib:1:20: value longer than 200,000 characters (entry starting on line 1 skipped)"]
@@ -115,21 +124,27 @@ def test_deep_nesting_within_bounds_is_read_whole():
 
 
 def test_honest_macros_still_expand():
-    entries, problems = parse_bibtex('@string{j = {J. Sys.}}\n@article{k, title = {T}, journal = j # " 3", month = dec}\n')
+    entries, problems = parse_bibtex(
+        '@string{j = {J. Sys.}}\n@article{k, title = {T}, journal = j # " 3", month = dec}\n'
+    )
     assert problems == [] and entries[0].fields == {"title": "T", "journal": "J. Sys. 3", "month": "12"}
 
 
 # --- LaTeX -> text -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("latex, text", [
-    (r"{\ss} {\o} {\aa} {\L} {\"\i}", "ß ø å Ł ï"),
-    (r"\textbf{bold {inner}}", "bold inner"),
-    (r"Stra\ss e and {\O}re and \AA{}ngstr{\"o}m", "Straße and Øre and Ångström"),
-    (r"na\"{\i}ve \'{\i} \c{c}a \v{S}koda \r{a} \k{a} \H{o}", "naïve í ça Škoda å ą ő"),
-    (r"\emph{Attention} is \textit{all} you \texttt{need}", "Attention is all you need"),
-    (r"Flash\-Attention 1\textendash 2", "FlashAttention 1–2"),
-    (r"Sch\"{o}lkopf, Bernhard and {\L}ukasz Kaiser", "Schölkopf, Bernhard and Łukasz Kaiser"),
-])
+
+@pytest.mark.parametrize(
+    "latex, text",
+    [
+        (r"{\ss} {\o} {\aa} {\L} {\"\i}", "ß ø å Ł ï"),
+        (r"\textbf{bold {inner}}", "bold inner"),
+        (r"Stra\ss e and {\O}re and \AA{}ngstr{\"o}m", "Straße and Øre and Ångström"),
+        (r"na\"{\i}ve \'{\i} \c{c}a \v{S}koda \r{a} \k{a} \H{o}", "naïve í ça Škoda å ą ő"),
+        (r"\emph{Attention} is \textit{all} you \texttt{need}", "Attention is all you need"),
+        (r"Flash\-Attention 1\textendash 2", "FlashAttention 1–2"),
+        (r"Sch\"{o}lkopf, Bernhard and {\L}ukasz Kaiser", "Schölkopf, Bernhard and Łukasz Kaiser"),
+    ],
+)
 def test_latex_letters_accents_and_formatting_become_plain_text(latex, text):
     assert latex_to_text(latex) == text
 
@@ -141,11 +156,15 @@ def test_backslashes_and_specials_survive_a_round_trip(plain):
 
 # --- the same paper, written differently -------------------------------------------------
 
-@pytest.mark.parametrize("first, second, reason", [
-    ("doi = {10.1145/3600006.3613165}", "doi = {10.1145/3600006.3613165.}", "same DOI"),
-    ("doi = {10.1145/3600006.3613165}", "url = {https://doi.org/10.1145/3600006.3613165}", "same DOI"),
-    ("url = {http://dx.doi.org/10.1145%2F3600006.3613165}", "doi = {10.1145/3600006.3613165}", "same DOI"),
-])
+
+@pytest.mark.parametrize(
+    "first, second, reason",
+    [
+        ("doi = {10.1145/3600006.3613165}", "doi = {10.1145/3600006.3613165.}", "same DOI"),
+        ("doi = {10.1145/3600006.3613165}", "url = {https://doi.org/10.1145/3600006.3613165}", "same DOI"),
+        ("url = {http://dx.doi.org/10.1145%2F3600006.3613165}", "doi = {10.1145/3600006.3613165}", "same DOI"),
+    ],
+)
 def test_doi_variants_are_duplicates(run_cli, tmp_path: Path, first, second, reason):
     text = f"@misc{{a, title = {{First title}}, {first}}}\n@misc{{b, title = {{Other title}}, {second}}}\n"
     data = _import(run_cli, tmp_path, text).json()["data"]
@@ -157,9 +176,16 @@ def test_doi_variants_are_duplicates(run_cli, tmp_path: Path, first, second, rea
 def test_hyphenated_and_joined_titles_are_duplicates(run_cli, tmp_path: Path):
     logged = run_cli("paper", "log", "Efficient Serving with PagedAttention", "--json")
     assert logged.exit_code == 0, logged
-    data = _import(run_cli, tmp_path, "@misc{k, title = {Efficient Serving with {Paged-Attention}}}\n"
-                                      "@misc{j, title = {Flash Attention}}\n@misc{l, title = {FlashAttention.}}\n").json()["data"]
-    assert {(d["key"], d["existing_id"], d["reason"]) for d in data["duplicates"]} == {("k", 1, "same title"), ("l", 2, "same title")}
+    data = _import(
+        run_cli,
+        tmp_path,
+        "@misc{k, title = {Efficient Serving with {Paged-Attention}}}\n"
+        "@misc{j, title = {Flash Attention}}\n@misc{l, title = {FlashAttention.}}\n",
+    ).json()["data"]
+    assert {(d["key"], d["existing_id"], d["reason"]) for d in data["duplicates"]} == {
+        ("k", 1, "same title"),
+        ("l", 2, "same title"),
+    }
     other = run_cli("paper", "log", "Paged Attention", "--json")
     assert other.exit_code == 0  # a different title: "Paged Attention" alone is not the logged one
     again = run_cli("paper", "log", "Efficient serving with Paged Attention", "--json")
@@ -175,14 +201,17 @@ def test_a_doi_link_given_as_url_is_the_doi_when_logging(run_cli):
 
 # --- values the log cannot hold ------------------------------------------------------------
 
+
 def test_bad_stage_and_rating_are_refused_at_the_field(run_cli, tmp_path: Path):
-    text = ("@misc{ok, title = {Fine}, roadmap_stage = {2}}\n"
-            "@misc{neg,\n  title = {Negative stage},\n  roadmap_stage={-3}\n}\n"
-            "@misc{zero, title = {Zero}, roadmap_stage = 0}\n"
-            "@misc{word, title = {Word}, roadmap_stage = {three}}\n"
-            "@misc{rate, title = {Rated}, roadmap_rating = {9}}\n"
-            "@misc{day, title = {Dated}, roadmap_status = {read}, roadmap_read_on = {yesterday}}\n"
-            "@misc{far, title = {Far}, roadmap_stage = {999}}\n")
+    text = (
+        "@misc{ok, title = {Fine}, roadmap_stage = {2}}\n"
+        "@misc{neg,\n  title = {Negative stage},\n  roadmap_stage={-3}\n}\n"
+        "@misc{zero, title = {Zero}, roadmap_stage = 0}\n"
+        "@misc{word, title = {Word}, roadmap_stage = {three}}\n"
+        "@misc{rate, title = {Rated}, roadmap_rating = {9}}\n"
+        "@misc{day, title = {Dated}, roadmap_status = {read}, roadmap_read_on = {yesterday}}\n"
+        "@misc{far, title = {Far}, roadmap_stage = {999}}\n"
+    )
     result = _import(run_cli, tmp_path, text)
     assert result.exit_code == 0, result
     data = result.json()["data"]
@@ -198,14 +227,18 @@ def test_bad_stage_and_rating_are_refused_at_the_field(run_cli, tmp_path: Path):
 
 def test_locations_stay_right_deep_into_a_big_file():
     good = "".join(f"@misc{{k{i},\n  title = {{Paper {i}}},\n  year = 2020\n}}\n\n" for i in range(20_000))
-    entries, problems = parse_bibtex(good + "@misc{bad,\n  title = {never closed\n\n@misc{last, title = {Last}}\n",
-                                     source="big.bib")
+    entries, problems = parse_bibtex(
+        good + "@misc{bad,\n  title = {never closed\n\n@misc{last, title = {Last}}\n", source="big.bib"
+    )
     assert len(entries) == 20_001 and entries[-1].key == "last" and (entries[-1].line, entries[-1].col) == (100_004, 1)
-    assert problems == ["big.bib:100002:11: unbalanced braces: '{' is never closed before the next entry "
-                        "(entry starting on line 100001 skipped)"]
+    assert problems == [
+        "big.bib:100002:11: unbalanced braces: '{' is never closed before the next entry "
+        "(entry starting on line 100001 skipped)"
+    ]
 
 
 # --- cost ------------------------------------------------------------------------------------
+
 
 def _statements_to_import(tmp_path: Path, n: int, existing: int) -> int:
     from sqlalchemy import event
@@ -218,8 +251,14 @@ def _statements_to_import(tmp_path: Path, n: int, existing: int) -> int:
     store = open_store(tmp_path / f"home-{n}")
     for i in range(existing):
         log_paper(store, PaperInput(title=f"Logged {i}", doi=f"10.1000/{i}"), today=date(2026, 1, 1))
-    text = "".join(f"@misc{{k{i}, title = {{Paper {i}}}, keywords = {{a, b}}, roadmap_status = {{reproduced}},"
-                   f" doi = {{10.2000/{i}}}}}\n" for i in range(n)) + "@misc{dup, title = {Logged 0}}\n"
+    text = (
+        "".join(
+            f"@misc{{k{i}, title = {{Paper {i}}}, keywords = {{a, b}}, roadmap_status = {{reproduced}},"
+            f" doi = {{10.2000/{i}}}}}\n"
+            for i in range(n)
+        )
+        + "@misc{dup, title = {Logged 0}}\n"
+    )
     count = []
     event.listen(store.engine, "before_cursor_execute", lambda *args: count.append(1))
     result = import_bibtex(store, text, source="n.bib", today=date(2026, 1, 1))
@@ -235,8 +274,10 @@ def test_import_asks_the_database_a_fixed_number_of_questions(tmp_path: Path):
 
 def test_import_inserts_tags_and_reproductions_with_the_right_ids(run_cli, tmp_path: Path):
     run_cli("paper", "log", "Already here")
-    text = ("@misc{a, title = {A}, keywords = {x; y}, roadmap_status = {reproduced}, roadmap_read_on = {2024-01-02}}\n"
-            "@misc{b, title = {B}, keywords = {z}}\n@misc{a2, title = {A.}}\n")
+    text = (
+        "@misc{a, title = {A}, keywords = {x; y}, roadmap_status = {reproduced}, roadmap_read_on = {2024-01-02}}\n"
+        "@misc{b, title = {B}, keywords = {z}}\n@misc{a2, title = {A.}}\n"
+    )
     data = _import(run_cli, tmp_path, text, "--tags", "t").json()["data"]
     assert [(i["id"], i["key"]) for i in data["imported"]] == [(2, "a"), (3, "b")]
     assert data["duplicates"] == [{"key": "a2", "existing_id": 2, "reason": "same title"}]

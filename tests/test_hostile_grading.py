@@ -85,13 +85,15 @@ def test_sitecustomize_and_usercustomize_in_the_workspace_do_nothing(run_cli, wr
             rep.longrepr = None
     """
     for name in ("sitecustomize.py", "usercustomize.py"):
-        (wrong_ws / name).write_text(textwrap.dedent(f"""
+        (wrong_ws / name).write_text(
+            textwrap.dedent(f"""
             import os, sys
             open(os.path.join({str(wrong_ws)!r}, {name!r} + ".ran"), "w").close()
             sys.modules["forged_plugin"] = type(sys)("forged_plugin")
             exec({textwrap.dedent(plugin)!r}, sys.modules["forged_plugin"].__dict__)
             os.environ["PYTEST_PLUGINS"] = "forged_plugin"
-        """))
+        """)
+        )
     data = grade(run_cli)
     assert_not_passed(data)
     assert not list(wrong_ws.glob("*.ran")), "a workspace sitecustomize/usercustomize ran"
@@ -104,21 +106,27 @@ def test_a_roadmap_cli_copy_in_the_workspace_is_never_imported(run_cli, wrong_ws
     shutil.copytree(Path(roadmap_cli.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     # The copy's plugin reports every test as passed, and marks that it ran.
     plugin = copy / "grading" / "plugin.py"
-    plugin.write_text(plugin.read_text().replace(
-        'def pytest_runtest_logreport(report: pytest.TestReport) -> None:',
-        'def pytest_runtest_logreport(report: pytest.TestReport) -> None:\n'
-        f'    open({str(wrong_ws / "copy.ran")!r}, "w").close()\n'
-        '    report.outcome = "passed"\n'
-        '    report.longrepr = None\n'))
-    (copy / "__init__.py").write_text((copy / "__init__.py").read_text() +
-                                      f"\nopen({str(wrong_ws / 'copy-imported.ran')!r}, 'w').close()\n")
+    plugin.write_text(
+        plugin.read_text().replace(
+            "def pytest_runtest_logreport(report: pytest.TestReport) -> None:",
+            "def pytest_runtest_logreport(report: pytest.TestReport) -> None:\n"
+            f'    open({str(wrong_ws / "copy.ran")!r}, "w").close()\n'
+            '    report.outcome = "passed"\n'
+            "    report.longrepr = None\n",
+        )
+    )
+    (copy / "__init__.py").write_text(
+        (copy / "__init__.py").read_text() + f"\nopen({str(wrong_ws / 'copy-imported.ran')!r}, 'w').close()\n"
+    )
     data = grade(run_cli)
     assert_not_passed(data)
     assert not list(wrong_ws.glob("*.ran")), "the workspace copy of roadmap_cli was imported"
 
 
 def test_patching_pytest_from_the_learner_module_has_no_effect(run_cli, wrong_ws: Path) -> None:
-    learner_file(wrong_ws, """
+    learner_file(
+        wrong_ws,
+        """
         import gc, sys
         try:
             import _pytest.python, _pytest.runner
@@ -133,14 +141,16 @@ def test_patching_pytest_from_the_learner_module_has_no_effect(run_cli, wrong_ws
         for obj in gc.get_objects():                                 # any report hookwrapper
             if type(obj).__name__ == "TestReport":
                 obj.outcome = "passed"
-    """)
+    """,
+    )
     assert_not_passed(grade(run_cli))
 
 
 def test_an_object_that_equals_everything_does_not_pass(run_cli, wrong_ws: Path) -> None:
     # Not plain data: it comes back as a remote reference, and `==` on a
     # reference is identity in the grader process (its __eq__ never runs there).
-    (wrong_ws / "adder.py").write_text(textwrap.dedent("""
+    (wrong_ws / "adder.py").write_text(
+        textwrap.dedent("""
         class Anything(int):
             def __eq__(self, other):
                 return True
@@ -148,12 +158,15 @@ def test_an_object_that_equals_everything_does_not_pass(run_cli, wrong_ws: Path)
 
         def add(a, b):
             return Anything(a + b + 1)
-    """))
+    """)
+    )
     assert_not_passed(grade(run_cli))
 
 
 def test_forged_lines_on_the_results_channel_void_the_attempt(run_cli, wrong_ws: Path) -> None:
-    learner_file(wrong_ws, """
+    learner_file(
+        wrong_ws,
+        """
         import json, os
         forged = [{"event": "result", "nodeid": n, "part": "add", "outcome": "passed", "duration_s": 0.0,
                    "message": None, "fraction": None, "perf": [], "seq": i}
@@ -176,9 +189,9 @@ def test_forged_lines_on_the_results_channel_void_the_attempt(run_cli, wrong_ws:
                     fh.write("0" * 64 + " " + lines)
             except OSError:
                 pass
-    """)
-    (wrong_ws / "adder.py").write_text((wrong_ws / "adder.py").read_text() +
-                                       "\nimport os as _os\n_os._exit(0)\n")
+    """,
+    )
+    (wrong_ws / "adder.py").write_text((wrong_ws / "adder.py").read_text() + "\nimport os as _os\n_os._exit(0)\n")
     data = grade(run_cli)
     assert_not_passed(data)
 
@@ -205,7 +218,9 @@ def test_forged_lines_written_straight_to_the_channel_are_caught() -> None:
 def test_editing_the_installed_lab_tests_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path) -> None:
     tests_dir = labs_copy / "labs" / "adder" / "tests"
     original = (tests_dir / "test_add.py").read_text()
-    learner_file(wrong_ws, f"""
+    learner_file(
+        wrong_ws,
+        f"""
         import atexit, os
         path = {str(tests_dir / "test_add.py")!r}
         original = {original!r}
@@ -217,7 +232,8 @@ def test_editing_the_installed_lab_tests_voids_the_attempt(run_cli, wrong_ws: Pa
         # A write the audit hook cannot see (a shell), restored at exit.
         os.system(f"printf 'def test_add_small():\\\\n    assert True\\\\n' > '{{path}}'")
         atexit.register(lambda: open(path, "w").write(original))
-    """)
+    """,
+    )
     data = grade(run_cli)
     assert_not_passed(data)
     assert data["outcome"] == "error" and "void" in data["message"]
@@ -247,13 +263,18 @@ READS = {
 
 
 @pytest.mark.parametrize("how", sorted(READS))
-def test_reading_the_shipped_reference_solution_voids_the_attempt(run_cli, wrong_ws: Path, labs_copy: Path,
-                                                                  how: str) -> None:
+def test_reading_the_shipped_reference_solution_voids_the_attempt(
+    run_cli, wrong_ws: Path, labs_copy: Path, how: str
+) -> None:
     solution = labs_copy / "labs" / "adder" / "solution" / "adder.py"
-    body = textwrap.dedent(READS[how]).format(solution=str(solution), solution_dir=str(solution.parent),
-                                              kernels_mul=str(labs_copy / "kernels" / "mul.py"))
-    (wrong_ws / "adder.py").write_text("def add(a, b):\n    try:\n" + textwrap.indent(body.strip(), "        ")
-                                       + "\n    except PermissionError:\n        return a + b + 1\n")
+    body = textwrap.dedent(READS[how]).format(
+        solution=str(solution), solution_dir=str(solution.parent), kernels_mul=str(labs_copy / "kernels" / "mul.py")
+    )
+    (wrong_ws / "adder.py").write_text(
+        "def add(a, b):\n    try:\n"
+        + textwrap.indent(body.strip(), "        ")
+        + "\n    except PermissionError:\n        return a + b + 1\n"
+    )
     data = grade(run_cli)
     assert_not_passed(data)
     if how == "import" and data["sandbox"] == "strong":
@@ -285,8 +306,9 @@ GRADER_IMPORTS = {
 
 @pytest.mark.parametrize("sandbox", ["strong", "weak"])
 @pytest.mark.parametrize("how", sorted(GRADER_IMPORTS))
-def test_the_graders_modules_never_reach_the_learner_process(run_cli, wrong_ws: Path, labs_copy: Path, how: str,
-                                                            sandbox: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_graders_modules_never_reach_the_learner_process(
+    run_cli, wrong_ws: Path, labs_copy: Path, how: str, sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The learner process sees the adapter shim (adapter.py and lab.yaml's learner_side files), never the
     lab's tests/: a starter that takes `add` from the grader's reference module does not pass."""
     from roadmap_cli.grading_kit import oswall
@@ -296,8 +318,12 @@ def test_the_graders_modules_never_reach_the_learner_process(run_cli, wrong_ws: 
     elif oswall.status()[0] != oswall.STRONG:
         pytest.skip("bubblewrap cannot run here")
     attack = textwrap.dedent(GRADER_IMPORTS[how]).format(tests=str(labs_copy / "labs" / "adder" / "tests"))
-    (wrong_ws / "adder.py").write_text("try:\n" + textwrap.indent(attack.strip(), "    ")
-                                       + "\nexcept Exception:\n" + textwrap.indent(WRONG_ADD, "    "))
+    (wrong_ws / "adder.py").write_text(
+        "try:\n"
+        + textwrap.indent(attack.strip(), "    ")
+        + "\nexcept Exception:\n"
+        + textwrap.indent(WRONG_ADD, "    ")
+    )
     data = grade(run_cli)
     assert data["sandbox"] == sandbox, data
     assert_not_passed(data)
@@ -317,7 +343,8 @@ def test_branching_on_grading_variables_sees_none(run_cli, wrong_ws: Path) -> No
     # grade's secret seed (what a hard-coded answer table needs) are absent
     # in the learner process. (That it runs under a grader at all is no
     # secret: it is started by one.)
-    (wrong_ws / "adder.py").write_text(textwrap.dedent("""
+    (wrong_ws / "adder.py").write_text(
+        textwrap.dedent("""
         import os
 
         REVEALING = [k for k in os.environ if k.startswith(("PYTEST", "ROADMAP_RESULTS", "ROADMAP_PARTS",
@@ -327,12 +354,15 @@ def test_branching_on_grading_variables_sees_none(run_cli, wrong_ws: Path) -> No
             if REVEALING:
                 return a + b   # e.g. a table of answers per PYTEST_CURRENT_TEST
             return a + b + 1
-    """))
+    """)
+    )
     assert_not_passed(grade(run_cli))
 
 
 def test_patching_assert_helpers_and_allclose_everywhere_has_no_effect(run_cli, wrong_ws: Path) -> None:
-    learner_file(wrong_ws, """
+    learner_file(
+        wrong_ws,
+        """
         import builtins, inspect, sys
         for module in list(sys.modules.values()):
             for name in ("assert_close", "allclose", "equal", "isclose"):
@@ -352,7 +382,8 @@ def test_patching_assert_helpers_and_allclose_everywhere_has_no_effect(run_cli, 
             pass
         import operator
         operator.eq = lambda a, b: True
-    """)
+    """,
+    )
     assert_not_passed(grade(run_cli))
 
 

@@ -26,12 +26,26 @@ LAB = lab_ids()[0]
 
 def _attempt_row(attempt_id: int = 1, **changes) -> dict:
     row = {
-        "id": attempt_id, "lab_id": LAB, "started_at": "2026-01-05T10:00:00+00:00", "duration_s": 1.5,
-        "outcome": "passed", "score": 10.0, "max_score": 10.0,
+        "id": attempt_id,
+        "lab_id": LAB,
+        "started_at": "2026-01-05T10:00:00+00:00",
+        "duration_s": 1.5,
+        "outcome": "passed",
+        "score": 10.0,
+        "max_score": 10.0,
         "parts": json.dumps([{"id": "p1", "points": 10.0, "max_points": 10.0, "status": "passed"}]),
-        "perf": "[]", "device": "cpu", "device_capability": None, "torch_version": None, "triton_version": None,
-        "interpret_mode": True, "commit_sha": None, "dirty": False, "workspace": "/tmp/ws", "grader_sha256": "0" * 64,
-        "message": None, "imported": False,
+        "perf": "[]",
+        "device": "cpu",
+        "device_capability": None,
+        "torch_version": None,
+        "triton_version": None,
+        "interpret_mode": True,
+        "commit_sha": None,
+        "dirty": False,
+        "workspace": "/tmp/ws",
+        "grader_sha256": "0" * 64,
+        "message": None,
+        "imported": False,
     }
     row.update(changes)
     return row
@@ -61,6 +75,7 @@ def _set(table: str, column: str, value, i: int = 0):
     def mutate(data: dict) -> tuple[dict, str]:
         data["tables"][table][i][column] = value
         return data, f"$.tables.{table}[{i}].{column}"
+
     return mutate
 
 
@@ -162,10 +177,19 @@ def test_imported_attempts_are_marked_imported(run_cli, base_export, tmp_path: P
 # The home's learner (pinned by migration 5): a bad setting must be the reader's own to crash it.
 _ME = "(SELECT json_extract(value, '$') FROM settings WHERE learner = '' AND key = 'learner')"
 BAD_ROWS = {
-    "setting not JSON": ("settings", f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('start_date', '{{{{', {_ME})"),
-    "weekly_hours many": ("settings", f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('weekly_hours', '\"many\"', {_ME})"),
+    "setting not JSON": (
+        "settings",
+        f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('start_date', '{{{{', {_ME})",
+    ),
+    "weekly_hours many": (
+        "settings",
+        f"INSERT OR REPLACE INTO settings (key, value, learner) VALUES ('weekly_hours', '\"many\"', {_ME})",
+    ),
     "parts not JSON": ("grade_attempts", "UPDATE grade_attempts SET parts = '{{'"),
-    "part without max_points": ("grade_attempts", "UPDATE grade_attempts SET parts = '[{\"id\": \"p1\", \"points\": 1, \"status\": \"passed\"}]'"),
+    "part without max_points": (
+        "grade_attempts",
+        'UPDATE grade_attempts SET parts = \'[{"id": "p1", "points": 1, "status": "passed"}]\'',
+    ),
     "hours text": ("cadence_entries", "UPDATE cadence_entries SET hours = 'many'"),
     "on_date garbage": ("cadence_entries", "UPDATE cadence_entries SET on_date = 'soon'"),
     "status banana": ("papers", "UPDATE papers SET status = 'banana'"),

@@ -208,7 +208,9 @@ def _run_read_only(home: Path, script: str) -> subprocess.CompletedProcess:
         if shutil.which("unshare") is None:
             pytest.skip("needs unshare to make a read-only mount as root")
         wrapped = f'mount --bind "$ROADMAP_HOME" "$ROADMAP_HOME" && mount -o remount,ro,bind "$ROADMAP_HOME" && {{ {script}; }}'
-        proc = subprocess.run(["unshare", "-m", "sh", "-c", wrapped], env=env, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            ["unshare", "-m", "sh", "-c", wrapped], env=env, capture_output=True, text=True, timeout=120
+        )
         if "mount:" in proc.stderr or "unshare:" in proc.stderr:
             pytest.skip(f"cannot make a read-only mount here: {proc.stderr.strip()[:200]}")
         return proc
@@ -226,9 +228,11 @@ def test_read_only_home_reads_work_and_writes_are_one_line(run_cli, roadmap_home
     assert run_cli("log", "hours", "3").exit_code == 0
     assert run_cli("paper", "add", "Attention Is All You Need").exit_code == 0
     before = sha(roadmap_home / "roadmap.db")
-    script = ('for c in "status" "export" "paper list" "log list" "cadence" "db status"; do '
-              '$R $c >/dev/null 2>/tmp/ro-err-$$ ; echo "read $c rc=$? $(cat /tmp/ro-err-$$)"; done; '
-              '$R log hours 1; echo "write rc=$?"; rm -f /tmp/ro-err-$$')
+    script = (
+        'for c in "status" "export" "paper list" "log list" "cadence" "db status"; do '
+        '$R $c >/dev/null 2>/tmp/ro-err-$$ ; echo "read $c rc=$? $(cat /tmp/ro-err-$$)"; done; '
+        '$R log hours 1; echo "write rc=$?"; rm -f /tmp/ro-err-$$'
+    )
     proc = _run_read_only(roadmap_home, script)
     lines = proc.stdout.splitlines()
     reads = [line for line in lines if line.startswith("read ")]
@@ -253,7 +257,9 @@ def test_backups_path_that_is_a_file_refuses_the_import_and_keeps_the_data(run_c
     assert json.loads(run_cli("export").stdout) == original
 
 
-def test_full_disk_during_backup_leaves_no_partial_backup_and_keeps_the_data(run_cli, roadmap_home: Path, tmp_path: Path):
+def test_full_disk_during_backup_leaves_no_partial_backup_and_keeps_the_data(
+    run_cli, roadmap_home: Path, tmp_path: Path
+):
     # Control characters take 1 byte in SQLite and 6 in JSON ("\u0001"): the
     # backup is ~6x the note, so a file-size limit can stop it and not the database. The note is
     # large beside the fixed ~150 KiB the migrated schema itself takes (migration 5 rebuilds tables).
@@ -276,10 +282,17 @@ def test_full_disk_during_backup_leaves_no_partial_backup_and_keeps_the_data(run
         from roadmap_cli.cli import main
         main()
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ROADMAP_HOME=str(roadmap_home)))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ROADMAP_HOME=str(roadmap_home)),
+    )
     assert proc.returncode == 3, proc
-    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, (
+        proc.stderr
+    )
     assert list((roadmap_home / "backups").iterdir()) == []  # no 0-byte or partial backup left behind
     assert json.loads(run_cli("export").stdout) == original
 
@@ -293,8 +306,13 @@ def test_full_disk_on_a_write_is_one_line(run_cli, roadmap_home: Path):
         from roadmap_cli.cli import main
         main()
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ROADMAP_HOME=str(roadmap_home)))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ROADMAP_HOME=str(roadmap_home)),
+    )
     assert proc.returncode == 3 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc
     assert run_cli("log", "list", "--json").json()["data"]["total"] == 1
 
@@ -312,8 +330,16 @@ def test_two_imports_at_once_keep_both_originals_in_backups(run_cli, roadmap_hom
         backups = roadmap_home / "backups"
         seen = set(backups.iterdir()) if backups.exists() else set()
         env = dict(os.environ, ROADMAP_HOME=str(roadmap_home))
-        procs = [subprocess.Popen([*ROADMAP, "import", str(exports[n]), "--replace"], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in ("a", "b")]
+        procs = [
+            subprocess.Popen(
+                [*ROADMAP, "import", str(exports[n]), "--replace"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in ("a", "b")
+        ]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         new = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(set(backups.iterdir()) - seen)]
@@ -323,8 +349,12 @@ def test_two_imports_at_once_keep_both_originals_in_backups(run_cli, roadmap_hom
         first = hours[[h for h in hours if h != final["tables"]["cadence_entries"][0]["hours"]][0]]
         # Each import backed up what it replaced: the original, and the one imported first.
         backed_up_hours = sorted(b["tables"]["cadence_entries"][0]["hours"] for b in new)
-        expected = sorted([original["tables"]["cadence_entries"][0]["hours"],
-                           json.loads(exports[first].read_text())["tables"]["cadence_entries"][0]["hours"]])
+        expected = sorted(
+            [
+                original["tables"]["cadence_entries"][0]["hours"],
+                json.loads(exports[first].read_text())["tables"]["cadence_entries"][0]["hours"],
+            ]
+        )
         assert backed_up_hours == expected, run
         assert original["tables"] in [b["tables"] for b in new]
 
@@ -344,8 +374,14 @@ def test_database_url_holding_another_programs_tables_is_refused(run_cli, monkey
     assert sha(foreign) == before
 
 
-@pytest.mark.parametrize("url", ["postgres://ada:pw@127.0.0.1:1/roadmap", "postgresql://ada:pw@127.0.0.1:1/roadmap",
-                                 "postgres+psycopg://ada:pw@127.0.0.1:1/roadmap"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://ada:pw@127.0.0.1:1/roadmap",
+        "postgresql://ada:pw@127.0.0.1:1/roadmap",
+        "postgres+psycopg://ada:pw@127.0.0.1:1/roadmap",
+    ],
+)
 def test_postgres_urls_as_hosts_print_them_use_psycopg(url):
     from roadmap_cli.store.engine import _engine_from_url
 

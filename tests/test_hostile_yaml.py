@@ -52,8 +52,10 @@ def test_limits_at_their_edges():
     with pytest.raises(YamlProblem, match="duplicate key 'c'") as info:
         load_yaml("a: 1\nb: {c: 1, c: 2}\na: 3\n")
     assert (info.value.line, info.value.col) == (2, 11)
-    assert info.value.lines("f.yaml") == ["f.yaml:2:11: duplicate key 'c' (YAML would keep only the last one)",
-                                          "f.yaml:3:1: duplicate key 'a' (YAML would keep only the last one)"]
+    assert info.value.lines("f.yaml") == [
+        "f.yaml:2:11: duplicate key 'c' (YAML would keep only the last one)",
+        "f.yaml:3:1: duplicate key 'a' (YAML would keep only the last one)",
+    ]
     with pytest.raises(YamlProblem, match="single YAML document"):
         load_yaml("a: 1\n---\nb: 2\n")
     assert load_yaml("") is None and load_yaml("a: [1, {b: c}]\n") == {"a": [1, {"b": "c"}]}

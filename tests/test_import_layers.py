@@ -111,8 +111,10 @@ def test_no_import_runs_up_a_layer():
                 if LAYERS[theirs][0] not in KIT_MAY_USE:
                     upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: grading_kit imports {target}")
             elif theirs < mine:
-                upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: {LAYERS[mine][0]} imports "
-                              f"{target} ({LAYERS[theirs][0]}, above it)")
+                upward.append(
+                    f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}: {LAYERS[mine][0]} imports "
+                    f"{target} ({LAYERS[theirs][0]}, above it)"
+                )
     assert upward == [], "\n".join(upward)
 
 
@@ -165,10 +167,13 @@ def test_no_import_circles():
     assert circles == [], "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
 
 
-@pytest.mark.parametrize("source, bad", [
-    ("from roadmap_cli.cli import labs\n", "roadmap_cli.cli.labs"),
-    ("def f():\n    from roadmap_cli import context\n", "roadmap_cli.context"),
-])
+@pytest.mark.parametrize(
+    "source, bad",
+    [
+        ("from roadmap_cli.cli import labs\n", "roadmap_cli.cli.labs"),
+        ("def f():\n    from roadmap_cli import context\n", "roadmap_cli.context"),
+    ],
+)
 def test_the_checker_sees_upward_imports(tmp_path: Path, source: str, bad: str, monkeypatch):
     """The check can fail: a store module importing the CLI (at the top or lazily) is found."""
     fake = "roadmap_cli.store._probe"
@@ -182,7 +187,7 @@ def test_the_checker_sees_upward_imports(tmp_path: Path, source: str, bad: str, 
 def documented_tree() -> set[str]:
     """The .py paths docs/architecture.md's tree names under src/roadmap_cli/ (two spaces a level)."""
     text = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
-    block = text[text.index("```\nsrc/roadmap_cli/\n") + 4:]
+    block = text[text.index("```\nsrc/roadmap_cli/\n") + 4 :]
     block = block[: block.index("```")]
     paths: set[str] = set()
     folders: list[str] = []  # the folder open at each depth
@@ -193,7 +198,7 @@ def documented_tree() -> set[str]:
             break  # back at the repository's top level (curriculum.yaml, labs/, ...)
         if not (name.endswith("/") or name.endswith(".py")):
             continue  # a description's second line
-        del folders[depth - 1:]
+        del folders[depth - 1 :]
         if name.endswith("/"):
             folders.append(name.rstrip("/"))
         else:

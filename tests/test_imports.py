@@ -36,11 +36,14 @@ sys.stderr.write('\\nPROBE' + json.dumps({'code': code, 'heavy': heavy}) + '\\n'
 def test_fast_commands_import_no_torch_or_triton(args: list[str], tmp_path: Path):
     env_home = str(tmp_path / "home")
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"ROADMAP_HOME": env_home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
     )
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE")]
     assert line, proc.stderr[-2000:]
-    probe = json.loads(line[-1][len("PROBE"):])
+    probe = json.loads(line[-1][len("PROBE") :])
     assert probe["code"] in (0, None), proc.stderr[-2000:]
     assert probe["heavy"] == [], f"{args} imported {probe['heavy'][:10]}"

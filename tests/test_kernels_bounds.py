@@ -141,5 +141,4 @@ def test_patches_are_undone():
     before = (builder.create_masked_load, builder.create_masked_store, interpreter.GridExecutor._init_args_hst)
     with bounds.check_bounds():
         assert builder.create_masked_load is not before[0]
-    assert (builder.create_masked_load, builder.create_masked_store,
-            interpreter.GridExecutor._init_args_hst) == before
+    assert (builder.create_masked_load, builder.create_masked_store, interpreter.GridExecutor._init_args_hst) == before

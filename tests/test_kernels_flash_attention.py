@@ -106,13 +106,16 @@ def test_non_contiguous_inputs_and_explicit_scale(fa):
     torch.testing.assert_close(lse, ref_lse, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("shapes, message", [
-    (((1, 2, 8, 16), (1, 2, 8, 16), (1, 2, 8, 16)), None),
-    (((1, 3, 8, 16), (1, 2, 8, 16), (1, 2, 8, 16)), "multiple of kv_heads"),
-    (((1, 2, 8, 8), (1, 2, 8, 8), (1, 2, 8, 8)), "between 16 and 128"),
-    (((1, 2, 8, 16), (1, 2, 9, 16), (1, 2, 9, 16)), "kv_heads, seq"),
-    (((2, 8, 16), (2, 8, 16), (2, 8, 16)), "batch, heads, seq"),
-])
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((1, 2, 8, 16), (1, 2, 8, 16), (1, 2, 8, 16)), None),
+        (((1, 3, 8, 16), (1, 2, 8, 16), (1, 2, 8, 16)), "multiple of kv_heads"),
+        (((1, 2, 8, 8), (1, 2, 8, 8), (1, 2, 8, 8)), "between 16 and 128"),
+        (((1, 2, 8, 16), (1, 2, 9, 16), (1, 2, 9, 16)), "kv_heads, seq"),
+        (((2, 8, 16), (2, 8, 16), (2, 8, 16)), "batch, heads, seq"),
+    ],
+)
 def test_input_validation(fa, shapes, message):
     tensors = [torch.zeros(s, device=DEVICE) for s in shapes]
     if message is None:
@@ -159,6 +162,7 @@ def test_kernels_compile_for_a_hopper_gpu(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    done = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT, str(KERNEL_PATH)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_SCRIPT, str(KERNEL_PATH)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]

@@ -82,8 +82,9 @@ def test_vector_add_rejects_bad_inputs(ref_add):
 # ---------------------------------------------------------------- matmul
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (127, 129, 130), (129, 65, 1), (3, 200, 70)],
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1), (127, 129, 130), (129, 65, 1), (3, 200, 70)], ids=lambda s: "x".join(map(str, s))
+)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
 def test_matmul_matches_torch(ref_matmul, shape, dtype):
     M, N, K = shape
@@ -164,8 +165,10 @@ def test_starter_cuda_loader_is_the_reference_loader():
 @pytest.mark.parametrize("folder", [KERNELS / "cuda", STARTER], ids=["reference", "starter"])
 def test_cuda_sources_define_what_the_loader_and_grader_expect(folder):
     loader = (KERNELS / "cuda" / "cuda_kernels.py").read_text()
-    for stem, kernels in {"vector_add": ["vector_add_kernel"],
-                          "matmul": ["matmul_naive_kernel", "matmul_tiled_kernel"]}.items():
+    for stem, kernels in {
+        "vector_add": ["vector_add_kernel"],
+        "matmul": ["matmul_naive_kernel", "matmul_tiled_kernel"],
+    }.items():
         source = (folder / f"{stem}.cu").read_text()
         for kernel in kernels:  # the grader finds these names in the profiler
             assert re.search(rf"__global__\s+void\s+{kernel}\s*\(", source), f"{stem}.cu: {kernel}"
@@ -188,7 +191,9 @@ def test_bench_exits_cleanly_without_a_gpu(capsys):
     assert "needs a CUDA GPU" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("patch", sorted((ROOT / "labs" / "cuda-matmul" / "wrong").glob("*.patch")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "patch", sorted((ROOT / "labs" / "cuda-matmul" / "wrong").glob("*.patch")), ids=lambda p: p.stem
+)
 def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
     """The wrong/ patches are diffs against kernels/: editing a reference kernel
     must come with regenerated patches (roadmap dev check then proves they fail)."""
@@ -198,8 +203,11 @@ def test_wrong_variant_patches_still_apply_to_the_reference(patch, tmp_path):
 
     # The solution view (markers and starter lines stripped) of every file a patch may touch.
     kernel_files = (
-        ("triton", "vector_add.py"), ("triton", "matmul.py"),
-        ("cuda", "vector_add.cu"), ("cuda", "matmul.cu"), ("cuda", "cuda_kernels.py"),
+        ("triton", "vector_add.py"),
+        ("triton", "matmul.py"),
+        ("cuda", "vector_add.cu"),
+        ("cuda", "matmul.cu"),
+        ("cuda", "cuda_kernels.py"),
     )
     for folder, name in kernel_files:
         (tmp_path / name).write_text(solution_text((KERNELS / folder / name).read_text(), name))
@@ -245,8 +253,13 @@ def test_reference_kernels_compile_for_a_hopper_gpu(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton-cache"), TRITON_DEFAULT_FP_FUSION="1")
-    result = subprocess.run([sys.executable, "-c", _AOT_COMPILE, str(KERNELS / "triton")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _AOT_COMPILE, str(KERNELS / "triton")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     if result.stdout.startswith("SKIP"):
         pytest.skip(result.stdout)

@@ -57,23 +57,26 @@ def make_case(lens, num_heads, num_kv_heads, head_dim, block_size, seed, dtype=t
     per_seq = [-(-n // block_size) for n in lens]
     num_blocks = sum(per_seq) + 2
     perm = torch.randperm(num_blocks, generator=gen).tolist()
-    tables = torch.full((len(lens), max(per_seq) + 1), -1, dtype=torch.int32)   # -1 padding is never read
+    tables = torch.full((len(lens), max(per_seq) + 1), -1, dtype=torch.int32)  # -1 padding is never read
     at = 0
     for s, nb in enumerate(per_seq):
-        tables[s, :nb] = torch.tensor(perm[at:at + nb], dtype=torch.int32)
+        tables[s, :nb] = torch.tensor(perm[at : at + nb], dtype=torch.int32)
         at += nb
     q = torch.randn(len(lens), num_heads, head_dim, generator=gen).to(dtype)
     kc = torch.randn(num_blocks, block_size, num_kv_heads, head_dim, generator=gen).to(dtype)
     vc = torch.randn(num_blocks, block_size, num_kv_heads, head_dim, generator=gen).to(dtype)
-    return q, kc, vc, tables, torch.tensor(lens, dtype=torch.int32), head_dim ** -0.5
+    return q, kc, vc, tables, torch.tensor(lens, dtype=torch.int32), head_dim**-0.5
 
 
-@pytest.mark.parametrize("block_size,num_heads,num_kv_heads,head_dim,lens", [
-    (1, 2, 2, 16, [1, 3, 5]),
-    (2, 4, 1, 16, [2, 3, 7]),            # GQA 4:1, lengths on and off block boundaries
-    (4, 4, 2, 24, [1, 4, 5, 11]),        # head_dim not a power of two
-    (16, 8, 2, 32, [16, 17, 40]),
-])
+@pytest.mark.parametrize(
+    "block_size,num_heads,num_kv_heads,head_dim,lens",
+    [
+        (1, 2, 2, 16, [1, 3, 5]),
+        (2, 4, 1, 16, [2, 3, 7]),  # GQA 4:1, lengths on and off block boundaries
+        (4, 4, 2, 24, [1, 4, 5, 11]),  # head_dim not a power of two
+        (16, 8, 2, 32, [16, 17, 40]),
+    ],
+)
 def test_reference_kernel_matches_gather_then_attend(pa, block_size, num_heads, num_kv_heads, head_dim, lens):
     q, kc, vc, tables, lens_t, scale = make_case(lens, num_heads, num_kv_heads, head_dim, block_size, seed=block_size)
     want = gather_then_attend(q, kc, vc, tables, lens_t, scale)
@@ -118,7 +121,6 @@ def test_rejects_bad_shapes(pa):
         pa.paged_attention(q, kc[:, :1].expand(-1, 3, -1, -1), vc[:, :1].expand(-1, 3, -1, -1), tables, lens, scale)
 
 
-
 AOT_SCRIPT = r"""
 import importlib.util, json, sys
 import triton
@@ -158,8 +160,13 @@ def test_reference_kernel_compiles_for_a_hopper_gpu():
         ("fp32", dict(GROUP=1, BLOCK_SIZE=1, HEAD_DIM=24, HEAD_DIM_PAD=32)),
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", AOT_SCRIPT, str(KERNEL_PATH), json.dumps(configs)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", AOT_SCRIPT, str(KERNEL_PATH), json.dumps(configs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     if "NO-PTXAS" in proc.stdout:
         pytest.skip(f"Triton cannot compile for sm_90 here: {proc.stdout}")

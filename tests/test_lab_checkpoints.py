@@ -12,13 +12,36 @@ import pytest
 
 S8 = ("s8-explain-warp", "s8-explain-occupancy", "s8-explain-shared-memory", "s8-analyze-kernel-bottlenecks")
 CONVERTED = {
-    3: ("autograd", ["s3-explain-loss-backward", "s3-explain-autograd-workflow", "s3-read-nn-linear-source",
-                     "s3-read-nn-multiheadattention-source", "s3-trace-tensor-lifecycle"]),
-    4: ("modern-llm", ["s4-explain-rope", "s4-explain-kv-cache", "s4-explain-gqa", "s4-explain-moe",
-                       "s4-explain-speculative-decoding"]),
+    3: (
+        "autograd",
+        [
+            "s3-explain-loss-backward",
+            "s3-explain-autograd-workflow",
+            "s3-read-nn-linear-source",
+            "s3-read-nn-multiheadattention-source",
+            "s3-trace-tensor-lifecycle",
+        ],
+    ),
+    4: (
+        "modern-llm",
+        [
+            "s4-explain-rope",
+            "s4-explain-kv-cache",
+            "s4-explain-gqa",
+            "s4-explain-moe",
+            "s4-explain-speculative-decoding",
+        ],
+    ),
     8: ("gpu-architecture", list(S8)),
-    10: ("llm-serving", ["s10-design-inference-service", "s10-analyze-production-performance",
-                         "s10-design-multi-gpu-inference", "s10-design-production-llm-platform"]),
+    10: (
+        "llm-serving",
+        [
+            "s10-design-inference-service",
+            "s10-analyze-production-performance",
+            "s10-design-multi-gpu-inference",
+            "s10-design-production-llm-platform",
+        ],
+    ),
 }
 
 

@@ -113,7 +113,9 @@ def test_each_red_team_attack_file_is_refused_on_its_own(tmp_path: Path, attack:
 
 
 def test_another_workspace_module_may_not_be_changed_from_outside(tmp_path: Path) -> None:
-    problem = _check(tmp_path, {"scalar.py": "class Value:\n    pass\n", "functions.py": "import scalar\nscalar.Value = int\n"})
+    problem = _check(
+        tmp_path, {"scalar.py": "class Value:\n    pass\n", "functions.py": "import scalar\nscalar.Value = int\n"}
+    )
     assert problem and problem.startswith("functions.py:2: changing scalar.Value"), problem
 
 
@@ -122,18 +124,21 @@ def test_a_module_named_like_a_library_is_refused(tmp_path: Path) -> None:
     assert problem and problem.startswith("typing.py:1: a module named typing"), problem
 
 
-@pytest.mark.parametrize("suffix,text", [
-    (".cu", "#include <dlfcn.h>\nvoid* h = dlopen(\"x\", 0);\n"),
-    (".cpp", "// dlopen in a comment is fine\nvoid f() { PyRun_SimpleString(\"x\"); }\n"),
-    (".h", "#pragma once\nauto m = pybind11::module_::import(\"sys\");\n"),
-])
+@pytest.mark.parametrize(
+    "suffix,text",
+    [
+        (".cu", '#include <dlfcn.h>\nvoid* h = dlopen("x", 0);\n'),
+        (".cpp", '// dlopen in a comment is fine\nvoid f() { PyRun_SimpleString("x"); }\n'),
+        (".h", '#pragma once\nauto m = pybind11::module_::import("sys");\n'),
+    ],
+)
 def test_cpp_that_reaches_into_the_process_is_refused(tmp_path: Path, suffix: str, text: str) -> None:
     problem = _check(tmp_path, {"kernel" + suffix: text})
     assert problem and problem.startswith(f"kernel{suffix}:2: ") and LINE in problem, problem
 
 
 def test_cpp_comments_and_strings_are_not_code(tmp_path: Path) -> None:
-    assert _check(tmp_path, {"k.cu": "// dlopen(\"x\")\n/* PyRun_SimpleString */\nconst char* s = \"dlsym\";\n"}) is None
+    assert _check(tmp_path, {"k.cu": '// dlopen("x")\n/* PyRun_SimpleString */\nconst char* s = "dlsym";\n'}) is None
 
 
 def test_plain_lab_code_passes(tmp_path: Path) -> None:
@@ -174,8 +179,11 @@ def test_a_lab_declares_extras_per_file_and_attribute(tmp_path: Path) -> None:
 
 def test_a_handout_rule_holds_for_every_module_the_file_imports(tmp_path: Path) -> None:
     lab_code = {"forbid": [{"names": ["torch"], "files": ["scalar.py"], "why": "your engine computes the gradients"}]}
-    files = {"scalar.py": "import _helper\n", "_helper.py": "import torch\ngrad = torch.autograd.grad\n",
-             "functions.py": "import torch\n"}
+    files = {
+        "scalar.py": "import _helper\n",
+        "_helper.py": "import torch\ngrad = torch.autograd.grad\n",
+        "functions.py": "import torch\n",
+    }
     problem = _check(tmp_path, files, lab_code)
     assert problem and problem.startswith("_helper.py:1: torch is not allowed in lab code: your engine"), problem
 
@@ -222,7 +230,7 @@ def test_autograd_gates_torch_autograd_before_learner_code_saves_it() -> None:
     """P1b's first half: torch.autograd.grad saved at import (before any call) is already the gate."""
     script = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(LABS / 'autograd' / 'tests')!r})
+        sys.path.insert(0, {str(LABS / "autograd" / "tests")!r})
         from roadmap_cli.grading_kit import sandbox
         sandbox.mark_learner_process()
         import adapter, torch
@@ -262,8 +270,9 @@ def adder_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert "lab_code: {check: false" in shipped
 
     def check_on(on: bool = True) -> None:
-        spec_file.write_text("\n".join(l for l in shipped.splitlines() if not l.startswith("lab_code:")) + "\n"
-                             if on else shipped)
+        spec_file.write_text(
+            "\n".join(l for l in shipped.splitlines() if not l.startswith("lab_code:")) + "\n" if on else shipped
+        )
 
     check_on()
     yield root, check_on
@@ -293,8 +302,9 @@ BEHIND_THE_WALL = {
 
 
 @pytest.mark.parametrize("how", sorted(BEHIND_THE_WALL))
-def test_behind_the_wall_a_refused_workspace_gets_no_points_and_one_line(run_cli, wall, adder_project, tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+def test_behind_the_wall_a_refused_workspace_gets_no_points_and_one_line(
+    run_cli, wall, adder_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     ws = _adder_workspace(run_cli, tmp_path, monkeypatch)
     (ws / "adder.py").write_text(BEHIND_THE_WALL[how] + "def add(a, b):\n    return a + b\n")
     result = run_cli("grade", "--json")
@@ -308,27 +318,30 @@ def test_behind_the_wall_a_refused_workspace_gets_no_points_and_one_line(run_cli
         assert "adder.py:" in line and LINE in line, line
 
 
-def test_a_file_rewritten_after_the_check_is_imported_as_checked(run_cli, wall, adder_project, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_rewritten_after_the_check_is_imported_as_checked(
+    run_cli, wall, adder_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = _adder_workspace(run_cli, tmp_path, monkeypatch)
     (ws / "mul.py").write_text("def mul(a, b):\n    return a * b\n")
     # adder.py rewrites mul.py (after the check read it) with code the check would refuse, then imports it.
-    (ws / "adder.py").write_text(textwrap.dedent('''
+    (ws / "adder.py").write_text(
+        textwrap.dedent("""
         import pathlib
         pathlib.Path(__file__).with_name("mul.py").write_text("import sys\\nFORGED = True\\ndef mul(a, b):\\n    return 0\\n")
         import mul
         def add(a, b):
             assert not hasattr(mul, "FORGED")
             return a + b
-    '''))
+    """)
+    )
     data = run_cli("grade", "--json").json()["data"]
     status = {p["id"]: p["status"] for p in data["parts"]}
     assert status["add"] == "passed" and status["mul"] == "passed" and "void" not in (data["message"] or ""), data
 
 
-def test_startup_hooks_in_the_workspace_never_run_and_a_right_solution_passes(run_cli, wall, adder_project,
-                                                                             tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_startup_hooks_in_the_workspace_never_run_and_a_right_solution_passes(
+    run_cli, wall, adder_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The .pth-like tricks: the learner process starts isolated (-I -P), so a sitecustomize/usercustomize
     module or a .pth file in the workspace is never processed; a right solution passes with the check on."""
     ws = _adder_workspace(run_cli, tmp_path, monkeypatch)
@@ -342,9 +355,9 @@ def test_startup_hooks_in_the_workspace_never_run_and_a_right_solution_passes(ru
     assert not list(ws.glob("RAN-*")) and not list(Path.cwd().glob("RAN-*"))
 
 
-def test_with_the_check_off_a_replaced_adapter_function_still_voids_the_attempt(run_cli, wall, adder_project,
-                                                                                 tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_the_check_off_a_replaced_adapter_function_still_voids_the_attempt(
+    run_cli, wall, adder_project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Layer 3 on its own: the grader's entry points were captured before learner code ran."""
     _, check_on = adder_project
     check_on(False)
@@ -371,12 +384,16 @@ def _real_lab_workspace(run_cli, lab: str, tmp_path: Path, monkeypatch) -> Path:
 def _import_at_top(path: Path, module: str) -> None:
     text = path.read_text()
     anchor = "from __future__ import annotations\n"
-    path.write_text(text.replace(anchor, anchor + f"import {module}  # noqa\n", 1) if anchor in text
-                    else f"import {module}  # noqa\n" + text)
+    path.write_text(
+        text.replace(anchor, anchor + f"import {module}  # noqa\n", 1)
+        if anchor in text
+        else f"import {module}  # noqa\n" + text
+    )
 
 
-def test_red_team_p1_cuda_matmul_starter_with_forged_adapter_helpers_gets_nothing(run_cli, wall, tmp_path: Path,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_red_team_p1_cuda_matmul_starter_with_forged_adapter_helpers_gets_nothing(
+    run_cli, wall, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = _real_lab_workspace(run_cli, "cuda-matmul", tmp_path, monkeypatch)
     shutil.copy(ATTACKS / "cuda-matmul" / "_cheat.py", ws / "_cheat.py")
     shutil.copy(ATTACKS / "cuda-matmul" / "_cheat_perf_gpu.py", ws / "_cheat_perf_gpu.py")  # P2, as far as CPU goes
@@ -388,8 +405,9 @@ def test_red_team_p1_cuda_matmul_starter_with_forged_adapter_helpers_gets_nothin
     assert "_cheat" in line and "import sys is not allowed in lab code" in line, line
 
 
-def test_red_team_p1b_autograd_starter_with_torch_scalars_gets_nothing(run_cli, wall, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_red_team_p1b_autograd_starter_with_torch_scalars_gets_nothing(
+    run_cli, wall, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = _real_lab_workspace(run_cli, "autograd", tmp_path, monkeypatch)
     shutil.copy(ATTACKS / "autograd" / "_cheat.py", ws / "_cheat.py")
     (ws / "scalar.py").write_text((ws / "scalar.py").read_text() + "\nimport _cheat  # noqa\n")
@@ -398,8 +416,9 @@ def test_red_team_p1b_autograd_starter_with_torch_scalars_gets_nothing(run_cli, 
     assert "_cheat.py:" in line and LINE in line, line
     # Without sys: the saved torch.autograd.grad in scalar.py itself; the handout's rule (lab_code forbid) refuses it.
     (ws / "_cheat.py").unlink()
-    (ws / "scalar.py").write_text((ws / "scalar.py").read_text().replace("import _cheat  # noqa\n",
-                                                                        "import torch\n_grad = torch.autograd.grad\n"))
+    (ws / "scalar.py").write_text(
+        (ws / "scalar.py").read_text().replace("import _cheat  # noqa\n", "import torch\n_grad = torch.autograd.grad\n")
+    )
     data = run_cli("grade", "--part", "scalar-engine", "--json").json()["data"]
     line = _void_line(data)
     assert "scalar.py:" in line and "torch is not allowed in lab code" in line, line
@@ -412,8 +431,12 @@ def test_cuda_matmul_may_not_save_torch_matmul_when_its_module_loads(tmp_path: P
 
     spec = load_lab(LABS / "cuda-matmul")
     policy = labcode.Policy.from_config(spec.lab_code)
-    for saved in ("import torch\n_mm = torch.matmul\n", "from torch import mm as _mm\n",
-                  "import torch.nn.functional as F\n_lin = F.linear\n", "def f(a, b):\n    return a @ b\n"):
+    for saved in (
+        "import torch\n_mm = torch.matmul\n",
+        "from torch import mm as _mm\n",
+        "import torch.nn.functional as F\n_lin = F.linear\n",
+        "def f(a, b):\n    return a @ b\n",
+    ):
         ws = _lab_workspace(tmp_path / str(abs(hash(saved))), "cuda-matmul", "solution")
         (ws / "matmul.py").write_text((ws / "matmul.py").read_text() + "\n" + saved)
         problem, _ = labcode.check_workspace(str(ws), policy)

@@ -51,8 +51,10 @@ ASAN_LOG = """==1==ERROR: AddressSanitizer: attempting double-free on 0x60200000
 
 
 def test_sanitizer_summary_names_the_learners_line():
-    assert cpp_build.sanitizer_summary(ASAN_LOG, "block_pool.h") == \
-        "attempting double-free at block_pool.h:45 (in BlockPool::~BlockPool())"
+    assert (
+        cpp_build.sanitizer_summary(ASAN_LOG, "block_pool.h")
+        == "attempting double-free at block_pool.h:45 (in BlockPool::~BlockPool())"
+    )
 
 
 def test_broken_header_fails_once_and_is_cached(tmp_path, monkeypatch):
@@ -81,8 +83,10 @@ def test_the_precompiled_header_takes_only_the_sources_leading_system_includes()
     `#include <...>` lines before any other code, in order, so `-include` changes nothing."""
     from roadmap_cli.grading_kit.cpp_build import leading_system_includes
 
-    text = ("// RMSNorm\n\n#include <ATen/ATen.h>  // tensors\n#include <torch/library.h>\n"
-            "#include \"block_pool.h\"\n#include <cmath>\n")
+    text = (
+        "// RMSNorm\n\n#include <ATen/ATen.h>  // tensors\n#include <torch/library.h>\n"
+        '#include "block_pool.h"\n#include <cmath>\n'
+    )
     assert leading_system_includes(text) == ["#include <ATen/ATen.h>", "#include <torch/library.h>"]
     assert leading_system_includes("#define X 1\n#include <ATen/ATen.h>\n") == []  # a macro first: nothing shared
     assert leading_system_includes("") == []

@@ -31,12 +31,17 @@ def _copies() -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("lab, given, copy", _copies())
 def test_the_graders_copy_of_given_code_is_byte_for_byte_the_given_file(lab, given, copy):
     source = (LABS / lab / "solution" / given).read_bytes()
-    assert (LABS / lab / "tests" / copy).read_bytes() == source, \
+    assert (LABS / lab / "tests" / copy).read_bytes() == source, (
         f"labs/{lab}/tests/{copy} differs from solution/{given}: copy one over the other"
+    )
     assert (LABS / lab / "starter" / given).read_bytes() == source
 
 
 def test_the_known_copies_are_found():
     found = {(lab, given) for lab, given, _ in _copies()}
-    assert {("quantization", "tiny_gpt.py"), ("graph-compiler", "graphs.py"), ("graph-compiler", "models.py"),
-            ("serving-cluster", "replica.py")} <= found
+    assert {
+        ("quantization", "tiny_gpt.py"),
+        ("graph-compiler", "graphs.py"),
+        ("graph-compiler", "models.py"),
+        ("serving-cluster", "replica.py"),
+    } <= found

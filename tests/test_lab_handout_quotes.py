@@ -52,8 +52,10 @@ def test_a_quote_not_in_the_handout_fails_even_while_pending(adder: Path):
     # Markdown is verbatim: the same words without the backticks are not the handout's sentence.
     edit(adder, lambda d: rule(d, "add-returns-sum").update(quote="add(a, b) returns the sum a + b"))
     problems = verdict(adder).problems
-    assert problems[0] == ("rule add-returns-sum: quote is not in README.md (whitespace-normalised, markdown "
-                           "verbatim): 'add(a, b) returns the sum a + b'")
+    assert problems[0] == (
+        "rule add-returns-sum: quote is not in README.md (whitespace-normalised, markdown "
+        "verbatim): 'add(a, b) returns the sum a + b'"
+    )
     edit(adder, lambda d: d.update(quotes="pending"))
     assert verdict(adder).problems[0].startswith("rule add-returns-sum: quote is not in README.md")
 
@@ -67,8 +69,9 @@ def test_a_quote_matches_across_line_breaks_and_runs_of_spaces(adder: Path):
 def test_a_rule_without_a_quote_fails_unless_pending(adder: Path):
     edit(adder, lambda d: rule(d, "mul-returns-product").pop("quote"))
     problems = verdict(adder).problems
-    assert problems[0] == ("rule mul-returns-product: quotes no handout sentence (add `quote:` with the README.md "
-                           "sentence it enforces)")
+    assert problems[0] == (
+        "rule mul-returns-product: quotes no handout sentence (add `quote:` with the README.md sentence it enforces)"
+    )
     # Its sentence is now uncovered too.
     assert "README.md:9 (Multiply): normative (formula)" in problems[1]
     edit(adder, lambda d: d.update(quotes="pending"))
@@ -79,21 +82,35 @@ def test_a_rule_without_a_quote_fails_unless_pending(adder: Path):
 def test_an_uncovered_normative_sentence_fails(adder: Path):
     readme = adder / "README.md"
     readme.write_text(readme.read_text() + "\n## Overflow\nResults must fit in an int64.\n")
-    assert verdict(adder).problems == ["README.md:15 (Overflow): normative (must/never/only/exactly/each/every/"
-                                       "always/not) but no rule or not_rule quotes it: 'Results must fit in an int64.'"]
+    assert verdict(adder).problems == [
+        "README.md:15 (Overflow): normative (must/never/only/exactly/each/every/"
+        "always/not) but no rule or not_rule quotes it: 'Results must fit in an int64.'"
+    ]
 
 
 def test_a_not_rule_covers_a_sentence(adder: Path):
     edit(adder, lambda d: d.pop("not_rules"))
-    assert [s.text for s in verdict(adder).uncovered] == ["Implement `add(a, b)` in `adder.py` and `mul(a, b)` in `mul.py`."]
+    assert [s.text for s in verdict(adder).uncovered] == [
+        "Implement `add(a, b)` in `adder.py` and `mul(a, b)` in `mul.py`."
+    ]
     # A clause of the sentence is enough (the quote lies inside it) ...
     edit(adder, lambda d: d.update(not_rules=[{"quote": "Implement `add(a, b)`", "why": "layout"}]))
     assert verdict(adder).problems == []
     # ... and so is a quote the sentence lies inside (a whole paragraph).
     readme = adder / "README.md"
     readme.write_text(readme.read_text().replace("`mul.py`.", "`mul.py`. Both are pure functions."))
-    edit(adder, lambda d: d.update(not_rules=[{"quote": "Implement `add(a, b)` in `adder.py` and `mul(a, b)` in "
-                                                         "`mul.py`. Both are pure functions.", "why": "layout"}]))
+    edit(
+        adder,
+        lambda d: d.update(
+            not_rules=[
+                {
+                    "quote": "Implement `add(a, b)` in `adder.py` and `mul(a, b)` in "
+                    "`mul.py`. Both are pure functions.",
+                    "why": "layout",
+                }
+            ]
+        ),
+    )
     assert verdict(adder).problems == []
 
 
@@ -117,7 +134,9 @@ def test_sentences_skip_code_headings_and_sources(tmp_path: Path):
         "  A second line of the same item.\n\n"
         "```python\nassert f(1) == 2  # never a sentence\n```\n\n"
         "| a | b |\n|---|---|\n| only | row |\n\n"
-        "## Sources\n\nEvery paper must be read.\n", encoding="utf-8")
+        "## Sources\n\nEvery paper must be read.\n",
+        encoding="utf-8",
+    )
     got = [(s.section, s.line, s.text, s.why) for s in sentences(readme)]
     assert got == [
         ("", 3, "Intro text here.", ""),
@@ -130,19 +149,22 @@ def test_sentences_skip_code_headings_and_sources(tmp_path: Path):
     ]
 
 
-@pytest.mark.parametrize("sentence, why", [
-    ("Return the codes as int8.", "imperative"),
-    ("Raise `ValueError` for an empty list.", "imperative"),
-    ("The scale is one per row, never zero.", "must/never/only/exactly/each/every/always/not"),
-    ("`q = round(w / scale) + zero`, clamped.", "formula"),
-    ("The state is updated after the step.", "order"),
-    ("On a tie the smallest index wins.", "tie-break"),
-    ("The result is a tuple of ints.", "dtype"),
-    ("Times are in 100 ms buckets.", "unit"),
-    ("A size-1 dimension is allowed.", "edge size"),
-    ("This lab is about quantization.", ""),
-    ("The model was trained on a small corpus.", ""),
-])
+@pytest.mark.parametrize(
+    "sentence, why",
+    [
+        ("Return the codes as int8.", "imperative"),
+        ("Raise `ValueError` for an empty list.", "imperative"),
+        ("The scale is one per row, never zero.", "must/never/only/exactly/each/every/always/not"),
+        ("`q = round(w / scale) + zero`, clamped.", "formula"),
+        ("The state is updated after the step.", "order"),
+        ("On a tie the smallest index wins.", "tie-break"),
+        ("The result is a tuple of ints.", "dtype"),
+        ("Times are in 100 ms buckets.", "unit"),
+        ("A size-1 dimension is allowed.", "edge size"),
+        ("This lab is about quantization.", ""),
+        ("The model was trained on a small corpus.", ""),
+    ],
+)
 def test_normative_reasons(sentence: str, why: str):
     from roadmap_cli.authoring.handout import normative_reason
 
@@ -178,14 +200,17 @@ def test_dev_checks_handout_row(adder: Path):
 
     row, warning = check_handout_row(load_lab(adder))
     assert row.check == "handout" and row.ok is True and warning is None
-    edit(adder, lambda d: d.update(quotes="pending"))   # pending, with nothing missing: say so
-    assert check_handout_row(load_lab(adder))[1] == ("adder: lab.yaml says `quotes: pending` but nothing is "
-                                                     "missing: delete that line")
+    edit(adder, lambda d: d.update(quotes="pending"))  # pending, with nothing missing: say so
+    assert check_handout_row(load_lab(adder))[1] == (
+        "adder: lab.yaml says `quotes: pending` but nothing is missing: delete that line"
+    )
     edit(adder, lambda d: (d.pop("not_rules"), d.update(quotes="pending")))
     row, warning = check_handout_row(load_lab(adder))
     assert row.ok is True and row.got.endswith("(quotes: pending)")
-    assert warning == ("adder: quotes pending: 0 rule(s) without a quote, 1 normative sentence(s) uncovered "
-                       "(`roadmap dev rules adder`)")
+    assert warning == (
+        "adder: quotes pending: 0 rule(s) without a quote, 1 normative sentence(s) uncovered "
+        "(`roadmap dev rules adder`)"
+    )
     edit(adder, lambda d: d.pop("quotes"))
     row, _ = check_handout_row(load_lab(adder))
     assert row.ok is False and "Implement `add(a, b)`" in row.detail

@@ -105,7 +105,8 @@ def test_numbered_sections_match(lab: str):
     english, chinese = (parse(text)[0] for text in handouts(lab))
     assert numbered(chinese) == numbered(english), (
         f"{lab}: README.zh.md's numbered sections differ from README.md's; graders and starters say "
-        f"'see README.md, section N'")
+        f"'see README.md, section N'"
+    )
 
 
 @pytest.mark.parametrize("lab", labs_for("outline"))
@@ -115,17 +116,21 @@ def test_heading_outline_matches(lab: str):
     zh_levels = [level for level, _ in chinese]
     assert zh_levels == en_levels, (
         f"{lab}: README.md has headings {[title for _, title in english]}, "
-        f"README.zh.md has {[title for _, title in chinese]}")
+        f"README.zh.md has {[title for _, title in chinese]}"
+    )
 
 
 @pytest.mark.parametrize("lab", labs_for("code"))
 def test_code_blocks_match(lab: str):
     english, chinese = (parse(text)[1] for text in handouts(lab))
-    assert len(chinese) == len(english), f"{lab}: {len(english)} code blocks in README.md, {len(chinese)} in README.zh.md"
+    assert len(chinese) == len(english), (
+        f"{lab}: {len(english)} code blocks in README.md, {len(chinese)} in README.zh.md"
+    )
     for index, ((en_info, en_lines), (zh_info, zh_lines)) in enumerate(zip(english, chinese), start=1):
         assert zh_info == en_info, f"{lab}: code block {index} is ```{en_info} in English, ```{zh_info} in Chinese"
         assert code_without_comments(zh_lines) == code_without_comments(en_lines), (
-            f"{lab}: code block {index} differs (comments aside):\n" + "\n".join(en_lines))
+            f"{lab}: code block {index} differs (comments aside):\n" + "\n".join(en_lines)
+        )
 
 
 @pytest.mark.parametrize("lab", labs_for("cited"))
@@ -150,10 +155,22 @@ def test_sections_cited_by_the_starter_exist_in_the_translation(lab: str):
 
 
 def test_the_parser_sees_what_a_reader_sees():
-    text = "\n".join([
-        "# Lab", "## 1. One", "```", "# not a heading", "x = 1  # a comment", "```",
-        "### 1.1 Sub", "## Part 2: two", "~~~python", "y = '#'", "~~~", "## How to run",
-    ])
+    text = "\n".join(
+        [
+            "# Lab",
+            "## 1. One",
+            "```",
+            "# not a heading",
+            "x = 1  # a comment",
+            "```",
+            "### 1.1 Sub",
+            "## Part 2: two",
+            "~~~python",
+            "y = '#'",
+            "~~~",
+            "## How to run",
+        ]
+    )
     headings, blocks = parse(text)
     assert numbered(headings) == [(2, "1"), (3, "1.1"), (2, "2")]
     assert [level for level, _ in headings] == [1, 2, 3, 2, 2]

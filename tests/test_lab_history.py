@@ -152,8 +152,10 @@ def test_the_triton_interpreter_is_named_only_for_labs_that_use_triton(run_cli, 
     monkeypatch.delenv("ROADMAP_LABS_DIR")  # the shipped labs: which ones import triton, read from their files
     from roadmap_cli.labs.device import device_label, uses_triton
 
-    assert {lab for lab in ("cuda-matmul", "flash-attention", "minigpt", "profiling") if uses_triton(lab)} == \
-        {"cuda-matmul", "flash-attention"}
+    assert {lab for lab in ("cuda-matmul", "flash-attention", "minigpt", "profiling") if uses_triton(lab)} == {
+        "cuda-matmul",
+        "flash-attention",
+    }
     assert device_label("cpu", True, "flash-attention") == "cpu (Triton interpreter)"
     assert device_label("cpu", True, "minigpt") == device_label("cpu", False, "flash-attention") == "cpu"
 
@@ -179,12 +181,15 @@ def test_one_attempt_numbering_per_learner_per_lab(run_cli, tmp_path, monkeypatc
     from roadmap_cli.store.tables import CheckpointProgress
 
     with context.current().store().session() as s:
-        evidence = {row.checkpoint_id: row.evidence for row in s.exec(select(CheckpointProgress)) if row.learner == "me"}
+        evidence = {
+            row.checkpoint_id: row.evidence for row in s.exec(select(CheckpointProgress)) if row.learner == "me"
+        }
     assert evidence["fake-add"] == "grade attempt #1 of adder", evidence
 
 
 def test_after_several_failures_the_hint_goes_to_the_first_part_still_failing_in_part_order(
-        run_cli, tmp_path, monkeypatch) -> None:
+    run_cli, tmp_path, monkeypatch
+) -> None:
     """Whole grades fail add and mul; the learner then grades mul alone, twice, and it fails: the next hint
     is for add (the first part still failing, in part order), and the offer names the exact command for
     mul's. Once add passes, the hint goes to mul, never to the part that just passed."""

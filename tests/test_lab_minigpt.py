@@ -147,9 +147,13 @@ def test_starter_todos_point_at_the_handout(name):
     source = (LAB / "starter" / name).read_text(encoding="utf-8")
     assert "raise NotImplementedError(" in source
     readme = (LAB / "README.md").read_text(encoding="utf-8")
-    for ref in sorted(set(ast.literal_eval(m.split("(", 1)[1].rstrip(")")) for m in
-                          (line.strip() for line in source.splitlines())
-                          if m.startswith("raise NotImplementedError("))):
+    for ref in sorted(
+        set(
+            ast.literal_eval(m.split("(", 1)[1].rstrip(")"))
+            for m in (line.strip() for line in source.splitlines())
+            if m.startswith("raise NotImplementedError(")
+        )
+    ):
         section = ref.split("section ")[-1]
         assert f"## {section}." in readme or f"### {section} " in readme, f"{name}: {ref!r} names no README section"
 

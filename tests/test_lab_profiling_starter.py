@@ -18,6 +18,7 @@ def test_the_spans_starter_says_not_implemented_yet_naming_its_section_once(run_
     assert failed, data["tests"]
     for t in failed:
         first = t["message"].splitlines()[0]
-        assert first == 'not implemented yet: handle_request_traced (see README.md, section "Part 4: OpenTelemetry spans")', \
-            (t["nodeid"], t["message"])
+        assert (
+            first == 'not implemented yet: handle_request_traced (see README.md, section "Part 4: OpenTelemetry spans")'
+        ), (t["nodeid"], t["message"])
         assert t["message"].count("README.md") == 1, t["message"]

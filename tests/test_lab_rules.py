@@ -20,9 +20,15 @@ from roadmap_cli.errors import ValidationError
 FIXTURES = Path(__file__).parent / "fixtures_labs"
 
 # What dev check's runs of the fixture lab `adder` collect and fail (see its tests/ and wrong/).
-COLLECTED = ["test_add.py::test_add_small", "test_add.py::test_add_param[0-0]", "test_add.py::test_add_param[-1-1]",
-             "test_add.py::test_add_param[10-32]", "test_mul.py::test_mul", "test_mul.py::test_mul_zero",
-             "test_speed.py::test_speed"]
+COLLECTED = [
+    "test_add.py::test_add_small",
+    "test_add.py::test_add_param[0-0]",
+    "test_add.py::test_add_param[-1-1]",
+    "test_add.py::test_add_param[10-32]",
+    "test_mul.py::test_mul",
+    "test_mul.py::test_mul_zero",
+    "test_speed.py::test_speed",
+]
 FAILED_BY = {"add-off-by-one": COLLECTED[:4], "mul-adds": ["test_mul.py::test_mul", "test_mul.py::test_mul_zero"]}
 GRADABLE = {"add", "mul", "speed"}
 
@@ -67,8 +73,9 @@ def test_a_rule_without_a_test_fails(adder: Path):
 def test_a_rule_test_that_does_not_exist_fails(adder: Path):
     edit(adder, lambda d: rule(d, "add-returns-sum")["tests"].append("test_add.py::test_add_large"))
     problems = verdict(adder).problems
-    assert problems == ["rule add-returns-sum: test 'test_add.py::test_add_large' does not exist "
-                        "(the grader collects no such test)"]
+    assert problems == [
+        "rule add-returns-sum: test 'test_add.py::test_add_large' does not exist (the grader collects no such test)"
+    ]
     # A parametrized id prefix is a test that exists; a name that merely starts the same is not.
     edit(adder, lambda d: rule(d, "add-returns-sum").update(tests=["test_add.py::test_add_param[0-0]"]))
     assert verdict(adder).problems == []
@@ -84,7 +91,8 @@ def test_a_rule_test_in_no_part_fails(adder: Path):
 def test_a_rule_no_variant_breaks_fails(adder: Path):
     edit(adder, lambda d: d["wrong"][1].update(breaks=[]))
     assert verdict(adder).problems == [
-        "rule mul-returns-product: no wrong variant breaks it (list it in a variant's `breaks:`)"]
+        "rule mul-returns-product: no wrong variant breaks it (list it in a variant's `breaks:`)"
+    ]
 
 
 def test_a_variant_must_fail_one_of_the_rules_own_tests(adder: Path):
@@ -92,8 +100,10 @@ def test_a_variant_must_fail_one_of_the_rules_own_tests(adder: Path):
     edit(adder, lambda d: rule(d, "mul-returns-product").update(tests=["test_mul.py::test_mul"]))
     only_zero = dict(FAILED_BY, **{"mul-adds": ["test_mul.py::test_mul_zero"]})
     problems = verdict(adder, failed_by=only_zero).problems
-    assert problems == ["rule mul-returns-product: no variant that breaks it fails one of its tests "
-                        "(wrong/mul-adds fails test_mul.py::test_mul_zero)"]
+    assert problems == [
+        "rule mul-returns-product: no variant that breaks it fails one of its tests "
+        "(wrong/mul-adds fails test_mul.py::test_mul_zero)"
+    ]
 
 
 def test_a_variant_that_did_not_run_here_leaves_the_rule_unchecked(adder: Path):
@@ -133,10 +143,18 @@ def test_spec_refuses_unknown_and_duplicate_rule_ids(adder: Path):
 
 def test_dev_check_fails_a_broken_rules_list_end_to_end(adder: Path, run_cli):
     """The real runs: a variant with `breaks:` reports every test it failed, and the rules row fails."""
+
     def change(d):
         rule(d, "add-returns-sum")["tests"] = ["test_add.py::test_add_small", "test_add.py::test_add_huge"]
-        d["rules"].append({"id": "mul-by-zero", "section": "Multiply", "text": "x * 0 == 0",
-                           "quote": "anything times 0 is 0", "tests": []})
+        d["rules"].append(
+            {
+                "id": "mul-by-zero",
+                "section": "Multiply",
+                "text": "x * 0 == 0",
+                "quote": "anything times 0 is 0",
+                "tests": [],
+            }
+        )
         d["wrong"][1]["breaks"] = []
 
     edit(adder, change)

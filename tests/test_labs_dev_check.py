@@ -17,9 +17,22 @@ LAB_IDS = sorted(p.parent.name for p in (REPO / "labs").glob("*/lab.yaml"))
 
 
 def test_there_are_labs():
-    assert {"cuda-matmul", "minigpt", "paged-kv-cache", "flash-attention", "gpu-architecture", "autograd", "modern-llm",
-            "cpp-extension", "llm-serving", "distributed", "profiling", "serving-cluster", "quantization",
-            "graph-compiler"} <= set(LAB_IDS)
+    assert {
+        "cuda-matmul",
+        "minigpt",
+        "paged-kv-cache",
+        "flash-attention",
+        "gpu-architecture",
+        "autograd",
+        "modern-llm",
+        "cpp-extension",
+        "llm-serving",
+        "distributed",
+        "profiling",
+        "serving-cluster",
+        "quantization",
+        "graph-compiler",
+    } <= set(LAB_IDS)
 
 
 @pytest.mark.slow
@@ -36,7 +49,9 @@ def test_dev_check_every_lab(background_dev_check):
         report = json.loads(stdout)["data"]
     except (ValueError, KeyError):
         pytest.fail(f"dev check gave no report (exit {returncode}):\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    failed = [f"{r['lab']} {r['check']}: got {r['got']}\n    {r['detail'][:800]}" for r in report["rows"] if r["ok"] is False]
+    failed = [
+        f"{r['lab']} {r['check']}: got {r['got']}\n    {r['detail'][:800]}" for r in report["rows"] if r["ok"] is False
+    ]
     assert not failed and returncode == 0, "dev check failed:\n" + "\n".join(failed) + stderr[-2000:]
     checked = {r["lab"] for r in report["rows"]}
     assert set(LAB_IDS) <= checked  # every lab was checked, none silently left out

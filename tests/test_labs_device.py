@@ -98,8 +98,9 @@ def test_grade_never_imports_torch_in_the_parent(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(FIXTURES / "labs"),
-               ROADMAP_DEVICE="cpu")
+    env = dict(
+        os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(FIXTURES / "labs"), ROADMAP_DEVICE="cpu"
+    )
     script = (
         "import sys\n"
         "from roadmap_cli.cli import main\n"
@@ -110,7 +111,8 @@ def test_grade_never_imports_torch_in_the_parent(tmp_path: Path) -> None:
         "        pass\n"
         "print('HEAVY', sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ws")], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "ws")], env=env, capture_output=True, text=True, timeout=120
+    )
     assert "HEAVY []" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "test_add.py::test_add_small" in proc.stdout  # the grade really ran (and failed on the starter)

@@ -61,7 +61,9 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
     assert parts["speed"]["points"] == 5  # grade_fraction(0.5) of 10 points
     assert parts["gpu"]["status"] == "not-graded-here" and data["not_graded_here"] == ["gpu"]
     assert data["max_score"] == 40 and data["score"] == 35  # the gpu part's 30 points are not counted
-    assert data["perf"] == [{"test": "test_speed.py::test_speed", "name": "ops", "value": 123.0, "unit": "op/s", "shape": "1x1"}]
+    assert data["perf"] == [
+        {"test": "test_speed.py::test_speed", "name": "ops", "value": 123.0, "unit": "op/s", "shape": "1x1"}
+    ]
     assert data["dirty"] is True and len(data["commit_sha"]) == 40
     assert data["interpret_mode"] is True and len(data["grader_sha256"]) == 64
     assert sorted(data["checkpoints_marked"]) == ["fake-add", "fake-mul"]
@@ -72,7 +74,9 @@ def test_solution_passes_is_recorded_and_marks_checkpoints(run_cli, workspace: P
     assert listed["adder"]["gradable_here"] is False and listed["leaky"]["state"] == "not-started"
 
     status = run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]
-    assert status["history"][0]["outcome"] == "passed-on-cpu" and status["history"][0]["commit_sha"] == data["commit_sha"]
+    assert (
+        status["history"][0]["outcome"] == "passed-on-cpu" and status["history"][0]["commit_sha"] == data["commit_sha"]
+    )
     human = run_cli("lab", "status")
     assert "not graded here" in human.stdout and "passed" in human.stdout
 
@@ -103,7 +107,9 @@ def test_starter_fails_with_readable_messages(run_cli, workspace: Path) -> None:
     # An unwritten function reads as such, with the handout's pointer (never as a refusal or a crash).
     assert "not implemented yet: add (see README.md, section Add)" in result.stdout
     assert "adder.py:2" in result.stdout  # where in the learner's code
-    assert "not graded here (needs a CUDA GPU)" in result.stdout.replace("\n", " ") or "Not graded here" in result.stdout
+    assert (
+        "not graded here (needs a CUDA GPU)" in result.stdout.replace("\n", " ") or "Not graded here" in result.stdout
+    )
     assert "✗ test_add.py::test_add_small" in result.stderr  # live per-test progress
 
 
@@ -189,7 +195,9 @@ def test_tests_and_config_in_the_workspace_have_no_effect(run_cli, workspace: Pa
     (workspace / "tests").mkdir()
     shutil.copy(FIXTURES / "variants" / "cheat_test_add.py", workspace / "tests" / "test_add.py")
     shutil.copy(FIXTURES / "variants" / "cheat_test_add.py", workspace / "test_add.py")
-    (workspace / "conftest.py").write_text("import pytest\n\n@pytest.fixture(autouse=True)\ndef _x():\n    raise SystemExit(0)\n")
+    (workspace / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(autouse=True)\ndef _x():\n    raise SystemExit(0)\n"
+    )
     (workspace / "pytest.ini").write_text("[pytest]\naddopts = -p no:roadmap_cli.grading.plugin --co\n")
     result, data = grade_json(run_cli, "--part", "add")
     assert result.exit_code == 1, result
@@ -295,14 +303,28 @@ def test_an_imported_pass_does_not_unlock_the_solution(run_cli, workspace: Path,
     assert run_cli("lab", "solution", "adder").exit_code == 0
 
 
-@pytest.mark.parametrize("message, function, expected", [
-    ('view: see README.md, section "Part 4: storage"', "view", 'not implemented yet: view (see README.md, section "Part 4: storage")'),
-    ("implement add(a, b): see README.md, section Add", "add", "not implemented yet: add (see README.md, section Add)"),
-    ("matmul is not implemented yet: see README.md, section 'Part 2'", "matmul",
-     "not implemented yet: matmul (see README.md, section 'Part 2')"),
-    ("", "permute", "not implemented yet: permute"),
-    ("see README.md, section 3", None, "not implemented yet: a function (see README.md, section 3)"),
-])
+@pytest.mark.parametrize(
+    "message, function, expected",
+    [
+        (
+            'view: see README.md, section "Part 4: storage"',
+            "view",
+            'not implemented yet: view (see README.md, section "Part 4: storage")',
+        ),
+        (
+            "implement add(a, b): see README.md, section Add",
+            "add",
+            "not implemented yet: add (see README.md, section Add)",
+        ),
+        (
+            "matmul is not implemented yet: see README.md, section 'Part 2'",
+            "matmul",
+            "not implemented yet: matmul (see README.md, section 'Part 2')",
+        ),
+        ("", "permute", "not implemented yet: permute"),
+        ("see README.md, section 3", None, "not implemented yet: a function (see README.md, section 3)"),
+    ],
+)
 def test_a_learner_not_implemented_error_reads_as_not_implemented_yet(message, function, expected) -> None:
     from roadmap_cli.grading.plugin import not_implemented
 

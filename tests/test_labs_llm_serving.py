@@ -118,14 +118,21 @@ def test_grade_leaves_no_server_behind(tmp_path: Path):
     env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_DEVICE="cpu", OMP_NUM_THREADS="1")
     ws = tmp_path / "ws"
     roadmap = [sys.executable, "-m", "roadmap_cli"]
-    subprocess.run([*roadmap, "lab", "start", "llm-serving", "--dir", str(ws)], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*roadmap, "lab", "start", "llm-serving", "--dir", str(ws)], env=env, check=True, capture_output=True
+    )
     for source in SOURCES:
         (ws / source.name).write_text(solution_text(source.read_text(), source.name))
     # The server part: every test of it starts the learner's server, streams, disconnects mid-stream and
     # lets the grade end with requests in flight (load-test's server is the same code, started the same way).
-    proc = subprocess.run([*roadmap, "grade", "llm-serving", "--part", "server"], cwd=ws, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [*roadmap, "grade", "llm-serving", "--part", "server"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, f"grading the reference failed:\n{proc.stdout[-4000:]}"
     time.sleep(0.5)
     assert _processes_in(ws) == [], "processes left running in the workspace after the grade"

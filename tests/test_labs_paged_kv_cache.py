@@ -79,8 +79,9 @@ def test_wrong_patches_apply_to_the_solution(patch, tmp_path):
     for name, path in SOLVED.items():  # the solution view: markers and starter lines stripped
         (tmp_path / name).write_text(solution_text(path.read_text(), name))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    proc = subprocess.run(["git", "apply", "--check", str(LAB / "wrong" / patch)], cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "apply", "--check", str(LAB / "wrong" / patch)], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     touched = re.findall(r"^\+\+\+ b/(\S+)", (LAB / "wrong" / patch).read_text(), flags=re.M)
     assert touched and all(t in SOLVED for t in touched)
@@ -92,8 +93,14 @@ def test_lab_spec_loads():
     spec = load_lab(LAB)
     assert spec.id == "paged-kv-cache"
     parts = {p.id: p for p in spec.parts}
-    assert list(parts) == ["block-manager", "paged-attention", "triton-paged-attention", "scheduler", "engine",
-                           "performance"]
+    assert list(parts) == [
+        "block-manager",
+        "paged-attention",
+        "triton-paged-attention",
+        "scheduler",
+        "engine",
+        "performance",
+    ]
     assert parts["performance"].needs_cuda and not parts["engine"].needs_cuda
     assert spec.solution_files == {"triton_paged_attention.py": "kernels/triton/paged_attention.py"}
     assert 3 <= len(spec.hints) <= 5

@@ -37,17 +37,20 @@ def test_forbidden_sources_are_the_same_from_a_plan_and_from_the_spec():
     assert every <= set(listed)  # every lab's reference, not only this one's
 
 
-@pytest.mark.parametrize("text", [
-    "id: x\nparts: []\n",                                             # no part
-    "id: 3\nparts: [{id: a, tests: [t.py]}]\n",                       # an id that is not text
-    "id: x\nparts: [{id: a, tests: [t.py], needs_cuda: 'yes'}]\n",    # a flag that is not a bool
-    "id: x\ntime_limit_s: true\nparts: [{id: a, tests: [t.py]}]\n",   # a bool is not a time
-    "id: x\nmemory_limit_mb: 1.5\nparts: [{id: a, tests: [t.py]}]\n",
-    "id: x\nparts: [{id: a}]\n",                                      # no tests
-    "- just\n- a list\n",
-    "id: x\nparts: [{id: a, tests: [t.py]}]\nbad: [unclosed\n",       # not YAML
-    "a: &anchor 1\nb: *anchor\nid: x\nparts: [{id: a, tests: [t.py]}]\n",  # aliases: yamlsafe refuses them
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "id: x\nparts: []\n",  # no part
+        "id: 3\nparts: [{id: a, tests: [t.py]}]\n",  # an id that is not text
+        "id: x\nparts: [{id: a, tests: [t.py], needs_cuda: 'yes'}]\n",  # a flag that is not a bool
+        "id: x\ntime_limit_s: true\nparts: [{id: a, tests: [t.py]}]\n",  # a bool is not a time
+        "id: x\nmemory_limit_mb: 1.5\nparts: [{id: a, tests: [t.py]}]\n",
+        "id: x\nparts: [{id: a}]\n",  # no tests
+        "- just\n- a list\n",
+        "id: x\nparts: [{id: a, tests: [t.py]}]\nbad: [unclosed\n",  # not YAML
+        "a: &anchor 1\nb: *anchor\nid: x\nparts: [{id: a, tests: [t.py]}]\n",  # aliases: yamlsafe refuses them
+    ],
+)
 def test_a_spec_that_does_not_read_cleanly_gives_no_plan(tmp_path: Path, text: str):
     (tmp_path / "lab.yaml").write_text(text)
     assert plan.read_plan(tmp_path) is None
@@ -97,14 +100,17 @@ def test_a_claimed_job_carries_the_validated_spec(solved_adder):
 
 
 def test_pytest_starts_before_pydantic_or_typer_is_imported(solved_adder):
-    probe = ("import sys\n"
-             "from roadmap_cli.grading import prestart\n"
-             "ok = prestart.start([])\n"
-             "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
-             "prestart.discard()\n")
+    probe = (
+        "import sys\n"
+        "from roadmap_cli.grading import prestart\n"
+        "ok = prestart.start([])\n"
+        "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
+        "prestart.discard()\n"
+    )
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=solved_adder, env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=solved_adder, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.stdout.strip() == "True []", proc.stdout + proc.stderr
 
 

@@ -27,22 +27,49 @@ def workspace(adder_workspace: Path) -> Path:
     return adder_workspace
 
 
-@pytest.mark.parametrize("args, want", [
-    ([], {}),
-    (["adder", "--json"], {"lab_id": "adder"}),
-    (["--part", "mul", "-x", "-v"], {"part": "mul", "first_failure": True, "verbose": True}),
-    (["--part=mul", "-k", "small", "--test", "a.py::t", "--test=b.py", "--timeout", "30"],
-     {"part": "mul", "keyword": "small", "tests": ["a.py::t", "b.py"], "timeout": 30.0}),
-    (["adder", "--on", "box", "--timeout=5"], {"lab_id": "adder", "on": "box", "timeout": 5.0}),
-])
+@pytest.mark.parametrize(
+    "args, want",
+    [
+        ([], {}),
+        (["adder", "--json"], {"lab_id": "adder"}),
+        (["--part", "mul", "-x", "-v"], {"part": "mul", "first_failure": True, "verbose": True}),
+        (
+            ["--part=mul", "-k", "small", "--test", "a.py::t", "--test=b.py", "--timeout", "30"],
+            {"part": "mul", "keyword": "small", "tests": ["a.py::t", "b.py"], "timeout": 30.0},
+        ),
+        (["adder", "--on", "box", "--timeout=5"], {"lab_id": "adder", "on": "box", "timeout": 5.0}),
+    ],
+)
 def test_the_plain_forms_are_read(args, want):
-    base = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
-            "first_failure": False, "verbose": False, "on": None}
+    base = {
+        "lab_id": None,
+        "part": None,
+        "keyword": None,
+        "tests": [],
+        "timeout": None,
+        "first_failure": False,
+        "verbose": False,
+        "on": None,
+    }
     assert prestart._read(args) == {**base, **want}
 
 
-@pytest.mark.parametrize("args", [["--watch"], ["-h"], ["--help"], ["-xv"], ["a", "b"], ["--part"], ["--timeout", "0"],
-                                  ["--timeout", "nan"], ["--timeout", "x"], ["--"], ["--bogus"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--watch"],
+        ["-h"],
+        ["--help"],
+        ["-xv"],
+        ["a", "b"],
+        ["--part"],
+        ["--timeout", "0"],
+        ["--timeout", "nan"],
+        ["--timeout", "x"],
+        ["--"],
+        ["--bogus"],
+    ],
+)
 def test_anything_else_is_left_to_typer(args):
     assert prestart._read(args) is None
     assert prestart.start(args) is False

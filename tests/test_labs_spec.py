@@ -75,8 +75,12 @@ def test_learner_side_files_are_checked(labs_copy: Path) -> None:
     assert spec.learner_side == ["given.py"] and learner_files(spec) == ["adapter.py", "given.py"]
     assert plan.fingerprint(plan.read_plan(spec.root)) == plan.fingerprint(spec)
     path = labs_copy / "adder" / "lab.yaml"
-    path.write_text(path.read_text().replace(
-        "learner_side: [given.py]", "learner_side: [given.py, test_add.py, conftest.py, ../solution/adder.py, nope.py]"))
+    path.write_text(
+        path.read_text().replace(
+            "learner_side: [given.py]",
+            "learner_side: [given.py, test_add.py, conftest.py, ../solution/adder.py, nope.py]",
+        )
+    )
     with pytest.raises(ValidationError) as info:
         load_lab(labs_copy / "adder")
     details = "\n".join(info.value.details)
@@ -140,13 +144,43 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
     key = channel.new_key()
     config_r, config_w = os.pipe()
     results_r, results_w = os.pipe()
-    os.write(config_w, json.dumps({"key": key.hex(), "results_fd": results_w, "parts": [], "selected": None,
-                                   "stop_part_on_fail": False, "sandbox": None}).encode())
+    os.write(
+        config_w,
+        json.dumps(
+            {
+                "key": key.hex(),
+                "results_fd": results_w,
+                "parts": [],
+                "selected": None,
+                "stop_part_on_fail": False,
+                "sandbox": None,
+            }
+        ).encode(),
+    )
     os.close(config_w)
     env = dict(os.environ, ROADMAP_GRADE_FD=str(config_r), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
-                    "-q", "--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_p.py")],
-                   cwd=tmp_path, env=env, capture_output=True, timeout=60, pass_fds=(config_r, results_w))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "roadmap_cli.grading.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            "/dev/null",
+            str(tmp_path / "test_p.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        pass_fds=(config_r, results_w),
+    )
     os.close(config_r)
     os.close(results_w)
     reader = channel.Reader(results_r, key)
@@ -158,14 +192,17 @@ def test_plugin_streams_results_and_checks_grade_fraction(tmp_path: Path) -> Non
     assert kinds[0] == "session" and kinds[-1] == "finish" and kinds.count("start") == 3
     res = {e["nodeid"]: e for e in events if e["event"] == "result"}
     assert res["test_p.py::test_ok"]["fraction"] == 0.25
-    assert res["test_p.py::test_ok"]["perf"] == [{"test": "test_p.py::test_ok", "name": "t", "value": 1.5, "unit": "ms", "n": 3}]
+    assert res["test_p.py::test_ok"]["perf"] == [
+        {"test": "test_p.py::test_ok", "name": "t", "value": 1.5, "unit": "ms", "n": 3}
+    ]
     assert res["test_p.py::test_bad_fraction"]["outcome"] == "failed"
     assert "within 0..1" in res["test_p.py::test_bad_fraction"]["message"]
     assert res["test_p.py::test_fails"]["message"].startswith("AssertionError: one is not two")
 
 
-def test_a_broken_grader_is_a_grader_error_not_a_learner_failure(labs_copy: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_grader_is_a_grader_error_not_a_learner_failure(
+    labs_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from roadmap_cli.labs import workspace as ws
     from roadmap_cli.labs.device import detect_device
     from roadmap_cli.grading.runner import grade_workspace

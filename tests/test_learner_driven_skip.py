@@ -21,13 +21,16 @@ def _add_test(body: str) -> None:
     tests.write_text(tests.read_text() + "\n\n" + body)
 
 
-def test_a_skip_after_the_learner_answered_fails_the_part(run_cli, workspace: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_skip_after_the_learner_answered_fails_the_part(
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
-    _add_test("def test_reported_device():\n"
-              "    answer = adapter.add(40, 2)\n"
-              "    if answer == 42:\n"
-              "        pytest.skip('the reported device is not in the table')\n")
+    _add_test(
+        "def test_reported_device():\n"
+        "    answer = adapter.add(40, 2)\n"
+        "    if answer == 42:\n"
+        "        pytest.skip('the reported device is not in the table')\n"
+    )
     (workspace / "adder.py").write_text(RIGHT_ADD)
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
     part = data["parts"][0]
@@ -36,11 +39,11 @@ def test_a_skip_after_the_learner_answered_fails_the_part(run_cli, workspace: Pa
     assert test["outcome"] == "failed" and "skipped after your code answered" in test["message"], test
 
 
-def test_a_skip_before_any_learner_call_stays_out_of_the_part(run_cli, workspace: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_skip_before_any_learner_call_stays_out_of_the_part(
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
-    _add_test("def test_covered_elsewhere():\n"
-              "    pytest.skip('covered by another case here')\n")
+    _add_test("def test_covered_elsewhere():\n    pytest.skip('covered by another case here')\n")
     (workspace / "adder.py").write_text(RIGHT_ADD)
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
     part = data["parts"][0]

@@ -103,8 +103,10 @@ def _local_modules() -> set[str]:
 
 
 def distribution_problems(files: list[Path]) -> list[str]:
-    dists = {module: {d.lower().replace("_", "-") for d in names}
-             for module, names in metadata.packages_distributions().items()}
+    dists = {
+        module: {d.lower().replace("_", "-") for d in names}
+        for module, names in metadata.packages_distributions().items()
+    }
     local, problems = _local_modules(), []
     for path in files:
         rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
@@ -118,9 +120,11 @@ def distribution_problems(files: list[Path]) -> list[str]:
                 if not in_src:
                     continue  # tests of the project itself are not learner code
                 if not (dev_module and in_function):
-                    problems.append(f"{rel}: imports dev-only {module} ({sorted(owners)})"
-                                    + ("" if dev_module else " outside the dev commands") +
-                                    ("" if in_function else " at module level"))
+                    problems.append(
+                        f"{rel}: imports dev-only {module} ({sorted(owners)})"
+                        + ("" if dev_module else " outside the dev commands")
+                        + ("" if in_function else " at module level")
+                    )
             elif not owners & BASE:
                 problems.append(f"{rel}: imports {module}, which no base dependency installs ({sorted(owners) or '?'})")
     return problems
@@ -163,24 +167,52 @@ for args in json.loads(sys.argv[2]):
         codes[" ".join(args)] = exc.code
 print("CODES" + json.dumps(codes))
 """
-COMMANDS = [["--help"], ["status"], ["next"], ["stage", "show", "1"], ["lab", "list"], ["doctor"],
-            ["paper", "log", "FlashAttention-2", "--arxiv", "2307.08691"], ["paper", "suggest"],
-            ["log", "hours", "1"], ["cadence"], ["stats"],
-            ["report", "--month", date.today().strftime("%Y-%m"), "--format", "html", "-o", "report.html"], ["lab", "start", "adder"],
-            ["grade", "adder"], ["lab", "history", "adder"], ["export", "-o", "out.json"]]
+COMMANDS = [
+    ["--help"],
+    ["status"],
+    ["next"],
+    ["stage", "show", "1"],
+    ["lab", "list"],
+    ["doctor"],
+    ["paper", "log", "FlashAttention-2", "--arxiv", "2307.08691"],
+    ["paper", "suggest"],
+    ["log", "hours", "1"],
+    ["cadence"],
+    ["stats"],
+    ["report", "--month", date.today().strftime("%Y-%m"), "--format", "html", "-o", "report.html"],
+    ["lab", "start", "adder"],
+    ["grade", "adder"],
+    ["lab", "history", "adder"],
+    ["export", "-o", "out.json"],
+]
 
 
 def test_learner_commands_run_without_the_dev_extras(tmp_path: Path) -> None:
-    modules = {m for m, owners in metadata.packages_distributions().items()
-               if {o.lower().replace("_", "-") for o in owners} & DEV_ONLY}
+    modules = {
+        m
+        for m, owners in metadata.packages_distributions().items()
+        if {o.lower().replace("_", "-") for o in owners} & DEV_ONLY
+    }
     assert {"playwright", "pexpect", "build"} <= modules
-    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_DEVICE="cpu", OMP_NUM_THREADS="1",
-               ROADMAP_LABS_DIR=str(Path(__file__).parent / "fixtures_labs" / "labs"), ROADMAP_DEV_UNLOCKED="1")
+    env = dict(
+        os.environ,
+        ROADMAP_HOME=str(tmp_path / "home"),
+        ROADMAP_DEVICE="cpu",
+        OMP_NUM_THREADS="1",
+        ROADMAP_LABS_DIR=str(Path(__file__).parent / "fixtures_labs" / "labs"),
+        ROADMAP_DEV_UNLOCKED="1",
+    )
     env.pop("DATABASE_URL", None)
-    proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(sorted(modules)), json.dumps(COMMANDS)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(sorted(modules)), json.dumps(COMMANDS)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("CODES")]
     assert line and "dev-only module" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
-    codes = json.loads(line[-1][len("CODES"):])
+    codes = json.loads(line[-1][len("CODES") :])
     assert codes.pop("grade adder") == 1  # the starter fails, as it should
     assert {args: code for args, code in codes.items() if code != 0} == {}

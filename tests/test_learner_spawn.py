@@ -9,7 +9,7 @@ from pathlib import Path
 from roadmap_cli.grading_kit import _learner_main
 from roadmap_cli.grading_kit.learner_spawn import learner_python
 
-SCRIPT = '''
+SCRIPT = """
 import sys
 import helper                       # a sibling module: the workspace is on sys.path
 try:
@@ -17,7 +17,7 @@ try:
     print("read", helper.VALUE)
 except PermissionError as exc:
     print("refused", helper.VALUE, exc)
-'''
+"""
 
 
 def _workspace(tmp_path: Path) -> tuple[Path, Path]:
@@ -41,8 +41,11 @@ def test_child_refuses_the_solution_like_the_learner_process(tmp_path, monkeypat
 
 def test_the_command_line_does_not_name_the_forbidden_folders(tmp_path, monkeypatch):
     # The learner process's hook refuses (and voids) any command line naming a solution folder.
-    monkeypatch.setattr(_learner_main, "_config", {"forbidden_read": [str(tmp_path / "solution")],
-                                                   "forbidden_write": [str(tmp_path / "tests")]})
+    monkeypatch.setattr(
+        _learner_main,
+        "_config",
+        {"forbidden_read": [str(tmp_path / "solution")], "forbidden_write": [str(tmp_path / "tests")]},
+    )
     argv = learner_python(str(tmp_path / "prog.py"))
     assert not any(str(tmp_path / "solution") in a or str(tmp_path / "tests") in a for a in argv)
 

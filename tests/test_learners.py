@@ -14,39 +14,118 @@ from roadmap_cli.store import migrations, open_store
 from roadmap_cli.store.learners import current_learner
 
 V4_ROWS = {
-    "settings": [{"key": "start_date", "value": json.dumps("2026-01-05")},
-                 {"key": "lang", "value": json.dumps("zh")}],
-    "checkpoint_progress": [{"checkpoint_id": "s1-explain-attention", "completed_at": "2026-02-01T10:00:00+00:00",
-                             "source": "self", "evidence": "https://example.org/notes"},
-                            {"checkpoint_id": "s1-build-tokenizer", "completed_at": "2026-02-02T10:00:00+00:00",
-                             "source": "lab:tokenizer/bpe", "evidence": None}],
-    "checkpoint_notes": [{"id": 1, "checkpoint_id": "s1-explain-attention", "created_at": "2026-02-01T10:00:00+00:00",
-                          "text": "softmax(QK^T/sqrt(d))V"}],
-    "lab_workspaces": [{"id": 1, "lab_id": "tokenizer", "path": "/tmp/ws/tokenizer",
-                        "created_at": "2026-02-01T09:00:00+00:00"},
-                       {"id": 2, "lab_id": "attention", "path": "/tmp/ws/attention",
-                        "created_at": "2026-02-03T09:00:00+00:00"}],
-    "grade_attempts": [{"id": 1, "lab_id": "tokenizer", "started_at": "2026-02-02T10:00:00+00:00", "duration_s": 3.5,
-                        "outcome": "passed", "score": 10.0, "max_score": 10.0,
-                        "parts": json.dumps([{"id": "bpe", "points": 10, "max_points": 10, "status": "passed"}]),
-                        "perf": "[]", "device": "cpu", "device_capability": None, "torch_version": "2.13",
-                        "triton_version": None, "interpret_mode": True, "commit_sha": "abc", "dirty": False,
-                        "workspace": "/tmp/ws/tokenizer", "grader_sha256": "f" * 64, "message": None,
-                        "imported": False}],
-    "grade_test_results": [{"id": 1, "attempt_id": 1, "nodeid": "tests/test_bpe.py::test_merge", "part_id": "bpe",
-                            "outcome": "passed", "duration_s": 0.2, "message": None}],
+    "settings": [{"key": "start_date", "value": json.dumps("2026-01-05")}, {"key": "lang", "value": json.dumps("zh")}],
+    "checkpoint_progress": [
+        {
+            "checkpoint_id": "s1-explain-attention",
+            "completed_at": "2026-02-01T10:00:00+00:00",
+            "source": "self",
+            "evidence": "https://example.org/notes",
+        },
+        {
+            "checkpoint_id": "s1-build-tokenizer",
+            "completed_at": "2026-02-02T10:00:00+00:00",
+            "source": "lab:tokenizer/bpe",
+            "evidence": None,
+        },
+    ],
+    "checkpoint_notes": [
+        {
+            "id": 1,
+            "checkpoint_id": "s1-explain-attention",
+            "created_at": "2026-02-01T10:00:00+00:00",
+            "text": "softmax(QK^T/sqrt(d))V",
+        }
+    ],
+    "lab_workspaces": [
+        {"id": 1, "lab_id": "tokenizer", "path": "/tmp/ws/tokenizer", "created_at": "2026-02-01T09:00:00+00:00"},
+        {"id": 2, "lab_id": "attention", "path": "/tmp/ws/attention", "created_at": "2026-02-03T09:00:00+00:00"},
+    ],
+    "grade_attempts": [
+        {
+            "id": 1,
+            "lab_id": "tokenizer",
+            "started_at": "2026-02-02T10:00:00+00:00",
+            "duration_s": 3.5,
+            "outcome": "passed",
+            "score": 10.0,
+            "max_score": 10.0,
+            "parts": json.dumps([{"id": "bpe", "points": 10, "max_points": 10, "status": "passed"}]),
+            "perf": "[]",
+            "device": "cpu",
+            "device_capability": None,
+            "torch_version": "2.13",
+            "triton_version": None,
+            "interpret_mode": True,
+            "commit_sha": "abc",
+            "dirty": False,
+            "workspace": "/tmp/ws/tokenizer",
+            "grader_sha256": "f" * 64,
+            "message": None,
+            "imported": False,
+        }
+    ],
+    "grade_test_results": [
+        {
+            "id": 1,
+            "attempt_id": 1,
+            "nodeid": "tests/test_bpe.py::test_merge",
+            "part_id": "bpe",
+            "outcome": "passed",
+            "duration_s": 0.2,
+            "message": None,
+        }
+    ],
     "lab_hints": [{"id": 1, "lab_id": "tokenizer", "hint_index": 0, "shown_at": "2026-02-02T09:30:00+00:00"}],
-    "papers": [{"id": 1, "title": "Attention Is All You Need", "title_key": "attention is all you need",
-                "authors": "Vaswani et al.", "year": 2017, "arxiv_id": "1706.03762", "arxiv_version": 7,
-                "doi": None, "url": None, "stage": 1, "status": "read", "read_on": "2026-02-01",
-                "added_on": "2026-01-30", "rating": 5, "notes": "the one", "bibtex_key": "vaswani2017"}],
+    "papers": [
+        {
+            "id": 1,
+            "title": "Attention Is All You Need",
+            "title_key": "attention is all you need",
+            "authors": "Vaswani et al.",
+            "year": 2017,
+            "arxiv_id": "1706.03762",
+            "arxiv_version": 7,
+            "doi": None,
+            "url": None,
+            "stage": 1,
+            "status": "read",
+            "read_on": "2026-02-01",
+            "added_on": "2026-01-30",
+            "rating": 5,
+            "notes": "the one",
+            "bibtex_key": "vaswani2017",
+        }
+    ],
     "paper_tags": [{"paper_id": 1, "tag": "attention"}, {"paper_id": 1, "tag": "transformer"}],
-    "cadence_entries": [{"id": 1, "kind": "hours", "title": None, "on_date": "2026-02-01", "hours": 2.5,
-                         "stage": 1, "link": None, "paper_id": None, "lab_id": None, "note": None,
-                         "created_at": "2026-02-01T20:00:00+00:00"},
-                        {"id": 2, "kind": "reproduction", "title": "AIAYN", "on_date": "2026-02-01", "hours": None,
-                         "stage": 1, "link": None, "paper_id": 1, "lab_id": None, "note": "tiny",
-                         "created_at": "2026-02-01T21:00:00+00:00"}],
+    "cadence_entries": [
+        {
+            "id": 1,
+            "kind": "hours",
+            "title": None,
+            "on_date": "2026-02-01",
+            "hours": 2.5,
+            "stage": 1,
+            "link": None,
+            "paper_id": None,
+            "lab_id": None,
+            "note": None,
+            "created_at": "2026-02-01T20:00:00+00:00",
+        },
+        {
+            "id": 2,
+            "kind": "reproduction",
+            "title": "AIAYN",
+            "on_date": "2026-02-01",
+            "hours": None,
+            "stage": 1,
+            "link": None,
+            "paper_id": 1,
+            "lab_id": None,
+            "note": "tiny",
+            "created_at": "2026-02-01T21:00:00+00:00",
+        },
+    ],
 }
 
 
@@ -150,7 +229,9 @@ def test_learners_sharing_a_database_see_their_own_rows(run_cli, monkeypatch):
 
     context.reset()
     assert completed(context.current().store()) == {}  # grace sees none of ada's checks
-    assert run_cli("uncheck", "s1-explain-attention-workflow").exit_code == 0  # grace's uncheck: nothing of hers to undo
+    assert (
+        run_cli("uncheck", "s1-explain-attention-workflow").exit_code == 0
+    )  # grace's uncheck: nothing of hers to undo
     monkeypatch.setenv("ROADMAP_LEARNER", "ada")
     context.reset()
     assert "s1-explain-attention-workflow" in completed(context.current().store())

@@ -24,8 +24,10 @@ from roadmap_cli.labs.starter_build import solution_text
 def _region(body: str, outside: str = "") -> str:
     """A C++ file whose function `f` has `body` in a solution region."""
     inner = textwrap.indent(textwrap.dedent(body).strip("\n"), "  ")
-    return (f"{outside}int f(int x, int y, int* p, const char* s) {{\n  // BEGIN SOLUTION\n{inner}\n"
-            f"  // STARTER\n  // return 0;\n  // END SOLUTION\n}}\n")
+    return (
+        f"{outside}int f(int x, int y, int* p, const char* s) {{\n  // BEGIN SOLUTION\n{inner}\n"
+        f"  // STARTER\n  // return 0;\n  // END SOLUTION\n}}\n"
+    )
 
 
 def _changes(body: str, operator: str, path: str = "m.cpp") -> list[str]:
@@ -37,20 +39,26 @@ def _changes(body: str, operator: str, path: str = "m.cpp") -> list[str]:
     return sorted(out)
 
 
-@pytest.mark.parametrize("body, operator, expected", [
-    ("return x < y;", "compare", ["return x <= y;"]),
-    ("return x >= y || x != 3;", "compare", ["return x > y || x != 3;", "return x >= y || x == 3;"]),
-    ("return static_cast<int>(x) > y;", "compare", ["return static_cast<int>(x) >= y;"]),
-    ("return std::max<int>(x, y) - x / 2;", "arith", ["return std::max<int>(x, y) + x / 2;",
-                                                      "return std::max<int>(x, y) - x * 2;"]),
-    ("x += y * 2;", "arith", ["x += y / 2;", "x -= y * 2;"]),
-    ("return x && !y;", "bool-op", ["return x || !y;"]),
-    ("return !x + -y;", "unary", ["return !x + y;", "return x + -y;"]),
-    ("return x + 1u;", "const", ["return x + 0u;", "return x + 2u;"]),
-    ("return true;", "const", ["return false;"]),
-    ("g(x, y + 1);", "args", ["g(y + 1, x);"]),
-    ("g(x);\nreturn x;", "drop", [";\nreturn x;".replace("\n", " | ")]),
-])
+@pytest.mark.parametrize(
+    "body, operator, expected",
+    [
+        ("return x < y;", "compare", ["return x <= y;"]),
+        ("return x >= y || x != 3;", "compare", ["return x > y || x != 3;", "return x >= y || x == 3;"]),
+        ("return static_cast<int>(x) > y;", "compare", ["return static_cast<int>(x) >= y;"]),
+        (
+            "return std::max<int>(x, y) - x / 2;",
+            "arith",
+            ["return std::max<int>(x, y) + x / 2;", "return std::max<int>(x, y) - x * 2;"],
+        ),
+        ("x += y * 2;", "arith", ["x += y / 2;", "x -= y * 2;"]),
+        ("return x && !y;", "bool-op", ["return x || !y;"]),
+        ("return !x + -y;", "unary", ["return !x + y;", "return x + -y;"]),
+        ("return x + 1u;", "const", ["return x + 0u;", "return x + 2u;"]),
+        ("return true;", "const", ["return false;"]),
+        ("g(x, y + 1);", "args", ["g(y + 1, x);"]),
+        ("g(x);\nreturn x;", "drop", [";\nreturn x;".replace("\n", " | ")]),
+    ],
+)
 def test_each_operator(body, operator, expected):
     assert _changes(body, operator) == sorted(expected)
 
@@ -69,22 +77,25 @@ def test_declarators_and_references_are_not_arithmetic():
 def test_template_brackets_are_not_comparisons_but_comparisons_next_to_them_are():
     body = "std::vector<std::vector<int>> v;\nreturn x < y && std::get<0>(t) > 1;"
     got = _changes(body, "compare")
-    assert got == sorted(["std::vector<std::vector<int>> v; | return x <= y && std::get<0>(t) > 1;",
-                          "std::vector<std::vector<int>> v; | return x < y && std::get<0>(t) >= 1;"])
+    assert got == sorted(
+        [
+            "std::vector<std::vector<int>> v; | return x <= y && std::get<0>(t) > 1;",
+            "std::vector<std::vector<int>> v; | return x < y && std::get<0>(t) >= 1;",
+        ]
+    )
 
 
 def test_comments_strings_chars_and_preprocessor_lines_are_never_mutated():
-    body = r'''
+    body = r"""
     #define LIMIT (3 + 4 < 5)
     const char* m = "a < b + 1 // not a comment";  /* x - 1 */
     char c = '-';  // y > 2
     return m[0] == c;
-    '''
+    """
     mutants = generate(_region(body), "m.cpp")
     descriptions = sorted(m.description for m in mutants)
     assert descriptions == ["`0` -> `-1`", "`0` -> `1`", "`==` -> `!=`"]  # nothing but the last line
-    assert all('"a < b + 1 // not a comment"' in m.text and "'-'" in m.text and "3 + 4 < 5" in m.text
-               for m in mutants)
+    assert all('"a < b + 1 // not a comment"' in m.text and "'-'" in m.text and "3 + 4 < 5" in m.text for m in mutants)
 
 
 def test_string_literals_are_never_moved_or_concatenated_differently():
@@ -94,8 +105,10 @@ def test_string_literals_are_never_moved_or_concatenated_differently():
 
 
 def test_parameter_lists_are_not_argument_lists():
-    text = ("struct Pool {\n  Pool(int n, int m)\n      // BEGIN SOLUTION\n      : a_(n), v_(n, false) {\n"
-            "    init(m, n);\n  }\n  // END SOLUTION\n  std::vector<bool> v_;\n  int a_;\n};\n")
+    text = (
+        "struct Pool {\n  Pool(int n, int m)\n      // BEGIN SOLUTION\n      : a_(n), v_(n, false) {\n"
+        "    init(m, n);\n  }\n  // END SOLUTION\n  std::vector<bool> v_;\n  int a_;\n};\n"
+    )
     swaps = sorted(m.description for m in generate(text, "pool.h", {"args"}))
     # the constructor's initialiser list and body are calls; `(int n, int m)` is not
     assert swaps == ["swapped arguments `m`, `n`", "swapped arguments `n`, `false`"]
@@ -116,24 +129,37 @@ def test_drop_keeps_declarations_returns_labels_and_if_else_chains():
     return a;
     """
     dropped = sorted(m.description for m in generate(_region(body), "m.cpp", {"drop"}))
-    assert dropped == sorted(["dropped `if (x > 0) { p[0] = 1; }`", "dropped `p[0] = 1;`", "dropped `a = 2;`",
-                              "dropped `a = 3;`", "dropped `for (int i = 0; i < x; ++i) a += i;`",
-                              "dropped `break;`"])  # `case 1: a = 4;`, `default: break;` own a label
+    assert dropped == sorted(
+        [
+            "dropped `if (x > 0) { p[0] = 1; }`",
+            "dropped `p[0] = 1;`",
+            "dropped `a = 2;`",
+            "dropped `a = 3;`",
+            "dropped `for (int i = 0; i < x; ++i) a += i;`",
+            "dropped `break;`",
+        ]
+    )  # `case 1: a = 4;`, `default: break;` own a label
 
 
 def test_lambda_bodies_are_function_bodies():
     body = "at::parallel_for(0, x, 1, [&](int64_t b, int64_t e) {\n  for (auto r = b; r < e; ++r) p[r] = 0;\n});"
     dropped = sorted(m.description for m in generate(_region(body), "m.cpp", {"drop"}))
-    assert dropped == sorted(["dropped `at::parallel_for(0, x, 1, [&](int64_t b, int64_t e) { for (a`",
-                              "dropped `for (auto r = b; r < e; ++r) p[r] = 0;`"])
+    assert dropped == sorted(
+        [
+            "dropped `at::parallel_for(0, x, 1, [&](int64_t b, int64_t e) { for (a`",
+            "dropped `for (auto r = b; r < e; ++r) p[r] = 0;`",
+        ]
+    )
     swaps = [m.description for m in generate(_region(body), "m.cpp", {"args"})]
     assert "swapped arguments `0`, `x`" in swaps and not any("int64_t b" in d for d in swaps)
 
 
 def test_only_region_code_is_mutated_with_class_qualified_function_names():
-    text = ("#pragma once\nconstexpr int kLimit = 3 + 4;\nclass Pool {\n public:\n  int take(int n) {\n"
-            "    // BEGIN SOLUTION\n    return n < kLimit ? n : -1;\n    // STARTER\n    // return -1;\n"
-            "    // END SOLUTION\n  }\n  int size() const { return 1 + 1; }\n};\n")
+    text = (
+        "#pragma once\nconstexpr int kLimit = 3 + 4;\nclass Pool {\n public:\n  int take(int n) {\n"
+        "    // BEGIN SOLUTION\n    return n < kLimit ? n : -1;\n    // STARTER\n    // return -1;\n"
+        "    // END SOLUTION\n  }\n  int size() const { return 1 + 1; }\n};\n"
+    )
     mutants = generate(text, "pool.h")
     assert mutants and all(m.function == "Pool::take" and m.line == 7 for m in mutants)
     assert all("3 + 4" in m.text and "return 1 + 1;" in m.text and "// return -1;" in m.text for m in mutants)
@@ -205,15 +231,19 @@ def test_cpp_file_coverage_names_the_parts_that_fail_without_it():
 
 
 def test_cuda_launch_brackets_and_shared_declarations():
-    text = ("__global__ void k(float* o, int n) {\n  // BEGIN SOLUTION\n  __shared__ float t[32];\n  o[0] = t[0];\n"
-            "  // END SOLUTION\n}\nvoid run(float* o, int n) {\n  // BEGIN SOLUTION\n  k<<<n / 256, 256>>>(o, n);\n"
-            "  // END SOLUTION\n}\n")
+    text = (
+        "__global__ void k(float* o, int n) {\n  // BEGIN SOLUTION\n  __shared__ float t[32];\n  o[0] = t[0];\n"
+        "  // END SOLUTION\n}\nvoid run(float* o, int n) {\n  // BEGIN SOLUTION\n  k<<<n / 256, 256>>>(o, n);\n"
+        "  // END SOLUTION\n}\n"
+    )
     mutants = generate(text, "k.cu")
     # the launch brackets are not shifts (only dropping the whole launch removes them)
     assert all("<<<" in m.text and ">>>" in m.text for m in mutants if m.operator != "drop")
     descriptions = {m.description for m in mutants}
-    assert {d for d in descriptions if d.startswith("dropped")} == {"dropped `o[0] = t[0];`",
-                                                                   "dropped `k<<<n / 256, 256>>>(o, n);`"}
+    assert {d for d in descriptions if d.startswith("dropped")} == {
+        "dropped `o[0] = t[0];`",
+        "dropped `k<<<n / 256, 256>>>(o, n);`",
+    }
     assert {"swapped arguments `o`, `n`", "`/` -> `*`", "`256` -> `257`"} <= descriptions
     assert {m.function for m in mutants} == {"k", "run"}
 
@@ -258,10 +288,10 @@ inline int clamped_sum(const int* v, int n, int cap) {
 }
 """,
     "solution/calc.py": "def add(a, b):\n    # BEGIN SOLUTION\n    return a + b\n    # STARTER\n    # return 0\n"
-                        "    # END SOLUTION\n",
+    "    # END SOLUTION\n",
     "tests/conftest.py": "import os\nimport sys\n\nsys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n",
     "tests/main.cpp": '#include "pool.h"\n#include <cstdio>\nint main() {\n  int a[] = {1, 2, 3}, b[] = {5, 6};\n'
-                      '  std::printf("%d %d\\n", clamped_sum(a, 3, 10), clamped_sum(b, 2, 10));\n}\n',
+    '  std::printf("%d %d\\n", clamped_sum(a, 3, 10), clamped_sum(b, 2, 10));\n}\n',
     "tests/test_pool.py": """\
 from pathlib import Path
 
@@ -275,13 +305,14 @@ def test_clamped_sum():
     assert cpp_build.run_asan_case(binary, "").stdout.split() == ["6", "10"]
 """,
     "tests/test_py.py": "from roadmap_cli import grading_kit as kit\n\n\ndef test_add():\n"
-                        "    assert kit.learner_module('calc').add(2, 3) == 5\n",
+    "    assert kit.learner_module('calc').add(2, 3) == 5\n",
 }
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-def test_dev_mutate_grades_cpp_mutants_on_their_part_and_sets_uncompilable_ones_apart(tmp_path, monkeypatch, run_cli,
-                                                                                      roadmap_home):
+def test_dev_mutate_grades_cpp_mutants_on_their_part_and_sets_uncompilable_ones_apart(
+    tmp_path, monkeypatch, run_cli, roadmap_home
+):
     from roadmap_cli.labs.spec import load_lab
     from roadmap_cli.labs.starter_build import build_starter
 
@@ -306,7 +337,10 @@ def test_dev_mutate_grades_cpp_mutants_on_their_part_and_sets_uncompilable_ones_
     assert rows["swapped arguments `v`, `n`"]["message"].startswith("does not compile: pool.h:")
     # coverage: pool.h mutants on the C++ part only, calc.py mutants on the Python part only
     assert {d: r["graded_parts"] for d, r in rows.items()} == {
-        "`+` -> `-`": ["py"], "dropped `if (total > cap) total = cap;`": ["pool"], "`>` -> `>=`": ["pool"],
-        "swapped arguments `v`, `n`": ["pool"]}
+        "`+` -> `-`": ["py"],
+        "dropped `if (total > cap) total = cap;`": ["pool"],
+        "`>` -> `>=`": ["pool"],
+        "swapped arguments `v`, `n`": ["pool"],
+    }
     assert data["counts"]["invalid"] == 1 and data["score"] == pytest.approx(2 / 3, abs=1e-3)
     assert result.exit_code == 1  # below the 95% target

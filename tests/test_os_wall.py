@@ -139,8 +139,9 @@ def _allowed(spec, workspace: Path, scratch: str, shim: str) -> tuple[dict, list
     return view, [path for access, path, _ in rows if access != "network"]
 
 
-def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, project, workspace, roadmap_home: Path,
-                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_behind_the_wall_learner_code_sees_only_the_allow_list(
+    run_cli, wall, project, workspace, roadmap_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import socket
     import threading
 
@@ -175,8 +176,9 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
     from roadmap_cli.grading_kit import oswall
 
     stop = [path for kind, path, _ in oswall.system_grants() if kind == "ro"] + oswall.python_runtime()
-    (workspace / "adder.py").write_text(_looking_adder(project, roadmap_home, stop, tcp.getsockname()[1],
-                                                       abstract_name))
+    (workspace / "adder.py").write_text(
+        _looking_adder(project, roadmap_home, stop, tcp.getsockname()[1], abstract_name)
+    )
     try:
         result = run_cli("grade", "--part", "add", "--json")
     finally:
@@ -195,15 +197,22 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
     shim = next(os.path.dirname(p) for p in seen["leaves"] if p.endswith("/adapter.py") and "learner-shim-" in p)
     view, allowed = _allowed(find_lab("adder"), workspace, scratch, shim)
     hidden = [os.path.realpath(p) for p in view["hide"]]
-    outside = [leaf for leaf in seen["leaves"]
-               if not any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/") for a in allowed)]
+    outside = [
+        leaf
+        for leaf in seen["leaves"]
+        if not any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/") for a in allowed)
+    ]
     assert outside == [], outside
     for path in hidden:  # absent inside what is granted: an empty folder at most
         assert not any(leaf.startswith(path + "/") and leaf != path + "/" for leaf in seen["leaves"]), path
-    reached = [a for a in allowed if any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/")
-                                         for leaf in seen["leaves"])]
-    missing = sorted(set(allowed) - set(reached) - {"/dev/shm"} - {a for a in allowed if not os.path.lexists(a)}
-                     - set(hidden))
+    reached = [
+        a
+        for a in allowed
+        if any(leaf.rstrip("/") == a or leaf.startswith(a.rstrip("/") + "/") for leaf in seen["leaves"])
+    ]
+    missing = sorted(
+        set(allowed) - set(reached) - {"/dev/shm"} - {a for a in allowed if not os.path.lexists(a)} - set(hidden)
+    )
     assert missing == [], missing  # the comparison is with what the learner really had, not with nothing
     assert not any(".pgpass" in leaf or "elsewhere" in leaf for leaf in seen["leaves"])
     # The project (labs, kernels, .git), the data home and the real home: not there at all.
@@ -228,8 +237,9 @@ def test_behind_the_wall_learner_code_sees_only_the_allow_list(run_cli, wall, pr
     assert history[0]["sandbox"] == "strong"
 
 
-def test_without_bubblewrap_the_grade_runs_weak_and_says_so(run_cli, project, workspace,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_bubblewrap_the_grade_runs_weak_and_says_so(
+    run_cli, project, workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from roadmap_cli.grading_kit import oswall
 
     monkeypatch.setenv("ROADMAP_SANDBOX", "weak")
@@ -249,8 +259,9 @@ def test_without_bubblewrap_the_grade_runs_weak_and_says_so(run_cli, project, wo
     oswall._probe.cache_clear()
 
 
-def test_requiring_bubblewrap_where_it_is_missing_refuses_the_grade(run_cli, project, workspace,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_requiring_bubblewrap_where_it_is_missing_refuses_the_grade(
+    run_cli, project, workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from roadmap_cli.grading_kit import oswall
 
     monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap on PATH
@@ -272,9 +283,11 @@ def test_mounts_are_ordered_by_depth_so_a_hidden_folder_inside_a_writable_one_st
     (tmp_path / "ws" / "shim").mkdir(parents=True)
     (tmp_path / "labs" / "x" / "tests").mkdir(parents=True)
     (tmp_path / "nowhere").mkdir()
-    view = {"hide": [str(tmp_path / "ws" / "home"), str(tmp_path / "labs"), str(tmp_path / "nowhere")],
-            "read_only": [str(tmp_path / "labs" / "x" / "tests"), str(tmp_path / "ws" / "shim")],
-            "read_write": [str(tmp_path / "ws")]}
+    view = {
+        "hide": [str(tmp_path / "ws" / "home"), str(tmp_path / "labs"), str(tmp_path / "nowhere")],
+        "read_only": [str(tmp_path / "labs" / "x" / "tests"), str(tmp_path / "ws" / "shim")],
+        "read_write": [str(tmp_path / "ws")],
+    }
     order = [(kind, Path(path).relative_to(tmp_path).as_posix()) for kind, path in _mounts(view)]
     # A grant inside a writable folder is dropped (the learner could swap it for a link before the next bwrap);
     # a hidden path outside every grant is absent already.
@@ -285,8 +298,14 @@ def test_doctor_sandbox_prints_the_allow_list(run_cli, wall) -> None:
     data = run_cli("doctor", "--sandbox", "--json").json()["data"]
     assert data["sandbox"] == "strong" and data["uid"] == 1000
     rows = {(row["access"], row["path"]) for row in data["view"]}
-    assert {("read-write", "<workspace>"), ("read-write", "<grade scratch>"), ("read-only", "/usr"),
-            ("private", "/home/learner"), ("absent", "<workspace>/.git"), ("network", "lo")} <= rows, rows
+    assert {
+        ("read-write", "<workspace>"),
+        ("read-write", "<grade scratch>"),
+        ("read-only", "/usr"),
+        ("private", "/home/learner"),
+        ("absent", "<workspace>/.git"),
+        ("network", "lo"),
+    } <= rows, rows
     # Nothing of the real home, /var or the data home is granted.
     assert not any(path in ("/root", "/var", "/home", os.path.expanduser("~")) for _, path in rows), rows
     text = run_cli("doctor", "--sandbox").stdout
@@ -304,11 +323,16 @@ def test_a_hidden_folder_may_hold_a_hidden_folder_and_a_granted_one(wall, tmp_pa
     (data / "labs" / "lab" / "data").mkdir(parents=True)
     (data / "kernels" / "ref.py").write_text("SECRET = 1\n")
     (data / "labs" / "lab" / "data" / "corpus.txt").write_text("input\n")
-    view = {"read_only": [*wall.python_runtime(), str(tmp_path / "site"), str(data / "labs" / "lab" / "data")],
-            "hide": [str(data), str(data / "kernels"), str(data / "labs")], "read_write": []}
-    script = (f"import os; print(os.listdir({str(data / 'kernels')!r})); "
-              f"print(open({str(data / 'labs' / 'lab' / 'data' / 'corpus.txt')!r}).read().strip()); "
-              f"print(os.path.exists({str(data / 'kernels' / 'ref.py')!r}))")
+    view = {
+        "read_only": [*wall.python_runtime(), str(tmp_path / "site"), str(data / "labs" / "lab" / "data")],
+        "hide": [str(data), str(data / "kernels"), str(data / "labs")],
+        "read_write": [],
+    }
+    script = (
+        f"import os; print(os.listdir({str(data / 'kernels')!r})); "
+        f"print(open({str(data / 'labs' / 'lab' / 'data' / 'corpus.txt')!r}).read().strip()); "
+        f"print(os.path.exists({str(data / 'kernels' / 'ref.py')!r}))"
+    )
     import sys
 
     with wall.walled([sys.executable, "-c", script], view) as (argv, fds):
@@ -357,14 +381,14 @@ def test_the_grader_never_writes_through_a_link_in_the_scratch_folder(tmp_path: 
     code = f"""
 import sys
 from roadmap_cli.grading.plugin import refuse_links_out_of
-refuse_links_out_of({str(tmp_path / 'ws')!r}, {str(basetemp)!r})
-for target in ({str(basetemp / 'test_x0' / 'other.txt')!r}, {str(basetemp / 'test_x1' / 'new.txt')!r}):
+refuse_links_out_of({str(tmp_path / "ws")!r}, {str(basetemp)!r})
+for target in ({str(basetemp / "test_x0" / "other.txt")!r}, {str(basetemp / "test_x1" / "new.txt")!r}):
     try:
         open(target, "w").write("corpus")
         print("WROTE", target)
     except PermissionError as exc:
         print("REFUSED", "link out of the learner" in str(exc))
-open({str(basetemp / 'test_x0' / 'fine.txt')!r}, "w").write("ok")
+open({str(basetemp / "test_x0" / "fine.txt")!r}, "w").write("ok")
 """
     (tmp_path / "ws").mkdir()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -36,8 +36,16 @@ class RecordingTerminal(Console):
     """An 80-column terminal (no colour) that keeps the tables it was asked to print."""
 
     def __init__(self) -> None:
-        super().__init__(width=WIDTH, height=50, force_terminal=True, color_system=None, file=io.StringIO(),
-                         highlight=False, legacy_windows=False, _environ={})
+        super().__init__(
+            width=WIDTH,
+            height=50,
+            force_terminal=True,
+            color_system=None,
+            file=io.StringIO(),
+            highlight=False,
+            legacy_windows=False,
+            _environ={},
+        )
         self.tables: list[Table] = []
 
     def print(self, *objects, **kwargs) -> None:  # noqa: A003 - rich's name
@@ -210,13 +218,46 @@ def test_the_grade_table_keeps_points_and_tests_at_80_columns_with_long_part_tit
     from roadmap_cli.labs.spec import find_lab
 
     lab = find_lab("minigpt")
-    parts = [SimpleNamespace(id=p.id, title={"en": p.title.en + " " + p.title.en}, points=0.0, max_points=float(p.points),
-                             status="failed", tests_passed=0, tests_total=7, needs_cuda=False, message="x")
-             for p in lab.parts]
-    run = SimpleNamespace(lab_id="minigpt", outcome="failed", parts=parts, score=0.0, max_score=100.0,
-                          device="cpu", interpret_mode=False, sandbox="strong", duration_s=1.0, tests=[], cuda_checks=[])
-    outcome = SimpleNamespace(run=run, precheck=None, commit_sha=None, dirty=False, attempt_number=1, attempt_id=1,
-                              graded_where=None, marked=[], hint=None, solution_unlocked=False, cuda_checks=[])
+    parts = [
+        SimpleNamespace(
+            id=p.id,
+            title={"en": p.title.en + " " + p.title.en},
+            points=0.0,
+            max_points=float(p.points),
+            status="failed",
+            tests_passed=0,
+            tests_total=7,
+            needs_cuda=False,
+            message="x",
+        )
+        for p in lab.parts
+    ]
+    run = SimpleNamespace(
+        lab_id="minigpt",
+        outcome="failed",
+        parts=parts,
+        score=0.0,
+        max_score=100.0,
+        device="cpu",
+        interpret_mode=False,
+        sandbox="strong",
+        duration_s=1.0,
+        tests=[],
+        cuda_checks=[],
+    )
+    outcome = SimpleNamespace(
+        run=run,
+        precheck=None,
+        commit_sha=None,
+        dirty=False,
+        attempt_number=1,
+        attempt_id=1,
+        graded_where=None,
+        marked=[],
+        hint=None,
+        solution_unlocked=False,
+        cuda_checks=[],
+    )
     for width in (80, 100):
         console = Console(width=width, record=True, force_terminal=True, color_system=None)
         try:

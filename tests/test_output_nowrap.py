@@ -46,7 +46,9 @@ def test_lab_show_piped_is_the_plain_handout(run_cli, long_home: Path) -> None:
 def test_handout_is_in_the_workspace_and_hints_are_not(run_cli, long_home: Path) -> None:
     assert run_cli("lab", "start", "adder").exit_code == 0
     ws = long_home / "labs" / "adder"
-    assert (ws / "README.md").read_text(encoding="utf-8") == (FIXTURES / "labs" / "adder" / "README.md").read_text(encoding="utf-8")
+    assert (ws / "README.md").read_text(encoding="utf-8") == (FIXTURES / "labs" / "adder" / "README.md").read_text(
+        encoding="utf-8"
+    )
     assert not (ws / "HINTS.md").exists()
     from git import Repo
 
@@ -58,8 +60,9 @@ def test_handout_is_in_the_workspace_and_hints_are_not(run_cli, long_home: Path)
 def test_usage_errors_are_one_line(run_cli) -> None:
     bad = run_cli("grade", "--bogus")
     assert bad.exit_code == 2
-    assert bad.stderr.strip().splitlines() == ["error: No such option: --bogus (Possible options: --verbose) "
-                                               "(see `roadmap grade --help`)"]
+    assert bad.stderr.strip().splitlines() == [
+        "error: No such option: --bogus (Possible options: --verbose) (see `roadmap grade --help`)"
+    ]
     missing = run_cli("lab", "diff")
     assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "Missing argument 'A'" in missing.stderr
@@ -76,13 +79,23 @@ def test_lab_show_on_a_terminal_goes_through_the_pager(long_home: Path, tmp_path
     pager.chmod(0o755)
     env = {**os.environ, "PAGER": str(pager)}
     env.pop("COLUMNS", None)
-    child = pexpect.spawn(sys.executable, ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder"],
-                          env=env, encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder"],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
     child.expect("PAGED")
     child.expect(pexpect.EOF)
     assert "Adder" in marker.read_text() and "# Adder" not in marker.read_text()  # rendered, then paged
-    plain = pexpect.spawn(sys.executable, ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder",
-                                           "--no-pager"], env=env, encoding="utf-8", timeout=60)
+    plain = pexpect.spawn(
+        sys.executable,
+        ["-c", "from roadmap_cli.cli import main; main()", "lab", "show", "adder", "--no-pager"],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
     plain.expect("Adder")
     plain.expect(pexpect.EOF)
     assert "PAGED" not in plain.before

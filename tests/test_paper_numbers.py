@@ -52,13 +52,25 @@ def test_two_learners_each_number_their_papers_and_entries_from_one(run_cli, mon
     # Bob cannot reach ada's #3; the hint names his own numbers.
     missing = run_cli("paper", "show", "3")
     assert missing.exit_code == 2 and "unknown paper '3'" in missing.stderr, missing
-    for args in (("paper", "note", "3", "x"), ("paper", "read", "3"), ("paper", "edit", "3", "--rating", "1"),
-                 ("paper", "delete", "3", "--yes"), ("log", "reproduction", "r", "--paper", "3"),
-                 ("log", "edit", "2", "--note", "x")):
+    for args in (
+        ("paper", "note", "3", "x"),
+        ("paper", "read", "3"),
+        ("paper", "edit", "3", "--rating", "1"),
+        ("paper", "delete", "3", "--yes"),
+        ("log", "reproduction", "r", "--paper", "3"),
+        ("log", "edit", "2", "--note", "x"),
+    ):
         refused = run_cli(*args)
-        assert refused.exit_code == 2 and "unknown" in refused.stderr and refused.stderr.count("\n") == 1, (args, refused)
+        assert refused.exit_code == 2 and "unknown" in refused.stderr and refused.stderr.count("\n") == 1, (
+            args,
+            refused,
+        )
     _as(monkeypatch, "ada")
-    assert [p["title"] for p in _data(run_cli("paper", "list", "--json"))["papers"]] == ["Ada three", "Ada two", "Ada one"]
+    assert [p["title"] for p in _data(run_cli("paper", "list", "--json"))["papers"]] == [
+        "Ada three",
+        "Ada two",
+        "Ada one",
+    ]
     assert _data(run_cli("paper", "show", "3", "--json"))["title"] == "Ada three"
     assert _data(run_cli("log", "list", "--json"))["entries"][0]["paper_id"] is None
 
@@ -111,16 +123,28 @@ def test_a_plain_sql_writer_that_gives_no_number_gets_the_learners_next(run_cli,
     con = sqlite3.connect(roadmap_home / "roadmap.db")
     with con:
         for title in ("Raw one", "Raw two"):
-            con.execute("INSERT INTO papers (title, title_key, status, added_on, learner) VALUES (?, ?, 'to-read', "
-                        "'2026-01-01', ?)", (title, title.lower(), learner))
-        con.execute("INSERT INTO papers (title, title_key, status, added_on, learner) VALUES ('Theirs', 'theirs', "
-                    "'to-read', '2026-01-01', 'someone-else')")
-        con.execute("INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) VALUES ('blog', 'b', "
-                    "'2026-01-01', '2026-01-01T00:00:00+00:00', ?)", (learner,))
+            con.execute(
+                "INSERT INTO papers (title, title_key, status, added_on, learner) VALUES (?, ?, 'to-read', "
+                "'2026-01-01', ?)",
+                (title, title.lower(), learner),
+            )
+        con.execute(
+            "INSERT INTO papers (title, title_key, status, added_on, learner) VALUES ('Theirs', 'theirs', "
+            "'to-read', '2026-01-01', 'someone-else')"
+        )
+        con.execute(
+            "INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) VALUES ('blog', 'b', "
+            "'2026-01-01', '2026-01-01T00:00:00+00:00', ?)",
+            (learner,),
+        )
         rows = con.execute("SELECT learner, number, title FROM papers ORDER BY id").fetchall()
     con.close()
-    assert rows == [(learner, 1, "Logged"), (learner, 2, "Raw one"), (learner, 3, "Raw two"),
-                    ("someone-else", 1, "Theirs")]
+    assert rows == [
+        (learner, 1, "Logged"),
+        (learner, 2, "Raw one"),
+        (learner, 3, "Raw two"),
+        ("someone-else", 1, "Theirs"),
+    ]
     assert _data(run_cli("paper", "log", "After", "--json"))["id"] == 4
     assert [e["id"] for e in _data(run_cli("log", "list", "--json"))["entries"]] == [1]
 
@@ -130,8 +154,10 @@ def test_the_unique_index_refuses_a_second_paper_under_one_number(run_cli, roadm
     con = sqlite3.connect(roadmap_home / "roadmap.db")
     with pytest.raises(sqlite3.IntegrityError, match="papers.learner, papers.number"):
         with con:
-            con.execute("INSERT INTO papers (title, title_key, status, added_on, learner, number) "
-                        "SELECT 'Two', 'two', 'read', added_on, learner, 1 FROM papers")
+            con.execute(
+                "INSERT INTO papers (title, title_key, status, added_on, learner, number) "
+                "SELECT 'Two', 'two', 'read', added_on, learner, 1 FROM papers"
+            )
     con.close()
 
 
@@ -149,12 +175,20 @@ def test_migration_keeps_the_ids_a_solo_user_knew(run_cli, roadmap_home: Path, m
         import sqlalchemy as sa
 
         for pid in (1, 2, 5):  # 3 and 4 were deleted long ago
-            conn.execute(sa.text("INSERT INTO papers (id, title, title_key, status, added_on, learner) "
-                                 "VALUES (:i, :t, :k, 'read', '2026-01-01', 'solo')"),
-                         {"i": pid, "t": f"Paper {pid}", "k": f"paper {pid}"})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO papers (id, title, title_key, status, added_on, learner) "
+                    "VALUES (:i, :t, :k, 'read', '2026-01-01', 'solo')"
+                ),
+                {"i": pid, "t": f"Paper {pid}", "k": f"paper {pid}"},
+            )
         conn.execute(sa.text("INSERT INTO paper_tags (paper_id, tag, learner) VALUES (5, 'kept', 'solo')"))
-        conn.execute(sa.text("INSERT INTO cadence_entries (id, kind, title, on_date, paper_id, created_at, learner) "
-                             "VALUES (7, 'reproduction', 'r', '2026-01-01', 5, '2026-01-01T00:00:00+00:00', 'solo')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO cadence_entries (id, kind, title, on_date, paper_id, created_at, learner) "
+                "VALUES (7, 'reproduction', 'r', '2026-01-01', 5, '2026-01-01T00:00:00+00:00', 'solo')"
+            )
+        )
     store.engine.dispose()
     from roadmap_cli import context
 
@@ -182,7 +216,12 @@ def test_export_import_round_trips_numbers_and_an_old_export_keeps_its_ids(run_c
     assert run_cli("export", "-o", first).exit_code == 0
     doc = json.loads(first.read_text())
     assert sorted((p["learner"], p["number"]) for p in doc["tables"]["papers"]) == [
-        ("ada", 1), ("ada", 2), ("bob", 1), ("bob", 2), ("bob", 3)]
+        ("ada", 1),
+        ("ada", 2),
+        ("bob", 1),
+        ("bob", 2),
+        ("bob", 3),
+    ]
 
     monkeypatch.setenv("ROADMAP_HOME", str(tmp_path / "second"))
     _as(monkeypatch, "bob")
@@ -222,8 +261,10 @@ def test_bibtex_import_into_a_home_with_papers_numbers_on_from_the_highest(run_c
     for title in ("Kept one", "Kept two"):
         assert run_cli("paper", "log", title).exit_code == 0
     bib = tmp_path / "in.bib"
-    bib.write_text("@misc{a, title = {Imported A}}\n@misc{b, title = {Imported B}, roadmap_status = {reproduced}}\n"
-                   "@misc{c, title = {Kept two}}\n")
+    bib.write_text(
+        "@misc{a, title = {Imported A}}\n@misc{b, title = {Imported B}, roadmap_status = {reproduced}}\n"
+        "@misc{c, title = {Kept two}}\n"
+    )
     data = _data(run_cli("paper", "import", bib, "--json"))
     assert [p["id"] for p in data["imported"]] == [3, 4]
     assert data["duplicates"] == [{"key": "c", "existing_id": 2, "reason": "same title"}]
@@ -243,17 +284,46 @@ def registry(monkeypatch):
 
 def test_the_by_hand_hint_of_a_failed_fetch_keeps_every_option_given(run_cli, tmp_path: Path):
     home = tmp_path / "other home"
-    result = run_cli("--home", home, "paper", "log", FA2, "--tags", "attention,kernels", "--stage", "1", "--status", "reproduced",
-                     "--rating", "4", "--note", "it's fast", "--date", "2026-01-05", "--authors", "T. Dao",
-                     "--year", "2023", "--force")
+    result = run_cli(
+        "--home",
+        home,
+        "paper",
+        "log",
+        FA2,
+        "--tags",
+        "attention,kernels",
+        "--stage",
+        "1",
+        "--status",
+        "reproduced",
+        "--rating",
+        "4",
+        "--note",
+        "it's fast",
+        "--date",
+        "2026-01-05",
+        "--authors",
+        "T. Dao",
+        "--year",
+        "2023",
+        "--force",
+    )
     assert result.exit_code == 6, result
     line = result.stderr.strip()
     assert "\n" not in line
     assert line.startswith(f"error: arXiv {FA2}: ") and "--no-fetch" in line
     assert f"log it by hand: roadmap --home '{home}' paper log --title \"…\" --arxiv {FA2}" in line
-    for part in ( "--tags attention,kernels", "--stage 1", "--status reproduced",
-                 "--rating 4", "--note 'it'\"'\"'s fast'", "--date 2026-01-05", "--authors 'T. Dao'", "--year 2023",
-                 "--force"):
+    for part in (
+        "--tags attention,kernels",
+        "--stage 1",
+        "--status reproduced",
+        "--rating 4",
+        "--note 'it'\"'\"'s fast'",
+        "--date 2026-01-05",
+        "--authors 'T. Dao'",
+        "--year 2023",
+        "--force",
+    ):
         assert part in line, (part, line)
 
 
@@ -266,8 +336,12 @@ def test_a_typed_title_with_a_failed_fetch_names_the_new_paper_to_refresh(run_cl
 def test_relogging_a_logged_paper_is_refused_before_any_network_call(run_cli, registry):
     registry.serve(f"arxiv:{FA2}", fixture("arxiv-2307.08691.xml"))
     assert run_cli("paper", "log", FA2, "--no-fetch").exit_code == 0  # nothing in the fetch cache either
-    for again in ((FA2,), (f"https://arxiv.org/abs/{FA2}v2",), ("--arxiv", FA2, "--tags", "x"),
-                  ("FA2 by another name", "--arxiv", FA2)):
+    for again in (
+        (FA2,),
+        (f"https://arxiv.org/abs/{FA2}v2",),
+        ("--arxiv", FA2, "--tags", "x"),
+        ("FA2 by another name", "--arxiv", FA2),
+    ):
         refused = run_cli("paper", "log", *again)
         assert refused.exit_code == 2 and "already logged as #1 (same arXiv id)" in refused.stderr, refused
     assert registry.count() == 0  # refused from the log alone
@@ -296,7 +370,10 @@ def test_importing_a_file_of_only_bad_entries_exits_non_zero_in_one_line(run_cli
     bad.write_text("@misc{a, year = 2020}\n@misc{b, title = {T}, roadmap_rating = {9}}\n")
     result = run_cli("paper", "import", bad)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result
-    assert "nothing imported: none of the 2 entries" in result.stderr and "bad.bib:1:1: entry 'a' has no title" in result.stderr
+    assert (
+        "nothing imported: none of the 2 entries" in result.stderr
+        and "bad.bib:1:1: entry 'a' has no title" in result.stderr
+    )
     empty = tmp_path / "empty.bib"
     empty.write_text("% only a comment\n")
     result = run_cli("paper", "import", empty, "--json")

@@ -27,8 +27,9 @@ def _numbers(run_cli) -> list[int]:
     return sorted(p["id"] for p in _data(run_cli("paper", "list", "--all", "--json"))["papers"])
 
 
-def test_two_learner_logins_each_number_from_one_and_cannot_reach_the_other(run_cli, cohort, monkeypatch,
-                                                                           tmp_path: Path):
+def test_two_learner_logins_each_number_from_one_and_cannot_reach_the_other(
+    run_cli, cohort, monkeypatch, tmp_path: Path
+):
     assert run_cli("db", "status").exit_code == 0  # the instructor migrates
     ada, bob = f"ada{cohort['n']}", f"bob{cohort['n']}"
     ada_url, bob_url = _add(run_cli, cohort, ada), _add(run_cli, cohort, bob)
@@ -56,8 +57,13 @@ def test_two_learner_logins_each_number_from_one_and_cannot_reach_the_other(run_
     assert [(r["id"], r["title"], r["result"]) for r in refreshed] == [(1, "Bob one", "skipped")]
     assert _data(run_cli("log", "list", "--json"))["entries"][0]["paper_id"] == 2
     # Ada's #3 does not exist for bob; his commands on it change nothing of hers.
-    for args in (("paper", "show", "3"), ("paper", "edit", "3", "--title", "Hijacked"), ("paper", "delete", "3", "--yes"),
-                 ("paper", "note", "3", "x"), ("log", "experiment", "e", "--paper", "3")):
+    for args in (
+        ("paper", "show", "3"),
+        ("paper", "edit", "3", "--title", "Hijacked"),
+        ("paper", "delete", "3", "--yes"),
+        ("paper", "note", "3", "x"),
+        ("log", "experiment", "e", "--paper", "3"),
+    ):
         refused = run_cli(*args)
         assert refused.exit_code == 2 and "unknown paper '3'" in refused.stderr, (args, refused)
     assert run_cli("paper", "delete", "1", "--yes").exit_code == 0  # bob's #1, not ada's
@@ -67,13 +73,19 @@ def test_two_learner_logins_each_number_from_one_and_cannot_reach_the_other(run_
     # without a number gets bob's next (the trigger runs with bob's rights: his rows only).
     with _sql(bob_url) as conn:
         assert conn.execute("UPDATE papers SET title = 'Hijacked' WHERE number = 3").rowcount == 0
-        conn.execute("INSERT INTO papers (title, title_key, status, added_on, learner) "
-                     "VALUES ('Raw', 'raw', 'to-read', '2026-01-03', %s)", (bob,))
+        conn.execute(
+            "INSERT INTO papers (title, title_key, status, added_on, learner) "
+            "VALUES ('Raw', 'raw', 'to-read', '2026-01-03', %s)",
+            (bob,),
+        )
         assert sorted(r[0] for r in conn.execute("SELECT number FROM papers")) == [2, 3]
 
     _as(monkeypatch, ada_url)
     assert [(p["id"], p["title"]) for p in _data(run_cli("paper", "list", "--json"))["papers"]] == [
-        (3, "Ada three"), (2, "Ada two"), (1, "Ada one")]
+        (3, "Ada three"),
+        (2, "Ada two"),
+        (1, "Ada one"),
+    ]
     assert _data(run_cli("paper", "log", "Ada four", "--json"))["id"] == 4
     assert _data(run_cli("log", "list", "--json"))["entries"][0]["id"] == 1
 
@@ -114,8 +126,11 @@ def test_learners_writing_at_the_same_moment_never_collide(run_cli, cohort, monk
         except BaseException as exc:  # reported below, with the thread's name
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(url, f"{name}-{t}"), name=f"{name}-{t}")
-               for name, url in urls.items() for t in range(threads_per_learner)]
+    threads = [
+        threading.Thread(target=writer, args=(url, f"{name}-{t}"), name=f"{name}-{t}")
+        for name, url in urls.items()
+        for t in range(threads_per_learner)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -139,9 +154,13 @@ def test_migration_keeps_the_ids_each_cohort_learner_knew(pg_url, roadmap_home: 
     migrations.migrate(store, target=11)
     with store.engine.begin() as conn:
         for pid, learner in ((1, "ada"), (2, "bob"), (3, "ada"), (4, "bob")):
-            conn.execute(sa.text("INSERT INTO papers (id, title, title_key, status, added_on, learner) "
-                                 "VALUES (:i, :t, :k, 'read', '2026-01-01', :l)"),
-                         {"i": pid, "t": f"Paper {pid}", "k": f"paper {pid}", "l": learner})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO papers (id, title, title_key, status, added_on, learner) "
+                    "VALUES (:i, :t, :k, 'read', '2026-01-01', :l)"
+                ),
+                {"i": pid, "t": f"Paper {pid}", "k": f"paper {pid}", "l": learner},
+            )
         conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('papers', 'id'), 4)"))
     store.engine.dispose()
     for learner, known, after in (("ada", [1, 3], 4), ("bob", [2, 4], 5)):

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 # traceback parses source (3.11's caret anchors). Made deterministic here: a
 # self-renewing cycle and a collection at (nearly) every allocation, so one
 # runs inside pytest's parse of the failing test's source.
-FORGOTTEN_TASKS = '''
+FORGOTTEN_TASKS = """
 import gc, time, traceback
 
 class ForgottenTask:
@@ -52,11 +52,11 @@ def test_gives_up_on_the_server():
 def test_later_part():
     gc.set_threshold(700)
     assert True
-'''
+"""
 
 # pytest's own rendering of a failure raising (whatever the cause) must fail
 # that test, not end the session.
-UNRENDERABLE = '''
+UNRENDERABLE = """
 import ast
 
 def test_failure_pytest_cannot_render(monkeypatch):
@@ -67,7 +67,7 @@ def test_failure_pytest_cannot_render(monkeypatch):
 
 def test_later_part():
     assert True
-'''
+"""
 
 
 def _pytest(tmp_path: Path, source: str, plugin: bool) -> subprocess.CompletedProcess:
@@ -107,8 +107,12 @@ def test_a_failure_pytest_cannot_render_fails_only_that_test(tmp_path: Path) -> 
 
 
 def _state(direction: str, files: list[str], **statuses: str) -> WalkState:
-    return WalkState(direction, tuple(files), "passed" if all(s == "passed" for s in statuses.values()) else "failed",
-                     {k.replace("_", "-"): v for k, v in statuses.items()})
+    return WalkState(
+        direction,
+        tuple(files),
+        "passed" if all(s == "passed" for s in statuses.values()) else "failed",
+        {k.replace("_", "-"): v for k, v in statuses.items()},
+    )
 
 
 ORDER = ["a.py", "b.py", "c.py"]  # part x lives in a.py, y in b.py, z needs b.py and c.py
@@ -132,12 +136,15 @@ def test_judge_accepts_a_consistent_walk() -> None:
     assert judge(_walk(), ORDER, ["x", "y", "z"]) == []
 
 
-@pytest.mark.parametrize("override, words", [
-    ({"s2": ("x", "passed")}, "passed without ['a.py']"),            # passes with its file unsolved
-    ({"s0": ("z", "passed"), "s1": ("z", "passed")}, "passed without ['b.py']"),  # z before its b.py
-    ({"s1": ("x", "failed")}, "passed, then failed again"),          # solving more broke it
-    ({"s0": ("y", "not-run")}, "not passed/failed"),                 # a session that died part-way
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ({"s2": ("x", "passed")}, "passed without ['a.py']"),  # passes with its file unsolved
+        ({"s0": ("z", "passed"), "s1": ("z", "passed")}, "passed without ['b.py']"),  # z before its b.py
+        ({"s1": ("x", "failed")}, "passed, then failed again"),  # solving more broke it
+        ({"s0": ("y", "not-run")}, "not passed/failed"),  # a session that died part-way
+    ],
+)
 def test_judge_catches(override, words) -> None:
     problems = judge(_walk(**override), ORDER, ["x", "y", "z"])
     assert any(words in p for p in problems), problems
@@ -155,8 +162,9 @@ def test_judge_catches_an_engine_error() -> None:
 def _cli(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, ROADMAP_HOME=str(home), ROADMAP_LANG="en", PYTHONUNBUFFERED="1")
     env.pop("TRITON_INTERPRET", None)  # the engine decides, per grade run
-    return subprocess.run([sys.executable, "-m", "roadmap_cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "roadmap_cli", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+    )
 
 
 @pytest.mark.slow

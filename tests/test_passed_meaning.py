@@ -14,7 +14,9 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-FIXTURE_LABS = Path(__file__).parent / "fixtures_labs"  # not imported from conftest: two conftest modules share that name
+FIXTURE_LABS = (
+    Path(__file__).parent / "fixtures_labs"
+)  # not imported from conftest: two conftest modules share that name
 
 ADDER = FIXTURE_LABS / "labs" / "adder"
 
@@ -78,8 +80,13 @@ def test_parts_passed_one_at_a_time_pass_the_lab_on_cpu_and_never_plain_passed(a
     shutil.copy(ADDER / "solution" / "adder.py", adder_workspace / "adder.py")
     shutil.copy(FIXTURE_LABS / "kernels" / "mul.py", adder_workspace / "mul.py")
     focused = run_cli("grade", "-k", "test_add_small", "--json").json()["data"]
-    assert (focused["outcome"], focused["outcome_text"]) == ("part-passed", "part-passed (some tests of add; 0/4 parts)")
-    assert run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["state"] == "in-progress"  # -k: no part
+    assert (focused["outcome"], focused["outcome_text"]) == (
+        "part-passed",
+        "part-passed (some tests of add; 0/4 parts)",
+    )
+    assert (
+        run_cli("lab", "status", "adder", "--json").json()["data"]["labs"][0]["state"] == "in-progress"
+    )  # -k: no part
     for part in ("add", "mul", "speed"):
         assert run_cli("grade", "--part", part).exit_code == 0
 
@@ -88,7 +95,10 @@ def test_parts_passed_one_at_a_time_pass_the_lab_on_cpu_and_never_plain_passed(a
     for surface in ("lab_status", "status"):
         assert (seen[surface]["state"], seen[surface]["state_text"]) == ("passed-on-cpu", words), surface
     assert words in seen["status_text"]
-    assert seen["report"]["state"] == "passed-on-cpu" and seen["report"]["state_line"] == "Passed on CPU (1 part needs a CUDA GPU)"
+    assert (
+        seen["report"]["state"] == "passed-on-cpu"
+        and seen["report"]["state_line"] == "Passed on CPU (1 part needs a CUDA GPU)"
+    )
     assert seen["board"]["lab_state"] == "passed-on-cpu" and words in seen["board_text"]
     assert seen["cohort"]["labs_passed"] == []  # the GPU part never passed: not a passed lab
     assert all(a["part_attempt"] for a in seen["history"]) and all(g["lab_id"] != "adder" for g in seen["stats"])
@@ -108,12 +118,21 @@ def test_the_rule_itself() -> None:
 
     from roadmap_cli.labs.passing import is_part_attempt, lab_verdict, passed_parts
 
-    spec = [Part(id="a", points=10, needs_cuda=False), Part(id="b", points=20, needs_cuda=False),
-            Part(id="g", points=30, needs_cuda=True)]
-    only_a = [{"id": "a", "status": "passed", "points": 10}, {"id": "b", "status": "not-run", "points": 0},
-              {"id": "g", "status": "not-graded-here", "points": 0}]
-    only_b = [{"id": "a", "status": "not-run", "points": 0}, {"id": "b", "status": "passed", "points": 20},
-              {"id": "g", "status": "not-graded-here", "points": 0}]
+    spec = [
+        Part(id="a", points=10, needs_cuda=False),
+        Part(id="b", points=20, needs_cuda=False),
+        Part(id="g", points=30, needs_cuda=True),
+    ]
+    only_a = [
+        {"id": "a", "status": "passed", "points": 10},
+        {"id": "b", "status": "not-run", "points": 0},
+        {"id": "g", "status": "not-graded-here", "points": 0},
+    ]
+    only_b = [
+        {"id": "a", "status": "not-run", "points": 0},
+        {"id": "b", "status": "passed", "points": 20},
+        {"id": "g", "status": "not-graded-here", "points": 0},
+    ]
     assert is_part_attempt(only_a) and not is_part_attempt([{"id": "a", "status": "failed"}])
     assert lab_verdict(spec, passed_parts([("passed", only_a)]), cuda=False)["state"] == "partial"
     both = passed_parts([("passed", only_a), ("passed", only_b)])
@@ -136,9 +155,17 @@ def test_the_attempts_that_can_pass_a_part_are_selected_in_one_place():
 
     db = sqlite3.connect(":memory:")
     db.execute("CREATE TABLE grade_attempts (id INTEGER, learner TEXT, outcome TEXT, score REAL, verified BOOLEAN)")
-    db.executemany("INSERT INTO grade_attempts VALUES (?, ?, ?, ?, ?)", [
-        (1, "ada", "passed", 10, 1), (2, "ada", "failed", 5, 0), (3, "ada", "timeout", 10, 1),
-        (4, "ada", "interrupted", 10, 1), (5, "ada", "failed", 0, 1), (6, "bob", "passed", 10, 1)])
+    db.executemany(
+        "INSERT INTO grade_attempts VALUES (?, ?, ?, ?, ?)",
+        [
+            (1, "ada", "passed", 10, 1),
+            (2, "ada", "failed", 5, 0),
+            (3, "ada", "timeout", 10, 1),
+            (4, "ada", "interrupted", 10, 1),
+            (5, "ada", "failed", 0, 1),
+            (6, "bob", "passed", 10, 1),
+        ],
+    )
 
     def ids(sql: str) -> list[int]:
         return [r[0] for r in db.execute(sql.replace(":learner", "'ada'"))]

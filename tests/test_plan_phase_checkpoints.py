@@ -54,8 +54,17 @@ def test_status_shows_phase_checkpoints_apart_from_the_stages(run_cli, tmp_path:
     assert run_cli("--curriculum", path, "check", "lp-p2-explain-graphs").exit_code == 0
     data = run_cli("--curriculum", path, "status", "--json").json()["data"]
     assert (data["done"], data["total"]) == (0, 4)  # the stages' totals are the ten-stage plan's, unchanged
-    assert data["phases"] == [{"plan": "long-plan", "id": "p2-engines", "number": 2, "title": "Inference engines",
-                               "span": "months 7-14", "done": 1, "total": 2}]
+    assert data["phases"] == [
+        {
+            "plan": "long-plan",
+            "id": "p2-engines",
+            "number": 2,
+            "title": "Inference engines",
+            "span": "months 7-14",
+            "done": 1,
+            "total": 2,
+        }
+    ]
     text = run_cli("--curriculum", path, "status").stdout
     assert "Plan phases" in text and "P2 Inference engines (months 7-14): 1/2" in text
 
@@ -76,13 +85,21 @@ def test_next_suggests_phase_work_in_curriculum_order(run_cli, tmp_path: Path):
     assert [a["checkpoint_id"] for a in actions] == ["lp-p2-explain-graphs", "lp-p2-build-adder"]
     # -n 1 with stage work left still leaves that one slot to the stages
     assert run_cli("--curriculum", path, "uncheck", "s1-d").exit_code == 0
-    assert [a["checkpoint_id"] for a in run_cli("--curriculum", path, "next", "-n", "1", "--json").json()["data"]] \
-        == ["s1-d"]
+    assert [a["checkpoint_id"] for a in run_cli("--curriculum", path, "next", "-n", "1", "--json").json()["data"]] == [
+        "s1-d"
+    ]
     # A phase that starts later than the stages (month 7: after stage 2's 4+4 weeks) waits for them.
-    later = _write(tmp_path, PHASED.replace("start_month: 0", "start_month: 7").replace(
-        "plans:", "  - number: 2\n    id: two\n    title: {zh: 二, en: Two}\n    goal: {zh: 二, en: Two}\n"
-        "    planned_weeks: 40\n    checkpoints:\n      - {id: s2-a, kind: explain, text: {zh: 甲, en: A2}}\n"
-        "plans:").replace("planned_weeks: 2", "planned_weeks: 4"))
+    later = _write(
+        tmp_path,
+        PHASED.replace("start_month: 0", "start_month: 7")
+        .replace(
+            "plans:",
+            "  - number: 2\n    id: two\n    title: {zh: 二, en: Two}\n    goal: {zh: 二, en: Two}\n"
+            "    planned_weeks: 40\n    checkpoints:\n      - {id: s2-a, kind: explain, text: {zh: 甲, en: A2}}\n"
+            "plans:",
+        )
+        .replace("planned_weeks: 2", "planned_weeks: 4"),
+    )
     for cid in ("s1-a", "s1-b", "s1-c"):
         assert run_cli("--curriculum", later, "uncheck", cid).exit_code == 0
     ids = [a["checkpoint_id"] for a in run_cli("--curriculum", later, "next", "-n", "9", "--json").json()["data"]]
@@ -100,7 +117,7 @@ def test_next_on_day_one_follows_the_shipped_curriculum(run_cli):
     assert every[first_phase]["phase"] == "infra-28-months/p2-inference-engine"
     assert every[first_phase - 1]["stage"] == 7 and every[-1]["phase"], every[first_phase - 1]
     stages = [a["stage"] for a in every if a["stage"]]
-    assert stages == sorted(stages) and 8 in stages[stages.index(7):]
+    assert stages == sorted(stages) and 8 in stages[stages.index(7) :]
 
 
 def test_a_phase_checkpoint_that_looks_like_a_stages_is_refused(run_cli, tmp_path: Path):

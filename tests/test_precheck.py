@@ -140,8 +140,9 @@ def test_the_precheck_reads_only_regular_files_inside_the_workspace(tmp_path: Pa
     secret.write_text("x = 1\n")
     (ws / "outside.py").symlink_to(secret)
     done = []
-    worker = threading.Thread(target=lambda: done.append(({c.file: c for c in compile_cuda(ws)},
-                                                           check_workspace(ws))), daemon=True)
+    worker = threading.Thread(
+        target=lambda: done.append(({c.file: c for c in compile_cuda(ws)}, check_workspace(ws))), daemon=True
+    )
     worker.start()
     worker.join(60)
     assert done, "the pre-check blocked on a FIFO or an endless file"

@@ -232,7 +232,9 @@ def test_root_options_after_the_command_are_understood(run_cli, tmp_path: Path):
 
 
 def test_next_for_a_build_checkpoint_of_a_missing_lab_suggests_force(run_cli, tmp_path: Path):
-    text = MARKUP_CURRICULUM + """\
+    text = (
+        MARKUP_CURRICULUM
+        + """\
   - number: 2
     id: two
     title: {zh: 二, en: Two}
@@ -244,6 +246,7 @@ def test_next_for_a_build_checkpoint_of_a_missing_lab_suggests_force(run_cli, tm
         text: {zh: 乙, en: B}
         proved_by: [{lab: no-such-lab, part: p1}]
 """
+    )
     path = tmp_path / "missing-lab.yaml"
     path.write_text(text, encoding="utf-8")
     result = run_cli("--curriculum", path, "next", "--json")

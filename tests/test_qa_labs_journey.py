@@ -40,8 +40,9 @@ def test_hint_text_is_shown_verbatim(run_cli) -> None:
     assert "C[m, n] sums A[m, k] * B[k, n] over k." in second.stdout.replace("\n", " ")
 
 
-def test_failure_messages_and_paths_with_brackets_are_shown_verbatim(run_cli, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failure_messages_and_paths_with_brackets_are_shown_verbatim(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = tmp_path / "ws [bold]1 ü"
     started = run_cli("lab", "start", "adder", "--dir", str(ws))
     assert started.exit_code == 0, started
@@ -61,9 +62,16 @@ def test_lab_list_never_breaks_an_id(run_cli) -> None:
 
     from roadmap_cli.cli import labs_render
 
-    row = {"id": "paged-kv-cache", "stage": 5, "title": {"en": "Paged KV cache, prefix caching and batching"},
-           "state": "in-progress", "best_score": 0, "max_score": 95, "gradable_here": False,
-           "parts_not_gradable_here": ["performance"]}
+    row = {
+        "id": "paged-kv-cache",
+        "stage": 5,
+        "title": {"en": "Paged KV cache, prefix caching and batching"},
+        "state": "in-progress",
+        "best_score": 0,
+        "max_score": 95,
+        "gradable_here": False,
+        "parts_not_gradable_here": ["performance"],
+    }
     console = Console(width=60, record=True, color_system=None)
     labs_render.lab_list(console, {"device": "cpu", "labs": [row], "invalid": {}})
     assert "paged-kv-cache" in console.export_text()
@@ -101,8 +109,9 @@ def test_start_force_keeps_files_the_workspace_ignores(run_cli, tmp_path: Path) 
 # ------------------------------------------------------------------ vanished workspaces
 
 
-def test_grade_inside_a_deleted_workspace_says_how_to_recreate_it(run_cli, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grade_inside_a_deleted_workspace_says_how_to_recreate_it(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = start(run_cli, tmp_path / "ws")
     monkeypatch.chdir(ws)
     monkeypatch.setenv("PWD", str(ws))  # what the shell keeps when the folder is deleted under it
@@ -142,8 +151,9 @@ def test_grade_mistakes_are_exactly_one_line(run_cli, tmp_path: Path, monkeypatc
     assert result.exit_code == 2 and result.stderr == "error: unknown lab 'nope' (see `roadmap lab list`)\n"
 
 
-def test_status_lists_cuda_only_parts_once_not_in_every_attempt(run_cli, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_lists_cuda_only_parts_once_not_in_every_attempt(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = start(run_cli, tmp_path / "ws")
     monkeypatch.chdir(ws)
     for _ in range(2):
@@ -179,8 +189,9 @@ def test_lab_show_in_chinese_starts_with_the_chinese_title_and_summary(run_cli) 
     assert run_cli("lab", "show", "adder", "--json").json()["data"]["summary"]["zh"] == "引擎测试用的小实验。"
 
 
-def test_crash_report_shows_a_unicode_workspace_path_as_written(run_cli, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_report_shows_a_unicode_workspace_path_as_written(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = start(run_cli, tmp_path / "练习 ü")
     shutil.copy(FIXTURES / "variants" / "abort_adder.py", ws / "adder.py")
     monkeypatch.chdir(ws)
@@ -191,8 +202,9 @@ def test_crash_report_shows_a_unicode_workspace_path_as_written(run_cli, tmp_pat
     assert f'{ws.resolve() / "adder.py"}", line 5 in add' in crashed["message"]
 
 
-def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(run_cli, tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_syntax_error_names_the_learners_file_not_pythons_import_machinery(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = start(run_cli, tmp_path / "ws")
     (ws / "adder.py").write_text("def add(a, b):\n    return a +\n")
     monkeypatch.chdir(ws)
@@ -213,18 +225,36 @@ def test_lab_start_without_git_is_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(FIXTURES / "labs"),
-               GIT_PYTHON_GIT_EXECUTABLE=str(tmp_path / "no-such-git"))
-    proc = subprocess.run([sys.executable, "-c", "from roadmap_cli.cli import main; main()",
-                           "lab", "start", "adder", "--dir", str(tmp_path / "ws")],
-                          env=env, capture_output=True, text=True, timeout=60)
+    env = dict(
+        os.environ,
+        ROADMAP_HOME=str(tmp_path / "home"),
+        ROADMAP_LABS_DIR=str(FIXTURES / "labs"),
+        GIT_PYTHON_GIT_EXECUTABLE=str(tmp_path / "no-such-git"),
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from roadmap_cli.cli import main; main()",
+            "lab",
+            "start",
+            "adder",
+            "--dir",
+            str(tmp_path / "ws"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: git is not installed") and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "ws").exists()
 
 
 def test_start_force_in_the_current_folder_says_the_shell_is_left_in_the_old_copy(
-        run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = tmp_path / "mylab"
     ws.mkdir()
     (ws / "notes.txt").write_text("mine\n")  # not a git repository: moved aside
@@ -238,8 +268,9 @@ def test_start_force_in_the_current_folder_says_the_shell_is_left_in_the_old_cop
     assert "still in the old folder" not in elsewhere.stdout
 
 
-def test_git_hooks_from_a_template_do_not_block_start_or_reset(run_cli, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_hooks_from_a_template_do_not_block_start_or_reset(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     template = tmp_path / "template"
     (template / "hooks").mkdir(parents=True)
     hook = template / "hooks" / "pre-commit"
@@ -266,8 +297,9 @@ def test_reset_when_git_cannot_save_the_work_is_one_line_and_changes_nothing(run
     assert "# mine" in (ws / "adder.py").read_text()
 
 
-def test_grade_in_a_workspace_with_a_damaged_git_repository_still_grades(run_cli, tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grade_in_a_workspace_with_a_damaged_git_repository_still_grades(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = start(run_cli, tmp_path / "ws")
     (ws / ".git" / "index").write_text("garbage")  # `git diff --cached` now fails
     monkeypatch.chdir(ws)
@@ -288,8 +320,9 @@ def test_reset_with_a_damaged_git_repository_is_one_line_and_changes_nothing(run
         assert "# mine" in (ws / "adder.py").read_text()
 
 
-def test_hint_and_solution_infer_the_lab_inside_a_workspace(run_cli, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hint_and_solution_infer_the_lab_inside_a_workspace(
+    run_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     outside = run_cli("lab", "hint")
     assert outside.exit_code == 2 and "not inside a lab workspace" in outside.stderr, outside

@@ -96,8 +96,12 @@ def _bibtex_round_trip(run_cli, tmp_path: Path, roadmap_home: Path, monkeypatch)
 
 def test_bibtex_round_trip_keeps_tildes_urls_and_note_lines(run_cli, tmp_path: Path, roadmap_home: Path, monkeypatch):
     note = "line1\n  indented } brace\n\nlast"
-    assert run_cli("paper", "log", "A ~tilde & 100% title", "--url", "https://h.org/~u/a?b=1&c=%20",
-                   "--note", note).exit_code == 0
+    assert (
+        run_cli(
+            "paper", "log", "A ~tilde & 100% title", "--url", "https://h.org/~u/a?b=1&c=%20", "--note", note
+        ).exit_code
+        == 0
+    )
     first, second = _bibtex_round_trip(run_cli, tmp_path, roadmap_home, monkeypatch)
     assert first == second
     assert "url = {https://h.org/~u/a?b=1&c=%20}" in first  # URL fields are verbatim for biblatex

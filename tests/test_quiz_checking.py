@@ -23,10 +23,23 @@ def q(cur, qid):
 # ---------------------------------------------------------------- numeric
 
 
-@pytest.mark.parametrize("answer", [
-    "524288", "524288 B", "524,288", "512 KiB", "512KiB", "0.5 MiB", "524.288 KB", "2*32*32*128*2",
-    "2 * 32 * 32 * 128 * 2 B", "5.24288e5", "2**19 B", "520000",  # 0.8% off: inside the 1% tolerance
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "524288",
+        "524288 B",
+        "524,288",
+        "512 KiB",
+        "512KiB",
+        "0.5 MiB",
+        "524.288 KB",
+        "2*32*32*128*2",
+        "2 * 32 * 32 * 128 * 2 B",
+        "5.24288e5",
+        "2**19 B",
+        "520000",  # 0.8% off: inside the 1% tolerance
+    ],
+)
 def test_numeric_right_answers_in_any_unit_of_the_quantity(cur, answer):
     verdict = check(q(cur, "s5-vllm-kv-bytes-per-token"), answer)
     assert verdict.correct and verdict.rating == GOOD, (answer, verdict.feedback)
@@ -52,17 +65,20 @@ def test_numeric_unit_of_another_quantity_is_a_miss_that_says_so(cur):
     assert "'ms' is a unit of time, but the question asks for a size in bytes (B)" in verdict.feedback[0]
 
 
-@pytest.mark.parametrize("qid, answer, unit, meant", [
-    ("s5-vllm-kv-bytes-per-token", "512 kb", "kb", "write KB for 1,000 bytes or KiB for 1,024"),
-    ("s5-vllm-kv-bytes-per-token", "512 Kb", "Kb", "write KB for 1,000 bytes or KiB for 1,024"),
-    ("s5-vllm-kv-bytes-per-token", "0.5 mB", "mB", "write MB for 1,000,000 bytes or MiB for 1,048,576"),
-    ("s5-vllm-kv-bytes-per-token", "512 KIB", "KIB", "write KiB for 1,024 bytes"),
-    ("s10-multigpu-70b-weights", "140 gb", "gb", "write GB for 1,000,000,000 bytes or GiB for 1,073,741,824"),
-    ("s10-multigpu-70b-weights", "140 Gb", "Gb", "GB for 1,000,000,000"),
-    ("s5-vllm-kv-bytes-per-token", "512 furlongs", "furlongs", "the question asks for B"),
-    ("s5-ttft-prefill-time", "70 MS", "MS", "did you mean ms?"),
-    ("s5-vllm-blocks-for-sequence", "63 warps", "warps", "counted in blocks"),
-])
+@pytest.mark.parametrize(
+    "qid, answer, unit, meant",
+    [
+        ("s5-vllm-kv-bytes-per-token", "512 kb", "kb", "write KB for 1,000 bytes or KiB for 1,024"),
+        ("s5-vllm-kv-bytes-per-token", "512 Kb", "Kb", "write KB for 1,000 bytes or KiB for 1,024"),
+        ("s5-vllm-kv-bytes-per-token", "0.5 mB", "mB", "write MB for 1,000,000 bytes or MiB for 1,048,576"),
+        ("s5-vllm-kv-bytes-per-token", "512 KIB", "KIB", "write KiB for 1,024 bytes"),
+        ("s10-multigpu-70b-weights", "140 gb", "gb", "write GB for 1,000,000,000 bytes or GiB for 1,073,741,824"),
+        ("s10-multigpu-70b-weights", "140 Gb", "Gb", "GB for 1,000,000,000"),
+        ("s5-vllm-kv-bytes-per-token", "512 furlongs", "furlongs", "the question asks for B"),
+        ("s5-ttft-prefill-time", "70 MS", "MS", "did you mean ms?"),
+        ("s5-vllm-blocks-for-sequence", "63 warps", "warps", "counted in blocks"),
+    ],
+)
 def test_numeric_unreadable_units_are_refused_never_scored(cur, qid, answer, unit, meant):
     # Refused (asked again, an answers file refused whole), never a miss that reveals the answer.
     with pytest.raises(AnswerProblem) as refused:
@@ -164,8 +180,9 @@ def test_ordering_exact_one_swap_and_wrong(cur):
 # ---------------------------------------------------------------- recall
 
 
-@pytest.mark.parametrize("answer,rating,correct", [("again", AGAIN, False), ("h", HARD, True), ("3", GOOD, True),
-                                                   ("Easy", EASY, True)])
+@pytest.mark.parametrize(
+    "answer,rating,correct", [("again", AGAIN, False), ("h", HARD, True), ("3", GOOD, True), ("Easy", EASY, True)]
+)
 def test_recall_is_self_rated(cur, answer, rating, correct):
     verdict = check(q(cur, "s1-qkv-why-three-projections"), answer)
     assert (verdict.rating, verdict.correct) == (rating, correct)

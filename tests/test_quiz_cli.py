@@ -43,10 +43,17 @@ def answers_file(tmp_path: Path, answers: dict) -> str:
 
 def test_quiz_passed_is_evidence_in_stage_show(run_cli, cur, tmp_path):
     questions = cur.quiz_for(CP).questions
-    result = run_cli("quiz", CP, "--answers", answers_file(tmp_path, {q.id: right_answer(q) for q in questions}), "--json")
+    result = run_cli(
+        "quiz", CP, "--answers", answers_file(tmp_path, {q.id: right_answer(q) for q in questions}), "--json"
+    )
     assert result.exit_code == 0, result
     [res] = result.json()["data"]["results"]
-    assert (res["checkpoint"], res["correct"], res["total"], res["passed"]) == (CP, len(questions), len(questions), True)
+    assert (res["checkpoint"], res["correct"], res["total"], res["passed"]) == (
+        CP,
+        len(questions),
+        len(questions),
+        True,
+    )
     shown = run_cli("stage", "show", "1", "--json").json()["data"]["checkpoints"]
     assert next(c for c in shown if c["id"] == CP)["quiz"]["passed"] is True
     text = run_cli("stage", "show", "1").stdout
@@ -119,8 +126,12 @@ def test_review_after_check_and_status_count(run_cli, cur, tmp_path):
     assert "Reviews 1 due today (1 never reviewed)" in run_cli("status").stdout
     listing = run_cli("review", "--json").json()["data"]["due"]
     assert [d["item"] for d in listing] == ["checkpoint:s1-draw-transformer-block"] and listing[0]["new"]
-    result = run_cli("review", "--answers", answers_file(tmp_path, {"s1-draw-transformer-block": "good",
-                                                                      "s1-qkv-scale-factor": "11.3"}), "--json")
+    result = run_cli(
+        "review",
+        "--answers",
+        answers_file(tmp_path, {"s1-draw-transformer-block": "good", "s1-qkv-scale-factor": "11.3"}),
+        "--json",
+    )
     assert result.exit_code == 0, result
     data = result.json()["data"]
     assert [r["item"] for r in data["reviewed"]] == ["checkpoint:s1-draw-transformer-block"]
@@ -130,12 +141,16 @@ def test_review_after_check_and_status_count(run_cli, cur, tmp_path):
 
 
 def test_review_and_status_do_not_import_fsrs_or_torch(tmp_path):
-    probe = ("import sys\nfrom roadmap_cli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-             "sys.stderr.write('PROBE' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('fsrs', 'torch', 'triton', 'numpy'))) + '\\n')")
+    probe = (
+        "import sys\nfrom roadmap_cli.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('PROBE' + ','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fsrs', 'torch', 'triton', 'numpy'))) + '\\n')"
+    )
     env = {"ROADMAP_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     for args in (["status"], ["review", "--json"], ["review"]):
-        proc = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=120
+        )
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE")]
         assert line == ["PROBE"], (args, proc.stderr[-2000:])
 
@@ -143,8 +158,13 @@ def test_review_and_status_do_not_import_fsrs_or_torch(tmp_path):
 def test_quiz_at_a_real_terminal(tmp_path, cur):
     pexpect = pytest.importorskip("pexpect")
     env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LANG="en", COLUMNS="100")
-    child = pexpect.spawn(sys.executable, ["-c", "from roadmap_cli.cli import main; main()", "quiz", CP],
-                          env=env, encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", "from roadmap_cli.cli import main; main()", "quiz", CP],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
     for q in cur.quiz_for(CP).questions:
         if q.kind == "recall":
             child.expect("Enter shows the model answer")
@@ -224,7 +244,7 @@ def test_quiz_text_wraps_at_the_terminal_width_with_indented_continuations(cur):
     show_verdict(console, Verdict(question.id, "choice", "B", False, 1, "C", [long, long]))
     lines = out.getvalue().splitlines()
     assert lines and max(len(line) for line in lines) <= 40, [line for line in lines if len(line) > 40]
-    feedback = lines[lines.index(next(line for line in lines if line.startswith("✗"))) + 1:]
+    feedback = lines[lines.index(next(line for line in lines if line.startswith("✗"))) + 1 :]
     assert len(feedback) > 2 and all(line.startswith("  ") for line in feedback), feedback
     options = [line for line in lines if line[:5].strip().endswith(")")]
     assert options and all(line.startswith("  ") for line in options)

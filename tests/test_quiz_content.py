@@ -15,8 +15,12 @@ from roadmap_cli.paths import default_curriculum_path
 
 # The stage-10 checkpoints are explain in the seed; helper "serving" makes them
 # build checkpoints. Either way they keep their quizzes (useful for review).
-STAGE_10 = ["s10-design-inference-service", "s10-analyze-production-performance",
-            "s10-design-multi-gpu-inference", "s10-design-production-llm-platform"]
+STAGE_10 = [
+    "s10-design-inference-service",
+    "s10-analyze-production-performance",
+    "s10-design-multi-gpu-inference",
+    "s10-design-production-llm-platform",
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +72,43 @@ def test_numeric_answers_agree_with_published_figures(cur):
     assert answer["s9-flash-standard-hbm-traffic"] == 128 * 2**20
 
 
-@pytest.mark.parametrize("formula", [
-    "__import__('os').system('true')", "x.__class__", "(1).real", "[1, 2]", "'a' * 3", "open('f')",
-    "lambda: 1", "9 ** 9 ** 9", "10 ** 200", "1 / 0", "nope + 1", "max(*[1])", "True + 1",
-])
+@pytest.mark.parametrize(
+    "formula",
+    [
+        "__import__('os').system('true')",
+        "x.__class__",
+        "(1).real",
+        "[1, 2]",
+        "'a' * 3",
+        "open('f')",
+        "lambda: 1",
+        "9 ** 9 ** 9",
+        "10 ** 200",
+        "1 / 0",
+        "nope + 1",
+        "max(*[1])",
+        "True + 1",
+    ],
+)
 def test_formula_evaluator_refuses(formula):
     with pytest.raises(FormulaError):
         evaluate(formula, {"x": 1.0})
 
 
 def test_formula_evaluator_computes():
-    assert evaluate("2 * layers * kv_heads * head_dim * bytes", {"layers": 32, "kv_heads": 32, "head_dim": 128,
-                                                                   "bytes": 2}) == 524288
-    assert evaluate("ceil(a / b) + floor(2.5) - -1 + 7 // 2 + 7 % 4 + sqrt(16) + log2(8) + min(1, 2) + max(1, 2)",
-                    {"a": 1000, "b": 16}) == 63 + 2 + 1 + 3 + 3 + 4 + 3 + 1 + 2
+    assert (
+        evaluate(
+            "2 * layers * kv_heads * head_dim * bytes", {"layers": 32, "kv_heads": 32, "head_dim": 128, "bytes": 2}
+        )
+        == 524288
+    )
+    assert (
+        evaluate(
+            "ceil(a / b) + floor(2.5) - -1 + 7 // 2 + 7 % 4 + sqrt(16) + log2(8) + min(1, 2) + max(1, 2)",
+            {"a": 1000, "b": 16},
+        )
+        == 63 + 2 + 1 + 3 + 3 + 4 + 3 + 1 + 2
+    )
     assert names_in("ceil(a / b) * c") == {"a", "b", "c"}
 
 
@@ -155,11 +182,17 @@ def test_bad_quizzes_are_reported_with_file_line_col(tmp_path: Path):
     problems = validate_curriculum(path)
     joined = "\n".join(problems)
     # pydantic's error (unknown key) is reported alone, at the key, with a did-you-mean
-    assert f"{path}:{_line_of(text, 'tolerence')}:9: quizzes[0].questions[3]: unknown key 'tolerence' (did you mean 'tolerance'?)" in joined, joined
+    assert (
+        f"{path}:{_line_of(text, 'tolerence')}:9: quizzes[0].questions[3]: unknown key 'tolerence' (did you mean 'tolerance'?)"
+        in joined
+    ), joined
     path.write_text(text.replace("        tolerence: 0.1\n", ""), encoding="utf-8")
     text = path.read_text(encoding="utf-8")
     joined = "\n".join(validate_curriculum(path))
-    assert f":{_line_of(text, '- {text: {zh: 一, en: one}, correct: true}')}:" in joined and "exactly one option must be correct (found 2)" in joined
+    assert (
+        f":{_line_of(text, '- {text: {zh: 一, en: one}, correct: true}')}:" in joined
+        and "exactly one option must be correct (found 2)" in joined
+    )
     assert f":{_line_of(text, '- {text: {zh: 二, en: two}}')}:" in joined and "wrong option 2 needs a `why`" in joined
     assert f":{_line_of(text, '__import__')}:" in joined and "not allowed" in joined
     assert f":{_line_of(text, 'id: q-two-right', 2)}:" in joined and "duplicate question id 'q-two-right'" in joined

@@ -23,8 +23,13 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # The user's path: README, then the guides it links, in the order a newcomer reads them (issue 39 moved the
 # cohort, remote-grading, quiz, report and paper sections out of README into these pages).
-WALK = [README, *(ROOT / "docs" / name for name in ("install.md", "grading.md", "quizzes.md", "reports.md",
-                                                     "papers.md", "cohort.md", "remote.md"))]
+WALK = [
+    README,
+    *(
+        ROOT / "docs" / name
+        for name in ("install.md", "grading.md", "quizzes.md", "reports.md", "papers.md", "cohort.md", "remote.md")
+    ),
+]
 
 # command (as README writes it) -> why it is not run here, and where it is tested instead
 SKIP = {
@@ -37,7 +42,7 @@ SKIP = {
     "roadmap watch --on h100": "needs an ssh server and a terminal (tests/test_grade_on.py)",
     "roadmap worker --concurrency 1": "needs the cohort's PostgreSQL server (tests/test_cohort_queue.py)",
     "roadmap worker --labs flash-attention,cuda-matmul": "needs the cohort's PostgreSQL server "
-                                                         "(tests/test_cohort_queue.py)",
+    "(tests/test_cohort_queue.py)",
     "roadmap submit": "needs the cohort's PostgreSQL server (tests/test_cohort_queue.py)",
     "roadmap submissions": "needs the cohort's PostgreSQL server (tests/test_cohort_queue.py)",
 }
@@ -64,8 +69,7 @@ def fenced_lines(text: str) -> list[tuple[int, str, str]]:
     return found
 
 
-def test_every_fenced_readme_command_runs_in_a_scratch_home(run_cli, roadmap_home, monkeypatch,
-                                                            tmp_path: Path) -> None:
+def test_every_fenced_readme_command_runs_in_a_scratch_home(run_cli, roadmap_home, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ROADMAP_DEVICE", "cpu")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.chdir(tmp_path)
@@ -82,7 +86,9 @@ def _walk(run_cli, monkeypatch, tmp_path: Path) -> None:
     from roadmap_cli import context
 
     ran, skipped = [], set()
-    steps = [(page.relative_to(ROOT), *found) for page in WALK for found in fenced_lines(page.read_text(encoding="utf-8"))]
+    steps = [
+        (page.relative_to(ROOT), *found) for page in WALK for found in fenced_lines(page.read_text(encoding="utf-8"))
+    ]
     current = None
     for page, number, line, command in steps:
         if page != current:  # each guide reads on its own: a fresh data home for each
@@ -107,12 +113,20 @@ def _walk(run_cli, monkeypatch, tmp_path: Path) -> None:
 
 # Where a text names a lab: after the commands that take one, in `--labs a,b`, in a lab's folder path,
 # and in prose such as "lab `x`", "`x` lab", "submissions of `x`".
-LAB_COMMAND = re.compile(r"^roadmap (?:lab (?:start|show|path|status|history|hint|reset|solution)|grade|submit"
-                         r"|cohort board|dev check|dev mutate|dev build-starter) ([a-z][a-z0-9-]+)")
-LAB_PROSE = [re.compile(p) for p in (
-    r"\blabs?\s+`([a-z][a-z0-9-]+)`", r"`([a-z][a-z0-9-]+)`\s+labs?\b", r"\bsubmissions of `([a-z][a-z0-9-]+)`",
-    r"\d+ `([a-z][a-z0-9-]+)`\s+submissions", r"(?<![\w/.])labs/([a-z][a-z0-9-]+)/",
-)]
+LAB_COMMAND = re.compile(
+    r"^roadmap (?:lab (?:start|show|path|status|history|hint|reset|solution)|grade|submit"
+    r"|cohort board|dev check|dev mutate|dev build-starter) ([a-z][a-z0-9-]+)"
+)
+LAB_PROSE = [
+    re.compile(p)
+    for p in (
+        r"\blabs?\s+`([a-z][a-z0-9-]+)`",
+        r"`([a-z][a-z0-9-]+)`\s+labs?\b",
+        r"\bsubmissions of `([a-z][a-z0-9-]+)`",
+        r"\d+ `([a-z][a-z0-9-]+)`\s+submissions",
+        r"(?<![\w/.])labs/([a-z][a-z0-9-]+)/",
+    )
+]
 
 
 def named_labs(text: str) -> set[tuple[int, str]]:
@@ -135,16 +149,28 @@ def test_every_lab_readme_and_docs_name_exists() -> None:
     from roadmap_cli.labs.spec import load_all
 
     labs = {spec.id for spec in load_all()[0]}
-    wrong = [f"{path.relative_to(ROOT)}:{number}: {lab}" for path in DOCS
-             for number, lab in sorted(named_labs(path.read_text(encoding="utf-8"))) if lab not in labs]
+    wrong = [
+        f"{path.relative_to(ROOT)}:{number}: {lab}"
+        for path in DOCS
+        for number, lab in sorted(named_labs(path.read_text(encoding="utf-8")))
+        if lab not in labs
+    ]
     assert not wrong, "lab ids that do not exist:\n" + "\n".join(wrong)
 
 
 def test_the_lab_id_check_can_fail() -> None:
-    text = ("```\nroadmap worker --labs flash-attention,gemm\nroadmap lab start minigpt\n```\n"
-            "Measured with 40 submissions of `adder`; the `paged-kv-cache` lab; labs/cuda-matmul/README.md\n")
-    assert {lab for _, lab in named_labs(text)} == {"flash-attention", "gemm", "minigpt", "adder", "paged-kv-cache",
-                                                    "cuda-matmul"}
+    text = (
+        "```\nroadmap worker --labs flash-attention,gemm\nroadmap lab start minigpt\n```\n"
+        "Measured with 40 submissions of `adder`; the `paged-kv-cache` lab; labs/cuda-matmul/README.md\n"
+    )
+    assert {lab for _, lab in named_labs(text)} == {
+        "flash-attention",
+        "gemm",
+        "minigpt",
+        "adder",
+        "paged-kv-cache",
+        "cuda-matmul",
+    }
 
 
 @pytest.mark.parametrize("command", sorted(SKIP))
@@ -160,8 +186,10 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 def test_readme_is_short_and_every_relative_link_resolves() -> None:
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 150, "README.md is over 150 lines: move the detail to a docs/ page"
-    broken = [f"{page.relative_to(ROOT)}: {target}" for page in DOCS
-              for target in LINK.findall(page.read_text(encoding="utf-8"))
-              if not target.startswith(("http://", "https://", "mailto:"))
-              and not (page.parent / target).exists()]
+    broken = [
+        f"{page.relative_to(ROOT)}: {target}"
+        for page in DOCS
+        for target in LINK.findall(page.read_text(encoding="utf-8"))
+        if not target.startswith(("http://", "https://", "mailto:")) and not (page.parent / target).exists()
+    ]
     assert not broken, "links to nothing:\n" + "\n".join(broken)

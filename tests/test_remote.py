@@ -74,16 +74,19 @@ def test_adding_a_taken_name_keeps_the_old_url_unless_replace(run_cli):
     assert _json(run_cli("remote", "list", "--json"))["remotes"][0]["url"] == "ssh://b@two"
 
 
-@pytest.mark.parametrize("url, says", [
-    ("gpu.example.com", "must look like ssh://user@host"),
-    ("https://gpu.example.com", "only ssh:// is supported"),
-    ("ssh://me:hunter2@gpu", "must not carry a password"),
-    ("ssh://gpu:99999", "1 and 65535"),
-    ("ssh://gpu:0", "ports are 1-65535"),
-    ("ssh://gpu/home/me", "path or query"),
-    ("ssh://", "names no host"),
-    ("ssh://-oProxyCommand=x", "may not start with '-'"),
-])
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("gpu.example.com", "must look like ssh://user@host"),
+        ("https://gpu.example.com", "only ssh:// is supported"),
+        ("ssh://me:hunter2@gpu", "must not carry a password"),
+        ("ssh://gpu:99999", "1 and 65535"),
+        ("ssh://gpu:0", "ports are 1-65535"),
+        ("ssh://gpu/home/me", "path or query"),
+        ("ssh://", "names no host"),
+        ("ssh://-oProxyCommand=x", "may not start with '-'"),
+    ],
+)
 def test_a_bad_url_is_one_line_and_nothing_is_saved(run_cli, roadmap_home: Path, url: str, says: str):
     result = run_cli("remote", "add", "gpu", url)
     assert result.exit_code == 2 and says in result.stderr, result
@@ -111,9 +114,11 @@ def test_a_damaged_remotes_file_is_one_line_and_is_not_overwritten(run_cli, road
 def test_remote_commands_never_import_torch(roadmap_home: Path):
     import subprocess
 
-    code = ("import sys; from roadmap_cli.cli import main\n"
-            "try:\n    main(['remote', 'list'])\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'remote list imported torch'\n")
+    code = (
+        "import sys; from roadmap_cli.cli import main\n"
+        "try:\n    main(['remote', 'list'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'remote list imported torch'\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
@@ -131,6 +136,7 @@ def test_check_reports_the_far_side(run_cli, ssh_config):
     assert data["round_trip_s"] > 0
     # torch on the far side is whatever its python3 imports: on this machine the system python has none.
     import subprocess
+
     has_torch = subprocess.run(["python3", "-c", "import torch"], capture_output=True).returncode == 0
     assert (data["torch"] is not None) == has_torch
     text = run_cli("remote", "check", "local")
@@ -146,15 +152,15 @@ def test_an_unreachable_remote_is_one_line_exit_5(run_cli, ssh_config):
     assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_a_key_the_server_does_not_know_says_how_to_fix_it_and_never_prompts(run_cli, ssh_config, tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch):
+def test_a_key_the_server_does_not_know_says_how_to_fix_it_and_never_prompts(
+    run_cli, ssh_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     import subprocess
 
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True, timeout=30)
     config = tmp_path / "ssh_config"
-    config.write_text(ssh_config.client_config.read_text().replace(
-        str(ssh_config.root / "client_ed25519"), str(other)))
+    config.write_text(ssh_config.client_config.read_text().replace(str(ssh_config.root / "client_ed25519"), str(other)))
     monkeypatch.setenv("ROADMAP_SSH_CONFIG", str(config))
     run_cli("remote", "add", "local", ssh_config.url)
     result = run_cli("remote", "check", "local", "--timeout", "20")
@@ -168,10 +174,16 @@ def test_a_long_name_and_url_are_never_cut_on_an_80_column_terminal(tmp_path: Pa
     env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), COLUMNS="80", LINES="40", TERM="xterm")
     url = "ssh://ubuntu-user@gpu-instance-0042.us-east-1.compute.example.com:2222"
     name = "lambda-h100-long-name-box"
-    add = pexpect.run(f"{sys.executable} -m roadmap_cli remote add {name} {url}", env=env, encoding="utf-8",
-                      timeout=60, dimensions=(40, 80))
+    add = pexpect.run(
+        f"{sys.executable} -m roadmap_cli remote add {name} {url}",
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 80),
+    )
     assert "Added remote" in add
-    out = pexpect.run(f"{sys.executable} -m roadmap_cli remote list", env=env, encoding="utf-8", timeout=60,
-                      dimensions=(40, 80))
+    out = pexpect.run(
+        f"{sys.executable} -m roadmap_cli remote list", env=env, encoding="utf-8", timeout=60, dimensions=(40, 80)
+    )
     joined = "".join(out.splitlines())  # the terminal's own wrapping splits long lines; nothing may be dropped
     assert name in joined and url in joined and "…" not in out, out

@@ -17,8 +17,16 @@ import pytest
 from test_reports import EVIL, previous_month, seed
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _need_chromium() -> None:
@@ -48,8 +56,13 @@ def test_html_report_in_headless_chromium(run_cli, roadmap_home: Path, tmp_path:
     problems, dialogs, requests = [], [], []
     with sync_playwright() as p:
         # A fresh profile folder per run (playwright passes it as --user-data-dir).
-        browser = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=str(CHROMIUM),
-                                                       args=FLAGS, headless=True, viewport={"width": 1100, "height": 900})
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            args=FLAGS,
+            headless=True,
+            viewport={"width": 1100, "height": 900},
+        )
         try:
             page = browser.new_page()
             page.on("console", lambda msg: problems.append(msg.text) if msg.type in ("error", "warning") else None)
@@ -59,8 +72,15 @@ def test_html_report_in_headless_chromium(run_cli, roadmap_home: Path, tmp_path:
             page.goto(out.as_uri(), wait_until="load")
             assert page.title() == f"Monthly report {label}"
             headings = page.eval_on_selector_all("h2", "els => els.map(e => e.textContent)")
-            assert headings == ["Checkpoints done", "Labs", "Papers read", "Reproductions, experiments and benchmarks",
-                                "Hours", "Cadence and streaks", "Charts"]
+            assert headings == [
+                "Checkpoints done",
+                "Labs",
+                "Papers read",
+                "Reproductions, experiments and benchmarks",
+                "Hours",
+                "Cadence and streaks",
+                "Charts",
+            ]
             assert page.locator("svg").count() == 5
             assert page.locator("table.checkpoints tbody tr").count() == 2
             assert page.locator("table.parts tbody tr").count() == 3

@@ -16,8 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_wheel_carries_the_report_templates(tmp_path: Path):
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
-                    str(REPO)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(REPO)],
+        check=True,
+        timeout=300,
+    )
     wheel = next(dist.glob("roadmap_cli-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for template in ("report.md.j2", "report.html.j2"):
@@ -25,10 +28,17 @@ def test_wheel_carries_the_report_templates(tmp_path: Path):
     # Render from the unpacked wheel alone (not the checkout): the templates are found beside render.py.
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
-    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import roadmap_cli.reports.render as r; "
-             "assert r.TEMPLATES.is_dir() and str(r.TEMPLATES).startswith(sys.argv[1]), r.TEMPLATES; "
-             "print(sorted(p.name for p in r.TEMPLATES.iterdir()))")
-    out = subprocess.run([sys.executable, "-I", "-c", probe, str(target)], capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": ""})
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import roadmap_cli.reports.render as r; "
+        "assert r.TEMPLATES.is_dir() and str(r.TEMPLATES).startswith(sys.argv[1]), r.TEMPLATES; "
+        "print(sorted(p.name for p in r.TEMPLATES.iterdir()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", probe, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": ""},
+    )
     assert out.returncode == 0, out.stderr
     assert "report.html.j2" in out.stdout

@@ -39,55 +39,168 @@ def seed(home: Path, first: date, last: date) -> dict:
     before = first - timedelta(days=3)
     with store.connection() as conn:
         ins = lambda sql, rows: conn.execute(sa.text(sql), rows)  # noqa: E731
-        ins("INSERT INTO settings (learner, key, value) VALUES (:me, :k, :v)",
-            [{"me": me, "k": "start_date", "v": json.dumps((first - timedelta(weeks=8)).isoformat())}])
-        ins("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence) VALUES (:c, :t, :s, :e)", [
-            {"c": "s1-draw-transformer-block", "t": utc_of_local_noon(mid), "s": "self", "e": "https://example.org/post"},
-            {"c": "s1-explain-attention-workflow", "t": utc_of_local_noon(mid + timedelta(days=1)), "s": "self", "e": None},
-            {"c": "s1-explain-query-key-value", "t": utc_of_local_noon(before), "s": "self", "e": None},
-        ])
-        attempt = ("INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
-                   "device, interpret_mode, workspace, grader_sha256) VALUES (:lab, :t, 10, :o, :s, :m, :p, :f, :d, :i, "
-                   "'/tmp/ws', 'x')")
-        parts_ok = [{"id": "reference-torch", "points": 10, "max_points": 10, "status": "passed"},
-                    {"id": "tiled-torch", "points": 20, "max_points": 20, "status": "passed"},
-                    {"id": "performance", "points": 0, "max_points": 0, "status": "not-graded-here"}]
-        perf = [{"test": "t", "name": "geomean speed vs SDPA", "value": 0.62, "unit": "ratio"},
-                {"test": "t", "name": "fwd 4096", "value": 150.0, "unit": "TFLOP/s", "ratio_vs_sdpa": 0.75},
-                {"test": "t", "name": "matmul", "value": 300.0, "unit": "TFLOP/s", "pct_of_baseline": 91.5}]
-        ins(attempt, [
-            {"lab": "flash-attention", "t": utc_of_local_noon(before), "o": "failed", "s": 5, "m": 30,
-             "p": json.dumps(parts_ok[:2]), "f": "[]", "d": "cpu", "i": True},
-            {"lab": "flash-attention", "t": utc_of_local_noon(mid), "o": "failed", "s": 10, "m": 30,
-             "p": json.dumps(parts_ok[:2]), "f": "[]", "d": "cpu", "i": True},
-            {"lab": "flash-attention", "t": utc_of_local_noon(mid + timedelta(days=2)), "o": "passed", "s": 30, "m": 30,
-             "p": json.dumps(parts_ok), "f": json.dumps(perf), "d": "cpu", "i": True},
-            {"lab": "minigpt", "t": utc_of_local_noon(mid), "o": "timeout", "s": 0, "m": 100,
-             "p": "[]", "f": "[]", "d": "cpu", "i": False},
-        ])
-        paper = ("INSERT INTO papers (title, title_key, status, read_on, added_on, arxiv_id, url, notes, rating) "
-                 "VALUES (:t, :k, :s, :r, :a, :x, :u, :n, :g)")
-        ins(paper, [
-            {"t": EVIL, "k": "evil", "s": "read", "r": mid.isoformat(), "a": mid.isoformat(), "x": None,
-             "u": "javascript:alert(2)", "n": f"notes {EVIL} *bold*", "g": 4},
-            {"t": "FlashAttention-2", "k": "fa2", "s": "reproduced", "r": (mid + timedelta(days=1)).isoformat(),
-             "a": mid.isoformat(), "x": "2307.08691", "u": None, "n": None, "g": None},
-            {"t": "Outside", "k": "outside", "s": "read", "r": before.isoformat(), "a": before.isoformat(),
-             "x": None, "u": None, "n": None, "g": None},
-            {"t": "Unread", "k": "unread", "s": "to-read", "r": None, "a": mid.isoformat(), "x": None, "u": None,
-             "n": None, "g": None},
-        ])
-        entry = ("INSERT INTO cadence_entries (kind, title, on_date, hours, link, note, created_at) "
-                 "VALUES (:k, :t, :d, :h, :l, :n, '2026-01-01T00:00:00+00:00')")
-        ins(entry, [
-            {"k": "reproduction", "t": "FA2 from scratch", "d": mid.isoformat(), "h": None, "l": "https://github.com/x/y", "n": None},
-            {"k": "experiment", "t": EVIL, "d": mid.isoformat(), "h": None, "l": "javascript:alert(3)", "n": EVIL},
-            {"k": "benchmark", "t": "matmul sweep", "d": last.isoformat(), "h": None, "l": None, "n": "H100"},
-            {"k": "benchmark", "t": "old sweep", "d": before.isoformat(), "h": None, "l": None, "n": None},
-            {"k": "hours", "t": None, "d": mid.isoformat(), "h": 2.5, "l": None, "n": None},
-            {"k": "hours", "t": None, "d": (mid + timedelta(days=1)).isoformat(), "h": 4.0, "l": None, "n": None},
-            {"k": "hours", "t": None, "d": before.isoformat(), "h": 7.0, "l": None, "n": None},
-        ])
+        ins(
+            "INSERT INTO settings (learner, key, value) VALUES (:me, :k, :v)",
+            [{"me": me, "k": "start_date", "v": json.dumps((first - timedelta(weeks=8)).isoformat())}],
+        )
+        ins(
+            "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence) VALUES (:c, :t, :s, :e)",
+            [
+                {
+                    "c": "s1-draw-transformer-block",
+                    "t": utc_of_local_noon(mid),
+                    "s": "self",
+                    "e": "https://example.org/post",
+                },
+                {
+                    "c": "s1-explain-attention-workflow",
+                    "t": utc_of_local_noon(mid + timedelta(days=1)),
+                    "s": "self",
+                    "e": None,
+                },
+                {"c": "s1-explain-query-key-value", "t": utc_of_local_noon(before), "s": "self", "e": None},
+            ],
+        )
+        attempt = (
+            "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+            "device, interpret_mode, workspace, grader_sha256) VALUES (:lab, :t, 10, :o, :s, :m, :p, :f, :d, :i, "
+            "'/tmp/ws', 'x')"
+        )
+        parts_ok = [
+            {"id": "reference-torch", "points": 10, "max_points": 10, "status": "passed"},
+            {"id": "tiled-torch", "points": 20, "max_points": 20, "status": "passed"},
+            {"id": "performance", "points": 0, "max_points": 0, "status": "not-graded-here"},
+        ]
+        perf = [
+            {"test": "t", "name": "geomean speed vs SDPA", "value": 0.62, "unit": "ratio"},
+            {"test": "t", "name": "fwd 4096", "value": 150.0, "unit": "TFLOP/s", "ratio_vs_sdpa": 0.75},
+            {"test": "t", "name": "matmul", "value": 300.0, "unit": "TFLOP/s", "pct_of_baseline": 91.5},
+        ]
+        ins(
+            attempt,
+            [
+                {
+                    "lab": "flash-attention",
+                    "t": utc_of_local_noon(before),
+                    "o": "failed",
+                    "s": 5,
+                    "m": 30,
+                    "p": json.dumps(parts_ok[:2]),
+                    "f": "[]",
+                    "d": "cpu",
+                    "i": True,
+                },
+                {
+                    "lab": "flash-attention",
+                    "t": utc_of_local_noon(mid),
+                    "o": "failed",
+                    "s": 10,
+                    "m": 30,
+                    "p": json.dumps(parts_ok[:2]),
+                    "f": "[]",
+                    "d": "cpu",
+                    "i": True,
+                },
+                {
+                    "lab": "flash-attention",
+                    "t": utc_of_local_noon(mid + timedelta(days=2)),
+                    "o": "passed",
+                    "s": 30,
+                    "m": 30,
+                    "p": json.dumps(parts_ok),
+                    "f": json.dumps(perf),
+                    "d": "cpu",
+                    "i": True,
+                },
+                {
+                    "lab": "minigpt",
+                    "t": utc_of_local_noon(mid),
+                    "o": "timeout",
+                    "s": 0,
+                    "m": 100,
+                    "p": "[]",
+                    "f": "[]",
+                    "d": "cpu",
+                    "i": False,
+                },
+            ],
+        )
+        paper = (
+            "INSERT INTO papers (title, title_key, status, read_on, added_on, arxiv_id, url, notes, rating) "
+            "VALUES (:t, :k, :s, :r, :a, :x, :u, :n, :g)"
+        )
+        ins(
+            paper,
+            [
+                {
+                    "t": EVIL,
+                    "k": "evil",
+                    "s": "read",
+                    "r": mid.isoformat(),
+                    "a": mid.isoformat(),
+                    "x": None,
+                    "u": "javascript:alert(2)",
+                    "n": f"notes {EVIL} *bold*",
+                    "g": 4,
+                },
+                {
+                    "t": "FlashAttention-2",
+                    "k": "fa2",
+                    "s": "reproduced",
+                    "r": (mid + timedelta(days=1)).isoformat(),
+                    "a": mid.isoformat(),
+                    "x": "2307.08691",
+                    "u": None,
+                    "n": None,
+                    "g": None,
+                },
+                {
+                    "t": "Outside",
+                    "k": "outside",
+                    "s": "read",
+                    "r": before.isoformat(),
+                    "a": before.isoformat(),
+                    "x": None,
+                    "u": None,
+                    "n": None,
+                    "g": None,
+                },
+                {
+                    "t": "Unread",
+                    "k": "unread",
+                    "s": "to-read",
+                    "r": None,
+                    "a": mid.isoformat(),
+                    "x": None,
+                    "u": None,
+                    "n": None,
+                    "g": None,
+                },
+            ],
+        )
+        entry = (
+            "INSERT INTO cadence_entries (kind, title, on_date, hours, link, note, created_at) "
+            "VALUES (:k, :t, :d, :h, :l, :n, '2026-01-01T00:00:00+00:00')"
+        )
+        ins(
+            entry,
+            [
+                {
+                    "k": "reproduction",
+                    "t": "FA2 from scratch",
+                    "d": mid.isoformat(),
+                    "h": None,
+                    "l": "https://github.com/x/y",
+                    "n": None,
+                },
+                {"k": "experiment", "t": EVIL, "d": mid.isoformat(), "h": None, "l": "javascript:alert(3)", "n": EVIL},
+                {"k": "benchmark", "t": "matmul sweep", "d": last.isoformat(), "h": None, "l": None, "n": "H100"},
+                {"k": "benchmark", "t": "old sweep", "d": before.isoformat(), "h": None, "l": None, "n": None},
+                {"k": "hours", "t": None, "d": mid.isoformat(), "h": 2.5, "l": None, "n": None},
+                {"k": "hours", "t": None, "d": (mid + timedelta(days=1)).isoformat(), "h": 4.0, "l": None, "n": None},
+                {"k": "hours", "t": None, "d": before.isoformat(), "h": 7.0, "l": None, "n": None},
+            ],
+        )
         for table in ("checkpoint_progress", "grade_attempts", "papers", "cadence_entries"):
             conn.execute(sa.text(f"UPDATE {table} SET learner = :me"), {"me": me})
     store.engine.dispose()
@@ -116,13 +229,34 @@ def test_report_numbers_equal_the_database(run_cli, month, roadmap_home: Path):
     a, b = first.isoformat(), last.isoformat()
     assert [c["id"] for c in data["checkpoints"]] == ["s1-draw-transformer-block", "s1-explain-attention-workflow"]
     assert data["checkpoints_done_total"] == 3
-    assert len(data["papers"]) == db_count(roadmap_home, "SELECT count(*) FROM papers WHERE status IN ('read','reproduced') "
-                                                         "AND read_on BETWEEN :a AND :b", a=a, b=b) == 2
+    assert (
+        len(data["papers"])
+        == db_count(
+            roadmap_home,
+            "SELECT count(*) FROM papers WHERE status IN ('read','reproduced') AND read_on BETWEEN :a AND :b",
+            a=a,
+            b=b,
+        )
+        == 2
+    )
     for kind in ("reproduction", "experiment", "benchmark"):
         assert len(data["entries"][kind]) == db_count(
-            roadmap_home, "SELECT count(*) FROM cadence_entries WHERE kind = :k AND on_date BETWEEN :a AND :b", k=kind, a=a, b=b)
-    assert data["hours"]["total"] == db_count(
-        roadmap_home, "SELECT sum(hours) FROM cadence_entries WHERE kind = 'hours' AND on_date BETWEEN :a AND :b", a=a, b=b) == 6.5
+            roadmap_home,
+            "SELECT count(*) FROM cadence_entries WHERE kind = :k AND on_date BETWEEN :a AND :b",
+            k=kind,
+            a=a,
+            b=b,
+        )
+    assert (
+        data["hours"]["total"]
+        == db_count(
+            roadmap_home,
+            "SELECT sum(hours) FROM cadence_entries WHERE kind = 'hours' AND on_date BETWEEN :a AND :b",
+            a=a,
+            b=b,
+        )
+        == 6.5
+    )
     (lab,) = data["labs"]  # the minigpt timeout does not count
     assert lab["lab_id"] == "flash-attention" and lab["outcome"] == "passed-on-cpu"
     assert lab["attempt"] == 3 and lab["attempts_in_period"] == 2 and lab["score"] == 30 and lab["device"] == "cpu"
@@ -141,8 +275,16 @@ def test_markdown_has_every_section_and_escapes_user_text(run_cli, month):
     result = run_cli("report", "--month", label)
     assert result.exit_code == 0, result
     md = result.stdout
-    for heading in ("# Monthly report " + label, "## Checkpoints done", "## Labs", "## Papers read",
-                    "## Reproductions, experiments and benchmarks", "## Hours", "## Cadence and streaks", "## Charts"):
+    for heading in (
+        "# Monthly report " + label,
+        "## Checkpoints done",
+        "## Labs",
+        "## Papers read",
+        "## Reproductions, experiments and benchmarks",
+        "## Hours",
+        "## Cadence and streaks",
+        "## Charts",
+    ):
         assert heading in md
     assert "<script>" not in md and "\\<script\\>" in md
     assert "javascript:" not in md.replace("javascript:alert", "")  # shown as text only, never as a link target
@@ -161,8 +303,12 @@ def test_html_is_self_contained_and_escaped(run_cli, month, tmp_path: Path):
     assert "<script" not in html.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'href="javascript' not in html
     assert html.count("<svg") == 5
-    assert not re.search(r'(src|href)="https?://', html.replace('href="https://arxiv.org/abs/2307.08691"', "")
-                         .replace('href="https://github.com/x/y"', "").replace('href="https://example.org/post"', ""))
+    assert not re.search(
+        r'(src|href)="https?://',
+        html.replace('href="https://arxiv.org/abs/2307.08691"', "")
+        .replace('href="https://github.com/x/y"', "")
+        .replace('href="https://example.org/post"', ""),
+    )
     assert "Content-Security-Policy" in html
 
 
@@ -187,16 +333,19 @@ def test_markdown_file_writes_svgs_beside_it_and_never_overwrites(run_cli, month
     assert again.exit_code == 2 and out.read_text() == md
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--month", "2026-13"], "invalid --month '2026-13'"),
-    (["--month", "nov"], "invalid --month 'nov'"),
-    (["--quarter", "2026-Q5"], "invalid --quarter '2026-Q5'"),
-    ([], "choose one period"),
-    (["--month", "2026-01", "--quarter", "2026-Q1"], "choose one period"),
-    (["--month", "2999-01"], "has not started yet"),
-    (["--month", "2026-01", "--format", "pdf"], "unknown --format"),
-    (["--month", "2026-01", "--json", "-o", "x.md"], "writes no file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--month", "2026-13"], "invalid --month '2026-13'"),
+        (["--month", "nov"], "invalid --month 'nov'"),
+        (["--quarter", "2026-Q5"], "invalid --quarter '2026-Q5'"),
+        ([], "choose one period"),
+        (["--month", "2026-01", "--quarter", "2026-Q1"], "choose one period"),
+        (["--month", "2999-01"], "has not started yet"),
+        (["--month", "2026-01", "--format", "pdf"], "unknown --format"),
+        (["--month", "2026-01", "--json", "-o", "x.md"], "writes no file"),
+    ],
+)
 def test_bad_period_is_one_line_exit_2(run_cli, args, message):
     result = run_cli("report", *args)
     assert result.exit_code == 2, result
@@ -250,12 +399,24 @@ def test_planned_burnup_matches_the_status_schedule(month):
 def test_svg_charts_escape_every_text():
     from roadmap_cli.reports import svg
 
-    line = svg.line_chart(EVIL, [svg.SvgSeries(EVIL, [(0, 1), (1, 2)], color='"><script>')], x_label=EVIL, y_label=EVIL,
-                          x_format=lambda x: EVIL)
+    line = svg.line_chart(
+        EVIL,
+        [svg.SvgSeries(EVIL, [(0, 1), (1, 2)], color='"><script>')],
+        x_label=EVIL,
+        y_label=EVIL,
+        x_format=lambda x: EVIL,
+    )
     bars = svg.bar_chart(EVIL, [(EVIL, 3.0)], unit=EVIL, y_label=EVIL, target=(1, 2))
     empty = svg.line_chart(EVIL, [], x_label="x", y_label="y", empty=EVIL)
-    cal = svg.calendar(EVIL, {"weeks": [{"label": EVIL, "start": "2026-11-02", "days": [1, 0, 2, 5, None, None, None],
-                                         "met": True}], "total": 8, "active_days": 3, "weeks_met": 1})
+    cal = svg.calendar(
+        EVIL,
+        {
+            "weeks": [{"label": EVIL, "start": "2026-11-02", "days": [1, 0, 2, 5, None, None, None], "met": True}],
+            "total": 8,
+            "active_days": 3,
+            "weeks_met": 1,
+        },
+    )
     for doc in (line, bars, empty, cal):
         assert "<script" not in doc and "&lt;script&gt;" in doc
         assert doc.startswith("<svg") and doc.rstrip().endswith("</svg>")
@@ -270,15 +431,27 @@ def test_rows_of_another_learner_stay_out(run_cli, month, roadmap_home: Path, mo
     mid = (first + timedelta(days=9)).isoformat()
     when = utc_of_local_noon(first + timedelta(days=9))
     with sqlite3.connect(roadmap_home / "roadmap.db") as conn:
-        conn.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, learner) "
-                     "VALUES ('s1-read-transformer-paper-diagram', ?, 'self', 'bo')", (when,))
-        conn.execute("INSERT INTO papers (title, title_key, status, read_on, added_on, learner) "
-                     "VALUES ('Bo paper', 'bo', 'read', ?, ?, 'bo')", (mid, mid))
-        conn.execute("INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) "
-                     "VALUES ('experiment', 'Bo exp', ?, 'x', 'bo')", (mid,))
-        conn.execute("INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
-                     "device, interpret_mode, workspace, grader_sha256, learner) VALUES ('minigpt', ?, 1, 'passed', 100, "
-                     "100, '[]', '[]', 'cuda', 0, '/w', 'x', 'bo')", (when,))
+        conn.execute(
+            "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, learner) "
+            "VALUES ('s1-read-transformer-paper-diagram', ?, 'self', 'bo')",
+            (when,),
+        )
+        conn.execute(
+            "INSERT INTO papers (title, title_key, status, read_on, added_on, learner) "
+            "VALUES ('Bo paper', 'bo', 'read', ?, ?, 'bo')",
+            (mid, mid),
+        )
+        conn.execute(
+            "INSERT INTO cadence_entries (kind, title, on_date, created_at, learner) "
+            "VALUES ('experiment', 'Bo exp', ?, 'x', 'bo')",
+            (mid,),
+        )
+        conn.execute(
+            "INSERT INTO grade_attempts (lab_id, started_at, duration_s, outcome, score, max_score, parts, perf, "
+            "device, interpret_mode, workspace, grader_sha256, learner) VALUES ('minigpt', ?, 1, 'passed', 100, "
+            "100, '[]', '[]', 'cuda', 0, '/w', 'x', 'bo')",
+            (when,),
+        )
     data = run_cli("report", "--month", label, "--json").json()["data"]
     assert len(data["checkpoints"]) == 2 and data["checkpoints_done_total"] == 3
     assert len(data["papers"]) == 2 and len(data["entries"]["experiment"]) == 1
@@ -347,8 +520,9 @@ def test_report_wording_interpreter_only_for_triton_labs_and_one_day_singular(ru
 
     store = open_store(roadmap_home)
     with store.connection() as conn:
-        conn.execute(sa.text("UPDATE grade_attempts SET outcome = 'failed', interpret_mode = 1 "
-                             "WHERE lab_id = 'minigpt'"))
+        conn.execute(
+            sa.text("UPDATE grade_attempts SET outcome = 'failed', interpret_mode = 1 WHERE lab_id = 'minigpt'")
+        )
     store.engine.dispose()
     text = run_cli("report", "--month", label).stdout
     labs = {block.split("\n", 1)[0]: block for block in text.split("### ")[1:]}
@@ -358,7 +532,8 @@ def test_report_wording_interpreter_only_for_triton_labs_and_one_day_singular(ru
     assert "device cpu (Triton interpreter);" in flash, flash
     cal = svg.calendar("c", {"columns": [], "total": 5, "active_days": 1, "weeks_met": 0, "weeks": []})
     assert "5 logged on 1 day;" in cal, cal
-    chart = svg.line_chart("b", [svg.SvgSeries("plan", [(0, 0.0), (1, 14.5)])], x_label="x", y_label="y",
-                           y_min=0, y_integer=True)
+    chart = svg.line_chart(
+        "b", [svg.SvgSeries("plan", [(0, 0.0), (1, 14.5)])], x_label="x", y_label="y", y_min=0, y_integer=True
+    )
     ticks = re.findall(r'text-anchor="end" font-size="11"[^>]*>([^<]+)</text>', chart)
     assert ticks and all(t.isdigit() for t in ticks), ticks

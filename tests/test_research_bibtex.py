@@ -80,7 +80,10 @@ def test_latex_text_conversions():
     assert latex_to_text(r"Caf\'{e} na\"ive") == "Café naïve"
     for plain in ("A & B", "50% of {braces}", "under_score #1 $5"):
         assert latex_to_text(text_to_latex(plain)) == plain
-    assert authors_from_bibtex("Dao, Tri and Fu, Daniel Y. and Christopher R{\\'e}") == "Tri Dao, Daniel Y. Fu, Christopher Ré"
+    assert (
+        authors_from_bibtex("Dao, Tri and Fu, Daniel Y. and Christopher R{\\'e}")
+        == "Tri Dao, Daniel Y. Fu, Christopher Ré"
+    )
 
 
 def _import(run_cli, tmp_path, text, *extra):
@@ -110,7 +113,9 @@ def test_import_then_export_round_trip(run_cli, tmp_path, monkeypatch):
     again = _import(run_cli, tmp_path, exported.stdout)
     assert len(again.json()["data"]["imported"]) == 3, again
     after = run_cli("paper", "list", "--json", "--all").json()["data"]["papers"]
-    strip = lambda papers: sorted(({k: v for k, v in p.items() if k not in ("id", "added_on")} for p in papers), key=lambda p: p["title"])  # noqa: E731
+    strip = lambda papers: sorted(
+        ({k: v for k, v in p.items() if k not in ("id", "added_on")} for p in papers), key=lambda p: p["title"]
+    )  # noqa: E731
     assert strip(after) == strip(before)
     shown = run_cli("paper", "show", "1", "--json").json()["data"]
     assert shown["notes"] == "tiling over the sequence; 50% faster & simpler"
@@ -132,7 +137,9 @@ def test_import_values_and_defaults(run_cli, tmp_path):
 
 def test_import_skips_malformed_and_duplicates_but_imports_the_rest(run_cli, tmp_path):
     run_cli("paper", "log", "Second good entry", "--date", "2024-01-01")
-    result = _import(run_cli, tmp_path, MALFORMED + "@misc{dup, title = {FIRST good entry!}}\n@misc{notitle, year = 2020}\n")
+    result = _import(
+        run_cli, tmp_path, MALFORMED + "@misc{dup, title = {FIRST good entry!}}\n@misc{notitle, year = 2020}\n"
+    )
     assert result.exit_code == 0, result
     data = result.json()["data"]
     assert [i["key"] for i in data["imported"]] == ["ok1", "ok3"]

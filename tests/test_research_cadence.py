@@ -23,13 +23,19 @@ def _target(period, kind, count):
 
 def fake_curriculum(reading_list=(), stages=()):
     targets = [
-        _target("week", "paper", 5), _target("week", "reproduction", 1),
-        _target("month", "experiment", 1), _target("month", "benchmark", 1), _target("month", "report", 1),
-        _target("quarter", "oss", 1), _target("quarter", "blog", 1), _target("quarter", "workshop-paper", 1),
+        _target("week", "paper", 5),
+        _target("week", "reproduction", 1),
+        _target("month", "experiment", 1),
+        _target("month", "benchmark", 1),
+        _target("month", "report", 1),
+        _target("quarter", "oss", 1),
+        _target("quarter", "blog", 1),
+        _target("quarter", "workshop-paper", 1),
     ]
     return SimpleNamespace(
         cadence=SimpleNamespace(targets=targets, weekly_hours=SimpleNamespace(min=10.0, max=15.0)),
-        reading_list=list(reading_list), stages=list(stages),
+        reading_list=list(reading_list),
+        stages=list(stages),
     )
 
 
@@ -59,7 +65,9 @@ def _meet_week(store, monday: date, *, papers=5, hours=10.0):
 
     for i in range(papers):
         log_paper(store, PaperInput(title=f"paper {monday} {i}", read_on=monday + timedelta(days=i % 7)), today=TODAY)
-    log_entry(store, EntryInput(kind="reproduction", title=f"repro {monday}", on_date=monday + timedelta(days=6)), today=TODAY)
+    log_entry(
+        store, EntryInput(kind="reproduction", title=f"repro {monday}", on_date=monday + timedelta(days=6)), today=TODAY
+    )
     log_entry(store, EntryInput(kind="hours", hours=hours, on_date=monday + timedelta(days=2)), today=TODAY)
 
 
@@ -130,7 +138,9 @@ def test_cadence_summary_for_status(store, curriculum):
     from roadmap_cli.research.papers import PaperInput, log_paper
 
     for i in range(3):
-        log_paper(store, PaperInput(title=f"p{i}", read_on=TODAY - timedelta(days=2 * i)), today=TODAY)  # 6th, 4th: W01; 2nd: W53
+        log_paper(
+            store, PaperInput(title=f"p{i}", read_on=TODAY - timedelta(days=2 * i)), today=TODAY
+        )  # 6th, 4th: W01; 2nd: W53
     log_paper(store, PaperInput(title="unread", status="to-read"), today=TODAY)
     log_entry(store, EntryInput(kind="hours", on_date=TODAY, hours=2.5), today=TODAY)
     summary = cadence_summary(store, curriculum, TODAY)
@@ -167,8 +177,17 @@ def test_cadence_without_targets_has_nothing_to_meet(store):
 
 # --- the calendar -----------------------------------------------------------------
 
+
 def test_shades():
-    assert [shade(n) for n in (None, 0, 1, 2, 3, 4, 5, 40)] == [" ", EMPTY, *SHADES[:2], SHADES[2], SHADES[2], SHADES[3], SHADES[3]]
+    assert [shade(n) for n in (None, 0, 1, 2, 3, 4, 5, 40)] == [
+        " ",
+        EMPTY,
+        *SHADES[:2],
+        SHADES[2],
+        SHADES[2],
+        SHADES[3],
+        SHADES[3],
+    ]
 
 
 def test_calendar_grid_weeks_days_and_future_blank():
@@ -203,11 +222,12 @@ def test_calendar_month_labels_sit_on_the_week_holding_the_first():
     for col, week in enumerate(cal["weeks"]):
         days = [week["start"] + timedelta(days=d) for d in range(7)]
         first = next((d for d in days if d.day == 1), None)
-        if first is not None and months[4 + col:4 + col + 3].strip():
-            assert months[4 + col:4 + col + 3] == first.strftime("%b")
+        if first is not None and months[4 + col : 4 + col + 3].strip():
+            assert months[4 + col : 4 + col + 3] == first.strftime("%b")
 
 
 # --- smoke: the real curriculum -------------------------------------------------------
+
 
 def test_smoke_real_curriculum_targets_and_reading_list(run_cli):
     """The shipped curriculum.yaml drives `cadence` and `paper suggest` (shape only)."""

@@ -18,12 +18,30 @@ def log(run_cli, title, *args):
 
 # --- logging and duplicates --------------------------------------------------------------
 
+
 def test_log_defaults_to_read_today_and_parses_ids(run_cli):
     from roadmap_cli.research.periods import local_today
 
-    paper = _data(log(run_cli, "FlashAttention-2", "--arxiv", "https://arxiv.org/pdf/2307.08691v2.pdf",
-                      "--doi", "https://doi.org/10.48550/ARXIV.2307.08691", "--tags", "Attention, kernels,attention",
-                      "--authors", "Tri Dao", "--year", "2023", "--rating", "5", "--note", "read twice"))
+    paper = _data(
+        log(
+            run_cli,
+            "FlashAttention-2",
+            "--arxiv",
+            "https://arxiv.org/pdf/2307.08691v2.pdf",
+            "--doi",
+            "https://doi.org/10.48550/ARXIV.2307.08691",
+            "--tags",
+            "Attention, kernels,attention",
+            "--authors",
+            "Tri Dao",
+            "--year",
+            "2023",
+            "--rating",
+            "5",
+            "--note",
+            "read twice",
+        )
+    )
     assert paper["status"] == "read" and paper["read_on"] == local_today().isoformat()
     assert (paper["arxiv_id"], paper["arxiv_version"], paper["arxiv"]) == ("2307.08691", 2, "2307.08691v2")
     assert paper["doi"] == "10.48550/arxiv.2307.08691"
@@ -50,11 +68,14 @@ def test_add_is_an_alias_of_log(run_cli):
     assert _data(run_cli("paper", "add", "Some paper", "--status", "to-read", "--json"))["read_on"] is None
 
 
-@pytest.mark.parametrize("first, second, reason", [
-    (["A", "--arxiv", "2307.08691v1"], ["B", "--arxiv", "arXiv:2307.08691v2"], "same arXiv id"),
-    (["A", "--doi", "10.1145/3600006.3613165"], ["B", "--doi", "doi:10.1145/3600006.3613165".upper()], "same DOI"),
-    (["Attention Is All You Need"], ["attention is all you need."], "same title"),
-])
+@pytest.mark.parametrize(
+    "first, second, reason",
+    [
+        (["A", "--arxiv", "2307.08691v1"], ["B", "--arxiv", "arXiv:2307.08691v2"], "same arXiv id"),
+        (["A", "--doi", "10.1145/3600006.3613165"], ["B", "--doi", "doi:10.1145/3600006.3613165".upper()], "same DOI"),
+        (["Attention Is All You Need"], ["attention is all you need."], "same title"),
+    ],
+)
 def test_duplicates_refused_with_the_existing_id_unless_force(run_cli, first, second, reason):
     _data(log(run_cli, *first))
     refused = log(run_cli, *second)
@@ -72,8 +93,10 @@ def test_future_date_refused_past_allowed(run_cli):
 
 def test_bad_values_are_one_line_errors(run_cli):
     for args, message in [
-        (["--arxiv", "nope"], "not an arXiv id"), (["--doi", "12.3/x"], "not a DOI"),
-        (["--status", "skimmed"], "unknown status"), (["--rating", "6"], "rating 6 out of range"),
+        (["--arxiv", "nope"], "not an arXiv id"),
+        (["--doi", "12.3/x"], "not a DOI"),
+        (["--status", "skimmed"], "unknown status"),
+        (["--rating", "6"], "rating 6 out of range"),
         (["--date", "31/12/2020"], "expected YYYY-MM-DD"),
     ]:
         result = log(run_cli, "T", *args)
@@ -82,11 +105,37 @@ def test_bad_values_are_one_line_errors(run_cli):
 
 # --- list / show / read / note / edit / delete ---------------------------------------------
 
+
 @pytest.fixture
 def library(run_cli):
-    _data(log(run_cli, "FlashAttention", "--arxiv", "2205.14135", "--tags", "attention", "--stage", "9", "--date", "2024-01-10"))
-    _data(log(run_cli, "PagedAttention vLLM", "--tags", "serving,kv-cache", "--stage", "5", "--date", "2024-02-01",
-              "--authors", "Woosuk Kwon"))
+    _data(
+        log(
+            run_cli,
+            "FlashAttention",
+            "--arxiv",
+            "2205.14135",
+            "--tags",
+            "attention",
+            "--stage",
+            "9",
+            "--date",
+            "2024-01-10",
+        )
+    )
+    _data(
+        log(
+            run_cli,
+            "PagedAttention vLLM",
+            "--tags",
+            "serving,kv-cache",
+            "--stage",
+            "5",
+            "--date",
+            "2024-02-01",
+            "--authors",
+            "Woosuk Kwon",
+        )
+    )
     _data(log(run_cli, "Attention Is All You Need", "--status", "to-read", "--stage", "1"))
     _data(log(run_cli, "100% of 5_ms", "--date", "2023-06-01"))
 
@@ -139,7 +188,9 @@ def test_show_read_note_edit(run_cli, library, monkeypatch, tmp_path):
     import sys
 
     editor = tmp_path / "editor.py"
-    editor.write_text("import sys\np = sys.argv[1]\nold = open(p).read()\nopen(p, 'w').write(old + '\\nfrom the editor\\n')\n")
+    editor.write_text(
+        "import sys\np = sys.argv[1]\nold = open(p).read()\nopen(p, 'w').write(old + '\\nfrom the editor\\n')\n"
+    )
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     assert run_cli("paper", "note", "3").exit_code == 0
@@ -150,8 +201,17 @@ def test_show_read_note_edit(run_cli, library, monkeypatch, tmp_path):
     monkeypatch.delenv("EDITOR")
     assert "set $EDITOR" in run_cli("paper", "note", "3").stderr
 
-    edited = _data(run_cli("paper", "edit", "3", "--title", "Attention!", "--tags", "transformer", "--arxiv", "1706.03762", "--json"))
-    assert (edited["title"], edited["tags"], edited["arxiv"], edited["notes"]) == ("Attention!", ["transformer"], "1706.03762", "only\nfrom the editor")
+    edited = _data(
+        run_cli(
+            "paper", "edit", "3", "--title", "Attention!", "--tags", "transformer", "--arxiv", "1706.03762", "--json"
+        )
+    )
+    assert (edited["title"], edited["tags"], edited["arxiv"], edited["notes"]) == (
+        "Attention!",
+        ["transformer"],
+        "1706.03762",
+        "only\nfrom the editor",
+    )
     clash = run_cli("paper", "edit", "3", "--arxiv", "2205.14135")
     assert clash.exit_code == 2 and "already logged as #1" in clash.stderr
     cleared = _data(run_cli("paper", "edit", "3", "--arxiv", "", "--status", "to-read", "--json"))
@@ -171,11 +231,26 @@ def test_delete_asks_or_takes_yes(run_cli, library, monkeypatch):
 
 # --- the other cadence entries -----------------------------------------------------------
 
+
 def test_log_every_kind_then_list_edit_delete(run_cli):
     kinds = ("reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper")
     for i, kind in enumerate(kinds):
-        entry = _data(run_cli("log", kind, f"{kind} one", "--date", f"2024-01-{i + 1:02d}", "--link", "https://x.y",
-                              "--lab", "flash-attention", "--note", "n", "--json"))
+        entry = _data(
+            run_cli(
+                "log",
+                kind,
+                f"{kind} one",
+                "--date",
+                f"2024-01-{i + 1:02d}",
+                "--link",
+                "https://x.y",
+                "--lab",
+                "flash-attention",
+                "--note",
+                "n",
+                "--json",
+            )
+        )
         assert (entry["kind"], entry["title"], entry["on_date"]) == (kind, f"{kind} one", f"2024-01-{i + 1:02d}")
     hours = _data(run_cli("log", "hours", "2.5", "--date", "2024-01-09", "--json"))
     assert hours["hours"] == 2.5 and hours["kind"] == "hours"
@@ -211,6 +286,7 @@ def test_reproduction_of_a_paper_marks_it_reproduced_and_counts_once(run_cli):
 
 # --- suggestions ------------------------------------------------------------------------
 
+
 def _reading(id_, stage, title, arxiv=None, kind="paper"):
     return SimpleNamespace(id=id_, title=title, authors=None, year=None, arxiv=arxiv, url=None, stage=stage, kind=kind)
 
@@ -220,13 +296,17 @@ def reading_curriculum(monkeypatch):
     from roadmap_cli import context
 
     stages = [SimpleNamespace(number=n, checkpoints=[SimpleNamespace(id=f"s{n}-a")]) for n in (1, 2, 3)]
-    cur = SimpleNamespace(cadence=None, stages=stages, reading_list=[
-        _reading("attention", 1, "Attention Is All You Need", "1706.03762"),
-        _reading("gpt2", 1, "Language Models are Unsupervised Multitask Learners", kind="blog"),
-        _reading("rope", 2, "RoFormer", "2104.09864"),
-        _reading("gqa", 2, "GQA", "2305.13245"),
-        _reading("vllm", 3, "PagedAttention", "2309.06180"),
-    ])
+    cur = SimpleNamespace(
+        cadence=None,
+        stages=stages,
+        reading_list=[
+            _reading("attention", 1, "Attention Is All You Need", "1706.03762"),
+            _reading("gpt2", 1, "Language Models are Unsupervised Multitask Learners", kind="blog"),
+            _reading("rope", 2, "RoFormer", "2104.09864"),
+            _reading("gqa", 2, "GQA", "2305.13245"),
+            _reading("vllm", 3, "PagedAttention", "2309.06180"),
+        ],
+    )
     monkeypatch.setattr(context.AppContext, "curriculum", lambda self: cur)
     return cur
 
@@ -247,7 +327,9 @@ def test_suggest_current_stage_first_then_backlog_then_later(run_cli, reading_cu
     assert [s["reading_id"] for s in forced["suggestions"]] == ["vllm", "rope"]
     assert "unknown stage '7'" in run_cli("paper", "suggest", "--stage", "7").stderr
     assert "log one: roadmap paper log RoFormer --arxiv 2104.09864 --stage 2" in run_cli("paper", "suggest").stdout
-    assert [s["reading_id"] for s in _data(run_cli("paper", "suggest", "--kind", "blog", "--json"))["suggestions"]] == ["gpt2"]
+    assert [s["reading_id"] for s in _data(run_cli("paper", "suggest", "--kind", "blog", "--json"))["suggestions"]] == [
+        "gpt2"
+    ]
     assert "unknown reading kind 'blgo'" in run_cli("paper", "suggest", "--kind", "blgo").stderr
 
 
@@ -258,6 +340,7 @@ def test_stage_checked_against_the_curriculum(run_cli, reading_curriculum):
 
 # --- help ---------------------------------------------------------------------------------
 
+
 def test_every_research_command_and_option_has_help():
     import typer.main
 
@@ -266,8 +349,22 @@ def test_every_research_command_and_option_has_help():
     root = typer.main.get_command(app)
     groups = {name: root.commands[name] for name in ("paper", "log")}
     commands = [root.commands["cadence"]] + [c for g in groups.values() for c in g.commands.values()]
-    assert {"log", "add", "list", "show", "read", "note", "edit", "delete", "import", "export", "suggest"} <= set(groups["paper"].commands)
-    assert {"reproduction", "experiment", "benchmark", "report", "blog", "oss", "workshop-paper", "hours", "list", "edit", "delete"} <= set(groups["log"].commands)
+    assert {"log", "add", "list", "show", "read", "note", "edit", "delete", "import", "export", "suggest"} <= set(
+        groups["paper"].commands
+    )
+    assert {
+        "reproduction",
+        "experiment",
+        "benchmark",
+        "report",
+        "blog",
+        "oss",
+        "workshop-paper",
+        "hours",
+        "list",
+        "edit",
+        "delete",
+    } <= set(groups["log"].commands)
     for command in commands:
         assert command.help, command.name
         for param in command.params:
@@ -279,7 +376,15 @@ def test_suggest_never_offers_a_paper_logged_under_another_spelling_of_its_link(
     item.url = "https://jalammar.github.io/illustrated-transformer/"
     reading_curriculum.reading_list.append(item)
     assert "blog" in [s["reading_id"] for s in _data(run_cli("paper", "suggest", "--json"))["suggestions"]]
-    _data(log(run_cli, "Jay's transformer post", "--url", "http://www.jalammar.github.io/illustrated-transformer",
-              "--status", "reading"))
+    _data(
+        log(
+            run_cli,
+            "Jay's transformer post",
+            "--url",
+            "http://www.jalammar.github.io/illustrated-transformer",
+            "--status",
+            "reading",
+        )
+    )
     data = _data(run_cli("paper", "suggest", "--json"))
     assert "blog" not in [s["reading_id"] for s in data["suggestions"]] and data["on_your_list"] == 1

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from paper_registry import FIXTURES, fixture, serve_registry  # noqa: F401  (FIXTURES: the recorded responses)
+
 FA2_TITLE = "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning"
 PAGED_DOI = "10.1145/3600006.3613165"
 
@@ -37,7 +38,9 @@ def test_log_by_arxiv_option_alone_fills_in_the_paper(run_cli, registry):
     paper = result.json()["data"]
     assert paper["title"] == FA2_TITLE  # the feed's hard wrap is gone
     assert (paper["authors"], paper["year"], paper["venue"]) == ("Tri Dao", 2023, "cs.LG")
-    assert paper["abstract"].startswith("Scaling Transformers to longer sequence lengths has been a major problem in the last")
+    assert paper["abstract"].startswith(
+        "Scaling Transformers to longer sequence lengths has been a major problem in the last"
+    )
     assert paper["pdf_url"] == "https://arxiv.org/pdf/2307.08691v1"
     assert paper["metadata"]["source"] == "arxiv"
     assert registry.count("arxiv:") == 1
@@ -71,7 +74,9 @@ def test_an_old_style_arxiv_id_is_recognised(run_cli, registry):
 
 @pytest.mark.parametrize("args", [[PAGED_DOI], [f"https://doi.org/{PAGED_DOI}"], ["--doi", f"doi:{PAGED_DOI}"]])
 def test_a_doi_is_looked_up_at_crossref(run_cli, registry, args):
-    registry.serve(f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json"))
+    registry.serve(
+        f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json")
+    )
     result = run_cli("paper", "log", *args, "--json")
     assert result.exit_code == 0, result
     paper = result.json()["data"]
@@ -86,7 +91,9 @@ def test_a_doi_is_looked_up_at_crossref(run_cli, registry, args):
 
 def test_a_doi_crossref_does_not_know_is_looked_up_at_datacite(run_cli, registry):
     doi = "10.5281/zenodo.8339040"
-    registry.serve(f"datacite:{doi}", fixture("datacite-10.5281-zenodo.8339040.json", content_type="application/vnd.api+json"))
+    registry.serve(
+        f"datacite:{doi}", fixture("datacite-10.5281-zenodo.8339040.json", content_type="application/vnd.api+json")
+    )
     paper = run_cli("paper", "log", doi, "--json").json()["data"]
     assert paper["title"] == "A reproduction of PagedAttention's block manager"
     assert (paper["authors"], paper["year"], paper["venue"]) == ("Ada Example, Grace Tester", 2023, "Zenodo")
@@ -95,8 +102,9 @@ def test_a_doi_crossref_does_not_know_is_looked_up_at_datacite(run_cli, registry
 
 def test_typed_values_win_over_fetched_ones(run_cli, registry):
     registry.serve("arxiv:2307.08691", fixture("arxiv-2307.08691.xml"))
-    paper = run_cli("paper", "log", "FA2", "--arxiv", "2307.08691", "--authors", "T. Dao", "--year", "2024",
-                    "--json").json()["data"]
+    paper = run_cli(
+        "paper", "log", "FA2", "--arxiv", "2307.08691", "--authors", "T. Dao", "--year", "2024", "--json"
+    ).json()["data"]
     assert (paper["title"], paper["authors"], paper["year"]) == ("FA2", "T. Dao", 2024)
     assert paper["venue"] == "cs.LG" and paper["abstract"]  # what was not typed is filled
 
@@ -113,7 +121,9 @@ def test_a_second_log_of_the_same_id_is_answered_by_the_cache(run_cli, registry)
 
 def test_show_prints_the_abstract_and_export_writes_the_fetched_fields(run_cli, registry):
     registry.serve("arxiv:2307.08691", fixture("arxiv-2307.08691.xml"))
-    registry.serve(f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json"))
+    registry.serve(
+        f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json")
+    )
     run_cli("paper", "log", "2307.08691")
     run_cli("paper", "log", PAGED_DOI)
     shown = run_cli("paper", "show", "1")
@@ -127,16 +137,24 @@ def test_show_prints_the_abstract_and_export_writes_the_fetched_fields(run_cli, 
 # ---------------------------------------------------------------- failures: one line, nothing written
 
 
-@pytest.mark.parametrize("key, reply, text, words", [
-    ("arxiv:2512.99999", fixture("arxiv-empty.xml"), "2512.99999", "arXiv has no paper 2512.99999"),
-    ("arxiv:1312.99999", fixture("arxiv-error.xml"), "1312.99999", "arXiv refused the query: incorrect id format"),
-    ("arxiv:2307.08691", (200, {}, b"<feed><entry>unclosed"), "2307.08691", "not valid XML"),
-    ("arxiv:2307.08691", (200, {}, b'<?xml version="1.0"?><html/>'), "2307.08691", "not an Atom feed"),
-    ("arxiv:2307.08691", (404, {}, b"Not Found"), "2307.08691", "answered HTTP 404"),
-    (f"crossref:{PAGED_DOI}", (200, {}, b'{"status": "ok", "message": '), PAGED_DOI, "not valid JSON"),
-    (f"crossref:{PAGED_DOI}", (200, {}, b'[1, 2]'), PAGED_DOI, "not an object"),
-    ("crossref:10.9999/nothing", (404, {}, b"Resource not found."), "10.9999/nothing", "neither Crossref nor DataCite knows"),
-])
+@pytest.mark.parametrize(
+    "key, reply, text, words",
+    [
+        ("arxiv:2512.99999", fixture("arxiv-empty.xml"), "2512.99999", "arXiv has no paper 2512.99999"),
+        ("arxiv:1312.99999", fixture("arxiv-error.xml"), "1312.99999", "arXiv refused the query: incorrect id format"),
+        ("arxiv:2307.08691", (200, {}, b"<feed><entry>unclosed"), "2307.08691", "not valid XML"),
+        ("arxiv:2307.08691", (200, {}, b'<?xml version="1.0"?><html/>'), "2307.08691", "not an Atom feed"),
+        ("arxiv:2307.08691", (404, {}, b"Not Found"), "2307.08691", "answered HTTP 404"),
+        (f"crossref:{PAGED_DOI}", (200, {}, b'{"status": "ok", "message": '), PAGED_DOI, "not valid JSON"),
+        (f"crossref:{PAGED_DOI}", (200, {}, b"[1, 2]"), PAGED_DOI, "not an object"),
+        (
+            "crossref:10.9999/nothing",
+            (404, {}, b"Resource not found."),
+            "10.9999/nothing",
+            "neither Crossref nor DataCite knows",
+        ),
+    ],
+)
 def test_a_failed_lookup_is_one_line_and_writes_nothing(run_cli, registry, key, reply, text, words):
     registry.serve(key, reply)
     result = run_cli("paper", "log", text)
@@ -233,17 +251,19 @@ def test_an_oversized_body_is_refused_while_it_is_read(run_cli, registry, declar
     if declared:
         registry.serve("arxiv:2307.08691", (200, {}, big))
     else:
+
         def chunked(handler):
             handler.send_response(200)
             handler.send_header("Transfer-Encoding", "chunked")
             handler.end_headers()
             try:
                 for start in range(0, len(big), 65536):
-                    piece = big[start:start + 65536]
+                    piece = big[start : start + 65536]
                     handler.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                 handler.wfile.write(b"0\r\n\r\n")
             except (BrokenPipeError, ConnectionResetError):
                 pass
+
         registry.serve("arxiv:2307.08691", chunked)
     result = run_cli("paper", "log", "2307.08691")
     assert result.exit_code == 6 and "byte limit" in result.stderr, result
@@ -274,11 +294,17 @@ def test_refresh_never_overwrites_what_was_typed_and_uses_the_cache(run_cli, reg
     run_cli("paper", "log", "PagedAttention", "--doi", PAGED_DOI, "--no-fetch")
     run_cli("paper", "log", "A paper with no id", "--no-fetch")
     registry.serve("arxiv:2307.08691", fixture("arxiv-2307.08691.xml"))
-    registry.serve(f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json"))
+    registry.serve(
+        f"crossref:{PAGED_DOI}", fixture("crossref-10.1145-3600006.3613165.json", content_type="application/json")
+    )
     first = run_cli("paper", "refresh", "--all", "--json")
     assert first.exit_code == 0, first
     data = first.json()["data"]
-    assert (data["filled"], data["failed"], len(data["papers"])) == (2, 0, 2)  # the paper without an id is not looked up
+    assert (data["filled"], data["failed"], len(data["papers"])) == (
+        2,
+        0,
+        2,
+    )  # the paper without an id is not looked up
     fa2 = run_cli("paper", "show", "1", "--json").json()["data"]
     assert (fa2["title"], fa2["authors"], fa2["year"]) == ("My FA2 notes", "Dao", 2023)
     calls = registry.count()
@@ -297,8 +323,9 @@ def test_refresh_reports_a_failure_per_paper_and_exits_non_zero(run_cli, registr
     assert "1 of 2 papers could not be refreshed" in result.stderr
 
 
-@pytest.mark.parametrize("args, words", [([], "give paper ids, or --all"), (["1", "--all"], "not both"),
-                                         (["42"], "unknown paper '42'")])
+@pytest.mark.parametrize(
+    "args, words", [([], "give paper ids, or --all"), (["1", "--all"], "not both"), (["42"], "unknown paper '42'")]
+)
 def test_refresh_mistakes_are_one_line(run_cli, args, words):
     result = run_cli("paper", "refresh", *args)
     assert result.exit_code == 2 and words in result.stderr and result.exception is None, result

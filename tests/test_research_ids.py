@@ -64,26 +64,41 @@ def test_arxiv_round_trips_through_its_own_string(ident, version):
     assert parse_arxiv(parsed.url) == parsed
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2307.08691", ArxivId("2307.08691")),
-    ("1501.00001v2", ArxivId("1501.00001", 2)),
-    ("0704.0001", ArxivId("0704.0001")),
-    ("hep-th/9901001", ArxivId("hep-th/9901001")),
-    ("math.gt/0309136v1", ArxivId("math.GT/0309136", 1)),
-    ("https://arxiv.org/pdf/2307.08691v2.pdf", ArxivId("2307.08691", 2)),
-    ("10.48550/arXiv.2307.08691", ArxivId("2307.08691")),
-    ("arXiv:2307.08691v1 [cs.LG]", ArxivId("2307.08691", 1)),
-    ("https://arxiv.org/html/2307.08691v2", ArxivId("2307.08691", 2)),
-    ("https://doi.org/10.48550/arXiv.2205.14135", ArxivId("2205.14135")),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2307.08691", ArxivId("2307.08691")),
+        ("1501.00001v2", ArxivId("1501.00001", 2)),
+        ("0704.0001", ArxivId("0704.0001")),
+        ("hep-th/9901001", ArxivId("hep-th/9901001")),
+        ("math.gt/0309136v1", ArxivId("math.GT/0309136", 1)),
+        ("https://arxiv.org/pdf/2307.08691v2.pdf", ArxivId("2307.08691", 2)),
+        ("10.48550/arXiv.2307.08691", ArxivId("2307.08691")),
+        ("arXiv:2307.08691v1 [cs.LG]", ArxivId("2307.08691", 1)),
+        ("https://arxiv.org/html/2307.08691v2", ArxivId("2307.08691", 2)),
+        ("https://doi.org/10.48550/arXiv.2205.14135", ArxivId("2205.14135")),
+    ],
+)
 def test_arxiv_examples(text, expected):
     assert parse_arxiv(text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "", "2307", "2307.086", "2307.086912", "2313.08691", "2300.08691", "hep-th/990100",
-    "https://example.com/abs/2307.08691", "2307.08691v0", "arXiv:", "flash attention",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2307",
+        "2307.086",
+        "2307.086912",
+        "2313.08691",
+        "2300.08691",
+        "hep-th/990100",
+        "https://example.com/abs/2307.08691",
+        "2307.08691v0",
+        "arXiv:",
+        "flash attention",
+    ],
+)
 def test_not_arxiv_is_a_clear_error(text):
     with pytest.raises(UserError, match="not an arXiv id"):
         parse_arxiv(text)
@@ -123,6 +138,7 @@ def test_not_a_doi_is_a_clear_error(text):
 
 
 # --- titles -------------------------------------------------------------------------
+
 
 def test_title_key_ignores_case_punctuation_braces_and_accents():
     assert title_key("{FlashAttention}-2: Faster  Attention!") == title_key("flashattention 2 faster attention")

@@ -11,13 +11,16 @@ from roadmap_cli.errors import UserError
 from roadmap_cli.research.periods import parse_local_date, period_of, periods_back, streaks
 
 
-@pytest.mark.parametrize("day, label, start, end", [
-    (date(2020, 12, 31), "2020-W53", date(2020, 12, 28), date(2021, 1, 3)),
-    (date(2021, 1, 3), "2020-W53", date(2020, 12, 28), date(2021, 1, 3)),  # a Sunday in January, ISO year 2020
-    (date(2021, 1, 4), "2021-W01", date(2021, 1, 4), date(2021, 1, 10)),
-    (date(2024, 12, 30), "2025-W01", date(2024, 12, 30), date(2025, 1, 5)),  # a Monday in December, ISO year 2025
-    (date(2026, 12, 28), "2026-W53", date(2026, 12, 28), date(2027, 1, 3)),
-])
+@pytest.mark.parametrize(
+    "day, label, start, end",
+    [
+        (date(2020, 12, 31), "2020-W53", date(2020, 12, 28), date(2021, 1, 3)),
+        (date(2021, 1, 3), "2020-W53", date(2020, 12, 28), date(2021, 1, 3)),  # a Sunday in January, ISO year 2020
+        (date(2021, 1, 4), "2021-W01", date(2021, 1, 4), date(2021, 1, 10)),
+        (date(2024, 12, 30), "2025-W01", date(2024, 12, 30), date(2025, 1, 5)),  # a Monday in December, ISO year 2025
+        (date(2026, 12, 28), "2026-W53", date(2026, 12, 28), date(2027, 1, 3)),
+    ],
+)
 def test_iso_week_boundaries(day, label, start, end):
     week = period_of("week", day)
     assert (week.label, week.start, week.end) == (label, start, end)
@@ -31,31 +34,39 @@ def test_week_53_follows_week_52_and_precedes_week_1():
     assert w53.next().label == "2021-W01"
 
 
-@pytest.mark.parametrize("day, label, start, end", [
-    (date(2024, 2, 29), "2024-02", date(2024, 2, 1), date(2024, 2, 29)),  # leap year
-    (date(2023, 2, 28), "2023-02", date(2023, 2, 1), date(2023, 2, 28)),
-    (date(2020, 12, 31), "2020-12", date(2020, 12, 1), date(2020, 12, 31)),
-    (date(2021, 1, 1), "2021-01", date(2021, 1, 1), date(2021, 1, 31)),
-])
+@pytest.mark.parametrize(
+    "day, label, start, end",
+    [
+        (date(2024, 2, 29), "2024-02", date(2024, 2, 1), date(2024, 2, 29)),  # leap year
+        (date(2023, 2, 28), "2023-02", date(2023, 2, 1), date(2023, 2, 28)),
+        (date(2020, 12, 31), "2020-12", date(2020, 12, 1), date(2020, 12, 31)),
+        (date(2021, 1, 1), "2021-01", date(2021, 1, 1), date(2021, 1, 31)),
+    ],
+)
 def test_month_boundaries(day, label, start, end):
     month = period_of("month", day)
     assert (month.label, month.start, month.end) == (label, start, end)
 
 
-@pytest.mark.parametrize("day, label, start, end", [
-    (date(2020, 12, 31), "2020-Q4", date(2020, 10, 1), date(2020, 12, 31)),
-    (date(2021, 1, 1), "2021-Q1", date(2021, 1, 1), date(2021, 3, 31)),
-    (date(2021, 3, 31), "2021-Q1", date(2021, 1, 1), date(2021, 3, 31)),
-    (date(2021, 4, 1), "2021-Q2", date(2021, 4, 1), date(2021, 6, 30)),
-    (date(2021, 9, 30), "2021-Q3", date(2021, 7, 1), date(2021, 9, 30)),
-])
+@pytest.mark.parametrize(
+    "day, label, start, end",
+    [
+        (date(2020, 12, 31), "2020-Q4", date(2020, 10, 1), date(2020, 12, 31)),
+        (date(2021, 1, 1), "2021-Q1", date(2021, 1, 1), date(2021, 3, 31)),
+        (date(2021, 3, 31), "2021-Q1", date(2021, 1, 1), date(2021, 3, 31)),
+        (date(2021, 4, 1), "2021-Q2", date(2021, 4, 1), date(2021, 6, 30)),
+        (date(2021, 9, 30), "2021-Q3", date(2021, 7, 1), date(2021, 9, 30)),
+    ],
+)
 def test_quarter_boundaries(day, label, start, end):
     quarter = period_of("quarter", day)
     assert (quarter.label, quarter.start, quarter.end) == (label, start, end)
     assert quarter.next().start == end + timedelta(days=1)
 
 
-@given(st.dates(min_value=date(1990, 1, 1), max_value=date(2100, 12, 31)), st.sampled_from(["week", "month", "quarter"]))
+@given(
+    st.dates(min_value=date(1990, 1, 1), max_value=date(2100, 12, 31)), st.sampled_from(["week", "month", "quarter"])
+)
 def test_periods_tile_the_calendar(day, kind):
     period = period_of(kind, day)
     assert period.contains(day)
@@ -110,6 +121,7 @@ def test_no_activity_no_streak():
 
 
 # --- dates --------------------------------------------------------------------------
+
 
 def test_future_dates_refused_past_allowed():
     today = date(2026, 12, 2)

@@ -25,7 +25,9 @@ COMPACT = {"ensure_ascii": False, "separators": (",", ":")}
 json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | json_text,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_text, inner, max_size=4), max_leaves=12)
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(json_text, inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def _written(doc, **options) -> str:
@@ -35,8 +37,12 @@ def _written(doc, **options) -> str:
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=st.lists(json_values, max_size=7), head=st.dictionaries(json_text, json_values, max_size=3),
-       indent=st.sampled_from([None, 2]), sort_keys=st.booleans())
+@given(
+    rows=st.lists(json_values, max_size=7),
+    head=st.dictionaries(json_text, json_values, max_size=3),
+    indent=st.sampled_from([None, 2]),
+    sort_keys=st.booleans(),
+)
 def test_streamed_documents_are_the_bytes_json_dumps_gives(rows, head, indent, sort_keys):
     doc = {**head, "a": {"rows": Rows(iter(rows)), "n": len(rows)}, "more": [1, Rows(iter(rows)), {"x": Rows([])}]}
     plain = {**head, "a": {"rows": rows, "n": len(rows)}, "more": [1, rows, {"x": []}]}
@@ -50,7 +56,7 @@ def test_streamed_documents_are_the_bytes_json_dumps_gives(rows, head, indent, s
 
 
 def test_encoded_rows_join_as_they_are_and_refuse_indentation():
-    rows = [{"a": 1, "b": ["x", None]}, {"c": "é\n\"q\""}]
+    rows = [{"a": 1, "b": ["x", None]}, {"c": 'é\n"q"'}]
     doc = {"rows": EncodedRows(json.dumps(r, **COMPACT) for r in rows)}
     assert _written(doc) == json.dumps({"rows": rows}, **COMPACT) + "\n"
     with pytest.raises(ValueError):
@@ -63,7 +69,7 @@ def test_export_shaped_documents_stream_to_the_same_bytes(run_cli, roadmap_home:
     from roadmap_cli import context
     from roadmap_cli.portable.archive import dumps, export_data
 
-    run_cli("paper", "log", "A \"quoted\" paper", "--tags", "x,y", "--note", "line 1\nline 2")
+    run_cli("paper", "log", 'A "quoted" paper', "--tags", "x,y", "--note", "line 1\nline 2")
     run_cli("log", "hours", "2")
     built = export_data(context.current().store())
     streamed = {**built, "tables": {name: Rows(iter(rows)) for name, rows in built["tables"].items()}}
@@ -72,8 +78,13 @@ def test_export_shaped_documents_stream_to_the_same_bytes(run_cli, roadmap_home:
 
 # --- paper list --json -------------------------------------------------------------------------
 
-HOSTILE = ["Quote \" and backslash \\ and slash /", "Unicode: 漢字 ✓ 😀 café", "Tabs\tand\nnewlines\r\x01\x1f\x7f",
-           "\u2028line separator\u2029", "[bold]markup[/bold] & <html>"]
+HOSTILE = [
+    'Quote " and backslash \\ and slash /',
+    "Unicode: 漢字 ✓ 😀 café",
+    "Tabs\tand\nnewlines\r\x01\x1f\x7f",
+    "\u2028line separator\u2029",
+    "[bold]markup[/bold] & <html>",
+]
 
 
 def _seed_hostile(store) -> None:
@@ -84,16 +95,40 @@ def _seed_hostile(store) -> None:
             conn.exec_driver_sql(
                 "INSERT INTO papers (id, title, title_key, authors, year, arxiv_id, arxiv_version, doi, url, stage,"
                 " status, read_on, added_on, rating, notes, bibtex_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (i, text, f"k{i}", text if i % 2 else None, 2020 + i, f"2301.0000{i}" if i < 4 else None,
-                 i if i < 3 else None, f"10.1/{text}" if i == 3 else None, text if i == 5 else None, i if i % 2 else None,
-                 "read" if i % 2 else "to-read", f"2024-01-0{i}" if i % 2 else None, f"2024-02-0{i}",
-                 i if i < 5 else None, "n" if i == 2 else None, text if i == 4 else None))
+                (
+                    i,
+                    text,
+                    f"k{i}",
+                    text if i % 2 else None,
+                    2020 + i,
+                    f"2301.0000{i}" if i < 4 else None,
+                    i if i < 3 else None,
+                    f"10.1/{text}" if i == 3 else None,
+                    text if i == 5 else None,
+                    i if i % 2 else None,
+                    "read" if i % 2 else "to-read",
+                    f"2024-01-0{i}" if i % 2 else None,
+                    f"2024-02-0{i}",
+                    i if i < 5 else None,
+                    "n" if i == 2 else None,
+                    text if i == 4 else None,
+                ),
+            )
             for tag in ("zeta", "alpha", "ümlaut")[: i % 4]:
                 conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag) VALUES (?, ?)", (i, tag))
 
 
-@pytest.mark.parametrize("args", [["--all"], [], ["--limit", "2"], ["--all", "--tag", "alpha"], ["--all", "--status", "read"],
-                                  ["--all", "--search", "nothing matches this"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--all"],
+        [],
+        ["--limit", "2"],
+        ["--all", "--tag", "alpha"],
+        ["--all", "--status", "read"],
+        ["--all", "--search", "nothing matches this"],
+    ],
+)
 def test_paper_list_json_is_the_envelope_compact_or_as_emit_printed_it(run_cli, args):
     from roadmap_cli import context
     from roadmap_cli.formats.output import envelope
@@ -101,8 +136,11 @@ def test_paper_list_json_is_the_envelope_compact_or_as_emit_printed_it(run_cli, 
 
     store = context.current().store()
     _seed_hostile(store)
-    flt = PaperFilter(tag="alpha" if "--tag" in args else None, status="read" if "--status" in args else None,
-                      text="nothing matches this" if "--search" in args else None)
+    flt = PaperFilter(
+        tag="alpha" if "--tag" in args else None,
+        status="read" if "--status" in args else None,
+        text="nothing matches this" if "--search" in args else None,
+    )
     limit = None if "--all" in args else (2 if "--limit" in args else 50)
     expected = envelope("paper list", list_papers(store, flt, limit=limit))
 
@@ -116,16 +154,39 @@ def test_paper_list_json_is_the_envelope_compact_or_as_emit_printed_it(run_cli, 
 
 def _seed_many(store, n: int, first: int = 1) -> None:
     ids = range(first, first + n)
-    rows = [(i, f"Paper {i} about attention and kernels, with a long title", f"paper {i}", "Ada Author, Bo Builder",
-             2020, None, None, None, None, 1, "to-read", None, "2024-01-01", None, None, None, store.learner)
-            for i in ids]
+    rows = [
+        (
+            i,
+            f"Paper {i} about attention and kernels, with a long title",
+            f"paper {i}",
+            "Ada Author, Bo Builder",
+            2020,
+            None,
+            None,
+            None,
+            None,
+            1,
+            "to-read",
+            None,
+            "2024-01-01",
+            None,
+            None,
+            None,
+            store.learner,
+        )
+        for i in ids
+    ]
     with store.connection() as conn:
         conn.exec_driver_sql(
             "INSERT INTO papers (id, title, title_key, authors, year, arxiv_id, arxiv_version, doi, url, stage,"
             " status, read_on, added_on, rating, notes, bibtex_key, learner)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, 'attention', ?)",
-                             [(i, store.learner) for i in ids])
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, 'attention', ?)",
+            [(i, store.learner) for i in ids],
+        )
 
 
 class _Counter:
@@ -178,8 +239,10 @@ def test_a_slow_reader_does_not_block_writers(roadmap_home: Path):
         first = next(rows)  # mid-stream, like `paper list --all --json | less`
         writer = sqlite3.connect(roadmap_home / "roadmap.db", timeout=0.5, isolation_level=None)
         writer.execute("BEGIN IMMEDIATE")  # would wait, then fail, if the reader held the write lock
-        writer.execute("INSERT INTO papers (title, title_key, status, added_on) VALUES ('New', 'new', 'read', ?)",
-                       (date.today().isoformat(),))
+        writer.execute(
+            "INSERT INTO papers (title, title_key, status, added_on) VALUES ('New', 'new', 'read', ?)",
+            (date.today().isoformat(),),
+        )
         writer.execute("COMMIT")
         writer.close()
         rest = sum(1 for _ in rows)

@@ -78,7 +78,10 @@ def test_due_items_new_checkpoints_and_cards_by_end_of_day(store, cur):
     items = review.due_items(store, cur, store.learner, T0)
     assert [i.item for i in items] == ["checkpoint:s1-draw-transformer-block"] and items[0].due is None
     later = T0 + timedelta(days=5)
-    assert [i.item for i in review.due_items(store, cur, store.learner, later)] == [ITEM, "checkpoint:s1-draw-transformer-block"]
+    assert [i.item for i in review.due_items(store, cur, store.learner, later)] == [
+        ITEM,
+        "checkpoint:s1-draw-transformer-block",
+    ]
     assert review.due_summary(store, cur, {"s1-draw-transformer-block": "x"}, later) == {"due": 1, "new": 1}
     _rate(store, 3, later, "checkpoint:s1-draw-transformer-block")
     assert [i.item for i in review.due_items(store, cur, store.learner, later)] == [ITEM]
@@ -105,12 +108,15 @@ def test_review_history_survives_export_and_import(run_cli, store, tmp_path: Pat
     assert json.loads(again.read_text())["tables"]["review_logs"] == data["tables"]["review_logs"]
 
 
-@pytest.mark.parametrize("table,column,value,message", [
-    ("review_logs", "rating", 7, "rating 7 is not 1-4"),
-    ("review_logs", "item", "lab:x", "is not checkpoint:<id> or question:<id>"),
-    ("review_cards", "card", "{}", "card is not an FSRS card"),
-    ("review_cards", "due", "2026-01-01T00:00:00+00:00", "differs from the card's own due"),
-])
+@pytest.mark.parametrize(
+    "table,column,value,message",
+    [
+        ("review_logs", "rating", 7, "rating 7 is not 1-4"),
+        ("review_logs", "item", "lab:x", "is not checkpoint:<id> or question:<id>"),
+        ("review_cards", "card", "{}", "card is not an FSRS card"),
+        ("review_cards", "due", "2026-01-01T00:00:00+00:00", "differs from the card's own due"),
+    ],
+)
 def test_import_refuses_bad_review_rows(run_cli, store, tmp_path: Path, table, column, value, message):
     _rate(store, 3, T0)
     out = tmp_path / "export.json"

@@ -72,7 +72,8 @@ def marked_processes(marker: str) -> list[int]:
 
 
 def learner_source(escape: str, marker: str, *, then: str = "return a + b") -> str:
-    return textwrap.dedent(f"""
+    return (
+        textwrap.dedent(f"""
         import os, subprocess, sys
         MARKER = {marker!r}
         SLEEPER = {SLEEPER!r}
@@ -81,7 +82,10 @@ def learner_source(escape: str, marker: str, *, then: str = "return a + b") -> s
         def add(a, b):
             if not os.path.exists(STARTED):
                 open(STARTED, "w").close()
-    """) + textwrap.indent(textwrap.dedent(ESCAPES[escape]), "        ") + f"    {then}\n"
+    """)
+        + textwrap.indent(textwrap.dedent(ESCAPES[escape]), "        ")
+        + f"    {then}\n"
+    )
 
 
 @pytest.fixture
@@ -117,8 +121,13 @@ def test_no_process_survives_ctrl_c(adder_ws: Path, tmp_path: Path) -> None:
     marker = f"roadmap-escape-{uuid.uuid4().hex}"
     (adder_ws / "adder.py").write_text(learner_source("setsid", marker, then="while True: pass"))
     env = dict(os.environ, ROADMAP_LABS_DIR=str(FIXTURES / "labs"), ROADMAP_DEVICE="cpu")
-    proc = subprocess.Popen([sys.executable, "-m", "roadmap_cli", "grade", "--part", "add"], cwd=adder_ws, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "roadmap_cli", "grade", "--part", "add"],
+        cwd=adder_ws,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while not marked_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -134,11 +143,18 @@ def test_a_stopped_supervisor_does_not_let_anything_escape(run_cli, adder_ws: Pa
     # at the timeout the engine kills the supervisor's whole tree itself.
     marker = f"roadmap-escape-{uuid.uuid4().hex}"
     source = learner_source("setsid", marker, then="while True: pass")
-    source = source.replace("    if not os.path.exists(STARTED):", textwrap.indent(textwrap.dedent("""
+    source = source.replace(
+        "    if not os.path.exists(STARTED):",
+        textwrap.indent(
+            textwrap.dedent("""
         with open(f"/proc/{os.getppid()}/stat") as fh:      # the grader's parent: the supervisor
             supervisor = int(fh.read().rsplit(")", 1)[1].split()[1])
         os.kill(supervisor, 19)                            # SIGSTOP
-        if not os.path.exists(STARTED):"""), "    "), 1)
+        if not os.path.exists(STARTED):"""),
+            "    ",
+        ),
+        1,
+    )
     (adder_ws / "adder.py").write_text(source)
     result = run_cli("grade", "--part", "add", "--timeout", "4", "--json")
     assert result.json()["data"]["outcome"] in ("timeout", "crash"), result
@@ -156,11 +172,19 @@ def test_a_killed_supervisor_does_not_let_marked_processes_escape(run_cli, adder
     # mark in their environment.
     marker = f"roadmap-escape-{uuid.uuid4().hex}"
     source = learner_source("double-fork", marker)
-    source = source.replace("    if not os.path.exists(STARTED):", textwrap.indent(textwrap.dedent("""
+    source = source.replace(
+        "    if not os.path.exists(STARTED):",
+        textwrap.indent(
+            textwrap.dedent("""
         if not os.path.exists(STARTED):
             with open(f"/proc/{os.getppid()}/stat") as fh:
                 supervisor = int(fh.read().rsplit(")", 1)[1].split()[1])
-    """), "    ") + "    if not os.path.exists(STARTED):", 1)
+    """),
+            "    ",
+        )
+        + "    if not os.path.exists(STARTED):",
+        1,
+    )
     source = source.replace("        os.waitpid(pid, 0)", "        os.waitpid(pid, 0)\n        os.kill(supervisor, 9)")
     (adder_ws / "adder.py").write_text(source)
     result = run_cli("grade", "--part", "add", "--timeout", "20", "--json")

@@ -33,13 +33,16 @@ def test_bounded_tail_keeps_only_the_end() -> None:
 
 
 def test_a_learner_printing_200_mb_is_graded_with_bounded_memory(tmp_path: Path) -> None:
-    env = dict(os.environ, ROADMAP_LABS_DIR=str(FIXTURES / "labs"), ROADMAP_DEVICE="cpu",
-               ROADMAP_HOME=str(tmp_path / "home"))
+    env = dict(
+        os.environ, ROADMAP_LABS_DIR=str(FIXTURES / "labs"), ROADMAP_DEVICE="cpu", ROADMAP_HOME=str(tmp_path / "home")
+    )
     ws = tmp_path / "ws"
     roadmap = [sys.executable, "-m", "roadmap_cli"]
-    subprocess.run([*roadmap, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
-    (ws / "adder.py").write_text(textwrap.dedent(f"""
+    subprocess.run(
+        [*roadmap, "lab", "start", "adder", "--dir", str(ws)], env=env, check=True, stdout=subprocess.DEVNULL
+    )
+    (ws / "adder.py").write_text(
+        textwrap.dedent(f"""
         import sys
         PRINTED = []
 
@@ -51,17 +54,26 @@ def test_a_learner_printing_200_mb_is_graded_with_bounded_memory(tmp_path: Path)
                     print(chunk, file=sys.stderr)
                 PRINTED.append(1)
             return a + b
-    """))
+    """)
+    )
     # A fresh wrapper process measures the grade alone: ru_maxrss of RUSAGE_CHILDREN
     # is the largest waited-for descendant (roadmap, the supervisor, the grader,
     # the learner process) over that process's life.
-    wrapper = ("import resource, subprocess, sys\n"
-               "proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-               "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
-               "sys.stdout.write(proc.stdout)\n"
-               "sys.exit(proc.returncode)\n")
-    proc = subprocess.run([sys.executable, "-c", wrapper, *roadmap, "grade", "--part", "add", "--json"], cwd=ws,
-                          env=env, capture_output=True, text=True, timeout=300)
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+        "sys.stdout.write(proc.stdout)\n"
+        "sys.exit(proc.returncode)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper, *roadmap, "grade", "--part", "add", "--json"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     peak_kb = int(proc.stderr.strip().splitlines()[-1])
     data = json.loads(proc.stdout)["data"]
     assert proc.returncode == 0 and data["outcome"] == "part-passed", proc.stdout[-2000:]

@@ -26,8 +26,18 @@ def roundtrip(value):
 
 def test_tensors_come_back_as_exact_copies_with_dtype_shape_and_strides() -> None:
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
-    cases = [base, base.t(), base[:, 1:3], torch.tensor(3.5), torch.empty(0, 5), base.to(torch.bfloat16),
-             base > 4, base.to(torch.int8), torch.randn(2, 3, requires_grad=True), base[0:1].expand(5, 4)]
+    cases = [
+        base,
+        base.t(),
+        base[:, 1:3],
+        torch.tensor(3.5),
+        torch.empty(0, 5),
+        base.to(torch.bfloat16),
+        base > 4,
+        base.to(torch.int8),
+        torch.randn(2, 3, requires_grad=True),
+        base[0:1].expand(5, 4),
+    ]
     for t in cases:
         back, _ = roundtrip(t)
         assert type(back) is torch.Tensor and back.dtype == t.dtype and back.shape == t.shape
@@ -37,8 +47,9 @@ def test_tensors_come_back_as_exact_copies_with_dtype_shape_and_strides() -> Non
     back, refs = roundtrip((state, torch.nn.Parameter(base)))
     assert type(back[0]) is dict and list(back[0]) == ["weight", "bias"] and not refs
     assert type(back[1]) is torch.Tensor and torch.equal(back[1], base)
-    assert roundtrip([torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")])[0] == \
-        [torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")]
+    assert roundtrip([torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")])[
+        0
+    ] == [torch.float16, torch.Size([2, 3]), {"k": (1, 2.5, None, b"x", 1j)}, {1, 2}, frozenset("a")]
 
 
 class _CudaLooking:
@@ -133,7 +144,7 @@ def test_digests_are_stable_and_tell_dtypes_apart() -> None:
 # ------------------------------------------------------ a live learner process
 
 
-LEARNER = '''
+LEARNER = """
 import os, resource, sys, time
 
 class Box:
@@ -178,9 +189,9 @@ def sleep():
 
 def peek(path):
     return open(path).read()
-'''
+"""
 
-ADAPTER = '''
+ADAPTER = """
 from roadmap_cli import grading_kit as kit
 
 @kit.learner_side
@@ -195,7 +206,7 @@ def slow():
 def scale(t, factor):
     with kit.forbid_torch_ops("matmul"):
         return t * factor
-'''
+"""
 
 
 @pytest.fixture
@@ -214,11 +225,20 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
     monkeypatch.setenv("ROADMAP_SECRET_SEED", "12345")
     monkeypatch.syspath_prepend(str(tests_dir))
     monkeypatch.delitem(__import__("sys").modules, "adapter", raising=False)
-    sandbox.configure({"workspace": str(ws), "tests_dir": str(tests_dir), "memory_limit_mb": 2048, "nofile": 256,
-                       "forbidden_read": [str(secret)], "forbidden_write": [str(tests_dir)], "preload": ["adapter"],
-                       # The learner module here probes the process (resource, ctypes): an engine
-                       # fixture, so the lab-code check is off, except where a test is about it.
-                       "lab_code": {"check": getattr(request, "param", None) == "decoy-adapter"}})
+    sandbox.configure(
+        {
+            "workspace": str(ws),
+            "tests_dir": str(tests_dir),
+            "memory_limit_mb": 2048,
+            "nofile": 256,
+            "forbidden_read": [str(secret)],
+            "forbidden_write": [str(tests_dir)],
+            "preload": ["adapter"],
+            # The learner module here probes the process (resource, ctypes): an engine
+            # fixture, so the lab-code check is off, except where a test is about it.
+            "lab_code": {"check": getattr(request, "param", None) == "decoy-adapter"},
+        }
+    )
     monkeypatch.setattr(sandbox, "_client", None)
     import adapter
 

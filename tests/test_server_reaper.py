@@ -61,9 +61,13 @@ def test_a_killed_pytest_run_leaves_no_server_running(tmp_path: Path):
     out = tmp_path / "servers.json"
     inner = tmp_path / "test_inner.py"
     inner.write_text(INNER.format(tests=str(TESTS), out=str(out)))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(inner)],
-                            cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(inner)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while not out.exists():
@@ -76,8 +80,12 @@ def test_a_killed_pytest_run_leaves_no_server_running(tmp_path: Path):
         proc.send_signal(signal.SIGKILL)  # no teardown, no finally: what a cancelled CI job does
         proc.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (_alive(info["pg_pid"]) or _alive(info["sshd_pid"])
-                                           or Path(info["pg_root"]).exists() or Path(info["sshd_root"]).exists()):
+    while time.monotonic() < deadline and (
+        _alive(info["pg_pid"])
+        or _alive(info["sshd_pid"])
+        or Path(info["pg_root"]).exists()
+        or Path(info["sshd_root"]).exists()
+    ):
         time.sleep(0.2)
     assert not _alive(info["pg_pid"]), "PostgreSQL still running after its pytest run was killed"
     assert not _alive(info["sshd_pid"]), "sshd still running after its pytest run was killed"

@@ -8,8 +8,7 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).parent
-SHARED = {"cohort_helpers.py": ("as_login", "sql", "add_learner"), "conftest.py": ("wall",),
-          "sshd.py": ("far_side",)}
+SHARED = {"cohort_helpers.py": ("as_login", "sql", "add_learner"), "conftest.py": ("wall",), "sshd.py": ("far_side",)}
 
 
 def _body(node: ast.FunctionDef) -> str:
@@ -20,8 +19,11 @@ def _body(node: ast.FunctionDef) -> str:
 
 
 def _functions(path: Path) -> dict[str, str]:
-    return {node.name: _body(node) for node in ast.parse(path.read_text(encoding="utf-8")).body
-            if isinstance(node, ast.FunctionDef)}
+    return {
+        node.name: _body(node)
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.FunctionDef)
+    }
 
 
 def test_each_shared_helper_is_defined_once():
@@ -31,11 +33,18 @@ def test_each_shared_helper_is_defined_once():
         for name in names:
             assert name in functions, f"{module} lost {name}"
             shared[functions[name]] = f"{module}:{name}"
-    copies = [f"{path.name}:{name} repeats {shared[body]}" for path in sorted(TESTS.glob("test_*.py"))
-              for name, body in _functions(path).items() if body in shared]
+    copies = [
+        f"{path.name}:{name} repeats {shared[body]}"
+        for path in sorted(TESTS.glob("test_*.py"))
+        for name, body in _functions(path).items()
+        if body in shared
+    ]
     # A fixture of the same name in a module would shadow conftest's (a weaker copy did: no cache reset).
-    copies += [f"{path.name}:wall shadows conftest.py's" for path in sorted(TESTS.glob("test_*.py"))
-               if "wall" in _functions(path)]
+    copies += [
+        f"{path.name}:wall shadows conftest.py's"
+        for path in sorted(TESTS.glob("test_*.py"))
+        if "wall" in _functions(path)
+    ]
     assert copies == []
 
 

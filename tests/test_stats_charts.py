@@ -24,9 +24,18 @@ def test_stats_fit_80_columns_with_labelled_axes(run_cli, roadmap_home: Path):
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     text = result.stdout
-    for label in ("Burn-up", "checkpoints done", "date", "plan", "Study hours per week (target 10–15 h)",
-                  "ISO week / hours", "Grade score per attempt", "attempt number (per lab)",
-                  "score (% of gradable points)", "MiniGPT loss"):
+    for label in (
+        "Burn-up",
+        "checkpoints done",
+        "date",
+        "plan",
+        "Study hours per week (target 10–15 h)",
+        "ISO week / hours",
+        "Grade score per attempt",
+        "attempt number (per lab)",
+        "score (% of gradable points)",
+        "MiniGPT loss",
+    ):
         assert label in text, label
     assert "flash-attention" in text  # the legend names the lab
     piped = run_cli("stats")  # not a terminal: 80 columns
@@ -49,11 +58,23 @@ def test_stats_json_gives_the_series(run_cli, roadmap_home: Path):
 def test_text_charts_never_exceed_the_width():
     pts = [(i, (i * 7919) % 101 / 3) for i in range(500)]
     for width in (60, 80, 133):
-        lines = line_chart("t" * 200, [TextSeries("a" * 90, pts), TextSeries("b", pts[::-1], "·")],
-                           x_label="x" * 300, y_label="y" * 300, width=width, y_max=1e7)
+        lines = line_chart(
+            "t" * 200,
+            [TextSeries("a" * 90, pts), TextSeries("b", pts[::-1], "·")],
+            x_label="x" * 300,
+            y_label="y" * 300,
+            width=width,
+            y_max=1e7,
+        )
         assert max(len(line) for line in lines) <= width
-        bars = bar_chart("hours", [(f"2026-W{i:02d}", i * 3.5) for i in range(1, 40)], unit="h", width=width,
-                         target=(10, 15), axis_label="ISO week / hours")
+        bars = bar_chart(
+            "hours",
+            [(f"2026-W{i:02d}", i * 3.5) for i in range(1, 40)],
+            unit="h",
+            width=width,
+            target=(10, 15),
+            axis_label="ISO week / hours",
+        )
         assert max(len(line) for line in bars) <= width
 
 
@@ -62,10 +83,20 @@ def _checkpoint(path: Path, history: list, val_history: list) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     model = torch.nn.Linear(4, 4)
-    torch.save({"model": model.state_dict(), "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
-                "iter_num": len(history), "model_config": {"n_layer": 1}, "train_config": {"out_dir": "out"},
-                "chars": list("ab"), "batch_rng": torch.Generator().get_state(),
-                "history": history, "val_history": val_history}, path)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+            "iter_num": len(history),
+            "model_config": {"n_layer": 1},
+            "train_config": {"out_dir": "out"},
+            "chars": list("ab"),
+            "batch_rng": torch.Generator().get_state(),
+            "history": history,
+            "val_history": val_history,
+        },
+        path,
+    )
 
 
 def test_loss_curve_from_the_workspace_checkpoint_without_torch(run_cli, roadmap_home: Path, tmp_path: Path):
@@ -78,15 +109,20 @@ def test_loss_curve_from_the_workspace_checkpoint_without_torch(run_cli, roadmap
     roadmap_home.mkdir(parents=True)
     store = open_store(roadmap_home)
     with store.connection() as conn:
-        conn.exec_driver_sql("INSERT INTO lab_workspaces (lab_id, path, created_at, learner) VALUES (?, ?, ?, ?)",
-                             ("minigpt", str(workspace), "2026-01-01T00:00:00+00:00", store.learner))
+        conn.exec_driver_sql(
+            "INSERT INTO lab_workspaces (lab_id, path, created_at, learner) VALUES (?, ?, ?, ?)",
+            ("minigpt", str(workspace), "2026-01-01T00:00:00+00:00", store.learner),
+        )
     store.engine.dispose()
-    probe = ("import json, sys\nfrom roadmap_cli.reports.loss_history import read_checkpoint\n"
-             f"h = read_checkpoint(__import__('pathlib').Path({str(workspace / 'out' / 'ckpt.pt')!r}))\n"
-             "print(json.dumps({'train': h.train, 'val': h.val, 'problem': h.problem, "
-             "'torch': 'torch' in sys.modules}))")
-    out = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                                    timeout=120).stdout)
+    probe = (
+        "import json, sys\nfrom roadmap_cli.reports.loss_history import read_checkpoint\n"
+        f"h = read_checkpoint(__import__('pathlib').Path({str(workspace / 'out' / 'ckpt.pt')!r}))\n"
+        "print(json.dumps({'train': h.train, 'val': h.val, 'problem': h.problem, "
+        "'torch': 'torch' in sys.modules}))"
+    )
+    out = json.loads(
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120).stdout
+    )
     assert out["torch"] is False and out["problem"] is None
     assert out["train"] == [[h["iter"], h["loss"]] for h in history]
     assert out["val"] == [[v["iter"], v["val"]] for v in val]
@@ -108,8 +144,20 @@ def test_a_tampered_checkpoint_runs_nothing(tmp_path: Path):
     marker.unlink(missing_ok=True)
     ckpt = tmp_path / "ckpt.pt"
     with zipfile.ZipFile(ckpt, "w") as archive:
-        archive.writestr("ckpt/data.pkl", pickle.dumps({"x": _Boom(), "history": [
-            {"iter": 0, "loss": 1.0}, {"iter": 1, "loss": float("nan")}, {"iter": 2, "loss": float("inf")}, "junk"]}))
+        archive.writestr(
+            "ckpt/data.pkl",
+            pickle.dumps(
+                {
+                    "x": _Boom(),
+                    "history": [
+                        {"iter": 0, "loss": 1.0},
+                        {"iter": 1, "loss": float("nan")},
+                        {"iter": 2, "loss": float("inf")},
+                        "junk",
+                    ],
+                }
+            ),
+        )
     history = read_checkpoint(ckpt)
     assert not marker.exists()
     assert history.train == [(0, 1.0)]  # NaN/inf (a diverged run) and junk rows are left out
@@ -139,11 +187,16 @@ def test_stats_and_report_import_no_torch(tmp_path: Path):
 
     last = date.today().replace(day=1) - timedelta(days=1)
     for args in (["stats"], ["report", "--month", f"{last.year}-{last.month:02d}"]):
-        proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
-                              env={"ROADMAP_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"ROADMAP_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE")]
         assert line, proc.stderr[-2000:]
-        probe = json.loads(line[-1][len("PROBE"):])
+        probe = json.loads(line[-1][len("PROBE") :])
         assert probe["code"] in (0, None), proc.stderr[-2000:]
         heavy = [m for m in probe["heavy"] if m.split(".")[0] in ("torch", "triton", "numpy")]
         assert heavy == [], f"{args} imported {heavy[:10]}"
@@ -160,8 +213,17 @@ def test_bar_legend_states_how_the_weeks_stand_against_the_minimum():
 
 
 def test_legends_wrap_instead_of_being_cut_at_the_chart_width():
-    labs = ["minigpt", "autograd", "modern-llm", "paged-kv-cache", "cpp-extension", "cuda-matmul",
-            "flash-attention", "graph-compiler", "serving-cluster"]
+    labs = [
+        "minigpt",
+        "autograd",
+        "modern-llm",
+        "paged-kv-cache",
+        "cpp-extension",
+        "cuda-matmul",
+        "flash-attention",
+        "graph-compiler",
+        "serving-cluster",
+    ]
     series = [TextSeries(lab, [(1, 10.0 * i), (2, 20.0)], marker="●·+x*o#@%"[i]) for i, lab in enumerate(labs)]
     lines = line_chart("scores", series, x_label="attempt", y_label="%", width=80)
     assert all(len(line) <= 80 for line in lines)
@@ -178,12 +240,11 @@ def test_integer_counts_get_integer_ticks(run_cli, roadmap_home: Path):
 
     from roadmap_cli.reports.textchart import TextSeries, line_chart
 
-    lines = line_chart("t", [TextSeries("plan", [(0, 0.0), (10, 14.5)])], x_label="x", y_label="n",
-                       y_integer=True)
+    lines = line_chart("t", [TextSeries("plan", [(0, 0.0), (10, 14.5)])], x_label="x", y_label="n", y_integer=True)
     assert lines[2].split()[0] == "15" and "14.5" not in "\n".join(lines)
     start = (date.today() - timedelta(weeks=12)).isoformat()
     assert run_cli("init", "--start-date", start).exit_code == 0
     out = run_cli("stats").stdout
-    burnup = out[:out.index("Study hours")]
+    burnup = out[: out.index("Study hours")]
     ticks = re.findall(r"^\s*(\S+) [┤┼]", burnup, flags=re.M)
     assert ticks and all(t.isdigit() for t in ticks), ticks

@@ -30,12 +30,22 @@ sys.stderr.write('\\nPROBE' + json.dumps({'code': code, 'adapters': 'typer._adap
 
 
 def _run(args: list[str], home: Path, labs: Path = FIXTURE_LABS) -> tuple[dict, subprocess.CompletedProcess]:
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
-                          env={"ROADMAP_HOME": str(home), "ROADMAP_LABS_DIR": str(labs), "PATH": "/usr/bin:/bin",
-                               "LANG": "C.UTF-8", "ROADMAP_LANG": "en"})
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "ROADMAP_HOME": str(home),
+            "ROADMAP_LABS_DIR": str(labs),
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "ROADMAP_LANG": "en",
+        },
+    )
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE")]
     assert line, proc.stderr[-2000:]
-    return json.loads(line[-1][len("PROBE"):]), proc
+    return json.loads(line[-1][len("PROBE") :]), proc
 
 
 def test_plain_status_skips_typers_adapters_and_the_rest_still_parses_with_typer(tmp_path: Path):

@@ -26,15 +26,21 @@ def test_upgrade_from_first_version_keeps_data(tmp_path: Path):
     store = open_store(tmp_path, migrate=False)
     migrations.migrate(store, target=1)
     with store.connection() as conn:
-        conn.execute(sa.text("INSERT INTO checkpoint_progress VALUES ('s1-x', '2026-01-01T00:00:00+00:00', 'self', NULL)"))
-        conn.execute(sa.text("INSERT INTO checkpoint_notes (checkpoint_id, created_at, text) VALUES ('s1-x', 't', '笔记 note')"))
+        conn.execute(
+            sa.text("INSERT INTO checkpoint_progress VALUES ('s1-x', '2026-01-01T00:00:00+00:00', 'self', NULL)")
+        )
+        conn.execute(
+            sa.text("INSERT INTO checkpoint_notes (checkpoint_id, created_at, text) VALUES ('s1-x', 't', '笔记 note')")
+        )
         conn.execute(sa.text("INSERT INTO settings VALUES ('start_date', '\"2026-01-01\"')"))
     store.engine.dispose()
 
     upgraded = open_store(tmp_path)  # applies 2..LATEST on open
     assert migrations.pending(upgraded) == []
     with upgraded.connection() as conn:
-        assert conn.execute(sa.text("SELECT completed_at FROM checkpoint_progress")).scalar_one().startswith("2026-01-01")
+        assert (
+            conn.execute(sa.text("SELECT completed_at FROM checkpoint_progress")).scalar_one().startswith("2026-01-01")
+        )
         assert conn.execute(sa.text("SELECT text FROM checkpoint_notes")).scalar_one() == "笔记 note"
         assert conn.execute(sa.text("SELECT count(*) FROM papers")).scalar_one() == 0
         versions = [r[0] for r in conn.execute(sa.text("SELECT version FROM schema_migrations ORDER BY version"))]
@@ -91,7 +97,9 @@ def test_tables_match_migrations(tmp_path: Path):
     modelled = set(SQLModel.metadata.tables)
     assert migrated == modelled
     for name in modelled:
-        assert {c["name"] for c in inspector.get_columns(name)} == set(SQLModel.metadata.tables[name].columns.keys()), name
+        assert {c["name"] for c in inspector.get_columns(name)} == set(SQLModel.metadata.tables[name].columns.keys()), (
+            name
+        )
 
 
 def test_db_status_json(run_cli):

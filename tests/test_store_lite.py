@@ -31,28 +31,61 @@ def _home_with_store(home: Path):
 def _run(lab, *, tests_status: list[str], part_status: str = "passed"):
     """A GradeRun-shaped record: one part, the given test outcomes."""
     part = lab.parts[0]
-    parts = [SimpleNamespace(id=part.id, points=float(part.points) if part_status == "passed" else 0.0,
-                             max_points=float(part.points), status=part_status,
-                             tests_passed=tests_status.count("passed"), tests_total=len(tests_status))]
-    tests = [SimpleNamespace(nodeid=f"test_a.py::test_{i}", part=part.id, outcome=outcome,
-                             duration_s=0.25 * i, message=None if outcome == "passed" else f"boom {i} ✗ 'quoted'")
-             for i, outcome in enumerate(tests_status)]
+    parts = [
+        SimpleNamespace(
+            id=part.id,
+            points=float(part.points) if part_status == "passed" else 0.0,
+            max_points=float(part.points),
+            status=part_status,
+            tests_passed=tests_status.count("passed"),
+            tests_total=len(tests_status),
+        )
+    ]
+    tests = [
+        SimpleNamespace(
+            nodeid=f"test_a.py::test_{i}",
+            part=part.id,
+            outcome=outcome,
+            duration_s=0.25 * i,
+            message=None if outcome == "passed" else f"boom {i} ✗ 'quoted'",
+        )
+        for i, outcome in enumerate(tests_status)
+    ]
     return SimpleNamespace(
-        started_at="2026-12-03T10:00:00+00:00", duration_s=1.5, outcome=part_status, score=parts[0].points,
-        max_score=parts[0].max_points, parts=parts, perf=[{"name": "ops", "value": 12.5}], device="cpu",
-        device_capability=None, torch_version="2.13.0", triton_version=None, interpret_mode=True,
-        workspace="/tmp/ws/a b", grader_sha256="f" * 64, message=None, sandbox="strong", tests=tests)
+        started_at="2026-12-03T10:00:00+00:00",
+        duration_s=1.5,
+        outcome=part_status,
+        score=parts[0].points,
+        max_score=parts[0].max_points,
+        parts=parts,
+        perf=[{"name": "ops", "value": 12.5}],
+        device="cpu",
+        device_capability=None,
+        torch_version="2.13.0",
+        triton_version=None,
+        interpret_mode=True,
+        workspace="/tmp/ws/a b",
+        grader_sha256="f" * 64,
+        message=None,
+        sandbox="strong",
+        tests=tests,
+    )
 
 
 def _rows(db: Path) -> dict:
     con = sqlite3.connect(db)
     try:
         out = {}
-        for table, skip in (("grade_attempts", ()), ("grade_test_results", ()),
-                            ("checkpoint_progress", ("completed_at",))):
+        for table, skip in (
+            ("grade_attempts", ()),
+            ("grade_test_results", ()),
+            ("checkpoint_progress", ("completed_at",)),
+        ):
             cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})") if r[1] not in skip]
-            out[table] = [tuple((type(v).__name__, v) for v in row)
-                          for row in con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY 1, 2")]
+            out[table] = [
+                tuple((type(v).__name__, v) for v in row)
+                for row in con.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY 1, 2")
+            ]
         return out
     finally:
         con.close()
@@ -79,10 +112,14 @@ def test_lite_and_full_store_write_identical_rows(tmp_path: Path, monkeypatch):
             store = lite.open_lite(home)
             assert store is not None
         with_evidence = []
-        for statuses, part_status in ((["passed", "failed"], "failed"), (["passed", "passed"], "passed"),
-                                      (["passed", "passed"], "passed")):
-            attempt_id, marked = record_attempt(store, lab, _run(lab, tests_status=statuses, part_status=part_status),
-                                                "abc123", True)
+        for statuses, part_status in (
+            (["passed", "failed"], "failed"),
+            (["passed", "passed"], "passed"),
+            (["passed", "passed"], "passed"),
+        ):
+            attempt_id, marked = record_attempt(
+                store, lab, _run(lab, tests_status=statuses, part_status=part_status), "abc123", True
+            )
             with_evidence.append((attempt_id, marked, attempt_number(store, lab.id, attempt_id)))
         results[kind] = (with_evidence, _rows(home / "roadmap.db"))
     assert results["lite"] == results["full"]
@@ -105,7 +142,12 @@ def test_rows_written_by_the_lite_store_read_back_through_the_orm(tmp_path: Path
     attempt_id, _ = record_attempt(lite.open_lite(home), lab, _run(lab, tests_status=["passed"]), None, None)
     with full.session() as s:
         attempt = s.get(GradeAttempt, attempt_id)
-        assert (attempt.interpret_mode, attempt.dirty, attempt.imported, attempt.learner) == (True, None, False, full.learner)
+        assert (attempt.interpret_mode, attempt.dirty, attempt.imported, attempt.learner) == (
+            True,
+            None,
+            False,
+            full.learner,
+        )
         assert json.loads(attempt.perf) == [{"name": "ops", "value": 12.5}] and attempt.workspace == "/tmp/ws/a b"
         tests = s.exec(select(GradeTestResult).where(GradeTestResult.attempt_id == attempt_id)).all()
         assert [(t.nodeid, t.outcome, t.learner) for t in tests] == [("test_a.py::test_0", "passed", full.learner)]
@@ -122,8 +164,9 @@ def test_a_failed_body_leaves_nothing(tmp_path: Path, monkeypatch):
     store = lite.open_lite(home)
 
     def body(sql):
-        sql.execute("INSERT INTO lab_hints (lab_id, hint_index, shown_at, learner) VALUES ('x', 0, 'now', :l)",
-                    l=store.learner)
+        sql.execute(
+            "INSERT INTO lab_hints (lab_id, hint_index, shown_at, learner) VALUES ('x', 0, 'now', :l)", l=store.learner
+        )
         raise RuntimeError("crash after the first row")
 
     with pytest.raises(RuntimeError):
@@ -184,33 +227,54 @@ def test_a_corrupted_database_refuses_the_write_in_one_line(tmp_path: Path, monk
     assert store is not None
     _corrupt_table_root(home / "roadmap.db", "grade_attempts")
     with pytest.raises(StoreError) as err:
-        store.write_sql(lambda sql: sql.execute("INSERT INTO lab_hints (lab_id, hint_index, shown_at, learner) "
-                                                "VALUES ('x', 0, 'now', 'local')"))
+        store.write_sql(
+            lambda sql: sql.execute(
+                "INSERT INTO lab_hints (lab_id, hint_index, shown_at, learner) VALUES ('x', 0, 'now', 'local')"
+            )
+        )
     assert "corrupt" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_grade_never_imports_sqlalchemy(tmp_path: Path):
     """The console script's whole `roadmap grade` (the fixture lab, recorded) runs without SQLAlchemy."""
     fixtures = Path(__file__).parent / "fixtures_labs"
-    env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_LABS_DIR=str(fixtures / "labs"),
-               ROADMAP_DEVICE="cpu", ROADMAP_LANG="en")
+    env = dict(
+        os.environ,
+        ROADMAP_HOME=str(tmp_path / "home"),
+        ROADMAP_LABS_DIR=str(fixtures / "labs"),
+        ROADMAP_DEVICE="cpu",
+        ROADMAP_LANG="en",
+    )
     env.pop("DATABASE_URL", None)
     ws = tmp_path / "ws"
-    subprocess.run([sys.executable, "-m", "roadmap_cli", "lab", "start", "adder", "--dir", str(ws)],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "roadmap_cli", "lab", "start", "adder", "--dir", str(ws)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     (ws / "adder.py").write_text((fixtures / "labs" / "adder" / "solution" / "adder.py").read_text())
     (ws / "mul.py").write_text((fixtures / "kernels" / "mul.py").read_text())
-    probe = ("import atexit, sys\n"
-             "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(m for m in sys.modules "
-             "if m.split('.')[0] in ('sqlalchemy', 'sqlmodel', 'git'))) + '\\n'))\n"
-             "from roadmap_cli.entry import main\n"
-             "main(sys.argv[1:])\n")
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('sqlalchemy', 'sqlmodel', 'git'))) + '\\n'))\n"
+        "from roadmap_cli.entry import main\n"
+        "main(sys.argv[1:])\n"
+    )
     for args in (["grade", "--json"], ["grade"]):
-        proc = subprocess.run([sys.executable, "-c", probe, *args], cwd=ws, env=env, capture_output=True, text=True,
-                              timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *args], cwd=ws, env=env, capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode in (0, 1), proc.stderr
         modules = proc.stderr.rsplit("MODULES", 1)[1].split()
         assert modules == [], f"`roadmap {' '.join(args)}` imported {modules}"
-    history = subprocess.run([sys.executable, "-m", "roadmap_cli", "lab", "history", "adder", "--json"], cwd=ws,
-                             env=env, capture_output=True, text=True, check=True)
+    history = subprocess.run(
+        [sys.executable, "-m", "roadmap_cli", "lab", "history", "adder", "--json"],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(history.stdout)["data"]["total"] == 2  # both grades were recorded

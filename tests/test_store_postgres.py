@@ -39,10 +39,13 @@ def _schema(engine) -> dict:
             "columns": {c["name"]: (family(c["type"]), bool(c["nullable"])) for c in inspector.get_columns(table)},
             "pk": sorted(inspector.get_pk_constraint(table)["constrained_columns"]),
             "unique": sorted(tuple(sorted(u["column_names"])) for u in inspector.get_unique_constraints(table)),
-            "fks": sorted((tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]))
-                          for f in inspector.get_foreign_keys(table)),
-            "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                              for i in inspector.get_indexes(table)),
+            "fks": sorted(
+                (tuple(f["constrained_columns"]), f["referred_table"], tuple(f["referred_columns"]))
+                for f in inspector.get_foreign_keys(table)
+            ),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table)
+            ),
         }
     return out
 
@@ -100,8 +103,9 @@ def test_v4_postgres_database_upgrades_with_every_row(pg_url, tmp_path: Path, mo
 def test_newer_schema_is_refused_on_postgres(pg_url, run_cli, tmp_path: Path):
     store = open_store(tmp_path)
     with store.connection() as conn:
-        conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:v, 'from-the-future', 'x')"),
-                     {"v": migrations.LATEST + 1})
+        conn.execute(
+            sa.text("INSERT INTO schema_migrations VALUES (:v, 'from-the-future', 'x')"), {"v": migrations.LATEST + 1}
+        )
     store.engine.dispose()
     result = run_cli("status")
     assert result.exit_code == 3 and result.exception is None
@@ -144,11 +148,22 @@ def test_every_kind_of_command_runs_on_postgres(pg_url, run_cli, monkeypatch):
     monkeypatch.setenv("ROADMAP_LEARNER", "ada")
     assert run_cli("init", "--start-date", "2026-01-05").exit_code == 0
     assert run_cli("check", "s1-explain-attention-workflow", "--note", "QKV").exit_code == 0
-    assert run_cli("paper", "log", "Attention Is All You Need", "--arxiv", "1706.03762",
-                   "--tags", "attention,transformer").exit_code == 0
+    assert (
+        run_cli(
+            "paper", "log", "Attention Is All You Need", "--arxiv", "1706.03762", "--tags", "attention,transformer"
+        ).exit_code
+        == 0
+    )
     assert run_cli("log", "hours", "2").exit_code == 0
-    for args in (["status", "--json"], ["paper", "list", "--json"], ["log", "list", "--json"], ["cadence", "--json"],
-                 ["lab", "list", "--json"], ["lab", "status", "minigpt", "--json"], ["next", "--json"]):
+    for args in (
+        ["status", "--json"],
+        ["paper", "list", "--json"],
+        ["log", "list", "--json"],
+        ["cadence", "--json"],
+        ["lab", "list", "--json"],
+        ["lab", "status", "minigpt", "--json"],
+        ["next", "--json"],
+    ):
         result = run_cli(*args)
         assert result.exit_code == 0, (args, result)
     papers = run_cli("paper", "list", "--json").json()["data"]
@@ -203,12 +218,22 @@ def test_db_copy_moves_everything_to_postgres(pg_cluster, run_cli, monkeypatch):
 def test_server_stopped_mid_run_is_one_line_then_works_after_restart(pg_cluster, pg_url, tmp_path: Path):
     """A writer loops; the server stops under it: each command exits 0 or 3
     with one line, never a traceback; after a restart the next command works."""
-    env = {**os.environ, "ROADMAP_HOME": str(tmp_path / "home"), "DATABASE_URL": pg_url,
-           "ROADMAP_LEARNER": "ada", "ROADMAP_PG_CONNECT_TIMEOUT": "3"}
+    env = {
+        **os.environ,
+        "ROADMAP_HOME": str(tmp_path / "home"),
+        "DATABASE_URL": pg_url,
+        "ROADMAP_LEARNER": "ada",
+        "ROADMAP_PG_CONNECT_TIMEOUT": "3",
+    }
     roadmap = [sys.executable, "-m", "roadmap_cli"]
     assert subprocess.run(roadmap + ["init"], env=env, capture_output=True, timeout=120).returncode == 0
-    driver = subprocess.Popen([sys.executable, str(Path(__file__).with_name("pg_writer.py")), "40"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("pg_writer.py")), "40"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         first = driver.stdout.readline()  # the writer is running
         assert first.startswith("ok"), first + driver.stderr.read()
@@ -254,9 +279,17 @@ def test_sixteen_processes_four_learners_write_at_once(pg_url, tmp_path: Path, m
     context.reset()
     context.current().curriculum()  # cached under the home for the writers
     fork = multiprocessing.get_context("fork")
-    procs = [fork.Process(target=_writer, args=({"ROADMAP_HOME": str(home), "DATABASE_URL": pg_url,
-                                                 "ROADMAP_LEARNER": f"learner{n % 4}"}, per_process, n))
-             for n in range(16)]
+    procs = [
+        fork.Process(
+            target=_writer,
+            args=(
+                {"ROADMAP_HOME": str(home), "DATABASE_URL": pg_url, "ROADMAP_LEARNER": f"learner{n % 4}"},
+                per_process,
+                n,
+            ),
+        )
+        for n in range(16)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -302,8 +335,9 @@ def test_conflicts_are_retried_a_bounded_number_of_times(pg_url, tmp_path: Path)
     assert texts == ["try 3", "try 2"]  # one row per successful write: failed tries were rolled back
 
 
-def test_learner_id_of_a_server_home_and_replace_touches_only_the_importers_rows(pg_url, run_cli, monkeypatch,
-                                                                           roadmap_home: Path, tmp_path: Path):
+def test_learner_id_of_a_server_home_and_replace_touches_only_the_importers_rows(
+    pg_url, run_cli, monkeypatch, roadmap_home: Path, tmp_path: Path
+):
     monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
     result = run_cli("init", "--learner", "ada@example.org", "--json")
     assert result.exit_code == 0, result
@@ -325,5 +359,6 @@ def test_learner_id_of_a_server_home_and_replace_touches_only_the_importers_rows
     # A file with another learner's rows is refused whole: nobody imports as somebody else.
     refused = run_cli("import", str(everyone), "--replace")
     assert refused.exit_code == 2 and "rows of other learners ('grace')" in refused.stderr, refused
-    assert sorted((r["learner"], r["hours"]) for r in json.loads(_export(run_cli))["tables"]["cadence_entries"]) \
-        == hours
+    assert (
+        sorted((r["learner"], r["hours"]) for r in json.loads(_export(run_cli))["tables"]["cadence_entries"]) == hours
+    )

@@ -90,16 +90,26 @@ def _spawn_probe(warm, tmp_path: Path, name: str):
         "            'argv0': sys.argv[0]}\n"
         "    os.write(fd, json.dumps(seen).encode())\n"
         "    print('visible on the output pipe')\n"
-        "    assert os.environ.get('PROBE_FAIL') != '1'\n")
+        "    assert os.environ.get('PROBE_FAIL') != '1'\n"
+    )
     cwd = tmp_path / f"cwd_{name}"
     cwd.mkdir()
     probe_r, probe_w = os.pipe()
     out_r, out_w = os.pipe()
     # The descriptor lands at the number the engine gave it, whatever number the zygote received it as.
-    env = {"PATH": os.environ.get("PATH", ""), "PROBE_FD": str(probe_w), "PROBE_MARK": name,
-           "PROBE_FAIL": "1" if name == "fails" else "0"}
-    proc = warm.spawn(["-q", "-s", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(probe)],
-                      env=env, cwd=str(cwd), output_fd=out_w, pass_fds=(probe_w,))
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PROBE_FD": str(probe_w),
+        "PROBE_MARK": name,
+        "PROBE_FAIL": "1" if name == "fails" else "0",
+    }
+    proc = warm.spawn(
+        ["-q", "-s", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(probe)],
+        env=env,
+        cwd=str(cwd),
+        output_fd=out_w,
+        pass_fds=(probe_w,),
+    )
     os.close(probe_w)
     os.close(out_w)
     code = proc.wait(timeout=60)
@@ -147,8 +157,13 @@ def test_closing_the_warm_grader_ends_the_grades_it_started(cpu, tmp_path):
     graders = warm_graders(cpu)
     assert graders.wait_ready()
     out_r, out_w = os.pipe()
-    proc = graders.spawn(["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(sleeper)],
-                         env={"PATH": os.environ.get("PATH", "")}, cwd=str(tmp_path), output_fd=out_w, pass_fds=())
+    proc = graders.spawn(
+        ["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(sleeper)],
+        env={"PATH": os.environ.get("PATH", "")},
+        cwd=str(tmp_path),
+        output_fd=out_w,
+        pass_fds=(),
+    )
     os.close(out_w)
     t0 = time.monotonic()
     graders.close()

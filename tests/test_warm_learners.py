@@ -91,8 +91,9 @@ def _running_learner(job, ws: Path) -> int:
 @pytest.mark.parametrize("kind", ["starter", "solution", "add-off-by-one", "mul-adds"])
 def test_a_warm_learner_gives_the_verdict_a_cold_learner_gives(kind, adder, cpu, learners, graders, tmp_path):
     cold = grade_workspace(adder, make_workspace(adder, tmp_path, kind), device=cpu, warm=graders)
-    warm = grade_workspace(adder, make_workspace(adder, Path(learners.root), kind), device=cpu, warm=graders,
-                           learners=learners)
+    warm = grade_workspace(
+        adder, make_workspace(adder, Path(learners.root), kind), device=cpu, warm=graders, learners=learners
+    )
     assert verdict(warm) == verdict(cold)
     assert warm.outcome == ("passed" if kind == "solution" else "failed")
 
@@ -101,8 +102,9 @@ def test_the_learner_is_forked_from_the_warm_learner_and_killed_at_the_grades_li
     from tests.test_labs_engine import _alive
 
     ws = make_workspace(adder, Path(learners.root), "loop")
-    job = GradeJob(adder, ws, device=cpu, timeout=8, parts=["add"], warm=graders, learners=learners,
-                   verify_install=False).start()
+    job = GradeJob(
+        adder, ws, device=cpu, timeout=8, parts=["add"], warm=graders, learners=learners, verify_install=False
+    ).start()
     try:
         learner = _running_learner(job, ws)
         assert MARK in _cmdline(learner)  # a fork of the zygote: no new Python was exec'd
@@ -141,7 +143,8 @@ def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder
         f"    try:\n        open({str(escape)!r}, 'w').write('out')\n        seen['escaped'] = True\n"
         "    except OSError as exc:\n        seen['escaped'] = repr(exc)\n"
         f"    open({str(probe)!r}, 'w').write(json.dumps(seen))\n\n\n"
-        "_probe()\n")
+        "_probe()\n"
+    )
     try:
         run = grade_workspace(adder, ws, device=cpu, warm=graders, learners=learners, parts=["add"])
         seen = json.loads(probe.read_text())
@@ -149,7 +152,9 @@ def test_a_warm_learner_cannot_read_hidden_paths_or_write_outside_its_root(adder
         assert MARK in seen["cmdline"]  # this ran in a warm learner
         # No labs folder (the view is an allow-list): no lab's tests/ either; the learner side imports its
         # adapter from the shim.
-        assert seen["labs"] in ([], "absent") and seen["adder"] is False and seen["shim"] == ["adapter.py", "given.py"], seen
+        assert (
+            seen["labs"] in ([], "absent") and seen["adder"] is False and seen["shim"] == ["adapter.py", "given.py"]
+        ), seen
         assert sorted(os.listdir(FIXTURES / "labs" / "adder")) != ["tests"]  # (here, the solution and the rest)
         assert seen["escaped"] is not True and not escape.exists()
     finally:
@@ -173,11 +178,16 @@ def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
             except ProcessLookupError:
                 pass
         zygote._proc.wait()
-        assert grade_workspace(adder, make_workspace(adder, Path(zygote.root), "solution"), device=cpu, warm=graders,
-                               learners=zygote).outcome == "passed"
+        assert (
+            grade_workspace(
+                adder, make_workspace(adder, Path(zygote.root), "solution"), device=cpu, warm=graders, learners=zygote
+            ).outcome
+            == "passed"
+        )
         ws = make_workspace(adder, Path(zygote.root), "loop")
-        job = GradeJob(adder, ws, device=cpu, timeout=20, parts=["add"], warm=graders, learners=zygote,
-                       verify_install=False).start()
+        job = GradeJob(
+            adder, ws, device=cpu, timeout=20, parts=["add"], warm=graders, learners=zygote, verify_install=False
+        ).start()
         try:
             assert MARK not in _cmdline(_running_learner(job, ws))  # started cold instead
         finally:
@@ -186,13 +196,20 @@ def test_a_dead_warm_learner_costs_speed_never_a_grade(adder, cpu, graders):
 
 
 def test_a_learner_that_crashes_is_reported_as_a_cold_one_and_the_next_call_gets_a_fresh_one(
-        adder, cpu, learners, graders, tmp_path):
+    adder, cpu, learners, graders, tmp_path
+):
     """The learner's exit status is the signal itself (no bwrap's 128 + N in between); after the crash the
     next test starts a new learner process, forked again."""
+
     def crashing(parent: Path) -> Path:
         ws = make_workspace(adder, parent, "solution")
-        (ws / "adder.py").write_text((ws / "adder.py").read_text().replace(
-            "def add(a, b):", "def add(a, b):\n    import ctypes\n    ctypes.string_at(0)\n\n\ndef _unused(a, b):"))
+        (ws / "adder.py").write_text(
+            (ws / "adder.py")
+            .read_text()
+            .replace(
+                "def add(a, b):", "def add(a, b):\n    import ctypes\n    ctypes.string_at(0)\n\n\ndef _unused(a, b):"
+            )
+        )
         return ws
 
     cold = grade_workspace(adder, crashing(tmp_path), device=cpu, warm=graders)

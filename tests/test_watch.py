@@ -50,8 +50,14 @@ def _warm_grader_of(parent: int):
 
 @pytest.fixture
 def env(roadmap_home: Path) -> dict:
-    return {**os.environ, "ROADMAP_HOME": str(roadmap_home), "ROADMAP_LABS_DIR": str(FIXTURES / "labs"),
-            "ROADMAP_DEVICE": "cpu", "ROADMAP_LANG": "en", "OMP_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "ROADMAP_HOME": str(roadmap_home),
+        "ROADMAP_LABS_DIR": str(FIXTURES / "labs"),
+        "ROADMAP_DEVICE": "cpu",
+        "ROADMAP_LANG": "en",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def _save(path: Path, text: str) -> None:
@@ -115,4 +121,11 @@ def test_watch_in_a_pty(env: dict, tmp_path: Path) -> None:
 
     outcomes = [a["outcome"] for a in reversed(json.loads(history.stdout)["data"]["attempts"])]
     # Every grade is recorded, the cancelled one as "interrupted".
-    assert outcomes[:6] == ["failed", "failed", "part-passed", "failed", "interrupted", "part-passed"]  # watch grades a part at a time
+    assert outcomes[:6] == [
+        "failed",
+        "failed",
+        "part-passed",
+        "failed",
+        "interrupted",
+        "part-passed",
+    ]  # watch grades a part at a time

@@ -80,7 +80,8 @@ def _weak(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_weak_grade_that_plants_grader_bytecode_is_void_and_later_grades_refuse_until_repaired(
-        run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     _weak(monkeypatch)
     (workspace / "adder.py").write_text(RIGHT_ADD)
     first = run_cli("grade", "--part", "add", "--json").json()["data"]
@@ -96,14 +97,17 @@ def test_a_weak_grade_that_plants_grader_bytecode_is_void_and_later_grades_refus
     # The learner's module plants bytecode for the grader's pytest (as any code running as the user could).
     # Through a child process: the learner process's audit hook (which refuses Python-level writes there)
     # does not see it; only the engine's watch can.
-    (workspace / "adder.py").write_text(textwrap.dedent(f"""
+    (workspace / "adder.py").write_text(
+        textwrap.dedent(f"""
         import importlib.util, marshal, os, subprocess
         path = {str(planted_at)!r}
         code = compile("raise SystemExit('planted')", {target.__file__!r}, "exec")
         with open("planted.pyc", "wb") as fh:
             fh.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(code))
         subprocess.run(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cp planted.pyc "$1"', "sh", path], check=True)
-    """) + RIGHT_ADD)
+    """)
+        + RIGHT_ADD
+    )
     second = run_cli("grade", "--part", "add", "--json").json()["data"]
     assert second["outcome"] == "error" and "weak-sandbox grade wrote" in second["message"], second
     assert "reinstall" in second["message"] and str(pycache) in second["message"]
@@ -122,12 +126,15 @@ def test_a_weak_grade_that_plants_grader_bytecode_is_void_and_later_grades_refus
     assert again["parts"][0]["status"] == "passed", again.get("message")
 
 
-def test_a_weak_grade_that_leaves_a_pth_in_site_packages_is_void(run_cli, workspace: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_weak_grade_that_leaves_a_pth_in_site_packages_is_void(
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
     pth = _site() / f"zz_roadmap_planted_{os.getpid()}.pth"
-    (workspace / "adder.py").write_text(f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \\# planted > \"$1\"', "
-                                        f"'sh', {str(pth)!r}], check=True)\n" + RIGHT_ADD)
+    (workspace / "adder.py").write_text(
+        f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \\# planted > \"$1\"', "
+        f"'sh', {str(pth)!r}], check=True)\n" + RIGHT_ADD
+    )
     try:
         data = run_cli("grade", "--part", "add", "--json").json()["data"]
         assert data["outcome"] == "error" and str(pth) in data["message"], data
@@ -139,8 +146,9 @@ def test_a_weak_grade_that_leaves_a_pth_in_site_packages_is_void(run_cli, worksp
     assert again["parts"][0]["status"] == "passed", again.get("message")
 
 
-def test_the_weak_modes_forbidden_reads_cover_the_packaged_copy_of_the_solutions(run_cli, workspace: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_weak_modes_forbidden_reads_cover_the_packaged_copy_of_the_solutions(
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from roadmap_cli.grading_kit.oswall import runtime_hides
 
     copies = [p for p in runtime_hides() if os.path.isdir(p)]

@@ -51,7 +51,8 @@ ESCAPE = textwrap.dedent("""
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="Linux only: macOS has no subreaper (docs/grading.md)")
 def test_a_child_that_kills_the_supervisor_and_outlives_the_weak_grade_is_killed_before_it_writes(
-        run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     _weak(monkeypatch)
     target = tmp_path / "written-after-the-grade"
     (workspace / "adder.py").write_text(ESCAPE.format(target=str(target)) + RIGHT_ADD)
@@ -74,8 +75,13 @@ def checkout(workspace: Path) -> Path:
     root = labs.parent
     (labs / "adder" / "data").mkdir()
     (labs / "adder" / "data" / "heldout.txt").write_text("reference input\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "install"]):
         subprocess.run(["git", "-C", str(root), *args], check=True, env=env, capture_output=True)
     time.sleep(0.1)
@@ -83,12 +89,14 @@ def checkout(workspace: Path) -> Path:
 
 
 def _head(root: Path) -> str:
-    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_a_weak_grade_that_commits_a_planted_conftest_is_void_and_later_grades_refuse_until_reset(
-        run_cli, workspace: Path, checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, workspace: Path, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
     installed = _head(checkout)
     conftest = checkout / "labs" / "adder" / "tests" / "conftest.py"
@@ -105,7 +113,9 @@ def test_a_weak_grade_that_commits_a_planted_conftest_is_void_and_later_grades_r
     """)
     (workspace / "adder.py").write_text(plant + RIGHT_ADD)
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
-    assert _head(checkout) != installed, data["message"][:400]  # the plant was committed: git HEAD "matches" the planted file
+    assert _head(checkout) != installed, data["message"][
+        :400
+    ]  # the plant was committed: git HEAD "matches" the planted file
     assert data["outcome"] == "error" and "weak-sandbox grade wrote" in data["message"], data
     assert all(p["status"] != "passed" for p in data["parts"])
     # Every later grade, strong or weak, is refused with one line naming the commit to go back to.
@@ -122,12 +132,14 @@ def test_a_weak_grade_that_commits_a_planted_conftest_is_void_and_later_grades_r
 
 
 def test_a_weak_grade_that_appends_to_a_reference_input_in_data_is_void(
-        run_cli, workspace: Path, checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, workspace: Path, checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
     heldout = checkout / "labs" / "adder" / "data" / "heldout.txt"
     (workspace / "adder.py").write_text(
         f"import subprocess\nsubprocess.run(['sh', '-c', 'echo poison >> \"$1\"', 'sh', {str(heldout)!r}], "
-        "check=True)\n" + RIGHT_ADD)
+        "check=True)\n" + RIGHT_ADD
+    )
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
     assert data["outcome"] == "error" and str(heldout) in data["message"], data
     (workspace / "adder.py").write_text(RIGHT_ADD)
@@ -138,7 +150,8 @@ def test_a_weak_grade_that_appends_to_a_reference_input_in_data_is_void(
 
 
 def test_a_cpp_cache_rewrite_after_a_clean_weak_grade_is_not_blamed_on_it(
-        run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from roadmap_cli.grading import integrity
 
     cache = Path(os.environ["ROADMAP_CPP_CACHE"])
@@ -160,7 +173,8 @@ def test_a_cpp_cache_rewrite_after_a_clean_weak_grade_is_not_blamed_on_it(
 
 
 def test_without_a_subreaper_a_pyc_forged_after_the_grade_in_the_grader_cache_is_caught(
-        run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """macOS (no subreaper): W5's child writes its pyc once the grade is over. The runtime record now covers the
     grader's bytecode cache by content (a .pyc counts unless it is exactly its source's compilation), so the
     next grade is refused."""
@@ -194,12 +208,19 @@ def test_the_sweep_after_a_weak_grade_spares_new_work_of_a_child_the_engine_alre
 
     flag, grandchild_pid = tmp_path / "go", tmp_path / "grandchild.pid"
     # An old child: when told, it starts a grandchild of the engine (as the dev check starts a grade).
-    old_child = subprocess.Popen([sys.executable, "-c", (
-        "import os, subprocess, sys, time\n"
-        f"while not os.path.exists({str(flag)!r}): time.sleep(0.02)\n"
-        "p = subprocess.Popen(['sleep', '30'])\n"
-        f"open({str(grandchild_pid)!r}, 'w').write(str(p.pid))\n"
-        "p.wait()\n")])
+    old_child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import os, subprocess, sys, time\n"
+                f"while not os.path.exists({str(flag)!r}): time.sleep(0.02)\n"
+                "p = subprocess.Popen(['sleep', '30'])\n"
+                f"open({str(grandchild_pid)!r}, 'w').write(str(p.pid))\n"
+                "p.wait()\n"
+            ),
+        ]
+    )
     reaper = orphans.Reaper()
     try:
         assert reaper.active
@@ -211,7 +232,9 @@ def test_the_sweep_after_a_weak_grade_spares_new_work_of_a_child_the_engine_alre
             time.sleep(0.02)
         grandchild = int(grandchild_pid.read_text())
         assert reaper.kill_new() >= 1
-        assert not os.path.exists(f"/proc/{new_branch.pid}"), "the grade's orphan outlived the sweep"  # killed and reaped
+        assert not os.path.exists(f"/proc/{new_branch.pid}"), (
+            "the grade's orphan outlived the sweep"
+        )  # killed and reaped
         assert old_child.poll() is None and os.path.exists(f"/proc/{grandchild}"), "the old child's work was killed"
     finally:
         reaper.close()

@@ -66,8 +66,10 @@ def cpp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _append_from_learner_code(path: Path) -> str:
     """Learner code that appends to `path` through a child process (the in-process audit hook never sees it)."""
-    return (f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \"# patched\" >> \"$1\"', 'sh', {str(path)!r}], "
-            "check=True)\n")
+    return (
+        f"import subprocess\nsubprocess.run(['sh', '-c', 'echo \"# patched\" >> \"$1\"', 'sh', {str(path)!r}], "
+        "check=True)\n"
+    )
 
 
 def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv_bin() -> None:
@@ -93,7 +95,8 @@ def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv
 
 
 def test_a_weak_grade_that_edits_a_file_deep_in_site_packages_is_void_and_later_grades_refuse(
-        run_cli, wall, workspace: Path, deep_module: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, wall, workspace: Path, deep_module: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
     (workspace / "adder.py").write_text(_append_from_learner_code(deep_module) + RIGHT_ADD)
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
@@ -114,7 +117,8 @@ def test_a_weak_grade_that_edits_a_file_deep_in_site_packages_is_void_and_later_
 
 
 def test_without_a_subreaper_an_edit_after_the_weak_grade_ended_is_caught_by_every_later_grade(
-        run_cli, wall, workspace: Path, deep_module: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, wall, workspace: Path, deep_module: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where the engine cannot adopt the grade's orphans (macOS; prctl refused), a process the learner left may
     write after the grade: the runtime record catches it. (On Linux none is left: test_weak_sandbox_leftovers.)"""
     from roadmap_cli.grading import orphans
@@ -142,19 +146,22 @@ def test_without_a_subreaper_an_edit_after_the_weak_grade_ended_is_caught_by_eve
 
 
 def test_a_weak_grade_that_rewrites_the_shared_cpp_cache_is_void(
-        run_cli, workspace: Path, cpp_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_cli, workspace: Path, cpp_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _weak(monkeypatch)
     manifest = cpp_cache / "asan-0123" / "manifest.json"
     (workspace / "adder.py").write_text(
         f"import subprocess\nsubprocess.run(['sh', '-c', 'echo {{}} > \"$1\"', 'sh', {str(manifest)!r}], check=True)\n"
-        + RIGHT_ADD)
+        + RIGHT_ADD
+    )
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
     assert data["outcome"] == "error" and str(manifest) in data["message"], data
     assert str(cpp_cache) in data["message"]  # the repair line names the cache to delete
 
 
-def test_a_weak_grade_builds_into_a_private_cache_never_the_shared_one(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_weak_grade_builds_into_a_private_cache_never_the_shared_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from roadmap_cli.grading_kit import cpp_build, sandbox
 
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "shared"))
@@ -197,13 +204,15 @@ def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(ru
         run = dataclasses.make_dataclass("Run", list(vars(ns)))(**vars(ns))
         worker._record(1 if sandbox_kind == "weak" else 2, ada, lab, run, None, None)
         with _sql(cohort["url"]) as conn:
-            rows = conn.execute("SELECT sandbox, verified FROM grade_attempts WHERE learner = %s ORDER BY id",
-                                (ada,)).fetchall()
-            sources = [r[0] for r in conn.execute(
-                "SELECT source FROM checkpoint_progress WHERE learner = %s", (ada,)).fetchall()]
+            rows = conn.execute(
+                "SELECT sandbox, verified FROM grade_attempts WHERE learner = %s ORDER BY id", (ada,)
+            ).fetchall()
+            sources = [
+                r[0]
+                for r in conn.execute("SELECT source FROM checkpoint_progress WHERE learner = %s", (ada,)).fetchall()
+            ]
         if sandbox_kind == "weak":
             assert rows == [("weak", False)]
             assert sources and not any(s.startswith("lab:") for s in sources), sources
     assert rows == [("weak", False), ("strong", True)]
     assert any(s.startswith("lab:") for s in sources), sources
-

@@ -20,7 +20,8 @@ from test_weak_sandbox_judge import RIGHT_ADD, workspace  # noqa: F401 - fixture
 
 @pytest.mark.parametrize("named", [True, False], ids=["worker", "another-home-only"])
 def test_a_submissions_gpu_build_folders_are_the_walls_and_lie_in_its_temp_folder(
-        run_cli, wall, workspace: Path, tmp_path: Path, named: bool) -> None:
+    run_cli, wall, workspace: Path, tmp_path: Path, named: bool
+) -> None:
     """worker: grade_home_env names the cache in the submission's folder. another-home-only: a grade whose
     environment only moves HOME still builds where the wall lets it (the engine's cache)."""
     from roadmap_cli.grading.queue import grade_home_env
@@ -35,7 +36,8 @@ def test_a_submissions_gpu_build_folders_are_the_walls_and_lie_in_its_temp_folde
         "    with open(os.path.join(os.environ[var], 'probe'), 'w') as fh:\n"
         "        fh.write('x')\n"
         "with open('where.txt', 'w') as fh:\n"
-        "    fh.write(os.environ['TRITON_CACHE_DIR'])\n" + RIGHT_ADD)
+        "    fh.write(os.environ['TRITON_CACHE_DIR'])\n" + RIGHT_ADD
+    )
     env = grade_home_env(scratch)
     if not named:
         del env["ROADMAP_GPU_CACHE"]

@@ -42,7 +42,8 @@ def test_over_the_cap_is_one_line_naming_the_biggest(folder: Path):
 def test_grade_on_hashes_that_list_under_its_own_cap(folder: Path, monkeypatch: pytest.MonkeyPatch):
     assert near.workspace_hashes(folder) == {
         "a.py": hashlib.sha256(b"x = 1\n").hexdigest(),
-        "sub/big.bin": hashlib.sha256(b"\0" * (2 * MB)).hexdigest()}
+        "sub/big.bin": hashlib.sha256(b"\0" * (2 * MB)).hexdigest(),
+    }
     monkeypatch.setattr(near, "MAX_UPLOAD_BYTES", 1 * MB)
     with pytest.raises(UserError, match="grade --on sends"):
         near.workspace_hashes(folder)

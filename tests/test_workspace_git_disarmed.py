@@ -16,16 +16,19 @@ RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 
 def _plant(ws: Path, proof: Path) -> list[Path]:
     """Every execution route git offers a repository's owner; each would create a file next to `proof`."""
-    marks = [proof.with_name(f"ran-{what}") for what in ("fsmonitor", "hook", "filter", "include", "textconv",
-                                                         "process")]
+    marks = [
+        proof.with_name(f"ran-{what}") for what in ("fsmonitor", "hook", "filter", "include", "textconv", "process")
+    ]
     included = ws / ".git" / "more.config"
     included.write_text(f"[filter \"inc\"]\n\tclean = sh -c 'touch {marks[3]}; cat'\n")
     with open(ws / ".git" / "config", "a") as fh:
-        fh.write(f"[core]\n\tfsmonitor = sh -c 'touch {marks[0]}'\n"
-                 f"[filter \"evil\"]\n\tclean = sh -c 'touch {marks[2]}; cat'\n\tsmudge = sh -c 'touch {marks[2]}; cat'\n"
-                 f"[filter \"proc\"]\n\tprocess = sh -c 'touch {marks[5]}'\n\trequired = true\n"
-                 f"[diff \"evil\"]\n\ttextconv = sh -c 'touch {marks[4]}; cat'\n"
-                 f"[include]\n\tpath = {included}\n")
+        fh.write(
+            f"[core]\n\tfsmonitor = sh -c 'touch {marks[0]}'\n"
+            f"[filter \"evil\"]\n\tclean = sh -c 'touch {marks[2]}; cat'\n\tsmudge = sh -c 'touch {marks[2]}; cat'\n"
+            f"[filter \"proc\"]\n\tprocess = sh -c 'touch {marks[5]}'\n\trequired = true\n"
+            f"[diff \"evil\"]\n\ttextconv = sh -c 'touch {marks[4]}; cat'\n"
+            f"[include]\n\tpath = {included}\n"
+        )
     for hook in ("pre-commit", "post-commit", "commit-msg", "post-checkout", "pre-auto-gc", "post-index-change"):
         path = ws / ".git" / "hooks" / hook
         path.parent.mkdir(exist_ok=True)
@@ -64,8 +67,9 @@ def test_a_planted_fsmonitor_hook_filter_or_include_never_runs(run_cli, tmp_path
     ran = [m.name for m in marks if m.exists()]
     assert ran == [], ran
     # The same repository, with git's defaults, does run them: the test could fail.
-    subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-qam", "x"], cwd=ws,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-qam", "x"], cwd=ws, capture_output=True
+    )
     (ws / "adder.py").write_text(RIGHT_ADD + "# again\n")
     subprocess.run(["git", "add", "-A"], cwd=ws, capture_output=True)
     subprocess.run(["git", "status"], cwd=ws, capture_output=True)

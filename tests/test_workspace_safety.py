@@ -42,8 +42,13 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="me", GIT_AUTHOR_EMAIL="me@example.org",
-               GIT_COMMITTER_NAME="me", GIT_COMMITTER_EMAIL="me@example.org")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="me",
+        GIT_AUTHOR_EMAIL="me@example.org",
+        GIT_COMMITTER_NAME="me",
+        GIT_COMMITTER_EMAIL="me@example.org",
+    )
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -102,8 +107,12 @@ def test_start_dir_refuses_places_it_must_not_empty(run_cli, roadmap_home: Path,
     (fake_home / ".bashrc").write_text("export PS1=me\n")
     monkeypatch.setenv("HOME", str(fake_home))
     assert run_cli("log", "hours", "1").exit_code == 0  # a live database in the data home
-    target = {"data home": roadmap_home, "parent of the data home": roadmap_home.parent,
-              "home directory": fake_home, "root": Path("/")}[which]
+    target = {
+        "data home": roadmap_home,
+        "parent of the data home": roadmap_home.parent,
+        "home directory": fake_home,
+        "root": Path("/"),
+    }[which]
     before = snapshot(fake_home) if which == "home directory" else None
     result = run_cli("lab", "start", "adder", "--dir", str(target), "--force")
     assert result.exit_code == 2 and one_line_error(result), result

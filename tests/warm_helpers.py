@@ -31,5 +31,8 @@ def make_workspace(spec, parent: Path, kind: str) -> Path:
 
 def verdict(run) -> tuple:
     """Outcome, each test's outcome and each part's score: what must not depend on how the grade was started."""
-    return (run.outcome, sorted((t.nodeid, t.outcome) for t in run.tests),
-            sorted((p.id, p.status, p.points, p.tests_passed, p.tests_total) for p in run.parts))
+    return (
+        run.outcome,
+        sorted((t.nodeid, t.outcome) for t in run.tests),
+        sorted((p.id, p.status, p.points, p.tests_passed, p.tests_total) for p in run.parts),
+    )

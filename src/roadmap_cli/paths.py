@@ -69,7 +69,9 @@ def kernels_root() -> Path:
     return data_root() / "kernels"
 
 
-def private_dir(path: str | os.PathLike, setting: str = "ROADMAP_CPP_CACHE", example: str = "~/.cache/roadmap/cpp") -> Path:
+def private_dir(
+    path: str | os.PathLike, setting: str = "ROADMAP_CPP_CACHE", example: str = "~/.cache/roadmap/cpp"
+) -> Path:
     """`path` as a folder only this user can use, made if missing (mode 0700).
 
     For the caches the engine keeps in the shared temp folder (`/tmp/roadmap-cpp-cache-<uid>`, …): another
@@ -88,9 +90,11 @@ def private_dir(path: str | os.PathLike, setting: str = "ROADMAP_CPP_CACHE", exa
     import stat
 
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise GraderError(f"the cache folder {folder} is a link or another user's: another account may have made "
-                          f"it to plant files; set {setting} to a folder of your own (e.g. {setting}={example}) "
-                          f"and grade again")
+        raise GraderError(
+            f"the cache folder {folder} is a link or another user's: another account may have made "
+            f"it to plant files; set {setting} to a folder of your own (e.g. {setting}={example}) "
+            f"and grade again"
+        )
     if info.st_mode & 0o077:
         os.chmod(folder, 0o700)  # ours, made by an older roadmap or by hand: closed to others from now on
     return folder

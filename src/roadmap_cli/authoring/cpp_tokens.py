@@ -13,12 +13,66 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PUNCTS = sorted(["<<<", ">>>", "<=>", "<<=", ">>=", "->*", "...", "::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&",
-                 "||", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", ".*"], key=len, reverse=True)
-DECL_QUALIFIERS = {"const", "constexpr", "static", "volatile", "thread_local", "inline", "mutable", "register",
-                   "extern", "typename", "unsigned", "signed", "long", "short", "struct", "class", "enum",
-                   "__shared__", "__device__", "__constant__", "__restrict__", "__managed__"}
+PUNCTS = sorted(
+    [
+        "<<<",
+        ">>>",
+        "<=>",
+        "<<=",
+        ">>=",
+        "->*",
+        "...",
+        "::",
+        "->",
+        "++",
+        "--",
+        "<<",
+        ">>",
+        "<=",
+        ">=",
+        "==",
+        "!=",
+        "&&",
+        "||",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "&=",
+        "|=",
+        "^=",
+        ".*",
+    ],
+    key=len,
+    reverse=True,
+)
+DECL_QUALIFIERS = {
+    "const",
+    "constexpr",
+    "static",
+    "volatile",
+    "thread_local",
+    "inline",
+    "mutable",
+    "register",
+    "extern",
+    "typename",
+    "unsigned",
+    "signed",
+    "long",
+    "short",
+    "struct",
+    "class",
+    "enum",
+    "__shared__",
+    "__device__",
+    "__constant__",
+    "__restrict__",
+    "__managed__",
+}
 TEMPLATE_AFTER = {"(", "{", "::", ">", ">>", ">>>", ")", ",", ";", "&", "*", "&&", "[", "...", "=", "}"}
+
 
 @dataclass
 class Token:
@@ -85,9 +139,17 @@ def tokenize(text: str) -> list[Token]:
             punct = next((p for p in PUNCTS if text.startswith(p, i)), c)
             i += len(punct)
             kind = "punct"
-        tokens.append(Token(kind, text[start:i], start, i, line,
-                            space_before=start > 0 and text[start - 1] in " \t\n\r",
-                            space_after=i < n and text[i] in " \t\n\r"))
+        tokens.append(
+            Token(
+                kind,
+                text[start:i],
+                start,
+                i,
+                line,
+                space_before=start > 0 and text[start - 1] in " \t\n\r",
+                space_after=i < n and text[i] in " \t\n\r",
+            )
+        )
         line += text.count("\n", start, i)
     mark_templates(tokens)
     return tokens
@@ -156,5 +218,8 @@ def is_declaration(tokens: list[Token], i: int, end: int) -> bool:
     j = skip_type(tokens, i, end)
     if j == i or tokens[j - 1].kind == "punct" and tokens[j - 1].text in ("::",):
         return False
-    return j < end and tokens[j].kind == "ident" and (j + 1 == end or tokens[j + 1].text in
-                                                       ("=", ";", "(", "{", "[", ",", ":", ")"))
+    return (
+        j < end
+        and tokens[j].kind == "ident"
+        and (j + 1 == end or tokens[j + 1].text in ("=", ";", "(", "{", "[", ",", ":", ")"))
+    )

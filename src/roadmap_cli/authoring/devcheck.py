@@ -76,8 +76,12 @@ def static_problems(spec: LabSpec) -> list[str]:
             problems.append(f"part test prefix {prefix!r}: tests/{file_of(prefix)} does not exist")
     for path in sorted(spec.tests_dir.rglob("test_*.py")):
         rel = path.relative_to(spec.tests_dir).as_posix()
-        if not any(rel == file_of(p) or rel.startswith(file_of(p).rstrip("/") + "/") or
-                   (file_of(p).endswith("/") and rel.startswith(file_of(p))) for p in prefixes):
+        if not any(
+            rel == file_of(p)
+            or rel.startswith(file_of(p).rstrip("/") + "/")
+            or (file_of(p).endswith("/") and rel.startswith(file_of(p)))
+            for p in prefixes
+        ):
             problems.append(f"tests/{rel} belongs to no part (add it to a part's tests)")
     problems.extend(triton_declaration_problems(spec))
     try:
@@ -110,11 +114,14 @@ def triton_declaration_problems(spec: LabSpec) -> list[str]:
             written.append(rel)
     declared = [p.id for p in spec.parts if p.triton]
     if declared and not any_kernel:
-        return [f"parts {', '.join(declared)} declare `triton: true`, but the reference solution has no "
-                "@triton.jit kernel"]
+        return [
+            f"parts {', '.join(declared)} declare `triton: true`, but the reference solution has no @triton.jit kernel"
+        ]
     if written and not declared:
-        return [f"the learner writes @triton.jit kernels ({', '.join(written)}) but no part declares "
-                "`triton: true`: `dev check --gpu` would never run them compiled on a GPU"]
+        return [
+            f"the learner writes @triton.jit kernels ({', '.join(written)}) but no part declares "
+            "`triton: true`: `dev check --gpu` would never run them compiled on a GPU"
+        ]
     return []
 
 
@@ -146,14 +153,16 @@ def curriculum_warnings(specs: list[LabSpec]) -> list[str]:
     return warnings
 
 
-def _grade_in(spec: LabSpec, build: Callable[[Path], None], *, learners: Optional[WarmLearners] = None,
-              **kwargs) -> GradeRun:
+def _grade_in(
+    spec: LabSpec, build: Callable[[Path], None], *, learners: Optional[WarmLearners] = None, **kwargs
+) -> GradeRun:
     # Every C++ variant compiles a torch extension: a precompiled header of its includes
     # (grading_kit/cpp_build.py) makes each compile ~2.6x faster once it is built.
     kwargs.setdefault("extra_env", {PCH_VAR: "1"})
     # Under the warm learner's root when there is one: the one folder its learners can write.
-    with tempfile.TemporaryDirectory(prefix=f"roadmap-check-{spec.id}-",
-                                     dir=learners.root if learners is not None else None) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix=f"roadmap-check-{spec.id}-", dir=learners.root if learners is not None else None
+    ) as tmp:
         path = Path(tmp) / "ws"
         path.mkdir()
         build(path)
@@ -177,22 +186,36 @@ def _first_problem(run: GradeRun, parts: list[str], bad_status: str) -> str:
     return ""
 
 
-def check_starter(spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders] = None,
-                  learners: Optional[WarmLearners] = None) -> CheckRow:
+def check_starter(
+    spec: LabSpec, device: DeviceInfo, warm: Optional[WarmGraders] = None, learners: Optional[WarmLearners] = None
+) -> CheckRow:
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
-    run = _grade_in(spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True, warm=warm,
-                   learners=learners)
+    run = _grade_in(
+        spec, lambda d: ws.write_starter(spec, d), device=device, stop_part_on_fail=True, warm=warm, learners=learners
+    )
     ok = run.outcome in ("failed", "crash") and all(run.part(p).status != "passed" for p in parts)
     if run.unassigned:
         ok = False
     detail = "" if ok else (_first_problem(run, parts, "passed") or f"unassigned tests: {run.unassigned[:3]}")
-    return CheckRow(spec.id, "starter", "fails every gradable part", _statuses(run, parts), ok,
-                    round(time.monotonic() - t0, 2), detail)
+    return CheckRow(
+        spec.id,
+        "starter",
+        "fails every gradable part",
+        _statuses(run, parts),
+        ok,
+        round(time.monotonic() - t0, 2),
+        detail,
+    )
 
 
-def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[str, list[str]]] = None,
-                   warm: Optional[WarmGraders] = None, learners: Optional[WarmLearners] = None) -> CheckRow:
+def check_solution(
+    spec: LabSpec,
+    device: DeviceInfo,
+    collected: Optional[dict[str, list[str]]] = None,
+    warm: Optional[WarmGraders] = None,
+    learners: Optional[WarmLearners] = None,
+) -> CheckRow:
     """`collected`, when given, receives spec.id -> the node ids the run collected (for the rules check)."""
     parts = gradable_parts(spec, device)
     t0 = time.monotonic()
@@ -201,20 +224,37 @@ def check_solution(spec: LabSpec, device: DeviceInfo, collected: Optional[dict[s
         collected[spec.id] = [t.nodeid for t in run.tests]
     ok = run.outcome == "passed" and not run.unassigned
     detail = "" if ok else (_first_problem(run, parts, "!passed") or f"unassigned tests: {run.unassigned[:3]}")
-    return CheckRow(spec.id, "solution", "passes every gradable part", _statuses(run, parts), ok,
-                    round(time.monotonic() - t0, 2), detail)
+    return CheckRow(
+        spec.id,
+        "solution",
+        "passes every gradable part",
+        _statuses(run, parts),
+        ok,
+        round(time.monotonic() - t0, 2),
+        detail,
+    )
 
 
-def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional[WarmGraders] = None,
-                learners: Optional[WarmLearners] = None) -> CheckRow:
+def check_wrong(
+    spec: LabSpec,
+    wrong_id: str,
+    device: DeviceInfo,
+    warm: Optional[WarmGraders] = None,
+    learners: Optional[WarmLearners] = None,
+) -> CheckRow:
     wrong = next(w for w in spec.wrong if w.id == wrong_id)
     parts = [p for p in wrong.fails if p in gradable_parts(spec, device)]
     expected = f"fails {', '.join(wrong.fails)}"
     if not parts:
         return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "not checked here (needs a CUDA GPU)", None)
     if wrong.interpreter_only and device.cuda:
-        return CheckRow(spec.id, f"wrong:{wrong.id}", expected,
-                        "not checked on a GPU (interpreter-only: only the Triton interpreter's checks catch it)", None)
+        return CheckRow(
+            spec.id,
+            f"wrong:{wrong.id}",
+            expected,
+            "not checked on a GPU (interpreter-only: only the Triton interpreter's checks catch it)",
+            None,
+        )
 
     def build(d: Path) -> None:
         ws.write_solution(spec, d)
@@ -224,27 +264,57 @@ def check_wrong(spec: LabSpec, wrong_id: str, device: DeviceInfo, warm: Optional
     focus = _rule_focus(spec, wrong.breaks, parts) if wrong.breaks else None
     try:
         # A variant that claims to break rules must show which of their tests it fails: all of them run.
-        run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=not wrong.breaks, focus=focus,
-                        warm=warm, learners=learners)
+        run = _grade_in(
+            spec,
+            build,
+            parts=parts,
+            device=device,
+            stop_part_on_fail=not wrong.breaks,
+            focus=focus,
+            warm=warm,
+            learners=learners,
+        )
         if focus is not None and run.outcome == "error":
             # A rule names a test the grader does not have (pytest refuses the whole selection): grade the
             # parts in full instead, and let the rules row name the missing test.
-            run = _grade_in(spec, build, parts=parts, device=device, stop_part_on_fail=False, warm=warm,
-                            learners=learners)
+            run = _grade_in(
+                spec, build, parts=parts, device=device, stop_part_on_fail=False, warm=warm, learners=learners
+            )
     except RoadmapError as exc:
-        return CheckRow(spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message)
+        return CheckRow(
+            spec.id, f"wrong:{wrong.id}", expected, "patch failed", False, round(time.monotonic() - t0, 2), exc.message
+        )
     failed_tests = [t.nodeid for t in run.tests if t.outcome in BAD_TEST_OUTCOMES]
     # The lab-code check refusing the variant's source (grading_kit/labcode.py) voids the attempt: outcome
     # error, no points. That is a wrong variant failing, for that reason only (a grader error is not).
     refused = run.outcome == "error" and LAB_CODE_REFUSAL in (run.message or "")
-    ok = (run.outcome in ("failed", "crash", "timeout") or refused) and all(run.part(p).status == "failed" for p in parts)
+    ok = (run.outcome in ("failed", "crash", "timeout") or refused) and all(
+        run.part(p).status == "failed" for p in parts
+    )
     if refused and not failed_tests and focus is not None:
         # Void: no test ran, and every one it was to run counts as failed (the rules check reads node ids).
         failed_tests = list(focus.tests)
-    detail = "" if ok else (f"{wrong.description}: " + (_first_problem(run, parts, "passed") or
-                            "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")))
-    return CheckRow(spec.id, f"wrong:{wrong.id}", expected, _statuses(run, parts), ok, round(time.monotonic() - t0, 2), detail,
-                    failed_tests)
+    detail = (
+        ""
+        if ok
+        else (
+            f"{wrong.description}: "
+            + (
+                _first_problem(run, parts, "passed")
+                or "; ".join(f"{p} {run.part(p).status}" for p in parts if run.part(p).status != "failed")
+            )
+        )
+    )
+    return CheckRow(
+        spec.id,
+        f"wrong:{wrong.id}",
+        expected,
+        _statuses(run, parts),
+        ok,
+        round(time.monotonic() - t0, 2),
+        detail,
+        failed_tests,
+    )
 
 
 def _rule_focus(spec: LabSpec, breaks: list[str], parts: list[str]) -> Focus:
@@ -266,45 +336,78 @@ def _rule_focus(spec: LabSpec, breaks: list[str], parts: list[str]) -> Focus:
     return Focus(tests=tests)
 
 
-def check_rules_row(spec: LabSpec, device: DeviceInfo, rows: list[CheckRow],
-                    collected: Optional[list[str]]) -> CheckRow:
+def check_rules_row(
+    spec: LabSpec, device: DeviceInfo, rows: list[CheckRow], collected: Optional[list[str]]
+) -> CheckRow:
     """One row for the lab's `rules:`, from the rows of its grader runs."""
 
     failed_by: dict[str, Optional[list[str]]] = {}
     for row in rows:
         if row.lab == spec.id and row.check.startswith("wrong:"):
-            failed_by[row.check[len("wrong:"):]] = None if row.ok is None else row.failed_tests
-    verdict = check_rules(spec, collected=collected or None, failed_by=failed_by,
-                          gradable=set(gradable_parts(spec, device)), interpreted=not device.cuda)
+            failed_by[row.check[len("wrong:") :]] = None if row.ok is None else row.failed_tests
+    verdict = check_rules(
+        spec,
+        collected=collected or None,
+        failed_by=failed_by,
+        gradable=set(gradable_parts(spec, device)),
+        interpreted=not device.cuda,
+    )
     got = f"{verdict.rules} rules, {len(verdict.problems)} problem(s)"
     if verdict.unchecked:
-        got += f", {len(verdict.unchecked)} not checked here ({'interpreter-only' if device.cuda else 'needs a CUDA GPU'})"
-    return CheckRow(spec.id, "rules", "every rule tested and broken by a variant", got,
-                    not verdict.problems, 0.0, "\n".join(verdict.problems))
+        got += (
+            f", {len(verdict.unchecked)} not checked here ({'interpreter-only' if device.cuda else 'needs a CUDA GPU'})"
+        )
+    return CheckRow(
+        spec.id,
+        "rules",
+        "every rule tested and broken by a variant",
+        got,
+        not verdict.problems,
+        0.0,
+        "\n".join(verdict.problems),
+    )
 
 
 def check_handout_row(spec: LabSpec) -> tuple[CheckRow, Optional[str]]:
     """One row for the lab's quotes (authoring/handout.py), and a warning while they are pending."""
     verdict = check_handout(spec)
     gaps = len(verdict.unquoted_rules) + len(verdict.uncovered)
-    got = (f"{verdict.normative} normative sentences, {len(verdict.uncovered)} uncovered; "
-           f"{len(verdict.unquoted_rules)} rules without a quote; {len(verdict.bad_quotes)} bad quote(s)")
+    got = (
+        f"{verdict.normative} normative sentences, {len(verdict.uncovered)} uncovered; "
+        f"{len(verdict.unquoted_rules)} rules without a quote; {len(verdict.bad_quotes)} bad quote(s)"
+    )
     warning = None
     if not verdict.enforced and gaps:
         got += " (quotes: pending)"
-        warning = (f"{spec.id}: quotes pending: {len(verdict.unquoted_rules)} rule(s) without a quote, "
-                   f"{len(verdict.uncovered)} normative sentence(s) uncovered (`roadmap dev rules {spec.id}`)")
+        warning = (
+            f"{spec.id}: quotes pending: {len(verdict.unquoted_rules)} rule(s) without a quote, "
+            f"{len(verdict.uncovered)} normative sentence(s) uncovered (`roadmap dev rules {spec.id}`)"
+        )
     elif not verdict.enforced:
         # Nothing is missing any more: keep it that way by requiring it.
         warning = f"{spec.id}: lab.yaml says `quotes: pending` but nothing is missing: delete that line"
-    row = CheckRow(spec.id, "handout", "every rule quotes README.md; every normative sentence covered", got,
-                   not verdict.problems, 0.0, "\n".join(verdict.problems))
+    row = CheckRow(
+        spec.id,
+        "handout",
+        "every rule quotes README.md; every normative sentence covered",
+        got,
+        not verdict.problems,
+        0.0,
+        "\n".join(verdict.problems),
+    )
     return row, warning
 
 
-def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Callable[[CheckRow], None]] = None,
-                  device: Optional[DeviceInfo] = None, invalid: Optional[dict] = None,
-                  cold_graders: bool = False, cold_learners: Optional[bool] = None) -> DevCheckReport:
+def run_dev_check(
+    specs: list[LabSpec],
+    *,
+    jobs: int = 1,
+    on_row: Optional[Callable[[CheckRow], None]] = None,
+    device: Optional[DeviceInfo] = None,
+    invalid: Optional[dict] = None,
+    cold_graders: bool = False,
+    cold_learners: Optional[bool] = None,
+) -> DevCheckReport:
     """Run every check; `invalid` (lab id -> ValidationError) become failed rows.
     `cold_graders`: start every grader as a new Python, not forked from a warm
     one (grading/warm.py; to compare the two); `cold_learners` (default: as
@@ -314,7 +417,9 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     device = device or detect_device()
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
     for lab_id, exc in (invalid or {}).items():
-        row = CheckRow(lab_id, "spec", "a valid lab.yaml", "invalid", False, 0.0, "\n".join([exc.message, *exc.details]))
+        row = CheckRow(
+            lab_id, "spec", "a valid lab.yaml", "invalid", False, 0.0, "\n".join([exc.message, *exc.details])
+        )
         report.rows.append(row)
         if on_row:
             on_row(row)
@@ -336,8 +441,9 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
     for spec in specs:
         tasks.append(lambda warm, learners, s=spec: check_starter(s, device, warm, learners))
     for spec in specs:
-        tasks.extend(lambda warm, learners, s=spec, w=w.id: check_wrong(s, w, device, warm, learners)
-                     for w in spec.wrong)
+        tasks.extend(
+            lambda warm, learners, s=spec, w=w.id: check_wrong(s, w, device, warm, learners) for w in spec.wrong
+        )
 
     def run(task: Callable[[Optional[WarmGraders], Optional[WarmLearners]], CheckRow]) -> CheckRow:
         row = task(warm, learners)
@@ -363,7 +469,9 @@ def run_dev_check(specs: list[LabSpec], *, jobs: int = 1, on_row: Optional[Calla
             learners.close()
     lab_order = {spec.id: i for i, spec in enumerate(specs)}
     kind_order = {"spec": 0, "static": 1, "starter": 2, "solution": 3}
-    report.rows.sort(key=lambda r: (lab_order.get(r.lab, -1), kind_order.get(r.check, 4)))  # stable: variants keep their order
+    report.rows.sort(
+        key=lambda r: (lab_order.get(r.lab, -1), kind_order.get(r.check, 4))
+    )  # stable: variants keep their order
     for spec in specs:
         if spec.rules is not None:
             row = check_rules_row(spec, device, report.rows, collected.get(spec.id))

@@ -66,10 +66,16 @@ def benches() -> list[Path]:
 
 
 def plan(specs: list[LabSpec]) -> list[Step]:
-    steps = [Step("doctor", "-", "doctor", "every GPU check ok"),
-             Step("is_cuda", "-", "is_cuda round trip",
-                  "CPU input placed on the GPU in the learner process; its CUDA result recorded as such"),
-             Step("load_inline", "-", "load_inline behind the wall", "a CUDA extension builds and runs")]
+    steps = [
+        Step("doctor", "-", "doctor", "every GPU check ok"),
+        Step(
+            "is_cuda",
+            "-",
+            "is_cuda round trip",
+            "CPU input placed on the GPU in the learner process; its CUDA result recorded as such",
+        ),
+        Step("load_inline", "-", "load_inline behind the wall", "a CUDA extension builds and runs"),
+    ]
     for spec in specs:
         parts = gpu_parts(spec)
         if not parts:
@@ -78,7 +84,7 @@ def plan(specs: list[LabSpec]) -> list[Step]:
         for wrong in spec.wrong:
             hit = tuple(p for p in wrong.fails if p in parts)
             if hit:
-                expected = ("skipped: interpreter-only" if wrong.interpreter_only else f"fails {', '.join(hit)}")
+                expected = "skipped: interpreter-only" if wrong.interpreter_only else f"fails {', '.join(hit)}"
                 steps.append(Step("wrong", spec.id, f"wrong:{wrong.id}", expected, hit, wrong.id))
     steps += [Step("bench", "kernels", f"bench {path.name}", "--quick exits 0", path=str(path)) for path in benches()]
     return steps
@@ -86,24 +92,33 @@ def plan(specs: list[LabSpec]) -> list[Step]:
 
 def dry_run(specs: list[LabSpec]) -> DevCheckReport:
     report = DevCheckReport(device="dry run (nothing runs)")
-    report.rows = [CheckRow(s.lab, s.check, s.expected, "would run" if not s.expected.startswith("skipped") else
-                            "skipped", None) for s in plan(specs)]
+    report.rows = [
+        CheckRow(s.lab, s.check, s.expected, "would run" if not s.expected.startswith("skipped") else "skipped", None)
+        for s in plan(specs)
+    ]
     return report
 
 
 # ------------------------------------------------------------------ running it on a GPU
 
 
-def run_gpu_check(specs: list[LabSpec], *, jobs: int = 4, on_row: Optional[Callable[[CheckRow], None]] = None,
-                  device: Optional[DeviceInfo] = None) -> DevCheckReport:
+def run_gpu_check(
+    specs: list[LabSpec],
+    *,
+    jobs: int = 4,
+    on_row: Optional[Callable[[CheckRow], None]] = None,
+    device: Optional[DeviceInfo] = None,
+) -> DevCheckReport:
     from concurrent.futures import ThreadPoolExecutor
 
     from roadmap_cli.grading.runner import warm_graders
 
     device = device or detect_device()
     if not device.cuda:
-        raise UserError(f"dev check --gpu needs a CUDA GPU that torch can use ({device.reason or 'none here'}); "
-                        "`roadmap dev check --gpu --dry-run` lists what it would run")
+        raise UserError(
+            f"dev check --gpu needs a CUDA GPU that torch can use ({device.reason or 'none here'}); "
+            "`roadmap dev check --gpu --dry-run` lists what it would run"
+        )
     report = DevCheckReport(device=f"{device.kind} ({device.name})")
     if exclusive_compute_mode():
         jobs = 1  # one CUDA context per GPU: two grades' learner processes at once, and the second is refused
@@ -175,19 +190,32 @@ def _run_step(step: Step, spec: Optional[LabSpec], device: DeviceInfo, warm) -> 
         return _probe_row(step)
     if step.kind == "bench":
         try:
-            proc = subprocess.run([sys.executable, step.path, "--quick"], capture_output=True, text=True,
-                                  timeout=BENCH_TIMEOUT_S, stdin=subprocess.DEVNULL, env=step.env)
+            proc = subprocess.run(
+                [sys.executable, step.path, "--quick"],
+                capture_output=True,
+                text=True,
+                timeout=BENCH_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env=step.env,
+            )
         except subprocess.TimeoutExpired:
             return CheckRow(step.lab, step.check, step.expected, f"timed out after {BENCH_TIMEOUT_S} s", False)
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-12:]
-        return CheckRow(step.lab, step.check, step.expected, f"exit {proc.returncode}", proc.returncode == 0,
-                        detail="\n".join(tail))
+        return CheckRow(
+            step.lab, step.check, step.expected, f"exit {proc.returncode}", proc.returncode == 0, detail="\n".join(tail)
+        )
     assert spec is not None
     if step.kind == "solution":
         run = _grade_in(spec, lambda d: ws.write_solution(spec, d), parts=list(step.parts), device=device, warm=warm)
         ok = run.outcome == "passed" and all(run.part(p).status == "passed" for p in step.parts)
-        return CheckRow(spec.id, step.check, step.expected, _statuses(run, list(step.parts)), ok,
-                        detail="" if ok else f"{run.outcome}: {run.message or ''} {run.log_tail[-600:]}")
+        return CheckRow(
+            spec.id,
+            step.check,
+            step.expected,
+            _statuses(run, list(step.parts)),
+            ok,
+            detail="" if ok else f"{run.outcome}: {run.message or ''} {run.log_tail[-600:]}",
+        )
     if step.expected.startswith("skipped"):
         return CheckRow(spec.id, step.check, step.expected, "skipped", None)
 
@@ -197,9 +225,17 @@ def _run_step(step: Step, spec: Optional[LabSpec], device: DeviceInfo, warm) -> 
 
     run = _grade_in(spec, build, parts=list(step.parts), device=device, stop_part_on_fail=True, warm=warm)
     ok = all(run.part(p).status == "failed" for p in step.parts)
-    return CheckRow(spec.id, step.check, step.expected, _statuses(run, list(step.parts)), ok,
-                    detail="" if ok else "a wrong variant passed on the GPU: the check that catches it may be "
-                                         "interpreter-only (mark it `interpreter_only: true`) or missing")
+    return CheckRow(
+        spec.id,
+        step.check,
+        step.expected,
+        _statuses(run, list(step.parts)),
+        ok,
+        detail=""
+        if ok
+        else "a wrong variant passed on the GPU: the check that catches it may be "
+        "interpreter-only (mark it `interpreter_only: true`) or missing",
+    )
 
 
 def _doctor_row(step: Step) -> CheckRow:
@@ -208,12 +244,20 @@ def _doctor_row(step: Step) -> CheckRow:
     report = run_doctor()
     gpu = [c for c in report.checks if c.name in GPU_CHECKS]
     bad = [f"{c.name}: {c.value}" for c in gpu if c.ok is not True]
-    return CheckRow(step.lab, step.check, step.expected, f"{len(gpu) - len(bad)}/{len(gpu)} ok", not bad,
-                    detail="\n".join(bad))
+    return CheckRow(
+        step.lab, step.check, step.expected, f"{len(gpu) - len(bad)}/{len(gpu)} ok", not bad, detail="\n".join(bad)
+    )
 
 
-GPU_CHECKS = ("CUDA GPU", "driver vs torch CUDA", "nvcc major", "ninja", "compute mode", "shared memory per block",
-              "GPU behind the wall")
+GPU_CHECKS = (
+    "CUDA GPU",
+    "driver vs torch CUDA",
+    "nvcc major",
+    "ninja",
+    "compute mode",
+    "shared memory per block",
+    "GPU behind the wall",
+)
 
 # The round trip a grade makes: the grader's CPU tensor, sent as kit.to_device does, arrives on the GPU in the
 # (walled) learner process; its CUDA result comes back as CPU data that records the device. Both grader-side
@@ -266,18 +310,34 @@ def _probe_row(step: Step) -> CheckRow:
             request = _grader_child(_GRADER_SEND, b"")
             proc = _walled(f"REQUEST = {request.decode().strip()!r}\n" + _PROBE_IS_CUDA, 120)
             if proc.returncode != 0:
-                return CheckRow(step.lab, step.check, step.expected, f"exit {proc.returncode}", False,
-                                detail=proc.stderr.decode(errors="replace")[-800:])
+                return CheckRow(
+                    step.lab,
+                    step.check,
+                    step.expected,
+                    f"exit {proc.returncode}",
+                    False,
+                    detail=proc.stderr.decode(errors="replace")[-800:],
+                )
             got = _decode_in_child(proc.stdout)
-            ok = (got.get("arrived_on_cuda") is True and got.get("arrived_stride") == [1, 3]
-                  and got.get("returned_on_cuda") is True and got.get("equal") is True
-                  and got.get("grader_cuda_initialized") is False)
+            ok = (
+                got.get("arrived_on_cuda") is True
+                and got.get("arrived_stride") == [1, 3]
+                and got.get("returned_on_cuda") is True
+                and got.get("equal") is True
+                and got.get("grader_cuda_initialized") is False
+            )
             return CheckRow(step.lab, step.check, step.expected, json.dumps(got), ok)
         proc = _walled(_PROBE_LOAD_INLINE, 420)
         out = proc.stdout.decode(errors="replace").strip()
         ok = proc.returncode == 0 and out.endswith("ok")
-        return CheckRow(step.lab, step.check, step.expected, out[-80:] or f"exit {proc.returncode}", ok,
-                        detail="" if ok else proc.stderr.decode(errors="replace")[-1200:])
+        return CheckRow(
+            step.lab,
+            step.check,
+            step.expected,
+            out[-80:] or f"exit {proc.returncode}",
+            ok,
+            detail="" if ok else proc.stderr.decode(errors="replace")[-1200:],
+        )
     except subprocess.TimeoutExpired as exc:
         return CheckRow(step.lab, step.check, step.expected, f"timed out after {exc.timeout:g} s", False)
     except RuntimeError as exc:  # the grader-side half failed (its guard refused CUDA, or an import)
@@ -300,8 +360,9 @@ print(json.dumps({"arrived_on_cuda": arrived_cuda, "arrived_stride": arrived_str
 
 def _grader_child(code: str, payload: bytes) -> bytes:
     """`code` as a grader process would run it, in a child (this process never imports torch)."""
-    proc = subprocess.run([sys.executable, "-I", "-c", code], input=payload, capture_output=True, timeout=120,
-                          env={**os.environ})
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", code], input=payload, capture_output=True, timeout=120, env={**os.environ}
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.decode(errors="replace")[-600:])
     return proc.stdout

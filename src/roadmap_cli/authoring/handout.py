@@ -49,25 +49,47 @@ _IMPERATIVE_VERBS = (
     "wait write zero"
 ).split()
 _NORMATIVE = [
-    ("imperative", re.compile(r"^(?:[*_(\"]+)?(?:" + "|".join(re.escape(v) for v in _IMPERATIVE_VERBS) + r")\b",
-                              re.IGNORECASE)),
-    ("must/never/only/exactly/each/every/always/not",
-     re.compile(r"\b(must|never|only|exactly|each|every|always|not|cannot|can't|don't|doesn't|isn't|aren't|"
-                r"won't|shouldn't|mustn't|nothing|none|neither|nor)\b", re.IGNORECASE)),
+    (
+        "imperative",
+        re.compile(r"^(?:[*_(\"]+)?(?:" + "|".join(re.escape(v) for v in _IMPERATIVE_VERBS) + r")\b", re.IGNORECASE),
+    ),
+    (
+        "must/never/only/exactly/each/every/always/not",
+        re.compile(
+            r"\b(must|never|only|exactly|each|every|always|not|cannot|can't|don't|doesn't|isn't|aren't|"
+            r"won't|shouldn't|mustn't|nothing|none|neither|nor)\b",
+            re.IGNORECASE,
+        ),
+    ),
     # In prose: an equation or a bound; inside a code span: any operator between two operands.
     ("formula", re.compile(r"(?:\s=\s|==|!=|<=|>=|≤|≥|->|→|`[^`]*[\w)\]]\s*(?:\*\*|//|[-+*/@%<>=])\s*[\w(\[][^`]*`)")),
-    ("order", re.compile(r"\b(before|after|first|then|last|order|ordered|sorted|earliest|latest)\b",
-                         re.IGNORECASE)),
-    ("tie-break", re.compile(r"\b(ties?|tie-break\w*|tied|half to even|round(?:s|ed|ing)? half)\b",
-                             re.IGNORECASE)),
-    ("dtype", re.compile(r"\b(u?int(?:4|8|16|32|64)|float(?:16|32|64)|bfloat16|bf16|fp(?:8|16|32|64)|dtype|"
-                         r"bool|torch\.Size|tuple of ints?|str|integer|string)\b", re.IGNORECASE)),
+    ("order", re.compile(r"\b(before|after|first|then|last|order|ordered|sorted|earliest|latest)\b", re.IGNORECASE)),
+    ("tie-break", re.compile(r"\b(ties?|tie-break\w*|tied|half to even|round(?:s|ed|ing)? half)\b", re.IGNORECASE)),
+    (
+        "dtype",
+        re.compile(
+            r"\b(u?int(?:4|8|16|32|64)|float(?:16|32|64)|bfloat16|bf16|fp(?:8|16|32|64)|dtype|"
+            r"bool|torch\.Size|tuple of ints?|str|integer|string)\b",
+            re.IGNORECASE,
+        ),
+    ),
     # A number with a unit after it: "16 bytes", "5 ms", "1e-4 s" is too rare to be worth the noise.
-    ("unit", re.compile(r"\d\s*(ms|µs|us|ns|seconds?|milliseconds?|microseconds?|bytes?|bits?|KiB|MiB|GiB|"
-                        r"KB|MB|GB|GB/s|TB/s|FLOPs?|TFLOP/s|tokens/s|ticks?|%)(?![\w])")),
-    ("edge size", re.compile(r"\b(empty|size[- ]1|zero|0-d|scalar|at most|at least|up to|past the end|beyond|"
-                             r"negative|odd|even|remainder|partial|tail|boundary|overflow|inclusive|exclusive|"
-                             r"limit)\b", re.IGNORECASE)),
+    (
+        "unit",
+        re.compile(
+            r"\d\s*(ms|µs|us|ns|seconds?|milliseconds?|microseconds?|bytes?|bits?|KiB|MiB|GiB|"
+            r"KB|MB|GB|GB/s|TB/s|FLOPs?|TFLOP/s|tokens/s|ticks?|%)(?![\w])"
+        ),
+    ),
+    (
+        "edge size",
+        re.compile(
+            r"\b(empty|size[- ]1|zero|0-d|scalar|at most|at least|up to|past the end|beyond|"
+            r"negative|odd|even|remainder|partial|tail|boundary|overflow|inclusive|exclusive|"
+            r"limit)\b",
+            re.IGNORECASE,
+        ),
+    ),
 ]
 
 
@@ -142,10 +164,10 @@ def _split(unit: str) -> list[str]:
     # Never inside a code span (`i = 0 .. n`, `e.g.` in code): split points are found with spans blanked.
     masked = _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group(0)) - 2) + "`", body)
     for match in _SENTENCE_END.finditer(masked):
-        head = body[last:match.start()]
+        head = body[last : match.start()]
         if any(head.endswith(a) for a in _ABBREVIATIONS):
             continue
-        pieces.append(body[last:match.start(1) + len(match.group(1))].strip())
+        pieces.append(body[last : match.start(1) + len(match.group(1))].strip())
         last = match.end()
     pieces.append(body[last:].strip())
     return [p for p in pieces if p]
@@ -162,8 +184,9 @@ def normative_reason(sentence: str) -> str:
 def sentences(readme: Path) -> list[Sentence]:
     """Every sentence of the handout outside code, headings and Sources, with why it is normative."""
     text = readme.read_text(encoding="utf-8")
-    return [Sentence(section, line, s, normative_reason(s))
-            for section, line, unit in _units(text) for s in _split(unit)]
+    return [
+        Sentence(section, line, s, normative_reason(s)) for section, line, unit in _units(text) for s in _split(unit)
+    ]
 
 
 def quotes_of(value) -> list[str]:
@@ -191,10 +214,15 @@ class HandoutVerdict:
     @property
     def gaps(self) -> list[str]:
         """The missing quotes and uncovered sentences, one line each."""
-        lines = [f"rule {rid}: quotes no handout sentence (add `quote:` with the README.md sentence it enforces)"
-                 for rid in self.unquoted_rules]
-        lines += [f"README.md:{s.line} ({s.section or 'top'}): normative ({s.why}) but no rule or not_rule "
-                  f"quotes it: {s.text!r}" for s in self.uncovered]
+        lines = [
+            f"rule {rid}: quotes no handout sentence (add `quote:` with the README.md sentence it enforces)"
+            for rid in self.unquoted_rules
+        ]
+        lines += [
+            f"README.md:{s.line} ({s.section or 'top'}): normative ({s.why}) but no rule or not_rule "
+            f"quotes it: {s.text!r}"
+            for s in self.uncovered
+        ]
         return lines
 
     @property
@@ -215,8 +243,9 @@ def check_handout(spec: LabSpec, readme: Optional[Path] = None) -> HandoutVerdic
             if not text:
                 verdict.bad_quotes.append(f"{owner}: an empty quote")
             elif text not in haystack:
-                verdict.bad_quotes.append(f"{owner}: quote is not in README.md (whitespace-normalised, markdown "
-                                          f"verbatim): {_short(text)!r}")
+                verdict.bad_quotes.append(
+                    f"{owner}: quote is not in README.md (whitespace-normalised, markdown verbatim): {_short(text)!r}"
+                )
             else:
                 quotes.append(text)
 

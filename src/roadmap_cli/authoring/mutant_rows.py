@@ -41,8 +41,11 @@ class MutantResult:
 
 
 def _unified(rel: str, before: str, after: str) -> str:
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        f"a/{rel}", f"b/{rel}", n=2))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{rel}", f"b/{rel}", n=2
+        )
+    )
 
 
 def _first_changed_line(diff: str) -> int:
@@ -78,8 +81,17 @@ def all_mutants(spec: LabSpec) -> list[tuple[Mutant, MutantResult]]:
                 except SyntaxError as exc:
                     status = "invalid"
                     message = f"does not compile: {exc.msg}"
-            row = MutantResult(mutant_id, rel, _first_changed_line(diff), mutant.function, mutant.operator,
-                               mutant.description, diff, status, message=message)
+            row = MutantResult(
+                mutant_id,
+                rel,
+                _first_changed_line(diff),
+                mutant.function,
+                mutant.operator,
+                mutant.description,
+                diff,
+                status,
+                message=message,
+            )
             out.append((mutant, row))
     unique = {row.id: (m, row) for m, row in out}
     return [unique[k] for k in sorted(unique)]

@@ -32,17 +32,54 @@ from typing import Optional
 from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.labs.starter_build import comment_prefix, parse_regions
 
-COMPARE_SWAPS = {ast.Lt: ("<", "<="), ast.LtE: ("<=", "<"), ast.Gt: (">", ">="), ast.GtE: (">=", ">"),
-                 ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Is: ("is", "is not"),
-                 ast.IsNot: ("is not", "is"), ast.In: ("in", "not in"), ast.NotIn: ("not in", "in")}
-ARITH_SWAPS = {ast.Add: ("+", "-"), ast.Sub: ("-", "+"), ast.Mult: ("*", "/"), ast.Div: ("/", "*"),
-               ast.FloorDiv: ("//", "*"), ast.Mod: ("%", "//"), ast.Pow: ("**", "*"),
-               ast.LShift: ("<<", ">>"), ast.RShift: (">>", "<<"), ast.BitAnd: ("&", "|"), ast.BitOr: ("|", "&")}
-DTYPE_SWAPS = {"float32": "float16", "float16": "float32", "bfloat16": "float16", "float64": "float32",
-               "int32": "int64", "int64": "int32"}
+COMPARE_SWAPS = {
+    ast.Lt: ("<", "<="),
+    ast.LtE: ("<=", "<"),
+    ast.Gt: (">", ">="),
+    ast.GtE: (">=", ">"),
+    ast.Eq: ("==", "!="),
+    ast.NotEq: ("!=", "=="),
+    ast.Is: ("is", "is not"),
+    ast.IsNot: ("is not", "is"),
+    ast.In: ("in", "not in"),
+    ast.NotIn: ("not in", "in"),
+}
+ARITH_SWAPS = {
+    ast.Add: ("+", "-"),
+    ast.Sub: ("-", "+"),
+    ast.Mult: ("*", "/"),
+    ast.Div: ("/", "*"),
+    ast.FloorDiv: ("//", "*"),
+    ast.Mod: ("%", "//"),
+    ast.Pow: ("**", "*"),
+    ast.LShift: ("<<", ">>"),
+    ast.RShift: (">>", "<<"),
+    ast.BitAnd: ("&", "|"),
+    ast.BitOr: ("|", "&"),
+}
+DTYPE_SWAPS = {
+    "float32": "float16",
+    "float16": "float32",
+    "bfloat16": "float16",
+    "float64": "float32",
+    "int32": "int64",
+    "int64": "int32",
+}
 DTYPE_MODULES = {"torch", "tl", "np", "numpy"}
-DROPPABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.If, ast.Raise, ast.Assert, ast.Continue,
-             ast.Break, ast.For, ast.While, ast.With)
+DROPPABLE = (
+    ast.Expr,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.If,
+    ast.Raise,
+    ast.Assert,
+    ast.Continue,
+    ast.Break,
+    ast.For,
+    ast.While,
+    ast.With,
+)
 OPERATORS = ("compare", "arith", "bool-op", "unary", "const", "slice", "args", "kwarg", "drop", "dtype")
 
 
@@ -81,7 +118,7 @@ class _Source:
         return self.offset(node.end_lineno, node.end_col_offset)
 
     def segment(self, node: ast.AST) -> str:
-        return self.text[self.start(node):self.end(node)]
+        return self.text[self.start(node) : self.end(node)]
 
 
 def _find_token(text: str, token: str) -> Optional[re.Match]:
@@ -145,8 +182,14 @@ def _python_edits(collector: _Collector, tree: ast.AST) -> None:
             what = "-" if isinstance(node.op, ast.USub) else "not"
             c.add(src.start(node), src.end(node), src.segment(node.operand), "unary", f"dropped `{what}`", line)
         elif isinstance(node, ast.Constant) and type(node.value) is bool:
-            c.add(src.start(node), src.end(node), str(not node.value), "const", f"`{node.value}` -> `{not node.value}`",
-                  line)
+            c.add(
+                src.start(node),
+                src.end(node),
+                str(not node.value),
+                "const",
+                f"`{node.value}` -> `{not node.value}`",
+                line,
+            )
         elif isinstance(node, ast.Constant) and type(node.value) is int:
             for delta in (1, -1):
                 new = str(node.value + delta)
@@ -158,17 +201,33 @@ def _python_edits(collector: _Collector, tree: ast.AST) -> None:
                 text = src.segment(bound)
                 wrapped = text if isinstance(bound, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
                 for sign in ("+", "-"):
-                    c.add(src.start(bound), src.end(bound), f"{wrapped} {sign} 1", "slice",
-                          f"slice bound `{text}` -> `{wrapped} {sign} 1`", line)
+                    c.add(
+                        src.start(bound),
+                        src.end(bound),
+                        f"{wrapped} {sign} 1",
+                        "slice",
+                        f"slice bound `{text}` -> `{wrapped} {sign} 1`",
+                        line,
+                    )
         elif isinstance(node, ast.Call):
             _call_edits(c, node)
-        elif isinstance(node, ast.Attribute) and node.attr in DTYPE_SWAPS and isinstance(node.value, ast.Name) \
-                and node.value.id in DTYPE_MODULES:
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in DTYPE_SWAPS
+            and isinstance(node.value, ast.Name)
+            and node.value.id in DTYPE_MODULES
+        ):
             new = DTYPE_SWAPS[node.attr]
-            c.add(src.end(node) - len(node.attr), src.end(node), new, "dtype",
-                  f"`{node.value.id}.{node.attr}` -> `{node.value.id}.{new}`", line)
+            c.add(
+                src.end(node) - len(node.attr),
+                src.end(node),
+                new,
+                "dtype",
+                f"`{node.value.id}.{node.attr}` -> `{node.value.id}.{new}`",
+                line,
+            )
         if isinstance(node, DROPPABLE) and not _is_docstring(node):
-            first = src.text[src.start(node):src.end(node)].splitlines()[0].strip()
+            first = src.text[src.start(node) : src.end(node)].splitlines()[0].strip()
             c.add(src.start(node), src.end(node), "pass", "drop", f"dropped `{first[:60]}`", line)
 
 
@@ -183,9 +242,15 @@ def _call_edits(c: _Collector, call: ast.Call) -> None:
         for a, b in zip(args, args[1:]):
             ta, tb = src.segment(a), src.segment(b)
             if ta != tb:
-                between = src.text[src.end(a):src.start(b)]
-                c.add(src.start(a), src.end(b), tb + between + ta, "args", f"swapped arguments `{ta[:30]}`, `{tb[:30]}`",
-                      line)
+                between = src.text[src.end(a) : src.start(b)]
+                c.add(
+                    src.start(a),
+                    src.end(b),
+                    tb + between + ta,
+                    "args",
+                    f"swapped arguments `{ta[:30]}`, `{tb[:30]}`",
+                    line,
+                )
     operands = sorted([*args, *call.keywords], key=lambda n: (n.lineno, n.col_offset))
     for i, kw in enumerate(operands):
         if not isinstance(kw, ast.keyword) or kw.arg is None:

@@ -39,14 +39,78 @@ SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh"}
 GPU_SUFFIXES = {".cu", ".cuh"}  # compiled by nvcc: graded only on a CUDA GPU
 
 COMPARE = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
-ARITH = {"+": "-", "-": "+", "*": "/", "/": "*", "%": "/", "<<": ">>", ">>": "<<", "&": "|", "|": "&",
-         "+=": "-=", "-=": "+=", "*=": "/=", "/=": "*="}
-NOT_VALUES = {"return", "case", "throw", "else", "do", "new", "delete", "co_return", "co_yield", "and", "or", "not",
-              "const", "constexpr", "static", "typename", "template", "operator", "sizeof"}
-NOT_CALLS = {"if", "for", "while", "switch", "return", "sizeof", "alignof", "alignas", "decltype", "catch",
-             "static_assert", "noexcept", "throw", "typeid", "template", "operator", "defined"}
-NO_DROP_FIRST = {"return", "using", "typedef", "static_assert", "goto", "case", "default", "else", "co_return",
-                 "template", "namespace", "friend", "public", "private", "protected"}
+ARITH = {
+    "+": "-",
+    "-": "+",
+    "*": "/",
+    "/": "*",
+    "%": "/",
+    "<<": ">>",
+    ">>": "<<",
+    "&": "|",
+    "|": "&",
+    "+=": "-=",
+    "-=": "+=",
+    "*=": "/=",
+    "/=": "*=",
+}
+NOT_VALUES = {
+    "return",
+    "case",
+    "throw",
+    "else",
+    "do",
+    "new",
+    "delete",
+    "co_return",
+    "co_yield",
+    "and",
+    "or",
+    "not",
+    "const",
+    "constexpr",
+    "static",
+    "typename",
+    "template",
+    "operator",
+    "sizeof",
+}
+NOT_CALLS = {
+    "if",
+    "for",
+    "while",
+    "switch",
+    "return",
+    "sizeof",
+    "alignof",
+    "alignas",
+    "decltype",
+    "catch",
+    "static_assert",
+    "noexcept",
+    "throw",
+    "typeid",
+    "template",
+    "operator",
+    "defined",
+}
+NO_DROP_FIRST = {
+    "return",
+    "using",
+    "typedef",
+    "static_assert",
+    "goto",
+    "case",
+    "default",
+    "else",
+    "co_return",
+    "template",
+    "namespace",
+    "friend",
+    "public",
+    "private",
+    "protected",
+}
 
 
 def _value_end(tok: Optional[Token]) -> bool:
@@ -177,7 +241,7 @@ class _Scanner:
             return ("~" if i > 1 and tokens[i - 2].text == "~" else "") + prev.text
         for back in range(2, 4):  # operator=, operator[], operator()
             if i - back >= 0 and tokens[i - back].text == "operator":
-                return "operator" + "".join(t.text for t in tokens[i - back + 1:i])
+                return "operator" + "".join(t.text for t in tokens[i - back + 1 : i])
         return ""
 
     def _open(self, i: int, ctx: _Context, stack: list[_Context]) -> _Context:
@@ -192,8 +256,9 @@ class _Scanner:
             head.reverse()
             for k, w in enumerate(head):
                 if w.text in ("class", "struct", "union", "enum") and (k == 0 or head[k - 1].text not in ("<", ",")):
-                    name = next((x.text for x in head[k + 1:] if x.kind == "ident" and x.text not in ("class", "final")),
-                                "")
+                    name = next(
+                        (x.text for x in head[k + 1 :] if x.kind == "ident" and x.text not in ("class", "final")), ""
+                    )
                     return _Context("class", name)
             words = [t.text for t in head]
             if "namespace" in words or (words[:1] == ["extern"]):
@@ -203,8 +268,10 @@ class _Scanner:
             return _Context("init", ctx.name)
         if ctx.kind == "init":
             return _Context("init", ctx.name)
-        if prev is not None and (prev.text in (")", "]", "mutable") or (ctx.paren == 0 and prev.text in
-                                                                         (";", "{", "}", "else", "do", "try", ":"))):
+        if prev is not None and (
+            prev.text in (")", "]", "mutable")
+            or (ctx.paren == 0 and prev.text in (";", "{", "}", "else", "do", "try", ":"))
+        ):
             return _Context("code", ctx.name, compound=ctx.paren == 0)
         return _Context("init", ctx.name)
 
@@ -293,13 +360,20 @@ def edits(text: str, path: str) -> list[tuple[int, int, str, str, str, int, str]
         for (a0, a1), (b0, b1) in zip(args, args[1:]):
             if a0 >= a1 or b0 >= b1 or any(tokens[k].kind == "string" or tokens[k].text == "[" for k in (a0, b0)):
                 continue
-            ta, tb = text[tokens[a0].start:tokens[a1 - 1].end], text[tokens[b0].start:tokens[b1 - 1].end]
+            ta, tb = text[tokens[a0].start : tokens[a1 - 1].end], text[tokens[b0].start : tokens[b1 - 1].end]
             if ta != tb:
-                between = text[tokens[a1 - 1].end:tokens[b0].start]
-                add(a0, b1 - 1, tokens[a0].start, tokens[b1 - 1].end, tb + between + ta, "args",
-                    f"swapped arguments `{ta[:30]}`, `{tb[:30]}`")
+                between = text[tokens[a1 - 1].end : tokens[b0].start]
+                add(
+                    a0,
+                    b1 - 1,
+                    tokens[a0].start,
+                    tokens[b1 - 1].end,
+                    tb + between + ta,
+                    "args",
+                    f"swapped arguments `{ta[:30]}`, `{tb[:30]}`",
+                )
     for first, semi in scanner.statements:
-        stmt = " ".join(text[tokens[first].start:tokens[semi].end].split())
+        stmt = " ".join(text[tokens[first].start : tokens[semi].end].split())
         add(first, semi, tokens[first].start, tokens[semi].end, ";", "drop", f"dropped `{stmt[:60]}`")
     return out
 

@@ -95,8 +95,15 @@ class MutateReport:
 class _Grader:
     """Grades the reference and mutants under fixed secret seeds, collecting output digests."""
 
-    def __init__(self, spec: LabSpec, device: DeviceInfo, parts: list[str], seeds: tuple[int, int],
-                 timeout: Optional[float], warm: Optional[WarmGraders] = None) -> None:
+    def __init__(
+        self,
+        spec: LabSpec,
+        device: DeviceInfo,
+        parts: list[str],
+        seeds: tuple[int, int],
+        timeout: Optional[float],
+        warm: Optional[WarmGraders] = None,
+    ) -> None:
         self.spec, self.device, self.parts, self.seeds, self.timeout = spec, device, parts, seeds, timeout
         self.warm = warm  # each grade forks a warm grader (grading/warm.py) when there is one
         self.user_timeout = timeout is not None
@@ -104,8 +111,13 @@ class _Grader:
         self.unstable: set[tuple] = set()  # (test, call, n) whose digest varies between reference runs
         self.lock = threading.Lock()
 
-    def grade(self, overrides: Optional[dict[str, str]], seed: int, parts: Optional[list[str]] = None,
-              build_failures: Optional[list] = None) -> tuple[GradeRun, list]:
+    def grade(
+        self,
+        overrides: Optional[dict[str, str]],
+        seed: int,
+        parts: Optional[list[str]] = None,
+        build_failures: Optional[list] = None,
+    ) -> tuple[GradeRun, list]:
         """One grade; the C/C++ builds that failed in it are appended to `build_failures`."""
         timeout = self.timeout
         if overrides and not self.user_timeout and timeout and any(mutants_cpp.is_cpp(f) for f in overrides):
@@ -115,10 +127,17 @@ class _Grader:
             path.mkdir()
             ws.write_solution(self.spec, path, overrides)
             digests, builds = Path(tmp) / "digests.jsonl", Path(tmp) / "builds.jsonl"
-            run = grade_workspace(self.spec, path, parts=parts or self.parts, timeout=timeout, device=self.device,
-                                  stop_part_on_fail=True, secret_seed=seed,
-                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests),
-                                             "ROADMAP_CPP_BUILD_LOG": str(builds)}, warm=self.warm)
+            run = grade_workspace(
+                self.spec,
+                path,
+                parts=parts or self.parts,
+                timeout=timeout,
+                device=self.device,
+                stop_part_on_fail=True,
+                secret_seed=seed,
+                extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests), "ROADMAP_CPP_BUILD_LOG": str(builds)},
+                warm=self.warm,
+            )
             if build_failures is not None:
                 build_failures.extend(read_build_failures(builds))
             return run, _read_digests(digests)
@@ -129,8 +148,10 @@ class _Grader:
                 run, digests = self.grade(None, seed)
                 _stop_if_interrupted(run)
                 if run.outcome != "passed":
-                    raise UserError(f"the reference solution of {self.spec.id} does not pass "
-                                    f"({run.outcome}: {_first_failure(run, self.parts)}); fix it before mutating")
+                    raise UserError(
+                        f"the reference solution of {self.spec.id} does not pass "
+                        f"({run.outcome}: {_first_failure(run, self.parts)}); fix it before mutating"
+                    )
                 self.reference[seed] = digests
                 self.reference_seconds = run.duration_s
             return self.reference[seed]
@@ -210,8 +231,9 @@ def _classify(grader: _Grader, mutant: Mutant, row: MutantResult, parts: list[st
         if _same_outputs(run, digests, grader.reference_digests(grader.seeds[0]), grader.unstable):
             run2, digests2 = grader.grade({mutant.file: mutant.text}, grader.seeds[1], parts)
             _stop_if_interrupted(run2)
-            if run2.outcome == "passed" and _same_outputs(run2, digests2, grader.reference_digests(grader.seeds[1]),
-                                                          grader.unstable):
+            if run2.outcome == "passed" and _same_outputs(
+                run2, digests2, grader.reference_digests(grader.seeds[1]), grader.unstable
+            ):
                 row.status = "equivalent-suspect"
                 row.message = f"same outputs as the reference on {len(digests)} learner_side call(s), 2 seeds"
             elif run2.outcome != "passed":
@@ -253,21 +275,52 @@ def _save_cache(path: Path, cache: dict) -> None:
 # ---------------------------------------------------------------- the run
 
 
-def run_mutate(spec: LabSpec, home: Path, *, jobs: int = 2, sample: Optional[int] = None, seed: int = 0,
-               part: Optional[str] = None, timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-               on_start: Optional[Callable[[int], None]] = None,
-               on_result: Optional[Callable[[MutantResult], None]] = None) -> MutateReport:
+def run_mutate(
+    spec: LabSpec,
+    home: Path,
+    *,
+    jobs: int = 2,
+    sample: Optional[int] = None,
+    seed: int = 0,
+    part: Optional[str] = None,
+    timeout: Optional[float] = None,
+    device: Optional[DeviceInfo] = None,
+    on_start: Optional[Callable[[int], None]] = None,
+    on_result: Optional[Callable[[MutantResult], None]] = None,
+) -> MutateReport:
     device = device or detect_device()
     # Hundreds of grades: each forks a warm grader instead of importing torch and pytest again.
     # Started here, in the calling thread: its parent-death signal follows the thread that starts it.
     with warm_graders(device) as warm:
-        return _run_mutate(spec, home, jobs=jobs, sample=sample, seed=seed, part=part, timeout=timeout,
-                           device=device, on_start=on_start, on_result=on_result, warm=warm)
+        return _run_mutate(
+            spec,
+            home,
+            jobs=jobs,
+            sample=sample,
+            seed=seed,
+            part=part,
+            timeout=timeout,
+            device=device,
+            on_start=on_start,
+            on_result=on_result,
+            warm=warm,
+        )
 
 
-def _run_mutate(spec: LabSpec, home: Path, *, jobs: int, sample: Optional[int], seed: int, part: Optional[str],
-                timeout: Optional[float], device: DeviceInfo, on_start: Optional[Callable[[int], None]],
-                on_result: Optional[Callable[[MutantResult], None]], warm: WarmGraders) -> MutateReport:
+def _run_mutate(
+    spec: LabSpec,
+    home: Path,
+    *,
+    jobs: int,
+    sample: Optional[int],
+    seed: int,
+    part: Optional[str],
+    timeout: Optional[float],
+    device: DeviceInfo,
+    on_start: Optional[Callable[[int], None]],
+    on_result: Optional[Callable[[MutantResult], None]],
+    warm: WarmGraders,
+) -> MutateReport:
     t_start = time.monotonic()
     here = gradable_parts(spec, device)
     if part is not None:
@@ -361,14 +414,27 @@ def _run_mutate(spec: LabSpec, home: Path, *, jobs: int, sample: Optional[int], 
 
         run_parallel(work, todo)
     if todo and not digests_on:
-        notes.append("no output digests (the lab's adapter makes no learner_side calls, or there is no learner "
-                     "sandbox): survivors are not checked for equivalence")
+        notes.append(
+            "no output digests (the lab's adapter makes no learner_side calls, or there is no learner "
+            "sandbox): survivors are not checked for equivalence"
+        )
     results = [row for _, row in chosen]
     for row in results:
         _explain(spec, row)
     _attribute(results, parts)
-    return _report(spec, device, parts, generated, results, len(todo), digests_on, notes, grader_sha, sol_sha,
-                   round(time.monotonic() - t_start, 1))
+    return _report(
+        spec,
+        device,
+        parts,
+        generated,
+        results,
+        len(todo),
+        digests_on,
+        notes,
+        grader_sha,
+        sol_sha,
+        round(time.monotonic() - t_start, 1),
+    )
 
 
 def _explain(spec: LabSpec, row: MutantResult) -> None:
@@ -391,8 +457,10 @@ def _coverage(spec, device, parts, seed, cache, key, run_parallel, notes, grader
         cov.unstable = _unstable(grader.reference_digests(seed), cov.digests)
         cache["coverage"][key] = cov.to_json()
     if cov.blind:
-        notes.append(f"coverage unknown for part(s) {', '.join(sorted(cov.blind))} (their probed reference grade "
-                     "failed): every mutant is graded on them")
+        notes.append(
+            f"coverage unknown for part(s) {', '.join(sorted(cov.blind))} (their probed reference grade "
+            "failed): every mutant is graded on them"
+        )
     return cov
 
 
@@ -423,8 +491,9 @@ def _attribute(results: list[MutantResult], parts: list[str]) -> None:
                 row.covered_by = [p for p in parts if p in found] or row.covered_by
 
 
-def _report(spec, device, parts, generated, results, graded_now, digests_on, notes, grader_sha, sol_sha,
-            seconds) -> MutateReport:
+def _report(
+    spec, device, parts, generated, results, graded_now, digests_on, notes, grader_sha, sol_sha, seconds
+) -> MutateReport:
     counts = {s: 0 for s in ("killed", "survived", "equivalent-suspect", "explained", *EXCLUDED)}
     for row in results:
         counts[row.status] = counts.get(row.status, 0) + 1
@@ -432,16 +501,35 @@ def _report(spec, device, parts, generated, results, graded_now, digests_on, not
     for p in parts:
         killed = sum(1 for r in results if r.status == "killed" and p in r.parts_failed)
         survived = sum(1 for r in results if r.status == "survived" and p in r.covered_by)
-        part_stats[p] = {"killed": killed, "survived": survived,
-                         "score": round(killed / (killed + survived), 4) if killed + survived else None}
+        part_stats[p] = {
+            "killed": killed,
+            "survived": survived,
+            "score": round(killed / (killed + survived), 4) if killed + survived else None,
+        }
     unattributed = sum(1 for r in results if r.status == "survived" and not r.covered_by)
     if unattributed:
         notes.append(f"{unattributed} survivor(s) in code no killed mutant touched: no part to attribute them to")
     scored = counts["killed"] + counts["survived"]
     score = round(counts["killed"] / scored, 4) if scored else None
-    return MutateReport(spec.id, f"{device.kind} ({device.name})", parts, generated, results, part_stats, counts,
-                        score, TARGET, score is None or score >= TARGET, graded_now, digests_on, notes,
-                        grader_sha, sol_sha, seconds, rules_untouched(spec, parts, results))
+    return MutateReport(
+        spec.id,
+        f"{device.kind} ({device.name})",
+        parts,
+        generated,
+        results,
+        part_stats,
+        counts,
+        score,
+        TARGET,
+        score is None or score >= TARGET,
+        graded_now,
+        digests_on,
+        notes,
+        grader_sha,
+        sol_sha,
+        seconds,
+        rules_untouched(spec, parts, results),
+    )
 
 
 def report_dict(report: MutateReport) -> dict:

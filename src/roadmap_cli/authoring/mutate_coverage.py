@@ -39,7 +39,7 @@ from roadmap_cli.labs.starter_build import solution_text
 # Once per process per function: a module-level set (SEEN, made after the module's leading imports) rather than
 # globals(), which the lab-code check (grading_kit/labcode.py) refuses in lab code, probes included.
 SEEN = "_roadmap_probes_seen"
-PROBE = ("if {key!r} not in " + SEEN + ": " + SEEN + ".add({key!r}) or open({path!r}, 'a').write({hit!r})\n")
+PROBE = "if {key!r} not in " + SEEN + ": " + SEEN + ".add({key!r}) or open({path!r}, 'a').write({hit!r})\n"
 
 
 def _functions(tree: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -78,23 +78,36 @@ def instrument(text: str, rel: str, hits: Path) -> str:
         if _is_jit(node):
             continue
         body = node.body
-        first = body[1] if (isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
-                            and isinstance(body[0].value.value, str) and len(body) > 1) else body[0]
+        first = (
+            body[1]
+            if (
+                isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+                and len(body) > 1
+            )
+            else body[0]
+        )
         line = lines[first.lineno - 1]
-        if line[:first.col_offset].strip() or first.lineno == node.lineno:
+        if line[: first.col_offset].strip() or first.lineno == node.lineno:
             continue  # `def f(): return 1`: no line of its own to put a probe before
         probe = PROBE.format(key=f"_roadmap_probe_{n}", path=str(hits), hit=f"{rel}::{name}\n")
-        inserts.append((first.lineno - 1, line[:first.col_offset] + probe))
+        inserts.append((first.lineno - 1, line[: first.col_offset] + probe))
     if not inserts:
         return text
     for index, probe in sorted(inserts, reverse=True):
         lines.insert(index, probe)
     # The set goes after the docstring, `from __future__` and the other leading imports (a __future__ import
     # must come first), before any code that could call a probed function.
-    lead = next((min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
-                 for node in tree.body
-                 if not isinstance(node, (ast.Import, ast.ImportFrom))
-                 and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))), len(text.splitlines()))
+    lead = next(
+        (
+            min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+            for node in tree.body
+            if not isinstance(node, (ast.Import, ast.ImportFrom))
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        ),
+        len(text.splitlines()),
+    )
     lines.insert(lead, f"{SEEN} = set()\n")
     return "".join(lines)
 
@@ -156,10 +169,14 @@ class Coverage:
         return [p for p in self.parts if p in found] or list(self.parts)
 
     def to_json(self) -> dict:
-        return {"parts": self.parts, "blind": sorted(self.blind), "unstable": sorted(map(list, self.unstable)),
-                "hits": [[f, fn, sorted(ps)] for (f, fn), ps in sorted(self.hits.items())],
-                "kernels": {f: {k: sorted(v) for k, v in ks.items()} for f, ks in self.kernels.items()},
-                "files": {f: sorted(ps) for f, ps in self.files.items()}}
+        return {
+            "parts": self.parts,
+            "blind": sorted(self.blind),
+            "unstable": sorted(map(list, self.unstable)),
+            "hits": [[f, fn, sorted(ps)] for (f, fn), ps in sorted(self.hits.items())],
+            "kernels": {f: {k: sorted(v) for k, v in ks.items()} for f, ks in self.kernels.items()},
+            "files": {f: sorted(ps) for f, ps in self.files.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "Coverage":
@@ -173,13 +190,17 @@ class Coverage:
         return cov
 
 
-def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float], run_parallel,
-            read_digests, warm=None) -> Coverage:
+def measure(
+    spec, device, parts: list[str], seed: int, timeout: Optional[float], run_parallel, read_digests, warm=None
+) -> Coverage:
     """Grade the probed reference once per part (through `run_parallel`, a map over jobs;
     `warm`: the run's warm graders, grading/warm.py)."""
     cov = Coverage(parts)
-    sources = {rel: solution_text(src.read_text(encoding="utf-8"), rel)
-               for rel, src in spec.solution_sources().items() if rel.endswith(".py")}
+    sources = {
+        rel: solution_text(src.read_text(encoding="utf-8"), rel)
+        for rel, src in spec.solution_sources().items()
+        if rel.endswith(".py")
+    }
     for rel, text in sources.items():
         try:
             cov.kernels[rel] = _kernel_callers(text)
@@ -201,8 +222,16 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
                     continue
             ws.write_solution(spec, path, overrides)
             digests = Path(tmp) / "digests.jsonl"
-            run = grade_workspace(spec, path, parts=[part], timeout=timeout, device=device, secret_seed=seed,
-                                  extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)}, warm=warm)
+            run = grade_workspace(
+                spec,
+                path,
+                parts=[part],
+                timeout=timeout,
+                device=device,
+                secret_seed=seed,
+                extra_env={"ROADMAP_OUTPUT_DIGESTS": str(digests)},
+                warm=warm,
+            )
             if run.outcome != "passed":
                 return part, None
             cov.digests.extend(read_digests(digests))
@@ -217,15 +246,18 @@ def measure(spec, device, parts: list[str], seed: int, timeout: Optional[float],
         with tempfile.TemporaryDirectory(prefix=f"roadmap-coverage-{spec.id}-") as tmp:
             path = Path(tmp) / "ws"
             path.mkdir()
-            broken = "#include \"roadmap_coverage_probe_missing.h\"\n" + cpp_sources[rel]
+            broken = '#include "roadmap_coverage_probe_missing.h"\n' + cpp_sources[rel]
             ws.write_solution(spec, path, {rel: broken})
             run = grade_workspace(spec, path, parts=parts, timeout=timeout, device=device, secret_seed=seed, warm=warm)
             if run.outcome == "error":
                 return rel, None
             return rel, {p for p in parts if run.part(p).status != "passed"}
 
-    cpp_sources = {rel: src.read_text(encoding="utf-8") for rel, src in spec.solution_sources().items()
-                   if mutants_cpp.is_cpp(rel) and (device.cuda or not mutants_cpp.gpu_only(rel))}
+    cpp_sources = {
+        rel: src.read_text(encoding="utf-8")
+        for rel, src in spec.solution_sources().items()
+        if mutants_cpp.is_cpp(rel) and (device.cuda or not mutants_cpp.gpu_only(rel))
+    }
     if len(parts) > 1:
         for rel, failing in run_parallel(unbuildable, sorted(cpp_sources)):
             if failing:  # None (the grader broke) or no part failed: every part, to be safe

@@ -29,7 +29,7 @@ from typing import Optional
 from roadmap_cli.labs.nodeids import part_for, prefix_matches
 from roadmap_cli.labs.spec import LabSpec, Rule
 
-NO_RULES_WARNING = "no rules listed (lab.yaml has no `rules:` yet; docs/labs.md, \"Rules\")"
+NO_RULES_WARNING = 'no rules listed (lab.yaml has no `rules:` yet; docs/labs.md, "Rules")'
 
 _FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -60,16 +60,18 @@ def _number(title: str) -> Optional[str]:
     return next((g for g in match.groups() if g), None) if match else None
 
 
-def section_problem(spec: LabSpec, rule: Rule, en: list[tuple[int, str]],
-                    zh: Optional[list[tuple[int, str]]]) -> Optional[str]:
+def section_problem(
+    spec: LabSpec, rule: Rule, en: list[tuple[int, str]], zh: Optional[list[tuple[int, str]]]
+) -> Optional[str]:
     level = next((lv for lv, text in en if text == rule.section and lv == 2), None)
     if level is None:
         return f"rule {rule.id}: section {rule.section!r} is not a `## ` heading of README.md"
     if zh is None:
         return None
     number = _number(rule.section)
-    if not any(lv == level and ((number is not None and _number(text) == number) or rule.section in text)
-               for lv, text in zh):
+    if not any(
+        lv == level and ((number is not None and _number(text) == number) or rule.section in text) for lv, text in zh
+    ):
         return f"rule {rule.id}: README.zh.md has no heading matching {rule.section!r}"
     return None
 
@@ -81,8 +83,14 @@ class RulesVerdict:
     unchecked: list[str] = field(default_factory=list)  # rule ids whose tests need a GPU here
 
 
-def check_rules(spec: LabSpec, *, collected: Optional[list[str]], failed_by: dict[str, Optional[list[str]]],
-                gradable: set[str], interpreted: bool = True) -> RulesVerdict:
+def check_rules(
+    spec: LabSpec,
+    *,
+    collected: Optional[list[str]],
+    failed_by: dict[str, Optional[list[str]]],
+    gradable: set[str],
+    interpreted: bool = True,
+) -> RulesVerdict:
     """What is wrong with `spec.rules`.
 
     `collected`: node ids (relative to tests/) the solution's run collected,
@@ -116,7 +124,9 @@ def check_rules(spec: LabSpec, *, collected: Optional[list[str]], failed_by: dic
             elif part not in gradable:
                 needs_gpu = True
             elif collected is not None and not any(prefix_matches(prefix, n) for n in collected):
-                verdict.problems.append(f"rule {rule.id}: test {prefix!r} does not exist (the grader collects no such test)")
+                verdict.problems.append(
+                    f"rule {rule.id}: test {prefix!r} does not exist (the grader collects no such test)"
+                )
         breakers = [w for w in spec.wrong if rule.id in w.breaks]
         if not breakers:
             verdict.problems.append(f"rule {rule.id}: no wrong variant breaks it (list it in a variant's `breaks:`)")

@@ -71,6 +71,7 @@ def solution_files(spec: LabSpec) -> dict[str, str]:
 def file_order(spec: LabSpec, files: list[str]) -> list[str]:
     """lab.yaml part order: a file goes with the first part that has a test
     file named after it; files no test file names go last, by name."""
+
     def owner(rel: str) -> int:
         stem = Path(rel).stem
         for i, part in enumerate(spec.parts):
@@ -127,8 +128,10 @@ def judge(states: list[WalkState], order: list[str], parts: list[str]) -> list[s
             # Its failing the other way (all it needs solved, yet failed) is a
             # break of monotony within that state's own walk, reported above.
             if got == "passed" and missing:
-                problems.append(f"{st.name}: part {p} passed without {missing} solved (the other walk showed it "
-                                f"needs them; solved: {list(st.files)})")
+                problems.append(
+                    f"{st.name}: part {p} passed without {missing} solved (the other walk showed it "
+                    f"needs them; solved: {list(st.files)})"
+                )
     return problems
 
 
@@ -145,8 +148,14 @@ class WalkReport:
         return not self.problems
 
 
-def run_walk(spec: LabSpec, device: DeviceInfo, *, jobs: int = 1, steps: Optional[int] = None,
-             on_state: Optional[Callable[[WalkState], None]] = None) -> WalkReport:
+def run_walk(
+    spec: LabSpec,
+    device: DeviceInfo,
+    *,
+    jobs: int = 1,
+    steps: Optional[int] = None,
+    on_state: Optional[Callable[[WalkState], None]] = None,
+) -> WalkReport:
     """Grade every walk state of one lab in its own temporary workspace
     (`steps`: see walk_states; a partial walk judges fewer states, and a part
     that never passes in them is taken to need the last file of each walk)."""

@@ -33,10 +33,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    home: Annotated[Optional[str], typer.Option("--home", help="Data home (default: $ROADMAP_HOME, then the user data dir).")] = None,
-    curriculum: Annotated[Optional[str], typer.Option("--curriculum", help="Curriculum YAML to use instead of the built-in one.")] = None,
-    lang: Annotated[Optional[str], typer.Option("--lang", help="Language for curriculum text: en or zh (default: from the locale).")] = None,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+    home: Annotated[
+        Optional[str], typer.Option("--home", help="Data home (default: $ROADMAP_HOME, then the user data dir).")
+    ] = None,
+    curriculum: Annotated[
+        Optional[str], typer.Option("--curriculum", help="Curriculum YAML to use instead of the built-in one.")
+    ] = None,
+    lang: Annotated[
+        Optional[str], typer.Option("--lang", help="Language for curriculum text: en or zh (default: from the locale).")
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
 ) -> None:
     """Learning tracker and lab runner for engineers becoming LLM-systems / AI-infra engineers."""
     if lang is not None and lang not in context.LANGS:
@@ -49,16 +57,34 @@ def root(
 # a hundred commands) on every run would cost `roadmap status` more than its
 # own work. `--help`, no command, or an unknown one registers everything.
 COMMAND_MODULES = {
-    "init": "core", "status": "core", "next": "core", "check": "core", "uncheck": "core",
-    "curriculum": "curriculum", "stages": "curriculum", "stage": "curriculum",
-    "db": "db", "export": "db", "import": "db",
-    "lab": "labs", "grade": "labs", "watch": "labs", "doctor": "labs", "dev": "labs",
-    "paper": "research", "log": "research", "cadence": "research",
-    "quiz": "quiz", "review": "quiz",
-    "stats": "stats", "report": "report",
+    "init": "core",
+    "status": "core",
+    "next": "core",
+    "check": "core",
+    "uncheck": "core",
+    "curriculum": "curriculum",
+    "stages": "curriculum",
+    "stage": "curriculum",
+    "db": "db",
+    "export": "db",
+    "import": "db",
+    "lab": "labs",
+    "grade": "labs",
+    "watch": "labs",
+    "doctor": "labs",
+    "dev": "labs",
+    "paper": "research",
+    "log": "research",
+    "cadence": "research",
+    "quiz": "quiz",
+    "review": "quiz",
+    "stats": "stats",
+    "report": "report",
     "cohort": "cohort",
     "remote": "remote",
-    "submit": "queue", "worker": "queue", "submissions": "queue",
+    "submit": "queue",
+    "worker": "queue",
+    "submissions": "queue",
 }
 _registered: set[str] = set()
 
@@ -100,7 +126,7 @@ def _complete(args: list[str]) -> None:
     # costs more than the completion itself); the command name itself needs all.
     words = os.environ.get("COMP_WORDS", "").split()
     try:
-        done = words[1:int(os.environ.get("COMP_CWORD", len(words)))]
+        done = words[1 : int(os.environ.get("COMP_CWORD", len(words)))]
     except ValueError:
         done = words[1:]
     module_name = COMMAND_MODULES.get(command_name(done) or "")
@@ -165,7 +191,7 @@ def _plain_status(args: list[str]):
             value, i = args[i + 1], i + 1
         root_opts[name[2:]] = value
         i += 1
-    rest = args[i + 1:]
+    rest = args[i + 1 :]
     if i >= len(args) or rest not in ([], ["--json"]):
         return None
 

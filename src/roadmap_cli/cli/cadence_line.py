@@ -19,7 +19,11 @@ def render_cadence_line(console: Console, summary: dict) -> None:
     hours = summary.get("hours")
     if hours:
         low, high = hours.get("min"), hours.get("max")
-        goal = f"/{low:g}" if low is not None and high in (None, low) else (f"/{low:g}–{high:g}" if low is not None else "")
+        goal = (
+            f"/{low:g}"
+            if low is not None and high in (None, low)
+            else (f"/{low:g}–{high:g}" if low is not None else "")
+        )
         parts.append(f"hours {hours.get('done') or 0:g}{goal}")
     streak = summary.get("streak")
     if streak is not None:

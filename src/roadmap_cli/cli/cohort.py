@@ -35,16 +35,30 @@ def status(as_json: JsonOpt = False) -> None:
         week = data["week"]
         table = Table(title=f"Cohort — week {week['start']} to {week['end']}")
         phases = any(row["phase_checkpoints_total"] for row in data["learners"])
-        for column in ("learner", "stage", "checkpoints", *(["plan phases"] if phases else []), "labs passed",
-                       "papers", "items", "hours"):
+        for column in (
+            "learner",
+            "stage",
+            "checkpoints",
+            *(["plan phases"] if phases else []),
+            "labs passed",
+            "papers",
+            "items",
+            "hours",
+        ):
             table.add_column(column, justify="right" if column not in ("learner", "labs passed", "items") else "left")
         for row in data["learners"]:
             items = ", ".join(f"{k} {v}" for k, v in row["week"]["items"].items()) or "-"
             plan = [f"{row['phase_checkpoints_done']}/{row['phase_checkpoints_total']}"] if phases else []
-            table.add_row(row["learner"], str(row["stage"] or "done"),
-                          f"{row['checkpoints_done']}/{row['checkpoints_total']}", *plan,
-                          f"{len(row['labs_passed'])}/{row['labs_total']}", str(row["week"]["papers"]), items,
-                          f"{row['week']['hours']:g}")
+            table.add_row(
+                row["learner"],
+                str(row["stage"] or "done"),
+                f"{row['checkpoints_done']}/{row['checkpoints_total']}",
+                *plan,
+                f"{len(row['labs_passed'])}/{row['labs_total']}",
+                str(row["week"]["papers"]),
+                items,
+                f"{row['week']['hours']:g}",
+            )
         if not data["learners"]:
             console.print("No learners in this database yet.")
             return
@@ -69,27 +83,44 @@ def board(
             console.print(f"No graded attempts of {data['lab']} yet.")
             return
         if not data["devices"]:
-            console.print(f"No verified attempts of {data['lab']} yet (`roadmap submit` has the cohort's worker "
-                          "grade one).", markup=False, highlight=False, soft_wrap=True)
+            console.print(
+                f"No verified attempts of {data['lab']} yet (`roadmap submit` has the cohort's worker grade one).",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         # One line per learner, not a table: at a narrow terminal a table cuts learner ids ("…") or squeezes
         # every other column to one letter; a line wraps whole instead.
         for group in data["devices"]:
-            console.print(f"{data['lab']} on {group['device']}", style="bold", markup=False, highlight=False,
-                          soft_wrap=True)
+            console.print(
+                f"{data['lab']} on {group['device']}", style="bold", markup=False, highlight=False, soft_wrap=True
+            )
             width = max(len(e["learner"]) for e in group["learners"])
             for e in group["learners"]:
                 ratio = "-" if e["perf_ratio"] is None else f"{e['perf_ratio']:.2f}x"
-                console.print(f"  #{e['rank']} {e['learner']:<{width}}  lab {e['lab_state_text']} "
-                              f"({e['lab_parts_passed']}/{e['lab_parts']} parts)  best attempt "
-                              f"{e['best_score']:g}/{e['max_score']:g} {e['outcome_text']}  "
-                              f"perf vs baseline {ratio}  sandbox {e['sandbox']}  "
-                              f"attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
-                              soft_wrap=True)
+                console.print(
+                    f"  #{e['rank']} {e['learner']:<{width}}  lab {e['lab_state_text']} "
+                    f"({e['lab_parts_passed']}/{e['lab_parts']} parts)  best attempt "
+                    f"{e['best_score']:g}/{e['max_score']:g} {e['outcome_text']}  "
+                    f"perf vs baseline {ratio}  sandbox {e['sandbox']}  "
+                    f"attempts {e['attempts']}  graded {e['graded_at']}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
         if data["devices"]:
-            console.print("Ranks compare results from the same device model only; a strong-sandbox result (graded "
-                          "behind bubblewrap) ranks above any weak or unknown one."
-                          + (" Only verified attempts rank: graded by the cohort's worker (`roadmap submit`)."
-                             if data["mode"] == "cohort" else ""), markup=False, highlight=False, soft_wrap=True)
+            console.print(
+                "Ranks compare results from the same device model only; a strong-sandbox result (graded "
+                "behind bubblewrap) ranks above any weak or unknown one."
+                + (
+                    " Only verified attempts rank: graded by the cohort's worker (`roadmap submit`)."
+                    if data["mode"] == "cohort"
+                    else ""
+                ),
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         if data["self_graded"]:
             _render_self_graded(console, data)
 
@@ -97,22 +128,34 @@ def board(
 
 
 def _render_self_graded(console, data: dict) -> None:
-    console.print(f"{data['lab']}, self-graded (not ranked: the learner's own machine; score, device and "
-                  "sandbox are their claim)", style="bold", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"{data['lab']}, self-graded (not ranked: the learner's own machine; score, device and "
+        "sandbox are their claim)",
+        style="bold",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     width = max(len(e["learner"]) for e in data["self_graded"])
     for e in data["self_graded"]:
         claimed = e["claimed"]
         where = f"claimed device {claimed['device']}, sandbox {claimed['sandbox']}"
         if claimed.get("graded_on"):
             where += f", graded on {claimed['graded_on']}"
-        console.print(f"  {e['learner']:<{width}}  {e['best_score']:g}/{e['max_score']:g}  {e['outcome_text']}  "
-                      f"{where}  attempts {e['attempts']}  graded {e['graded_at']}", markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"  {e['learner']:<{width}}  {e['best_score']:g}/{e['max_score']:g}  {e['outcome_text']}  "
+            f"{where}  attempts {e['attempts']}  graded {e['graded_at']}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @cohort_app.command("export")
 def export(
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[
+        Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Everyone's status and every lab's board as one JSON document (for a course's records)."""
@@ -141,15 +184,20 @@ def export(
         raise UserError(f"{path} exists; choose another file (exports never overwrite)") from None
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
-    emit("cohort export", {"written": str(path), "learners": len(data["status"]["learners"])}, as_json=as_json,
-         render=lambda console: console.print(f"exported {len(data['status']['learners'])} learners to {path}"))
+    emit(
+        "cohort export",
+        {"written": str(path), "learners": len(data["status"]["learners"])},
+        as_json=as_json,
+        render=lambda console: console.print(f"exported {len(data['status']['learners'])} learners to {path}"),
+    )
 
 
 @cohort_app.command("add-learner")
 def add_learner(
     learner: Annotated[str, typer.Argument(help="The learner's id, e.g. ada@example.org (becomes a database role).")],
-    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from standard input "
-                                                 "instead of generating one.")] = False,
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from standard input instead of generating one.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Instructor: a database login for LEARNER that reads the whole cohort and writes only its own rows."""
@@ -184,8 +232,12 @@ def remove_learner(
     from roadmap_cli.formats.output import emit
 
     data = remove(context.current().store(), learner)
-    emit("cohort remove-learner", data, as_json=as_json,
-         render=lambda console: console.print(f"Removed the login of {learner}; their {data['rows_kept']} rows stay."))
+    emit(
+        "cohort remove-learner",
+        data,
+        as_json=as_json,
+        render=lambda console: console.print(f"Removed the login of {learner}; their {data['rows_kept']} rows stay."),
+    )
 
 
 @cohort_app.command("learners")

@@ -94,8 +94,12 @@ def _curriculum() -> Optional[dict]:
 
 def _checkpoint_ids(ctx) -> list[str]:
     data = _curriculum() or {}
-    return [str(cp["id"]) for stage in data.get("stages", []) for cp in stage.get("checkpoints", []) or []
-            if isinstance(cp, dict) and cp.get("id")]
+    return [
+        str(cp["id"])
+        for stage in data.get("stages", [])
+        for cp in stage.get("checkpoints", []) or []
+        if isinstance(cp, dict) and cp.get("id")
+    ]
 
 
 def _stage_refs(ctx) -> list[str]:

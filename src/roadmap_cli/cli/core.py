@@ -19,11 +19,24 @@ def register(app: typer.Typer) -> None:
 
 
 def init(
-    start_date: Annotated[Optional[str], typer.Option("--start-date", help="When you started (YYYY-MM-DD); enables the schedule view.")] = None,
-    curriculum: Annotated[Optional[str], typer.Option("--use-curriculum", help="Make this curriculum YAML the default for this home (`default`: the built-in one).")] = None,
+    start_date: Annotated[
+        Optional[str], typer.Option("--start-date", help="When you started (YYYY-MM-DD); enables the schedule view.")
+    ] = None,
+    curriculum: Annotated[
+        Optional[str],
+        typer.Option(
+            "--use-curriculum",
+            help="Make this curriculum YAML the default for this home (`default`: the built-in one).",
+        ),
+    ] = None,
     lang: Annotated[Optional[str], typer.Option("--set-lang", help="Default language for this home: en or zh.")] = None,
-    weekly_hours: Annotated[Optional[float], typer.Option("--weekly-hours", help="Hours a week you plan to study (the plan says 10-15).")] = None,
-    learner: Annotated[Optional[str], typer.Option("--learner", help="Your learner id in a cohort (default: git user.email, else `local`).")] = None,
+    weekly_hours: Annotated[
+        Optional[float], typer.Option("--weekly-hours", help="Hours a week you plan to study (the plan says 10-15).")
+    ] = None,
+    learner: Annotated[
+        Optional[str],
+        typer.Option("--learner", help="Your learner id in a cohort (default: git user.email, else `local`)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create the data home and database, and save your settings (all optional)."""
@@ -58,8 +71,12 @@ def init(
         if not 0 < weekly_hours <= 100:
             raise UserError("--weekly-hours must be between 0 and 100")
         set_setting(store, "weekly_hours", weekly_hours)
-    data = {"home": str(ctx.home), "database": str(store.path or store.url), "learner": store.learner,
-            "settings": all_settings(store)}
+    data = {
+        "home": str(ctx.home),
+        "database": str(store.path or store.url),
+        "learner": store.learner,
+        "settings": all_settings(store),
+    }
 
     def render(console):
         console.print(f"[bold]roadmap home[/] {data['home']}")
@@ -86,8 +103,11 @@ def status(as_json: JsonOpt = False) -> None:
     use_cache(ctx.home / "cache")  # the labs section reads every lab's spec: validated once, then from cache/
     try:
         report = build_status(
-            store, ctx.curriculum(), lang=ctx.lang,
-            start_date=parse_date(start) if start else None, today=local_today(),
+            store,
+            ctx.curriculum(),
+            lang=ctx.lang,
+            start_date=parse_date(start) if start else None,
+            today=local_today(),
         )
     finally:
         use_cache(None)  # only this command: another in the same process (tests) reads the specs afresh
@@ -128,10 +148,18 @@ def next_steps(
 
 
 def check(
-    checkpoint_id: Annotated[str, typer.Argument(help="Checkpoint id, e.g. s1-explain-qkv (see `roadmap stage show N`).")],
-    note: Annotated[Optional[str], typer.Option("--note", help="A note to keep with the checkpoint (repeatable over time).")] = None,
-    evidence: Annotated[Optional[str], typer.Option("--evidence", help="A link to evidence: a blog post, a repo, a gist.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Check a build checkpoint by hand (work done outside roadmap).")] = False,
+    checkpoint_id: Annotated[
+        str, typer.Argument(help="Checkpoint id, e.g. s1-explain-qkv (see `roadmap stage show N`).")
+    ],
+    note: Annotated[
+        Optional[str], typer.Option("--note", help="A note to keep with the checkpoint (repeatable over time).")
+    ] = None,
+    evidence: Annotated[
+        Optional[str], typer.Option("--evidence", help="A link to evidence: a blog post, a repo, a gist.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Check a build checkpoint by hand (work done outside roadmap).")
+    ] = False,
 ) -> None:
     """Mark a checkpoint done (the first completion date is kept)."""
     from roadmap_cli.formats.output import console
@@ -140,7 +168,10 @@ def check(
     ctx = context.current()
     result = do_check(ctx.store(), ctx.curriculum(), checkpoint_id, note=note, evidence=evidence, force=force)
     if result.already_done:
-        console.print(f"{result.checkpoint_id} was already done on {result.completed_at[:10]}" + ("; note added" if result.note_added else ""))
+        console.print(
+            f"{result.checkpoint_id} was already done on {result.completed_at[:10]}"
+            + ("; note added" if result.note_added else "")
+        )
     else:
         console.print(f"[green]✓[/] {result.checkpoint_id} done" + (" (note saved)" if result.note_added else ""))
 

@@ -13,7 +13,9 @@ from roadmap_cli import context
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
 
-curriculum_app = typer.Typer(help="Inspect and validate the curriculum (stages, checkpoints, plans, reading list).", no_args_is_help=True)
+curriculum_app = typer.Typer(
+    help="Inspect and validate the curriculum (stages, checkpoints, plans, reading list).", no_args_is_help=True
+)
 stage_app = typer.Typer(help="One stage of the curriculum.", no_args_is_help=True)
 
 
@@ -49,14 +51,26 @@ def show(as_json: JsonOpt = False) -> None:
             console.print(e(data["summary"]))
         table = Table("#", "stage", "weeks", "topics", "checkpoints", "build", "readings")
         for s in data["stages"]:
-            table.add_row(str(s["number"]), e(s["title"]), str(s["planned_weeks"]), str(s["topics"]),
-                          str(s["checkpoints"]), str(s["build_checkpoints"]), str(s["readings"]))
+            table.add_row(
+                str(s["number"]),
+                e(s["title"]),
+                str(s["planned_weeks"]),
+                str(s["topics"]),
+                str(s["checkpoints"]),
+                str(s["build_checkpoints"]),
+                str(s["readings"]),
+            )
         console.print(table)
-        console.print(f"{cp['total']} checkpoints ({cp['explain']} explain, {cp['build']} build), {data['planned_weeks']} planned weeks")
+        console.print(
+            f"{cp['total']} checkpoints ({cp['explain']} explain, {cp['build']} build), {data['planned_weeks']} planned weeks"
+        )
         console.print("\n[bold]Milestones[/]")
         for m in data["milestones"]:
             note = f"  — {m['note']}" if m["note"] else ""
-            console.print(f"  {m['number']}. " + e(f"{m['title']} (stages {', '.join(map(str, m['stages']))}): {'; '.join(m['abilities'])}{note}"))
+            console.print(
+                f"  {m['number']}. "
+                + e(f"{m['title']} (stages {', '.join(map(str, m['stages']))}): {'; '.join(m['abilities'])}{note}")
+            )
         console.print(f"\n[bold]Final goal[/]  {e(data['final_goal'])}")
         console.print("\n[bold]Levels[/]")
         for lv in data["levels"]:
@@ -69,20 +83,28 @@ def show(as_json: JsonOpt = False) -> None:
                 for cp in ph["checkpoints"]:  # the phase's own work, beyond the ten stages
                     console.print("     · " + e(f"{cp['text']} ({cp['id']})"))
             if plan["fast_track"]:
-                console.print("  " + e(f"fast track: {plan['fast_track']['months']} months — {plan['fast_track']['note']}"))
+                console.print(
+                    "  " + e(f"fast track: {plan['fast_track']['months']} months — {plan['fast_track']['note']}")
+                )
         hours = data["cadence"]["weekly_hours"]
         console.print(f"\n[bold]Cadence[/]  {hours['min']:g}-{hours['max']:g} hours a week")
         for t in data["cadence"]["targets"]:
-            console.print("  " + e(f"{t['count']} {t['kind']} / {t['period']}" + (f"  ({t['text']})" if t["text"] else "")))
+            console.print(
+                "  " + e(f"{t['count']} {t['kind']} / {t['period']}" + (f"  ({t['text']})" if t["text"] else ""))
+            )
         rl = data["reading_list"]
-        console.print(f"\n[bold]Reading list[/]  {rl['total']} entries ({rl['with_arxiv']} on arXiv): roadmap curriculum readings")
+        console.print(
+            f"\n[bold]Reading list[/]  {rl['total']} entries ({rl['with_arxiv']} on arXiv): roadmap curriculum readings"
+        )
 
     emit("curriculum show", data, as_json=as_json, render=render)
 
 
 @curriculum_app.command("validate")
 def validate(
-    path: Annotated[Optional[str], typer.Argument(help="Curriculum YAML to check (default: the active curriculum).")] = None,
+    path: Annotated[
+        Optional[str], typer.Argument(help="Curriculum YAML to check (default: the active curriculum).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check a curriculum file; print every problem as file:line:col: message (exit 2 if invalid)."""
@@ -111,8 +133,13 @@ def validate(
 
 @curriculum_app.command("readings")
 def readings(
-    stage: Annotated[Optional[int], typer.Option("--stage", help="Only the readings tied to this stage number.")] = None,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind: paper, system, book, article, course, video or docs.")] = None,
+    stage: Annotated[
+        Optional[int], typer.Option("--stage", help="Only the readings tied to this stage number.")
+    ] = None,
+    kind: Annotated[
+        Optional[str],
+        typer.Option("--kind", help="Only this kind: paper, system, book, article, course, video or docs."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The curriculum's reading list (papers with arXiv ids, systems, books), each tied to a stage."""
@@ -128,7 +155,9 @@ def readings(
 
         table = Table("stage", "title", "year", "arXiv / URL")
         for r in rows:
-            table.add_row(str(r["stage"]), escape(r["title"]), str(r["year"] or ""), escape(r["arxiv"] or r["url"] or ""))
+            table.add_row(
+                str(r["stage"]), escape(r["title"]), str(r["year"] or ""), escape(r["arxiv"] or r["url"] or "")
+            )
         console.print(table)
         console.print(f"{len(rows)} reading(s)")
 
@@ -150,8 +179,14 @@ def stages(as_json: JsonOpt = False) -> None:
         table = Table("#", "stage", "checkpoints", "", "weeks", "id")
         for r in rows:
             frac = r["done"] / r["total"] if r["total"] else 0.0
-            table.add_row(str(r["number"]), escape(r["title"]), f"{r['done']}/{r['total']}", progress_bar(frac, 10),
-                          str(r["planned_weeks"]), r["id"])
+            table.add_row(
+                str(r["number"]),
+                escape(r["title"]),
+                f"{r['done']}/{r['total']}",
+                progress_bar(frac, 10),
+                str(r["planned_weeks"]),
+                r["id"],
+            )
         console.print(table)
 
     emit("stages", rows, as_json=as_json, render=render)
@@ -179,14 +214,20 @@ def stage_show(
     quizzes = best_scores(ctx.store(), current_learner(ctx.store()), [c["id"] for c in data["checkpoints"]])
     for c in data["checkpoints"]:
         record = records.get(c["id"], {})
-        c.update(completed_at=record.get("completed_at"), evidence=record.get("evidence"), notes=record.get("notes", []),
-                 quiz=quizzes.get(c["id"]))
+        c.update(
+            completed_at=record.get("completed_at"),
+            evidence=record.get("evidence"),
+            notes=record.get("notes", []),
+            quiz=quizzes.get(c["id"]),
+        )
 
     def render(console) -> None:
         from rich.markup import escape
 
         console.print(f"[bold]Stage {data['number']} · {escape(data['title'])}[/]  [dim]{data['id']}[/]")
-        console.print(f"{escape(data['goal'])}  ({data['planned_weeks']} weeks, {data['done']}/{data['total']} checkpoints)")
+        console.print(
+            f"{escape(data['goal'])}  ({data['planned_weeks']} weeks, {data['done']}/{data['total']} checkpoints)"
+        )
         if data["resources"]:
             console.print("\n[bold]Resources[/]")
             for r in data["resources"]:
@@ -209,8 +250,11 @@ def stage_show(
             mark = "[green]✓[/]" if c["done"] else "·"
             proof = f"  [dim]← {', '.join(c['proved_by'])}[/]" if c["proved_by"] else ""
             quiz = c["quiz"]
-            score = (f"  [{'green' if quiz['passed'] else 'yellow'}]quiz {quiz['correct']}/{quiz['total']}[/]"
-                     if quiz else "")
+            score = (
+                f"  [{'green' if quiz['passed'] else 'yellow'}]quiz {quiz['correct']}/{quiz['total']}[/]"
+                if quiz
+                else ""
+            )
             console.print(f"  {mark} {c['kind']:<8} [bold]{c['id']}[/]{score}{proof}", soft_wrap=True)
             console.print(f"             {escape(c['text'])}")
             if c["done"] and c["completed_at"]:

@@ -55,10 +55,16 @@ def db_status(as_json: JsonOpt = False) -> None:
 
         facts = {"backend": "sqlite", "server_version": sqlite3.sqlite_version, "driver": "sqlite3"}
     data = {
-        "home": str(home), "database": str(store.path or store.url), **facts, "learner": store.learner,
+        "home": str(home),
+        "database": str(store.path or store.url),
+        **facts,
+        "learner": store.learner,
         "size_bytes": size,
-        "schema_version": version, "latest_version": migrations.LATEST,
-        "pending_before_open": pending, "applied_now": applied, "rows": row_counts(store),
+        "schema_version": version,
+        "latest_version": migrations.LATEST,
+        "pending_before_open": pending,
+        "applied_now": applied,
+        "rows": row_counts(store),
     }
 
     def render(console):
@@ -67,8 +73,11 @@ def db_status(as_json: JsonOpt = False) -> None:
         console.print(f"learner         {data['learner']}")
         if data.get("login"):
             login = data["login"]
-            scope = ("(a learner's role: the server lets it write only its own rows)" if login["scoped"]
-                     else "(owner: not scoped by row security)")
+            scope = (
+                "(a learner's role: the server lets it write only its own rows)"
+                if login["scoped"]
+                else "(owner: not scoped by row security)"
+            )
             console.print(f"login           {login['role']} {scope}")
         console.print(f"schema version  {version} (latest {migrations.LATEST})")
         if applied:
@@ -85,8 +94,20 @@ def db_status(as_json: JsonOpt = False) -> None:
 
 @db_app.command("copy")
 def db_copy(
-    to: Annotated[str, typer.Option("--to", help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data (a learner's cohort login: none of theirs).")],
-    replace: Annotated[bool, typer.Option("--replace", help="To a learner's cohort login only: replace your rows there (a backup export of them is saved first).")] = False,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="The database to copy into (postgresql+psycopg://user@host/db or sqlite:////path); it must hold no data (a learner's cohort login: none of theirs).",
+        ),
+    ],
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="To a learner's cohort login only: replace your rows there (a backup export of them is saved first).",
+        ),
+    ] = False,
 ) -> None:
     """Copy every row of this database into another one, with a progress bar. To a learner's cohort login: that learner's own rows."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -98,8 +119,14 @@ def db_copy(
     ctx = context.current()
     source = open_store(ctx.home)
     # On a terminal only: a log or a pipe gets the summary line, not bar frames.
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                  transient=True, disable=not err_console.is_terminal) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
         task = bar.add_task("copying", total=None)
 
         def advance(table: str, done: int, total: int) -> None:
@@ -114,7 +141,9 @@ def db_copy(
 
 
 def export(
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[
+        Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
 ) -> None:
     """Write all your progress as JSON (restore it with `roadmap import`)."""
     import os
@@ -156,7 +185,9 @@ def export(
 
 def import_(
     source: Annotated[str, typer.Argument(help="A file written by `roadmap export` (- for stdin).")],
-    replace: Annotated[bool, typer.Option("--replace", help="Replace existing data (a backup export is saved first).")] = False,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace existing data (a backup export is saved first).")
+    ] = False,
 ) -> None:
     """Restore progress from a JSON export."""
     import json
@@ -191,11 +222,13 @@ def import_(
         raise UserError(f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except RecursionError:  # e.g. 100,000 nested [ : the C decoder gives up
         raise UserError(f"{source}: JSON nested too deeply; not a roadmap export") from None
+
     def stages():  # only loaded when a row names a stage
         try:
             return {stage.number for stage in ctx.curriculum().stages}
         except RoadmapError:
             return None  # a broken curriculum is reported by the commands that use it
+
     validate_import(data, lab_ids=set(lab_ids()), stages=stages)  # before the store is opened
     store = open_store(ctx.home)
     notes: list[str] = []

@@ -59,7 +59,9 @@ def lab_list(as_json: JsonOpt = False) -> None:
 @lab_app.command("show")
 def lab_show(
     lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
-    no_pager: Annotated[bool, typer.Option("--no-pager", help="Print the handout instead of opening it in $PAGER.")] = False,
+    no_pager: Annotated[
+        bool, typer.Option("--no-pager", help="Print the handout instead of opening it in $PAGER.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the lab's handout (README.md): paged on a terminal, plain text when piped."""
@@ -75,8 +77,13 @@ def lab_show(
 @lab_app.command("start")
 def lab_start(
     lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id (see `roadmap lab list`).")],
-    directory: Annotated[Optional[str], typer.Option("--dir", help="Workspace folder (default: <data home>/labs/ID).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Start over in a non-empty folder (old work is committed or moved aside first).")] = False,
+    directory: Annotated[
+        Optional[str], typer.Option("--dir", help="Workspace folder (default: <data home>/labs/ID).")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Start over in a non-empty folder (old work is committed or moved aside first)."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy the starter into a workspace (a git repository) and record it."""
@@ -85,31 +92,45 @@ def lab_start(
 
     ctx = _ctx()
     spec, result = service.start_lab(ctx.store(), ctx.home, lab_id, directory, force, ctx.lang)
-    data = {"lab": spec.id, "path": result.path, "commit_sha": result.commit_sha,
-            "moved_aside": result.moved_aside, "saved_commit": result.saved_commit}
+    data = {
+        "lab": spec.id,
+        "path": result.path,
+        "commit_sha": result.commit_sha,
+        "moved_aside": result.moved_aside,
+        "saved_commit": result.saved_commit,
+    }
 
     def render(console) -> None:
         from rich.markup import escape  # a folder may be called `work[1]`
 
         if result.saved_commit:
-            console.print(f"Your previous work is saved in commit {result.saved_commit[:10]} (git log in the workspace).")
+            console.print(
+                f"Your previous work is saved in commit {result.saved_commit[:10]} (git log in the workspace)."
+            )
         if result.moved_aside:
             console.print(f"Your previous files were moved to {escape(str(result.moved_aside))}")
             here = _cwd().resolve()
             if here == result.moved_aside or result.moved_aside in here.parents:
                 # The shell followed the folder it was in: what it edits now is the old copy.
-                console.print(f"[yellow]Your shell is still in the old folder:[/] cd {escape(str(result.path))}",
-                              soft_wrap=True)
+                console.print(
+                    f"[yellow]Your shell is still in the old folder:[/] cd {escape(str(result.path))}", soft_wrap=True
+                )
         console.print(f"Started [bold]{spec.id}[/] in {escape(str(result.path))}", soft_wrap=True)
-        console.print("Next: read the handout (README.md in the workspace, or `roadmap lab show "
-                      f"{spec.id}`), edit the files, then run `roadmap watch` (or `roadmap grade`) there.", soft_wrap=True)
+        console.print(
+            "Next: read the handout (README.md in the workspace, or `roadmap lab show "
+            f"{spec.id}`), edit the files, then run `roadmap watch` (or `roadmap grade`) there.",
+            soft_wrap=True,
+        )
 
     emit("lab start", data, as_json=as_json, render=render)
 
 
 @lab_app.command("status")
 def lab_status(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in, else every lab you tried).")] = None,
+    lab_id: Annotated[
+        Optional[str],
+        typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in, else every lab you tried)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Attempt history: when, score per part, commit, device, key performance figures."""
@@ -124,8 +145,15 @@ def lab_status(
 
 @lab_app.command("hint")
 def lab_hint(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
-    part: Annotated[Optional[str], typer.Option("--part", "-p", help="A hint for this part (default: the first part, in the lab's order, still failing).")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
+    part: Annotated[
+        Optional[str],
+        typer.Option(
+            "--part", "-p", help="A hint for this part (default: the first part, in the lab's order, still failing)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the next hint for the first part still failing, in the lab's order (hints used are recorded).
@@ -150,7 +178,9 @@ def lab_hint(
 
 @lab_app.command("reset")
 def lab_reset(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Put the starter back, after committing your current work (recover it with git)."""
@@ -165,7 +195,9 @@ def lab_reset(
         from rich.markup import escape
 
         if saved:
-            console.print(f"Your work is saved in commit {saved[:10]} (`git show {saved[:10]}` in {escape(str(path))}).")
+            console.print(
+                f"Your work is saved in commit {saved[:10]} (`git show {saved[:10]}` in {escape(str(path))})."
+            )
         console.print(f"{spec.id}: back to the starter in {escape(str(path))}")
 
     emit("lab reset", data, as_json=as_json, render=render)
@@ -173,7 +205,9 @@ def lab_reset(
 
 @lab_app.command("solution")
 def lab_solution(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the reference solution (only once the lab has passed)."""
@@ -209,20 +243,57 @@ PartOpt = Annotated[Optional[str], typer.Option("--part", help="Grade only this 
 
 
 def grade(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
     part: PartOpt = None,
-    keyword: Annotated[Optional[str], typer.Option("-k", help="Only tests matching this pytest -k expression (a filtered run never completes a part).")] = None,
-    test: Annotated[Optional[list[str]], typer.Option("--test", metavar="NODEID", help="Only this test, e.g. test_model.py::test_causal (repeatable).")] = None,
-    first_failure: Annotated[bool, typer.Option("-x", "--first-failure", help="Stop at the first failing test.")] = False,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Full assertion diff and the traceback through your code and the test's check.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")] = False,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s).")] = None,
-    on: Annotated[Optional[str], typer.Option("--on", metavar="REMOTE", help="Grade on a remote machine over ssh (see `roadmap remote add`): only changed files are sent; the attempt is recorded here.")] = None,
+    keyword: Annotated[
+        Optional[str],
+        typer.Option(
+            "-k", help="Only tests matching this pytest -k expression (a filtered run never completes a part)."
+        ),
+    ] = None,
+    test: Annotated[
+        Optional[list[str]],
+        typer.Option("--test", metavar="NODEID", help="Only this test, e.g. test_model.py::test_causal (repeatable)."),
+    ] = None,
+    first_failure: Annotated[
+        bool, typer.Option("-x", "--first-failure", help="Stop at the first failing test.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "-v", "--verbose", help="Full assertion diff and the traceback through your code and the test's check."
+        ),
+    ] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")
+    ] = False,
+    timeout: Annotated[
+        Optional[float],
+        typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s)."),
+    ] = None,
+    on: Annotated[
+        Optional[str],
+        typer.Option(
+            "--on",
+            metavar="REMOTE",
+            help="Grade on a remote machine over ssh (see `roadmap remote add`): only changed files are sent; the attempt is recorded here.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
-    events: Annotated[bool, typer.Option("--events", hidden=True, help="The far side of --on: JSON lines, signed result.")] = False,
-    events_workspace: Annotated[Optional[str], typer.Option("--events-workspace", hidden=True, help="The far side's copy of the workspace.")] = None,
-    events_key: Annotated[Optional[str], typer.Option("--events-key", hidden=True, help="The result key's file (signs the run).")] = None,
-    events_nonce: Annotated[Optional[str], typer.Option("--events-nonce", hidden=True, help="The near side's nonce for this grade.")] = None,
+    events: Annotated[
+        bool, typer.Option("--events", hidden=True, help="The far side of --on: JSON lines, signed result.")
+    ] = False,
+    events_workspace: Annotated[
+        Optional[str], typer.Option("--events-workspace", hidden=True, help="The far side's copy of the workspace.")
+    ] = None,
+    events_key: Annotated[
+        Optional[str], typer.Option("--events-key", hidden=True, help="The result key's file (signs the run).")
+    ] = None,
+    events_nonce: Annotated[
+        Optional[str], typer.Option("--events-nonce", hidden=True, help="The near side's nonce for this grade.")
+    ] = None,
 ) -> None:
     """Run the lab's grader on your workspace (or on a remote with --on). Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 5: remote unreachable or lost; 130: interrupted."""
     from roadmap_cli.cli import labs_render as render
@@ -237,15 +308,27 @@ def grade(
         from roadmap_cli.grading.remote.far import events_grade
 
         if not (lab_id and events_workspace and events_key and events_nonce):
-            raise UserError("--events is the far side of `grade --on`: it needs ID, --events-workspace, "
-                            "--events-key and --events-nonce")
-        raise typer.Exit(events_grade(lab_id, Path(events_workspace), part=part, timeout=timeout,
-                                      key_path=Path(events_key), nonce=events_nonce))
+            raise UserError(
+                "--events is the far side of `grade --on`: it needs ID, --events-workspace, "
+                "--events-key and --events-nonce"
+            )
+        raise typer.Exit(
+            events_grade(
+                lab_id,
+                Path(events_workspace),
+                part=part,
+                timeout=timeout,
+                key_path=Path(events_key),
+                nonce=events_nonce,
+            )
+        )
     ctx = _ctx()
     if on is not None:
         if keyword or test or first_failure or verbose:
-            raise UserError("--on grades whole parts: combine it with --part, --timeout, --watch and --json only "
-                            "(not -k, --test, -x or -v)")
+            raise UserError(
+                "--on grades whole parts: combine it with --part, --timeout, --watch and --json only "
+                "(not -k, --test, -x or -v)"
+            )
         if not watch:
             return _grade_on(ctx, on, lab_id, part, timeout, as_json)
     if watch:
@@ -258,11 +341,25 @@ def grade(
     with render.GradeProgress(None if as_json else console) as progress:
         # The store is opened only once pytest runs (and without SQLAlchemy when it can: store/lite.py);
         # ctx.lang reads a setting from it, so it is asked for after the grade.
-        outcome = grade(ctx.lean_store, ctx.home, lab_id, _cwd(), part=part, timeout=timeout,
-                        on_event=progress.on_event, focus=focus)
+        outcome = grade(
+            ctx.lean_store,
+            ctx.home,
+            lab_id,
+            _cwd(),
+            part=part,
+            timeout=timeout,
+            on_event=progress.on_event,
+            focus=focus,
+        )
     data = render.grade_data(outcome)
-    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
-        c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown))
+    emit(
+        "grade",
+        data,
+        as_json=as_json,
+        render=lambda c: render.grade_report(
+            c, outcome, ctx.lang, verbose=verbose, precheck_shown=progress.precheck_shown
+        ),
+    )
     if outcome.run.exit_code:
         raise typer.Exit(outcome.run.exit_code)
 
@@ -278,21 +375,47 @@ def _grade_on(ctx, remote: str, lab_id, part, timeout, as_json: bool) -> None:
         err_console.print(f"[dim]{escape(line)}[/]", soft_wrap=True)
 
     with render.GradeProgress(None if as_json else console) as progress:
-        outcome = grade_on(ctx.lean_store, ctx.home, remote, lab_id, _cwd(), part=part, timeout=timeout,
-                           on_event=progress.on_event, on_progress=progress_line)
+        outcome = grade_on(
+            ctx.lean_store,
+            ctx.home,
+            remote,
+            lab_id,
+            _cwd(),
+            part=part,
+            timeout=timeout,
+            on_event=progress.on_event,
+            on_progress=progress_line,
+        )
     data = render.grade_data(outcome)
     data.update(graded_on=outcome.graded_on, sent=outcome.sent)
-    emit("grade", data, as_json=as_json, render=lambda c: render.grade_report(
-        c, outcome, ctx.lang, precheck_shown=progress.precheck_shown))
+    emit(
+        "grade",
+        data,
+        as_json=as_json,
+        render=lambda c: render.grade_report(c, outcome, ctx.lang, precheck_shown=progress.precheck_shown),
+    )
     if outcome.run.exit_code:
         raise typer.Exit(outcome.run.exit_code)
 
 
 def watch_command(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
-    part: Annotated[Optional[str], typer.Option("--part", help="Start with this part (default: the first part not passed yet).")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Hard time limit of each grade in seconds.")] = None,
-    on: Annotated[Optional[str], typer.Option("--on", metavar="REMOTE", help="Grade on a remote machine over ssh (see `roadmap remote add`): each save sends only the changed files; attempts are recorded here.")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
+    part: Annotated[
+        Optional[str], typer.Option("--part", help="Start with this part (default: the first part not passed yet).")
+    ] = None,
+    timeout: Annotated[
+        Optional[float], typer.Option("--timeout", min=1, help="Hard time limit of each grade in seconds.")
+    ] = None,
+    on: Annotated[
+        Optional[str],
+        typer.Option(
+            "--on",
+            metavar="REMOTE",
+            help="Grade on a remote machine over ssh (see `roadmap remote add`): each save sends only the changed files; attempts are recorded here.",
+        ),
+    ] = None,
 ) -> None:
     """Re-grade on every save, the part you are on first; keys: h hint, r re-run, a all parts, q quit."""
     from roadmap_cli.grading.watch import Watcher
@@ -303,7 +426,9 @@ def watch_command(
 
 @lab_app.command("history")
 def lab_history(
-    lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")] = None,
+    lab_id: Annotated[
+        Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show the last N attempts.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
@@ -336,8 +461,12 @@ def lab_diff(
 
 def doctor(
     as_json: JsonOpt = False,
-    sandbox: Annotated[bool, typer.Option("--sandbox", help="Print only what learner code sees behind the OS wall "
-                                          "(the allow-list), path by path.")] = False,
+    sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--sandbox", help="Print only what learner code sees behind the OS wall (the allow-list), path by path."
+        ),
+    ] = False,
 ) -> None:
     """Check python, torch, triton, CUDA, the GPU, nvcc and git; say which lab parts can be graded here."""
     from roadmap_cli.cli import labs_render as render
@@ -358,20 +487,46 @@ def doctor(
 @dev_app.command("check")
 def dev_check(
     lab_id: Annotated[Optional[str], typer.Argument(metavar="[ID]", help="Only this lab (default: every lab).")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Checks to run at once (each is one pytest process).")] = 1,
-    walk: Annotated[bool, typer.Option("--walk", help="Instead: solve the starter one file at a time, forward and "
-                                       "in reverse, grading after each step; every subset must grade cleanly.")] = False,
-    cold: Annotated[bool, typer.Option("--cold", help="Start every grader as a new Python instead of forking a "
-                                       "warm one (slower; to compare the two).")] = False,
-    cold_learners: Annotated[bool, typer.Option("--cold-learners", help="Start every learner process as bubblewrap "
-                                                "+ a new Python instead of forking the run's warm learner (slower; "
-                                                "--cold implies it).")] = False,
-    gpu: Annotated[bool, typer.Option("--gpu", help="On a CUDA machine: doctor, every part whose code runs "
-                                      "differently on a GPU (references pass, wrong variants that are not "
-                                      "interpreter-only fail), load_inline behind the wall, an is_cuda round trip "
-                                      "and the kernel benchmarks, in one table (about 10 minutes).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --gpu: list what it would run; runs nothing "
-                                          "(no GPU needed).")] = False,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, help="Checks to run at once (each is one pytest process).")
+    ] = 1,
+    walk: Annotated[
+        bool,
+        typer.Option(
+            "--walk",
+            help="Instead: solve the starter one file at a time, forward and "
+            "in reverse, grading after each step; every subset must grade cleanly.",
+        ),
+    ] = False,
+    cold: Annotated[
+        bool,
+        typer.Option(
+            "--cold",
+            help="Start every grader as a new Python instead of forking a warm one (slower; to compare the two).",
+        ),
+    ] = False,
+    cold_learners: Annotated[
+        bool,
+        typer.Option(
+            "--cold-learners",
+            help="Start every learner process as bubblewrap "
+            "+ a new Python instead of forking the run's warm learner (slower; "
+            "--cold implies it).",
+        ),
+    ] = False,
+    gpu: Annotated[
+        bool,
+        typer.Option(
+            "--gpu",
+            help="On a CUDA machine: doctor, every part whose code runs "
+            "differently on a GPU (references pass, wrong variants that are not "
+            "interpreter-only fail), load_inline behind the wall, an is_cuda round trip "
+            "and the kernel benchmarks, in one table (about 10 minutes).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --gpu: list what it would run; runs nothing (no GPU needed).")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove every lab: the starter fails, the reference solution passes, every wrong/ variant fails."""
@@ -391,8 +546,14 @@ def dev_check(
         return
     specs, broken = ([find_lab(lab_id)], {}) if lab_id else load_all()
     render.dev_check_start(specs, jobs)
-    report = run_dev_check(specs, jobs=jobs, on_row=render.dev_check_progress, invalid=broken, cold_graders=cold,
-                           cold_learners=cold or cold_learners)
+    report = run_dev_check(
+        specs,
+        jobs=jobs,
+        on_row=render.dev_check_progress,
+        invalid=broken,
+        cold_graders=cold,
+        cold_learners=cold or cold_learners,
+    )
     from roadmap_cli.formats.output import emit
 
     emit("dev check", report, as_json=as_json, render=lambda c: render.dev_check_table(c, report))
@@ -452,7 +613,9 @@ def _dev_walk(specs: list, jobs: int, as_json: bool) -> None:
 
 @dev_app.command("rules")
 def dev_rules(
-    lab_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")] = None,
+    lab_ids: Annotated[
+        Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List what the handout says that no rule quotes: rules without `quote:`, quotes not in README.md, and
@@ -474,8 +637,12 @@ def dev_rules(
 
 @dev_app.command("build-starter")
 def dev_build_starter(
-    lab_ids: Annotated[Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 listing starter files that are stale.")] = False,
+    lab_ids: Annotated[
+        Optional[list[str]], typer.Argument(metavar="[ID...]", help="Labs (default: every lab).")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 listing starter files that are stale.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate each lab's starter/ from its single source (the solution with BEGIN/END SOLUTION markers)."""
@@ -510,11 +677,20 @@ def dev_build_starter(
 def dev_mutate(
     lab_id: Annotated[str, typer.Argument(metavar="ID", help="Lab id.")],
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Mutants graded at once (one pytest each).")] = 2,
-    sample: Annotated[Optional[int], typer.Option("--sample", min=1, help="Grade only N mutants, picked reproducibly.")] = None,
+    sample: Annotated[
+        Optional[int], typer.Option("--sample", min=1, help="Grade only N mutants, picked reproducibly.")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of --sample and of the graders' secret seeds.")] = 0,
-    part: Annotated[Optional[str], typer.Option("--part", help="Grade only this part (kill rate of its tests).")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds per mutant (default: 4x the reference grade, at least 20).")] = None,
-    show_survivors: Annotated[bool, typer.Option("--show-survivors", help="Print each survivor's diff (and the equivalent/explained ones).")] = False,
+    part: Annotated[
+        Optional[str], typer.Option("--part", help="Grade only this part (kill rate of its tests).")
+    ] = None,
+    timeout: Annotated[
+        Optional[float],
+        typer.Option("--timeout", min=1, help="Seconds per mutant (default: 4x the reference grade, at least 20)."),
+    ] = None,
+    show_survivors: Annotated[
+        bool, typer.Option("--show-survivors", help="Print each survivor's diff (and the equivalent/explained ones).")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Grade mechanical mutants of the reference solution: kill rate per part; exit 1 below 95%."""
@@ -525,8 +701,17 @@ def dev_mutate(
 
     spec = find_lab(lab_id)
     with render.MutateProgress() as progress:
-        rep = run_mutate(spec, _ctx().home, jobs=jobs, sample=sample, seed=seed, part=part, timeout=timeout,
-                         on_start=progress.on_start, on_result=progress.on_result)
+        rep = run_mutate(
+            spec,
+            _ctx().home,
+            jobs=jobs,
+            sample=sample,
+            seed=seed,
+            part=part,
+            timeout=timeout,
+            on_start=progress.on_start,
+            on_result=progress.on_result,
+        )
     emit("dev mutate", report_dict(rep), as_json=as_json, render=lambda c: render.report(c, rep, show_survivors))
     if not rep.ok:
         raise typer.Exit(1)

@@ -18,13 +18,17 @@ MARK = {True: "[green]✓[/]", False: "[red]✗[/]", None: "[yellow]–[/]"}
 
 def dev_check_start(specs, jobs: int) -> None:
     runs = sum(2 + len(s.wrong) for s in specs)
-    err_console.print(f"dev check: {len(specs)} lab(s), {runs} grader runs, {jobs} at a time "
-                      "(starter, solution, each wrong variant)…", soft_wrap=True)
+    err_console.print(
+        f"dev check: {len(specs)} lab(s), {runs} grader runs, {jobs} at a time "
+        "(starter, solution, each wrong variant)…",
+        soft_wrap=True,
+    )
 
 
 def dev_check_progress(row) -> None:
-    err_console.print(f"{MARK[row.ok]} {e(f'{row.lab:<18} {row.check:<24} {row.got}')}  [dim]{row.seconds:.1f}s[/]",
-                      soft_wrap=True)
+    err_console.print(
+        f"{MARK[row.ok]} {e(f'{row.lab:<18} {row.check:<24} {row.got}')}  [dim]{row.seconds:.1f}s[/]", soft_wrap=True
+    )
 
 
 def dev_check_table(console: Console, report) -> None:
@@ -36,18 +40,23 @@ def dev_check_table(console: Console, report) -> None:
     console.print(table)
     for row in report.rows:
         if row.ok is False and row.detail:
-            console.print(f"[red]✗ {e(row.lab)} {e(row.check)}:[/] {e(_first_lines(row.detail, 6))}", markup=True, soft_wrap=True)
+            console.print(
+                f"[red]✗ {e(row.lab)} {e(row.check)}:[/] {e(_first_lines(row.detail, 6))}", markup=True, soft_wrap=True
+            )
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/] {e(warning)}", soft_wrap=True)
     bad = sum(r.ok is False for r in report.rows)
     skipped = sum(r.ok is None for r in report.rows)
     if report.device.startswith("dry run"):  # dev check --gpu --dry-run: a plan, nothing ran
         listed = sum(r.got == "would run" for r in report.rows)
-        console.print(f"dry run: {listed} check(s) would run on a GPU, {skipped - listed} skipped "
-                      "(interpreter-only); nothing ran")
+        console.print(
+            f"dry run: {listed} check(s) would run on a GPU, {skipped - listed} skipped (interpreter-only); nothing ran"
+        )
         return
-    console.print(f"{'[red]' + str(bad) + ' violation(s)[/]' if bad else '[green]all checks passed[/]'}"
-                  + (f", {skipped} not checked here (needs a CUDA GPU)" if skipped else ""))
+    console.print(
+        f"{'[red]' + str(bad) + ' violation(s)[/]' if bad else '[green]all checks passed[/]'}"
+        + (f", {skipped} not checked here (needs a CUDA GPU)" if skipped else "")
+    )
 
 
 def dev_rules(console: Console, verdicts) -> None:
@@ -55,9 +64,12 @@ def dev_rules(console: Console, verdicts) -> None:
     for v in verdicts:
         state = "required" if v.enforced else "pending"
         mark = "[red]✗[/]" if v.problems else ("[yellow]![/]" if v.gaps else "[green]✓[/]")
-        console.print(f"{mark} {e(v.lab)} (quotes {state}): {v.rules} rules, {v.normative} normative sentences, "
-                      f"{len(v.uncovered)} uncovered, {len(v.unquoted_rules)} rules without a quote, "
-                      f"{len(v.bad_quotes)} bad quote(s)", soft_wrap=True)
+        console.print(
+            f"{mark} {e(v.lab)} (quotes {state}): {v.rules} rules, {v.normative} normative sentences, "
+            f"{len(v.uncovered)} uncovered, {len(v.unquoted_rules)} rules without a quote, "
+            f"{len(v.bad_quotes)} bad quote(s)",
+            soft_wrap=True,
+        )
         for line in v.bad_quotes + v.gaps:
             console.print(f"  {e(line)}", soft_wrap=True)
 
@@ -69,10 +81,21 @@ def _first_lines(text: str, n: int) -> str:
 
 # ------------------------------------------------------------------ lab list / status
 
-STATE_STYLE = {"passed": "green", "passed-on-cpu": "yellow", "partial": "yellow", "in-progress": "cyan",
-               "not-started": "dim"}
-PART_MARK = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[yellow]s[/]",
-             "not-graded-here": "[yellow]–[/]", "not-run": "[dim]·[/]", "focused": "[cyan]~[/]"}
+STATE_STYLE = {
+    "passed": "green",
+    "passed-on-cpu": "yellow",
+    "partial": "yellow",
+    "in-progress": "cyan",
+    "not-started": "dim",
+}
+PART_MARK = {
+    "passed": "[green]✓[/]",
+    "failed": "[red]✗[/]",
+    "skipped": "[yellow]s[/]",
+    "not-graded-here": "[yellow]–[/]",
+    "not-run": "[dim]·[/]",
+    "focused": "[cyan]~[/]",
+}
 
 
 def _gradable(value) -> str:
@@ -88,24 +111,32 @@ def lab_list(console: Console, data: dict) -> None:
     # The state ("passed on CPU (1 part needs a CUDA GPU)") stays on one line while the title
     # column, which folds, keeps at least 12 columns; on a narrower screen it wraps between words.
     width = console.width if console.is_terminal else min(console.width, PIPED_TABLE_WIDTH)
-    longest = {key: max((cell_len(str(r.get(key) or "")) for r in data["labs"]), default=0)
-               for key in ("id", "state_text")}
+    longest = {
+        key: max((cell_len(str(r.get(key) or "")) for r in data["labs"]), default=0) for key in ("id", "state_text")
+    }
     whole_state = width - (longest["id"] + 5 + longest["state_text"] + 5 + 13 + 3 * 6 + 1) >= 12
     for col in ("id", "stage", "title", "state", "best", "gradable here"):
         # Ids are typed back into commands: never break one over two lines.
         table.add_column(col, overflow="fold", no_wrap=col == "id" or (col == "state" and whole_state))
     for row in data["labs"]:
         style = STATE_STYLE.get(row["state"], "")
-        table.add_row(e(row["id"]), str(row["stage"]), e(row.get("title_text") or row["title"]["en"]),
-                      f"[{style}]{row.get('state_text') or row['state']}[/]",
-                      f"{row['best_score']:g}/{row['max_score']:g}" if row.get("attempts") else "[dim]—[/]",
-                      _gradable(row["gradable_here"]))
+        table.add_row(
+            e(row["id"]),
+            str(row["stage"]),
+            e(row.get("title_text") or row["title"]["en"]),
+            f"[{style}]{row.get('state_text') or row['state']}[/]",
+            f"{row['best_score']:g}/{row['max_score']:g}" if row.get("attempts") else "[dim]—[/]",
+            _gradable(row["gradable_here"]),
+        )
     console.print(table)
     if any(r["parts_not_gradable_here"] for r in data["labs"]):
         console.print("[dim]partly (GPU): the parts that need a CUDA GPU are not graded or scored here.[/]")
     for lab, problems in data.get("invalid", {}).items():
-        console.print(f"[yellow]warning:[/] lab {e(lab)} is not listed: {e(problems[1] if len(problems) > 1 else problems[0])}",
-                      soft_wrap=True, markup=True)
+        console.print(
+            f"[yellow]warning:[/] lab {e(lab)} is not listed: {e(problems[1] if len(problems) > 1 else problems[0])}",
+            soft_wrap=True,
+            markup=True,
+        )
 
 
 def lab_status(console: Console, data: dict) -> None:
@@ -114,9 +145,12 @@ def lab_status(console: Console, data: dict) -> None:
         return
     for lab in data["labs"]:
         style = STATE_STYLE.get(lab["state"], "")
-        console.print(f"[bold]{e(lab['id'])}[/] [{style}]{lab.get('state_text') or lab['state']}[/] "
-                      + best_text(lab)
-                      + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""), soft_wrap=True)
+        console.print(
+            f"[bold]{e(lab['id'])}[/] [{style}]{lab.get('state_text') or lab['state']}[/] "
+            + best_text(lab)
+            + (f"  workspace {e(lab['workspace'])}" if lab.get("workspace") else ""),
+            soft_wrap=True,
+        )
         if lab.get("hints_total"):
             console.print(f"  hints seen: {lab['hints_seen']}/{lab['hints_total']}")
         if lab["parts_not_gradable_here"]:
@@ -127,8 +161,15 @@ def lab_status(console: Console, data: dict) -> None:
         attempt_table(console, lab["id"], lab["history"], last_column="perf", skipped_said=True)
 
 
-def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_column: str,
-                  title: Optional[str] = None, skipped_said: bool = False) -> None:
+def attempt_table(
+    console: Console,
+    lab_id: str,
+    attempts: list[dict],
+    *,
+    last_column: str,
+    title: Optional[str] = None,
+    skipped_said: bool = False,
+) -> None:
     """`lab status`/`lab history`: one row per attempt, readable on an 80-column terminal.
 
     What every row shares is said once above the table (the device, the parts this machine cannot
@@ -145,14 +186,26 @@ def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_c
     if skipped and not skipped_said:
         console.print(f"[dim]not graded here (needs a CUDA GPU): {e(', '.join(skipped))}[/]", soft_wrap=True)
     perf = last_column == "perf" and any(a.get("perf") for a in attempts)
-    columns = ["#", "when (UTC)", "outcome", "score", "parts", "commit", *([] if one_device else ["device"]),
-               *(["perf"] if perf else ["s"] if last_column == "s" else [])]
+    columns = [
+        "#",
+        "when (UTC)",
+        "outcome",
+        "score",
+        "parts",
+        "commit",
+        *([] if one_device else ["device"]),
+        *(["perf"] if perf else ["s"] if last_column == "s" else []),
+    ]
     table = Table(show_edge=False)
     for col in columns:
         # "#" is the lab's own attempt number (`roadmap lab diff A B` takes it). The date, the score,
         # part ids and shas stay whole (one part per line); the outcome wraps between words; free text folds.
-        table.add_column(col, overflow="fold", no_wrap=col in ("#", "when (UTC)", "score", "parts", "commit", "s"),
-                         min_width=len(col) if col in ("when (UTC)", "outcome", "score", "parts", "commit") else None)
+        table.add_column(
+            col,
+            overflow="fold",
+            no_wrap=col in ("#", "when (UTC)", "score", "parts", "commit", "s"),
+            min_width=len(col) if col in ("when (UTC)", "outcome", "score", "parts", "commit") else None,
+        )
     for a in attempts:
         # Parts that need a GPU are named once above the table, not in every row.
         parts = "\n".join(f"{p['id']} {_part_cell(p)}" for p in a["parts"] if p["status"] != "not-graded-here")
@@ -163,8 +216,14 @@ def attempt_table(console: Console, lab_id: str, attempts: list[dict], *, last_c
         if a.get("kind") in ("verified", "self-graded"):
             # A cohort: whether the server vouches for it (the worker graded it) or it is the learner's claim.
             outcome += f"\n{a['kind']}"
-        cells = [str(a.get("number") or a["id"]), (a["started_at"] or "").replace("T", " ")[5:16], e(outcome),
-                 f"{a['score']:g}/{a['max_score']:g}", e(parts), e(commit)]
+        cells = [
+            str(a.get("number") or a["id"]),
+            (a["started_at"] or "").replace("T", " ")[5:16],
+            e(outcome),
+            f"{a['score']:g}/{a['max_score']:g}",
+            e(parts),
+            e(commit),
+        ]
         if not one_device:
             cells.append(e(_device_cell(a, lab_id)))
         if perf:
@@ -202,8 +261,15 @@ class GradeProgress:
     def __init__(self, console: Console | None = None) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.description}"), console=err_console, transient=True)
+        self.progress = Progress(
+            TextColumn("grading"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err_console,
+            transient=True,
+        )
         self.task = None
         self.report_console = console  # where a pre-check report goes at once (None: --json, wait for the end)
         self.precheck_shown = False
@@ -239,8 +305,11 @@ class GradeProgress:
             mark = {"passed": "[green]✓[/]", "skipped": "[yellow]s[/]"}.get(event["outcome"], "[red]✗[/]")
             first = (event.get("message") or "").strip().splitlines()[:1]
             tail = f"  [dim]{e(first[0])}[/]" if first and event["outcome"] != "passed" else ""
-            self.progress.console.print(f"{mark} {e(event['nodeid'])} [dim]{event.get('duration_s', 0):.2f}s[/]{tail}",
-                                        soft_wrap=True, highlight=False)
+            self.progress.console.print(
+                f"{mark} {e(event['nodeid'])} [dim]{event.get('duration_s', 0):.2f}s[/]{tail}",
+                soft_wrap=True,
+                highlight=False,
+            )
 
 
 def grade_data(outcome) -> dict:
@@ -249,12 +318,19 @@ def grade_data(outcome) -> dict:
     data = to_jsonable(outcome.run)
     # "passed" only when every part was graded here; the stored row keeps the engine's word (labs/history.py).
     data.update(outcome_fields(outcome.run.outcome, outcome.run.parts))
-    data.update(attempt_id=outcome.attempt_id, attempt_number=outcome.attempt_number, commit_sha=outcome.commit_sha,
-                dirty=outcome.dirty, checkpoints_marked=outcome.checkpoints_marked, exit_code=outcome.run.exit_code,
-                not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"],
-                not_run=[p.id for p in outcome.run.parts if p.status == "not-run"],
-                precheck=to_jsonable(outcome.precheck) if outcome.precheck else None,
-                cuda_compile=to_jsonable(outcome.cuda_checks), hint_offer=outcome.hint_offer)
+    data.update(
+        attempt_id=outcome.attempt_id,
+        attempt_number=outcome.attempt_number,
+        commit_sha=outcome.commit_sha,
+        dirty=outcome.dirty,
+        checkpoints_marked=outcome.checkpoints_marked,
+        exit_code=outcome.run.exit_code,
+        not_graded_here=[p.id for p in outcome.run.parts if p.status == "not-graded-here"],
+        not_run=[p.id for p in outcome.run.parts if p.status == "not-run"],
+        precheck=to_jsonable(outcome.precheck) if outcome.precheck else None,
+        cuda_compile=to_jsonable(outcome.cuda_checks),
+        hint_offer=outcome.hint_offer,
+    )
     return data
 
 
@@ -283,14 +359,23 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
     if not_run:
         # A --part/-k/-x grade reports what it ran, never a headline for the whole lab.
         for p in (p for p in shown if p.status != "not-graded-here"):
-            word = {"passed": "[green]passed[/]", "failed": "[red]failed[/]", "focused": "[cyan]selected tests passed[/]"}.get(p.status, p.status)
+            word = {
+                "passed": "[green]passed[/]",
+                "failed": "[red]failed[/]",
+                "focused": "[cyan]selected tests passed[/]",
+            }.get(p.status, p.status)
             points = f", {p.points:g}/{p.max_points:g} points" if p.status == "passed" else ""
             console.print(f"[bold]{e(p.id)}[/]: {word} ({_tests_word(p)}{points})", soft_wrap=True)
-        console.print(f"[dim]{len(not_run)} other part{'s' if len(not_run) != 1 else ''} not run "
-                      f"({e(', '.join(p.id for p in not_run))})[/]", soft_wrap=True)
+        console.print(
+            f"[dim]{len(not_run)} other part{'s' if len(not_run) != 1 else ''} not run "
+            f"({e(', '.join(p.id for p in not_run))})[/]",
+            soft_wrap=True,
+        )
     else:
-        table = Table(title=f"{e(run.lab_id)}: [{color}]{outcome_text(run.outcome, run.parts)}[/] — "
-                            f"{run.score:g}/{run.max_score:g} points")
+        table = Table(
+            title=f"{e(run.lab_id)}: [{color}]{outcome_text(run.outcome, run.parts)}[/] — "
+            f"{run.score:g}/{run.max_score:g} points"
+        )
         # The part's id and title and the details wrap; the mark, points and tests never do (at 80 columns a
         # long part title took the whole width and the points column shrank to nothing).
         table.add_column("", no_wrap=True, width=1)
@@ -317,12 +402,17 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
     skipped = [p.id for p in run.parts if p.status == "not-graded-here"]
     if skipped:
         # Wrapped between words on a terminal (never when piped: that console does not wrap).
-        console.print(f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "
-                      "The score counts only the parts gradable on this machine.")
+        console.print(
+            f"[yellow]Not graded here (needs a CUDA GPU): {', '.join(skipped)}.[/] "
+            "The score counts only the parts gradable on this machine."
+        )
     for check in outcome.cuda_checks:
         mark = {"compiled, not run": "[yellow]~[/]", "compile error": "[red]✗[/]"}.get(check.status, "[dim]·[/]")
-        console.print(f"{mark} nvcc {e(check.file)}: {check.status}" + (f" — {e(check.message)}" if check.message and check.status != "compile error" else ""),
-                      soft_wrap=True)
+        console.print(
+            f"{mark} nvcc {e(check.file)}: {check.status}"
+            + (f" — {e(check.message)}" if check.message and check.status != "compile error" else ""),
+            soft_wrap=True,
+        )
         if check.status == "compile error" and check.message:
             console.print("  " + check.message.replace("\n", "\n  "), markup=False, soft_wrap=True, highlight=False)
     if run.perf:
@@ -338,7 +428,9 @@ def grade_report(console: Console, outcome, lang: str, verbose: bool = False, pr
         console.print("[dim]last lines of the grader's output:[/]")
         console.print(_first_lines("\n".join(run.log_tail.splitlines()[-12:]), 12), markup=False, soft_wrap=True)
     if run.outcome == "failed" and not verbose:
-        console.print("[dim]more detail: roadmap grade -v; one test: roadmap grade --test FILE::TEST -x[/]", soft_wrap=True)
+        console.print(
+            "[dim]more detail: roadmap grade -v; one test: roadmap grade --test FILE::TEST -x[/]", soft_wrap=True
+        )
     _footer(console, outcome)
 
 
@@ -351,8 +443,10 @@ def _footer(console: Console, outcome) -> None:
         device += " · weak sandbox (no bubblewrap: see `roadmap doctor`)"
     commit = (outcome.commit_sha or "no git")[:10] + (" +uncommitted changes" if outcome.dirty else "")
     number = outcome.attempt_number or outcome.attempt_id
-    console.print(f"[dim]attempt #{number} of {e(run.lab_id)} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]",
-                  soft_wrap=True)
+    console.print(
+        f"[dim]attempt #{number} of {e(run.lab_id)} · {run.duration_s:.1f}s · {e(device)} · commit {commit}[/]",
+        soft_wrap=True,
+    )
     if outcome.checkpoints_marked:
         console.print(f"[green]Checkpoints completed:[/] {', '.join(outcome.checkpoints_marked)}", soft_wrap=True)
     if outcome.hint_offer:
@@ -363,24 +457,35 @@ def lab_history(console: Console, data: dict) -> None:
     if not data["attempts"]:
         console.print(f"{data['lab']}: no attempts yet: run `roadmap grade` in the workspace")
         return
-    attempt_table(console, data["lab"], data["attempts"], last_column="s",
-                  title=f"{e(data['lab'])}: {data['total']} attempt(s), newest first")
+    attempt_table(
+        console,
+        data["lab"],
+        data["attempts"],
+        last_column="s",
+        title=f"{e(data['lab'])}: {data['total']} attempt(s), newest first",
+    )
 
 
 def lab_diff(console: Console, data: dict) -> None:
     a, b = data["a"], data["b"]
-    console.print(f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome_text']} {a['score']:g}/{a['max_score']:g}) "
-                  f"→ #{b['number']} ({b['outcome_text']} {b['score']:g}/{b['max_score']:g})", soft_wrap=True)
+    console.print(
+        f"[bold]{e(data['lab'])}[/] attempt #{a['number']} ({a['outcome_text']} {a['score']:g}/{a['max_score']:g}) "
+        f"→ #{b['number']} ({b['outcome_text']} {b['score']:g}/{b['max_score']:g})",
+        soft_wrap=True,
+    )
     if not data["changed"]:
-        console.print(f"no test changed outcome ({data['unchanged']} the same, "
-                      f"{data['not_comparable']} ran in only one of them)")
+        console.print(
+            f"no test changed outcome ({data['unchanged']} the same, {data['not_comparable']} ran in only one of them)"
+        )
         return
     mark = {"fixed": "[green]+[/]", "broken": "[red]-[/]", "other": "[yellow]~[/]"}
     for c in data["changed"]:
         console.print(f"{mark[c['kind']]} {e(c['test'])}: {c['a']} → {c['b']}", soft_wrap=True, highlight=False)
     s = data["summary"]
-    console.print(f"[dim]{s['fixed']} fixed, {s['broken']} broken, {s['other']} other change(s); "
-                  f"{data['unchanged']} unchanged; {data['not_comparable']} ran in only one of them[/]")
+    console.print(
+        f"[dim]{s['fixed']} fixed, {s['broken']} broken, {s['other']} other change(s); "
+        f"{data['unchanged']} unchanged; {data['not_comparable']} ran in only one of them[/]"
+    )
 
 
 # ------------------------------------------------------------------ lab show
@@ -411,7 +516,8 @@ def handout(console: Console, data: dict, lang: str, pager: bool = True) -> None
 
     buffer = io.StringIO()
     Console(file=buffer, force_terminal=True, width=console.width, color_system=console.color_system).print(
-        e(head), Markdown(data["readme"]))
+        e(head), Markdown(data["readme"])
+    )
     command = shlex.split(os.environ.get("PAGER") or "less -R")
     env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
     try:

@@ -8,8 +8,15 @@ from rich.table import Table
 
 from roadmap_cli.formats.output import err_console
 
-STYLE = {"killed": "green", "survived": "red", "equivalent-suspect": "yellow", "explained": "cyan",
-         "invalid": "dim", "not-gradable-here": "dim", "error": "magenta"}
+STYLE = {
+    "killed": "green",
+    "survived": "red",
+    "equivalent-suspect": "yellow",
+    "explained": "cyan",
+    "invalid": "dim",
+    "not-gradable-here": "dim",
+    "error": "magenta",
+}
 
 
 class MutateProgress:
@@ -18,8 +25,15 @@ class MutateProgress:
     def __init__(self) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("mutants"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.description}"), console=err_console, transient=True)
+        self.progress = Progress(
+            TextColumn("mutants"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err_console,
+            transient=True,
+        )
         self.task = None
 
     def __enter__(self) -> "MutateProgress":
@@ -40,8 +54,10 @@ class MutateProgress:
 
 
 def report(console: Console, rep, show_survivors: bool) -> None:
-    console.print(f"dev mutate {e(rep.lab)} on {e(rep.device)}: {len(rep.results)} mutant(s) of {rep.generated} "
-                  f"generated, {rep.graded_now} graded now (the rest from the cache), {rep.seconds:.0f}s")
+    console.print(
+        f"dev mutate {e(rep.lab)} on {e(rep.device)}: {len(rep.results)} mutant(s) of {rep.generated} "
+        f"generated, {rep.graded_now} graded now (the rest from the cache), {rep.seconds:.0f}s"
+    )
     table = Table(title="kill rate per part", show_lines=False)
     for col in ("part", "killed", "survived", "score"):
         table.add_column(col, justify="left" if col == "part" else "right")
@@ -57,8 +73,11 @@ def report(console: Console, rep, show_survivors: bool) -> None:
         where = f"{row.file}:{row.line}" + (f" ({row.function})" if row.function else "")
         parts = ", ".join(row.covered_by) or "no part"
         extra = f" [dim]— {e(row.reason or row.message)}[/]" if row.status != "survived" else f" [dim]({e(parts)})[/]"
-        console.print(f"[{STYLE[row.status]}]{row.status}[/] {e(row.id)} {e(where)}: {e(row.operator)} "
-                      f"{e(row.description)}{extra}", soft_wrap=True)
+        console.print(
+            f"[{STYLE[row.status]}]{row.status}[/] {e(row.id)} {e(where)}: {e(row.operator)} "
+            f"{e(row.description)}{extra}",
+            soft_wrap=True,
+        )
         if show_survivors:
             console.print(e(row.diff.rstrip()), soft_wrap=True, highlight=False)
     for row in rep.results:
@@ -67,12 +86,17 @@ def report(console: Console, rep, show_survivors: bool) -> None:
     for note in rep.notes:
         console.print(f"[dim]note: {e(note)}[/]", soft_wrap=True)
     if rep.rules_untouched:  # a hint, not a failure: the mutator may be blind there (docs/labs.md, "Rules")
-        console.print(f"[yellow]rules no killed mutant touched ({len(rep.rules_untouched)}):[/] "
-                      f"{e(', '.join(rep.rules_untouched))}", soft_wrap=True)
+        console.print(
+            f"[yellow]rules no killed mutant touched ({len(rep.rules_untouched)}):[/] "
+            f"{e(', '.join(rep.rules_untouched))}",
+            soft_wrap=True,
+        )
     if rep.score is None:
         console.print("score: no gradable mutants")
     else:
         verdict = "[green]meets[/]" if rep.ok else "[red]below[/]"
-        console.print(f"score: {rep.score:.1%} killed of {rep.counts['killed'] + rep.counts['survived']} "
-                      f"(target {rep.target:.0%}: {verdict})"
-                      + ("" if show_survivors or not survivors else "; --show-survivors prints their diffs"))
+        console.print(
+            f"score: {rep.score:.1%} killed of {rep.counts['killed'] + rep.counts['survived']} "
+            f"(target {rep.target:.0%}: {verdict})"
+            + ("" if show_survivors or not survivors else "; --show-survivors prints their diffs")
+        )

@@ -38,25 +38,39 @@ def submit(
 
     def render(console):
         ahead = data["position"] - 1
-        console.print(f"Submitted {data['lab']} as job {data['job']} (submission {data['submission']}, "
-                      f"{data['file_count']} files, {data['size_bytes'] / 1e3:.0f} kB): position {data['position']} "
-                      f"in the queue ({ahead} ahead). Follow it: `roadmap submissions`.",
-                      markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"Submitted {data['lab']} as job {data['job']} (submission {data['submission']}, "
+            f"{data['file_count']} files, {data['size_bytes'] / 1e3:.0f} kB): position {data['position']} "
+            f"in the queue ({ahead} ahead). Follow it: `roadmap submissions`.",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
     emit("submit", data, as_json=as_json, render=render)
 
 
 def worker(
-    labs: Annotated[Optional[str], typer.Option("--labs", help="Grade only these labs (comma-separated ids); "
-                                                "default: every lab.")] = None,
+    labs: Annotated[
+        Optional[str], typer.Option("--labs", help="Grade only these labs (comma-separated ids); default: every lab.")
+    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Grades at once.")] = 1,
-    allow_weak_sandbox: Annotated[bool, typer.Option(
-        "--allow-weak-sandbox", help="Start even without the OS-level sandbox (bubblewrap): learner code is then "
-                                     "held by the in-process sandbox only.")] = False,
+    allow_weak_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--allow-weak-sandbox",
+            help="Start even without the OS-level sandbox (bubblewrap): learner code is then "
+            "held by the in-process sandbox only.",
+        ),
+    ] = False,
     heartbeat: Annotated[float, typer.Option("--heartbeat", help="Seconds between this worker's heartbeats.")] = 10.0,
-    stalled_after: Annotated[float, typer.Option(
-        "--stalled-after", help="A worker silent this many seconds is taken for dead: its jobs go back to the "
-                                "queue.")] = 30.0,
+    stalled_after: Annotated[
+        float,
+        typer.Option(
+            "--stalled-after",
+            help="A worker silent this many seconds is taken for dead: its jobs go back to the queue.",
+        ),
+    ] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line for each event.")] = False,
 ) -> None:
     """Grade the cohort's submissions on this machine (the GPU box) until Ctrl-C.
@@ -73,8 +87,13 @@ def worker(
         from roadmap_cli.errors import UserError
 
         raise UserError("--labs names no lab: give comma-separated lab ids (see `roadmap lab list`)")
-    options = WorkerOptions(labs=lab_list, concurrency=concurrency, allow_weak_sandbox=allow_weak_sandbox,
-                            heartbeat_s=heartbeat, stalled_after_s=stalled_after)
+    options = WorkerOptions(
+        labs=lab_list,
+        concurrency=concurrency,
+        allow_weak_sandbox=allow_weak_sandbox,
+        heartbeat_s=heartbeat,
+        stalled_after_s=stalled_after,
+    )
     store = context.current().store()
     sandbox, why = check_worker_can_start(store, options)
 
@@ -85,19 +104,25 @@ def worker(
             return
         kind = event["event"]
         if kind == "ready":
-            line = (f"Worker {event['worker']} on {event['device']} (sandbox {sandbox}"
-                    f"{': ' + why if why else ''}), {event['concurrency']} at once, queues "
-                    f"{', '.join(event['queues']) if event['queues'] else 'every lab'}. Ctrl-C stops.")
+            line = (
+                f"Worker {event['worker']} on {event['device']} (sandbox {sandbox}"
+                f"{': ' + why if why else ''}), {event['concurrency']} at once, queues "
+                f"{', '.join(event['queues']) if event['queues'] else 'every lab'}. Ctrl-C stops."
+            )
         elif kind == "start":
             line = f"grading submission {event['submission']} of {event['learner']} ({event['lab']})"
         elif kind == "graded":
             again = "" if event["recorded"] else " (already recorded by an earlier run: not recorded twice)"
-            line = (f"submission {event['submission']} of {event['learner']}: {event['outcome']} "
-                    f"{event['score']:g}/{event['max_score']:g} in {event['seconds']:.1f} s, "
-                    f"attempt #{event['attempt_number']} of {event['lab']}{again}")
+            line = (
+                f"submission {event['submission']} of {event['learner']}: {event['outcome']} "
+                f"{event['score']:g}/{event['max_score']:g} in {event['seconds']:.1f} s, "
+                f"attempt #{event['attempt_number']} of {event['lab']}{again}"
+            )
         elif kind == "not-graded":
-            line = (f"submission {event['submission']} of {event['learner']} could not be graded (nothing recorded): "
-                    f"{event['message']}")
+            line = (
+                f"submission {event['submission']} of {event['learner']} could not be graded (nothing recorded): "
+                f"{event['message']}"
+            )
         elif kind == "rescued":
             line = f"job {event['job']} (submission {event['submission']}) of a silent worker: back in the queue"
         elif kind == "stopping":
@@ -129,13 +154,18 @@ def submissions(
 
     def render(console):
         if not data["submissions"]:
-            console.print("No submissions yet: `roadmap submit` in a lab workspace." if data["queue_ready"] else
-                          "The cohort's grading queue is not set up yet (the instructor's first `roadmap worker` "
-                          "makes it).")
+            console.print(
+                "No submissions yet: `roadmap submit` in a lab workspace."
+                if data["queue_ready"]
+                else "The cohort's grading queue is not set up yet (the instructor's first `roadmap worker` makes it)."
+            )
             return
         c = data["counts"]
-        console.print(f"queued {c['queued']}, running {c['running']}, done {c['done']}, not graded {c['not-graded']}",
-                      markup=False, highlight=False)
+        console.print(
+            f"queued {c['queued']}, running {c['running']}, done {c['done']}, not graded {c['not-graded']}",
+            markup=False,
+            highlight=False,
+        )
         for s in data["submissions"]:
             who = f" {s['learner']}" if data["learner"] is None else ""
             if s["status"] == "queued":
@@ -143,11 +173,17 @@ def submissions(
             elif s["status"] == "running":
                 state = f"running on {s['worker']} (waited {_wait(s['wait_s'])}, try {s['tries']})"
             elif s["status"] == "done":
-                state = (f"done: {s['outcome']} {s['score']:g}/{s['max_score']:g} on {s['device']} "
-                         f"(waited {_wait(s['wait_s'])}, graded in {_wait(s['grade_s'])}, attempt #{s['attempt_number']})")
+                state = (
+                    f"done: {s['outcome']} {s['score']:g}/{s['max_score']:g} on {s['device']} "
+                    f"(waited {_wait(s['wait_s'])}, graded in {_wait(s['grade_s'])}, attempt #{s['attempt_number']})"
+                )
             else:  # "failed" is a grade that ran and did not pass; this one could not run at all
                 state = f"not graded (the worker could not grade it): {s['message']}"
-            console.print(f"#{s['submission']}{who} {s['lab']} {s['submitted_at']}  {state}", markup=False,
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"#{s['submission']}{who} {s['lab']} {s['submitted_at']}  {state}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
     emit("submissions", data, as_json=as_json, render=render)

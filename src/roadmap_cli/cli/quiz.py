@@ -7,11 +7,21 @@ from typing_extensions import Annotated
 
 from roadmap_cli import context
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope: without --answers, the "
-                                                      "questions (or due items); with it, the results.")]
-AnswersOpt = Annotated[Optional[str], typer.Option(
-    "--answers", help="Answer without prompts: a JSON/YAML file (- for stdin) mapping question id (or review "
-                      "item) to the answer; recall questions and checkpoints take again/hard/good/easy.")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print a versioned JSON envelope: without --answers, the questions (or due items); with it, the results.",
+    ),
+]
+AnswersOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--answers",
+        help="Answer without prompts: a JSON/YAML file (- for stdin) mapping question id (or review "
+        "item) to the answer; recall questions and checkpoints take again/hard/good/easy.",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +30,9 @@ def register(app: typer.Typer) -> None:
 
 
 def quiz(
-    ref: Annotated[Optional[str], typer.Argument(help="A checkpoint id or a stage (number or id); default: the current stage.")] = None,
+    ref: Annotated[
+        Optional[str], typer.Argument(help="A checkpoint id or a stage (number or id); default: the current stage.")
+    ] = None,
     answers: AnswersOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -33,8 +45,14 @@ def quiz(
     cur, store, lang = ctx.curriculum(), ctx.store(), ctx.lang
     chosen = session.select(cur, ref, completed(store))
     if as_json and answers is None:
-        listing = [{"checkpoint": cp.id, "text": cp.text.get(lang),
-                    "questions": [session.question_view(q, lang) for q in quiz.questions]} for cp, quiz in chosen]
+        listing = [
+            {
+                "checkpoint": cp.id,
+                "text": cp.text.get(lang),
+                "questions": [session.question_view(q, lang) for q in quiz.questions],
+            }
+            for cp, quiz in chosen
+        ]
         emit("quiz", {"checkpoints": listing}, as_json=True, render=None)
         return
     from roadmap_cli.cli.quiz_prompt import ask, show_verdict, verdict_json
@@ -55,9 +73,19 @@ def quiz(
                 n += 1
                 verdicts[q.id] = ask(console, q, lang, f"[{n}/{len(questions)}]")
     results = session.finish(store, cur, chosen, verdicts)
-    data = {"results": [{"checkpoint": r.checkpoint_id, "correct": r.correct, "total": r.total, "passed": r.passed,
-                         "checkpoint_done": r.already_done, "answers": [verdict_json(v) for v in r.verdicts]}
-                        for r in results]}
+    data = {
+        "results": [
+            {
+                "checkpoint": r.checkpoint_id,
+                "correct": r.correct,
+                "total": r.total,
+                "passed": r.passed,
+                "checkpoint_done": r.already_done,
+                "answers": [verdict_json(v) for v in r.verdicts],
+            }
+            for r in results
+        ]
+    }
 
     def render(out) -> None:
         out.print("\n[bold]Quiz results[/]")
@@ -65,8 +93,10 @@ def quiz(
             mark = "[green]passed[/]" if r.passed else "[yellow]not passed (80% needed)[/]"
             out.print(f"  {r.checkpoint_id}  quiz {r.correct}/{r.total}  {mark}", soft_wrap=True)
             if r.passed and not r.already_done:
-                out.print(f"    [dim]recorded as evidence; when you can explain it: [/][cyan]roadmap check {r.checkpoint_id}[/]",
-                          soft_wrap=True)
+                out.print(
+                    f"    [dim]recorded as evidence; when you can explain it: [/][cyan]roadmap check {r.checkpoint_id}[/]",
+                    soft_wrap=True,
+                )
         out.print("[dim]each answer also scheduled its question for review: roadmap review[/]")
 
     emit("quiz", data, as_json=as_json, render=render)
@@ -107,14 +137,35 @@ def review(
     if as_json and answers is None:
         from roadmap_cli.quiz.session import question_view
 
-        listing = [{"item": d.item, "kind": d.kind, "checkpoint": d.checkpoint_id, "due": d.due, "new": d.due is None,
-                    **({"question": question_view(cur.question(d.ref)[0], lang)} if d.kind == service.QUESTION
-                       else {"text": cur.checkpoint(d.ref).text.get(lang)})} for d in due]
+        listing = [
+            {
+                "item": d.item,
+                "kind": d.kind,
+                "checkpoint": d.checkpoint_id,
+                "due": d.due,
+                "new": d.due is None,
+                **(
+                    {"question": question_view(cur.question(d.ref)[0], lang)}
+                    if d.kind == service.QUESTION
+                    else {"text": cur.checkpoint(d.ref).text.get(lang)}
+                ),
+            }
+            for d in due
+        ]
         emit("review", {"due": listing}, as_json=True, render=None)
         return
     from roadmap_cli.cli.review_run import render_summary, run_review
     from roadmap_cli.quiz.session import load_answers
 
-    data = run_review(console, store, cur, learner, due, now, lang,
-                      answers=None if answers is None else load_answers(answers), quiet=as_json)
+    data = run_review(
+        console,
+        store,
+        cur,
+        learner,
+        due,
+        now,
+        lang,
+        answers=None if answers is None else load_answers(answers),
+        quiet=as_json,
+    )
     emit("review", data, as_json=as_json, render=lambda out: render_summary(out, data))

@@ -31,13 +31,18 @@ def show_question(console, question, lang: str, heading: str) -> None:
     if question.kind == "numeric":
         unit = f" in {question.unit}" if question.unit else ""
         within = f"±{question.tolerance:.0%}" if question.tolerance else "exact"
-        console.print(f"[dim]a number{e(unit)} (arithmetic like 2*32*128 is fine; another unit of the same "
-                      f"quantity is converted; {within})[/]")
+        console.print(
+            f"[dim]a number{e(unit)} (arithmetic like 2*32*128 is fine; another unit of the same "
+            f"quantity is converted; {within})[/]"
+        )
     for entry in view.get("options", []) + view.get("items", []):
         _indented(console, f"{entry['label']}) {entry['text']}", hanging=len(entry["label"]) + 2)
     if question.kind == "ordering":
-        console.print("[dim]type the labels in the right order, e.g. " + " ".join(
-            x["label"] for x in reversed(view["items"])) + "[/]")
+        console.print(
+            "[dim]type the labels in the right order, e.g. "
+            + " ".join(x["label"] for x in reversed(view["items"]))
+            + "[/]"
+        )
 
 
 def ask_rating(console, label: str = "how well did you recall it? again / hard / good / easy") -> int:
@@ -103,6 +108,12 @@ def _indented(console, text: str, *, hanging: int = 0, style: str = "") -> None:
 
 
 def verdict_json(verdict: Verdict) -> dict:
-    return {"question": verdict.question_id, "kind": verdict.kind, "answer": verdict.answer,
-            "correct": verdict.correct, "rating": RATING_NAMES[verdict.rating], "expected": verdict.expected,
-            "feedback": verdict.feedback}
+    return {
+        "question": verdict.question_id,
+        "kind": verdict.kind,
+        "answer": verdict.answer,
+        "correct": verdict.correct,
+        "rating": RATING_NAMES[verdict.rating],
+        "expected": verdict.expected,
+        "feedback": verdict.feedback,
+    }

@@ -12,7 +12,7 @@ NameArg = Annotated[str, typer.Argument(help="The remote's name (see `roadmap re
 
 remote_app = typer.Typer(
     help="Machines you grade on over ssh (e.g. a rented GPU): add, list, remove, check. "
-         "ssh uses your ~/.ssh/config and ssh-agent; roadmap never stores a password.",
+    "ssh uses your ~/.ssh/config and ssh-agent; roadmap never stores a password.",
     no_args_is_help=True,
 )
 
@@ -22,37 +22,71 @@ def register(app: typer.Typer) -> None:
 
 
 def _row(remote) -> dict:
-    return {"name": remote.name, "url": remote.url, "user": remote.user, "host": remote.host, "port": remote.port,
-            "added": remote.added, "python": remote.python, "torch": remote.torch, "torch_index": remote.torch_index}
+    return {
+        "name": remote.name,
+        "url": remote.url,
+        "user": remote.user,
+        "host": remote.host,
+        "port": remote.port,
+        "added": remote.added,
+        "python": remote.python,
+        "torch": remote.torch,
+        "torch_index": remote.torch_index,
+    }
 
 
 @remote_app.command("add")
 def add(
     name: NameArg,
-    url: Annotated[str, typer.Argument(help="ssh://user@host[:port] (a Host alias from ~/.ssh/config works too: "
-                                            "ssh://gpu-box).")],
+    url: Annotated[
+        str, typer.Argument(help="ssh://user@host[:port] (a Host alias from ~/.ssh/config works too: ssh://gpu-box).")
+    ],
     replace: Annotated[bool, typer.Option("--replace", help="Point an existing name at this URL.")] = False,
-    python: Annotated[Optional[str], typer.Option("--python", help="The far side's python for `grade --on` "
-                                                  "(absolute path; default: python3 on the remote's PATH). "
-                                                  "If it imports torch, its packages are reused.")] = None,
-    torch: Annotated[Optional[str], typer.Option(
-        "--torch", metavar="SPEC", help="Where the far python has no torch: the pip requirement a first "
-        "`grade --on` installs (e.g. torch==2.13.0, or a wheel's path there; default: roadmap's torch range).")] = None,
-    torch_index: Annotated[Optional[str], typer.Option(
-        "--torch-index", metavar="URL|pip", help="The index pip takes torch from there (default: PyTorch's CPU "
-        "index on a machine without an NVIDIA driver, PyPI's CUDA build with one); `pip`: pip's own "
-        "configuration there (pip.conf: a mirror, find-links).")] = None,
+    python: Annotated[
+        Optional[str],
+        typer.Option(
+            "--python",
+            help="The far side's python for `grade --on` "
+            "(absolute path; default: python3 on the remote's PATH). "
+            "If it imports torch, its packages are reused.",
+        ),
+    ] = None,
+    torch: Annotated[
+        Optional[str],
+        typer.Option(
+            "--torch",
+            metavar="SPEC",
+            help="Where the far python has no torch: the pip requirement a first "
+            "`grade --on` installs (e.g. torch==2.13.0, or a wheel's path there; default: roadmap's torch range).",
+        ),
+    ] = None,
+    torch_index: Annotated[
+        Optional[str],
+        typer.Option(
+            "--torch-index",
+            metavar="URL|pip",
+            help="The index pip takes torch from there (default: PyTorch's CPU "
+            "index on a machine without an NVIDIA driver, PyPI's CUDA build with one); `pip`: pip's own "
+            "configuration there (pip.conf: a mirror, find-links).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Remember a machine under a name. Nothing is contacted: `roadmap remote check NAME` tries it."""
     from roadmap_cli.grading.remote import registry
     from roadmap_cli.formats.output import emit
 
-    remote = registry.add(context.current().home, name, url, replace=replace, python=python, torch=torch,
-                         torch_index=torch_index)
-    emit("remote add", _row(remote), as_json=as_json,
-         render=lambda console: console.print(f"Added remote {remote.name}: {remote.url}\n"
-                                              f"Next: `roadmap remote check {remote.name}`."))
+    remote = registry.add(
+        context.current().home, name, url, replace=replace, python=python, torch=torch, torch_index=torch_index
+    )
+    emit(
+        "remote add",
+        _row(remote),
+        as_json=as_json,
+        render=lambda console: console.print(
+            f"Added remote {remote.name}: {remote.url}\nNext: `roadmap remote check {remote.name}`."
+        ),
+    )
 
 
 @remote_app.command("list")
@@ -70,8 +104,12 @@ def list_(as_json: JsonOpt = False) -> None:
         # Lines, not a table: a name or URL is never cut to fit a narrow terminal (it wraps whole there).
         width = max(len(row["name"]) for row in rows)
         for row in rows:
-            console.print(f"{row['name']:<{width}}  {row['url']}  (added {row['added']})", markup=False,
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"{row['name']:<{width}}  {row['url']}  (added {row['added']})",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
     emit("remote list", {"remotes": rows}, as_json=as_json, render=render)
 
@@ -94,11 +132,18 @@ def remove(name: NameArg, as_json: JsonOpt = False) -> None:
         console.print(f"Removed remote {remote.name} ({remote.url}).", markup=False, highlight=False)
         if word == "unreachable":
             # Not an error: the remote is forgotten either way; the far agent ends itself when idle.
-            typer.echo(f"warning: could not reach {remote.name} to stop its far agent ({why}); it stops by itself "
-                       f"after 15 idle minutes", err=True)
+            typer.echo(
+                f"warning: could not reach {remote.name} to stop its far agent ({why}); it stops by itself "
+                f"after 15 idle minutes",
+                err=True,
+            )
 
-    emit("remote remove", {**_row(remote), "far_agent": word, "far_agent_problem": why or None}, as_json=as_json,
-         render=render)
+    emit(
+        "remote remove",
+        {**_row(remote), "far_agent": word, "far_agent_problem": why or None},
+        as_json=as_json,
+        render=render,
+    )
 
 
 def _gib(value: Optional[int]) -> str:
@@ -139,14 +184,19 @@ def check(
             torch += " (CPU build)"
         elif facts.torch_install:
             torch += f"; a first `grade --on` installs {facts.torch_install}"
-        python = (f"{facts.python} ({facts.executable})" if facts.executable else facts.python) \
-            if facts.python else f"{remote.python or 'python3'} not found"
+        python = (
+            (f"{facts.python} ({facts.executable})" if facts.executable else facts.python)
+            if facts.python
+            else f"{remote.python or 'python3'} not found"
+        )
         if facts.managed_venv:
             python = f"{facts.python} (roadmap's managed venv {facts.managed_venv}, made by the first `grade --on`)"
         if facts.python and facts.ensurepip is False and not facts.torch:
             package = "python" + ".".join(facts.python.split(".")[:2]) + "-venv"
-            python += (f"; no ensurepip, so no pip for a venv: run "
-                       f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}`")
+            python += (
+                f"; no ensurepip, so no pip for a venv: run "
+                f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}`"
+            )
         lines = [
             ("reached in", f"{facts.round_trip_s:.2f} s"),
             ("host", f"{facts.hostname or '-'} ({facts.os or '-'}, {facts.cpus or '-'} CPUs)"),

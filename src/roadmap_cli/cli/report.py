@@ -16,11 +16,25 @@ def register(app: typer.Typer) -> None:
 def report(
     month: Annotated[Optional[str], typer.Option("--month", help="The month to report, YYYY-MM.")] = None,
     quarter: Annotated[Optional[str], typer.Option("--quarter", help="The quarter to report, YYYY-Qn.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="md (GitHub Markdown, SVG charts beside it) or html (one self-contained file).")] = "md",
-    out: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to FILE (Markdown: and FILE-STEM-<chart>.svg beside it).")] = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="md (GitHub Markdown, SVG charts beside it) or html (one self-contained file)."),
+    ] = "md",
+    out: Annotated[
+        Optional[str],
+        typer.Option("--output", "-o", help="Write to FILE (Markdown: and FILE-STEM-<chart>.svg beside it)."),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE and its chart files if they exist.")] = False,
-    log: Annotated[bool, typer.Option("--log", help="Also log the written file in the cadence: a `report` entry for a month, a `blog` entry for a quarter.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report's data as a versioned JSON envelope instead.")] = False,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log",
+            help="Also log the written file in the cadence: a `report` entry for a month, a `blog` entry for a quarter.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report's data as a versioned JSON envelope instead.")
+    ] = False,
 ) -> None:
     """Write the report of a month or a quarter: checkpoints, labs, kernel figures, papers, logged work, hours, streaks, charts.
 
@@ -48,8 +62,14 @@ def report(
     store = ctx.store()
     start = ctx.setting("start_date")
     today = local_today()
-    data = build_report(store, ctx.curriculum(), period=period, lang=ctx.lang,
-                        start_date=parse_date(start) if start else None, today=today)
+    data = build_report(
+        store,
+        ctx.curriculum(),
+        period=period,
+        lang=ctx.lang,
+        start_date=parse_date(start) if start else None,
+        today=today,
+    )
     if as_json:
         emit("report", data, as_json=True)
         return
@@ -68,6 +88,7 @@ def report(
 
         kind = "report" if period.kind == "month" else "blog"
         title = ("Monthly report " if period.kind == "month" else "Quarterly report ") + period.label
-        entry = log_entry(store, EntryInput(kind=kind, on_date=today, title=title,
-                                            link=Path(written.path).as_uri()), today=today)
+        entry = log_entry(
+            store, EntryInput(kind=kind, on_date=today, title=title, link=Path(written.path).as_uri()), today=today
+        )
         typer.echo(f"logged {kind} #{entry['id']} on {entry['on_date']} -> {entry['link']}")

@@ -13,11 +13,27 @@ import typer
 from typing_extensions import Annotated
 
 from roadmap_cli import context
-from roadmap_cli.cli.research_options import (DateOpt, JsonOpt, NewDateOpt, StageOpt, YesOpt, check_stage,
-                                              confirm_delete, parse_date, emit_result, known_stages, root_options,
-                                              suggested_command, today_local)
+from roadmap_cli.cli.research_options import (
+    DateOpt,
+    JsonOpt,
+    NewDateOpt,
+    StageOpt,
+    YesOpt,
+    check_stage,
+    confirm_delete,
+    parse_date,
+    emit_result,
+    known_stages,
+    root_options,
+    suggested_command,
+    today_local,
+)
 
-paper_app = typer.Typer(name="paper", help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.", no_args_is_help=True)
+paper_app = typer.Typer(
+    name="paper",
+    help="The paper log: log, list, read, annotate, import/export BibTeX, suggestions.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -30,13 +46,22 @@ def register(app: typer.Typer) -> None:
 
 # --- paper -------------------------------------------------------------------
 
+
 def paper_log(
-    title_or_id: Annotated[Optional[str], typer.Argument(
-        metavar="[TITLE | ID]",
-        help="The paper's title; or, alone, its arXiv id, DOI or link (2307.08691, https://arxiv.org/abs/2307.08691, "
-             "10.1145/3600006.3613165): the title, authors, year, venue and abstract are then fetched.")] = None,
-    title: Annotated[Optional[str], typer.Option("--title", help="The title, when the argument is an id (or to log by hand).")] = None,
-    arxiv: Annotated[Optional[str], typer.Option("--arxiv", help="arXiv id or abs/pdf URL (2307.08691, hep-th/9901001, arXiv:..v2).")] = None,
+    title_or_id: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="[TITLE | ID]",
+            help="The paper's title; or, alone, its arXiv id, DOI or link (2307.08691, https://arxiv.org/abs/2307.08691, "
+            "10.1145/3600006.3613165): the title, authors, year, venue and abstract are then fetched.",
+        ),
+    ] = None,
+    title: Annotated[
+        Optional[str], typer.Option("--title", help="The title, when the argument is an id (or to log by hand).")
+    ] = None,
+    arxiv: Annotated[
+        Optional[str], typer.Option("--arxiv", help="arXiv id or abs/pdf URL (2307.08691, hep-th/9901001, arXiv:..v2).")
+    ] = None,
     doi: Annotated[Optional[str], typer.Option("--doi", help="DOI, bare or as a doi.org URL.")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="A link to the paper.")] = None,
     authors: Annotated[Optional[str], typer.Option("--authors", help="Authors, comma separated.")] = None,
@@ -46,8 +71,19 @@ def paper_log(
     status: Annotated[str, typer.Option("--status", help="to-read, reading, read or reproduced.")] = "read",
     rating: Annotated[Optional[int], typer.Option("--rating", help="Your rating, 1 to 5.")] = None,
     note: Annotated[Optional[str], typer.Option("--note", help="A first note.")] = None,
-    date: Annotated[Optional[str], typer.Option("--date", help="When you read it (read/reproduced only): YYYY-MM-DD, today or yesterday; default today; no future dates.")] = None,
-    no_fetch: Annotated[bool, typer.Option("--no-fetch", help="Do not ask arXiv/Crossref for the metadata (offline); `paper refresh` can later.")] = False,
+    date: Annotated[
+        Optional[str],
+        typer.Option(
+            "--date",
+            help="When you read it (read/reproduced only): YYYY-MM-DD, today or yesterday; default today; no future dates.",
+        ),
+    ] = None,
+    no_fetch: Annotated[
+        bool,
+        typer.Option(
+            "--no-fetch", help="Do not ask arXiv/Crossref for the metadata (offline); `paper refresh` can later."
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Log it even if the same paper is already logged.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -62,14 +98,26 @@ def paper_log(
 
     check_stage(stage)
     typed_title, arxiv, doi = split_title_or_id(title_or_id, title=title, arxiv=arxiv, doi=doi)
-    inp = PaperInput(title=typed_title or "", authors=authors, year=year, arxiv=arxiv, doi=doi, url=url,
-                     tags=normalize_tags(tags), stage=stage, status=status, rating=rating, note=note,
-                     read_on=parse_date(date))
+    inp = PaperInput(
+        title=typed_title or "",
+        authors=authors,
+        year=year,
+        arxiv=arxiv,
+        doi=doi,
+        url=url,
+        tags=normalize_tags(tags),
+        stage=stage,
+        status=status,
+        rating=rating,
+        note=note,
+        read_on=parse_date(date),
+    )
     store = context.current().store()
     if not force:
         refuse_logged(store, inp)  # a paper already logged is refused before any network call
-    plan = plan_log(inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher, force=force,
-                    root_options=root_options())
+    plan = plan_log(
+        inp, fetch_metadata=not no_fetch, fetcher_factory=_fetcher, force=force, root_options=root_options()
+    )
     paper = log_paper(store, plan.inp, today=today_local(), force=force)
     if plan.notice:
         _notice(f"{plan.notice}; `{suggested_command('paper', 'refresh', str(paper['id']))}` fills it in later")
@@ -100,19 +148,27 @@ def paper_list(
     status: Annotated[Optional[str], typer.Option("--status", help="Only this status.")] = None,
     tag: Annotated[Optional[str], typer.Option("--tag", help="Only papers with this tag.")] = None,
     stage: Annotated[Optional[int], typer.Option("--stage", help="Only papers tied to this stage number.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Read (or added, if unread) on or after YYYY-MM-DD.")] = None,
-    search: Annotated[Optional[str], typer.Option("--search", "-s", help="Text in title, authors, notes, ids or tags.")] = None,
+    since: Annotated[
+        Optional[str], typer.Option("--since", help="Read (or added, if unread) on or after YYYY-MM-DD.")
+    ] = None,
+    search: Annotated[
+        Optional[str], typer.Option("--search", "-s", help="Text in title, authors, notes, ids or tags.")
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Show at most N papers (newest first).")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="Show every matching paper.")] = False,
     as_json: JsonOpt = False,
-    pretty: Annotated[bool, typer.Option("--pretty", help="Indented JSON (implies --json; without it the JSON is compact, one line).")] = False,
+    pretty: Annotated[
+        bool, typer.Option("--pretty", help="Indented JSON (implies --json; without it the JSON is compact, one line).")
+    ] = False,
 ) -> None:
     """List logged papers, newest first, with filters."""
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
     from roadmap_cli.research.render import paper_table
 
     check_stage(stage)
-    flt = PaperFilter(status=status, tag=tag, stage=stage, since=parse_date(since, "since date", allow_future=True), text=search)
+    flt = PaperFilter(
+        status=status, tag=tag, stage=stage, since=parse_date(since, "since date", allow_future=True), text=search
+    )
     page = None if show_all else max(limit, 0)
     if as_json or pretty:
         _stream_paper_list(flt, page, pretty=pretty)
@@ -163,15 +219,22 @@ def paper_read(
 
     today = today_local()
     paper = mark_read(context.current().store(), parse_paper_id(paper_id), on=parse_date(date) or today, today=today)
-    emit_result("paper read", paper, as_json, lambda p, c: c.print(f"#{p['id']} {p['title']}: {p['status']} on {p['read_on']}"))
+    emit_result(
+        "paper read", paper, as_json, lambda p, c: c.print(f"#{p['id']} {p['title']}: {p['status']} on {p['read_on']}")
+    )
 
 
 @paper_app.command("note")
 def paper_note(
     paper_id: Annotated[str, typer.Argument(help="Paper id.")],
     note: Annotated[Optional[str], typer.Argument(metavar="[TEXT]", help="Append this note (like --text).")] = None,
-    text: Annotated[Optional[str], typer.Option("--text", help="Append this note (without TEXT or --text, $EDITOR opens the notes).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="With TEXT/--text: replace the notes instead of appending.")] = False,
+    text: Annotated[
+        Optional[str],
+        typer.Option("--text", help="Append this note (without TEXT or --text, $EDITOR opens the notes)."),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="With TEXT/--text: replace the notes instead of appending.")
+    ] = False,
 ) -> None:
     """Add to a paper's notes (`roadmap paper note 5 "text"`, or --text), or edit them in $EDITOR."""
     from roadmap_cli.errors import UserError
@@ -215,8 +278,19 @@ def paper_edit(
     from roadmap_cli.research.render import paper_detail
 
     check_stage(stage)
-    given = {"title": title, "arxiv": arxiv, "doi": doi, "url": url, "authors": authors, "year": year,
-             "tags": tags, "stage": stage, "status": status, "rating": rating, "read_on": parse_date(date)}
+    given = {
+        "title": title,
+        "arxiv": arxiv,
+        "doi": doi,
+        "url": url,
+        "authors": authors,
+        "year": year,
+        "tags": tags,
+        "stage": stage,
+        "status": status,
+        "rating": rating,
+        "read_on": parse_date(date),
+    }
     changes = {k: v for k, v in given.items() if v is not None}
     paper = edit_paper(context.current().store(), parse_paper_id(paper_id), changes, today=today_local(), force=force)
     emit_result("paper edit", paper, as_json, paper_detail)
@@ -255,8 +329,10 @@ def paper_refresh(
         result = refresh_papers(context.current().store(), ids, _fetcher(), today=today_local(), on_step=on_step)
     emit_result("paper refresh", result, as_json, refresh_report)
     if result["failed"]:
-        raise NetworkError(f"{result['failed']} of {len(result['papers'])} papers could not be refreshed (see above); "
-                           f"run the command again later")
+        raise NetworkError(
+            f"{result['failed']} of {len(result['papers'])} papers could not be refreshed (see above); "
+            f"run the command again later"
+        )
 
 
 def _refresh_progress(*, enabled: bool):
@@ -272,8 +348,9 @@ def _refresh_progress(*, enabled: bool):
     def bar():
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        with Progress(TextColumn("looking up papers"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                      transient=True) as progress:
+        with Progress(
+            TextColumn("looking up papers"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+        ) as progress:
             task = progress.add_task("refresh", total=None)
             yield lambda row: progress.advance(task)
 
@@ -283,7 +360,9 @@ def _refresh_progress(*, enabled: bool):
 @paper_app.command("import")
 def paper_import(
     file: Annotated[str, typer.Argument(help="A .bib file.")],
-    status: Annotated[str, typer.Option("--status", help="Status for entries that carry none (to-read: importing is not reading).")] = "to-read",
+    status: Annotated[
+        str, typer.Option("--status", help="Status for entries that carry none (to-read: importing is not reading).")
+    ] = "to-read",
     tags: Annotated[Optional[str], typer.Option("--tags", help="Tags added to every imported paper.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Import duplicates too.")] = False,
     as_json: JsonOpt = False,
@@ -300,9 +379,16 @@ def paper_import(
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    result = import_bibtex(context.current().store(), text, source=str(file), today=today_local(),
-                           default_status=status, tags=[tags] if tags else None, force=force,
-                           stages=known_stages())
+    result = import_bibtex(
+        context.current().store(),
+        text,
+        source=str(file),
+        today=today_local(),
+        default_status=status,
+        tags=[tags] if tags else None,
+        force=force,
+        stages=known_stages(),
+    )
     if not result["imported"] and not result["duplicates"]:  # nothing came of the file: say so, exit 2
         problems = result["problems"]
         if problems:
@@ -316,7 +402,9 @@ def paper_import(
 @paper_app.command("export")
 def paper_export(
     fmt: Annotated[str, typer.Option("--format", help="bibtex, json or csv.")] = "bibtex",
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[
+        Optional[str], typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="With --output: overwrite the file if it exists.")] = False,
 ) -> None:
     """Export the whole paper log as BibTeX, JSON or CSV."""
@@ -341,9 +429,14 @@ def paper_export(
 
 @paper_app.command("suggest")
 def paper_suggest(
-    stage: Annotated[Optional[int], typer.Option("--stage", help="Treat this as the current stage (default: your first unfinished stage).")] = None,
+    stage: Annotated[
+        Optional[int],
+        typer.Option("--stage", help="Treat this as the current stage (default: your first unfinished stage)."),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="How many suggestions.")] = 10,
-    kind: Annotated[Optional[str], typer.Option("--kind", help="Only this kind of reading: paper, book, article, system.")] = None,
+    kind: Annotated[
+        Optional[str], typer.Option("--kind", help="Only this kind of reading: paper, book, article, system.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Unread papers from the curriculum's reading list, current stage first."""

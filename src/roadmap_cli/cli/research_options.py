@@ -13,10 +13,15 @@ from typing_extensions import Annotated
 from roadmap_cli import context
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a versioned JSON envelope instead of tables.")]
-DateOpt = Annotated[Optional[str], typer.Option("--date", help="Your local date, YYYY-MM-DD / today / yesterday (default: today; no future dates).")]
+DateOpt = Annotated[
+    Optional[str],
+    typer.Option("--date", help="Your local date, YYYY-MM-DD / today / yesterday (default: today; no future dates)."),
+]
 StageOpt = Annotated[Optional[int], typer.Option("--stage", help="Curriculum stage number this belongs to.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-NewDateOpt = Annotated[Optional[str], typer.Option("--date", help="New date: YYYY-MM-DD, today or yesterday (no future dates).")]
+NewDateOpt = Annotated[
+    Optional[str], typer.Option("--date", help="New date: YYYY-MM-DD, today or yesterday (no future dates).")
+]
 
 
 def today_local():
@@ -104,8 +109,10 @@ def confirm_delete(question: str, *, yes: bool, command: tuple[str, ...]) -> Non
     from roadmap_cli.errors import UserError
 
     if not stdin_is_terminal():
-        raise UserError(f"not deleted: there is no terminal to ask for confirmation on; "
-                        f"to delete without asking, run: {suggested_command(*command, '--yes')}")
+        raise UserError(
+            f"not deleted: there is no terminal to ask for confirmation on; "
+            f"to delete without asking, run: {suggested_command(*command, '--yes')}"
+        )
     if not typer.confirm(question, default=False):
         typer.echo("nothing deleted", err=True)
         raise typer.Exit(1)

@@ -68,19 +68,31 @@ def run_review(console, store, cur, learner: str, due: list, now, lang: str, *, 
     with store.connection() as conn:  # one transaction for the whole session
         for item, rating, verdict in rated:
             next_due = review.apply_rating(conn, learner, item.item, rating, now, "review")
-            reviewed.append({"item": item.item, "rating": RATING_NAMES[rating], "due": next_due,
-                             "next": review.next_due_text(next_due, now),
-                             **({"answer": verdict_json(verdict)} if verdict is not None else {})})
+            reviewed.append(
+                {
+                    "item": item.item,
+                    "rating": RATING_NAMES[rating],
+                    "due": next_due,
+                    "next": review.next_due_text(next_due, now),
+                    **({"answer": verdict_json(verdict)} if verdict is not None else {}),
+                }
+            )
     until = records.iso(review.end_of_local_day(now))
     still_due = [i for i, d in records.cards_due(store, learner, until)]
-    return {"reviewed": reviewed, "due_left_today": len(still_due), "not_due": unknown,
-            "left_out": max(len(due) - len(rated), 0)}
+    return {
+        "reviewed": reviewed,
+        "due_left_today": len(still_due),
+        "not_due": unknown,
+        "left_out": max(len(due) - len(rated), 0),
+    }
 
 
 def render_summary(console, data: dict) -> None:
     if not data["reviewed"]:
-        console.print("Nothing due for review. [dim](done explain checkpoints and answered quiz questions come "
-                      "back here when FSRS says so: roadmap quiz, roadmap check)[/]")
+        console.print(
+            "Nothing due for review. [dim](done explain checkpoints and answered quiz questions come "
+            "back here when FSRS says so: roadmap quiz, roadmap check)[/]"
+        )
     else:
         console.print(f"\n[bold]Reviewed {len(data['reviewed'])}[/]")
         for r in data["reviewed"]:

@@ -15,8 +15,15 @@ def register(app: typer.Typer) -> None:
 
 def stats(
     weeks: Annotated[int, typer.Option("--weeks", min=1, max=520, help="Weeks of study hours to show.")] = 12,
-    width: Annotated[Optional[int], typer.Option("--width", min=60, max=400, help="Chart width in columns (default: the terminal's, 80 when piped).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the chart series as a versioned JSON envelope.")] = False,
+    width: Annotated[
+        Optional[int],
+        typer.Option(
+            "--width", min=60, max=400, help="Chart width in columns (default: the terminal's, 80 when piped)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the chart series as a versioned JSON envelope.")
+    ] = False,
 ) -> None:
     """Charts: checkpoints done vs the plan, hours per week vs the target, grade score per attempt, MiniGPT loss."""
     from roadmap_cli.formats.output import emit
@@ -25,8 +32,9 @@ def stats(
 
     ctx = context.current()
     start = ctx.setting("start_date")
-    charts = build_stats(ctx.store(), ctx.curriculum(), start=parse_date(start) if start else None,
-                         today=local_today(), weeks=weeks)
+    charts = build_stats(
+        ctx.store(), ctx.curriculum(), start=parse_date(start) if start else None, today=local_today(), weeks=weeks
+    )
 
     def render(console):
         from rich.text import Text

@@ -26,7 +26,12 @@ def render_status(console: Console, report) -> None:
     for s in report.stages:
         style = _STATE_STYLE[s.state]
         marker = "▶ " if s.state == "current" else ("✓ " if s.state == "done" else "  ")
-        table.add_row(str(s.number), f"[{style}]{marker}{e(s.title)}[/]", progress_bar(s.done / s.total if s.total else 0, 16), f"{s.done}/{s.total}")
+        table.add_row(
+            str(s.number),
+            f"[{style}]{marker}{e(s.title)}[/]",
+            progress_bar(s.done / s.total if s.total else 0, 16),
+            f"{s.done}/{s.total}",
+        )
     console.print(table)
 
     if report.milestones:
@@ -56,7 +61,9 @@ def render_status(console: Console, report) -> None:
             # wrapped between words on a narrow terminal (ids have no spaces: never split)
             console.print(f"  {e(str(lab['id'])):<18} stage {lab.get('stage', '?'):<3} {state}{best}")
     else:
-        console.print("  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]")
+        console.print(
+            "  [dim]no labs available yet[/]" if report.labs is None else "  [dim]none started — roadmap lab list[/]"
+        )
 
     console.print("[bold]This week's cadence[/]")
     if report.cadence:
@@ -91,6 +98,12 @@ def _schedule_line(sch, total: int) -> str:
     and for a plan whose planned weeks are all behind us."""
     if sch.verdict == "not started":
         return f"[bold]Schedule[/] starts {sch.start_date}: nothing is expected yet; you have {sch.done} — [bold]not started[/]"
-    where = f"plan expects stage {sch.planned_stage}" if sch.planned_stage else "the planned weeks are over: plan expects every stage"
-    return (f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: {where} and "
-            f"{sch.expected_done} of {total} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]")
+    where = (
+        f"plan expects stage {sch.planned_stage}"
+        if sch.planned_stage
+        else "the planned weeks are over: plan expects every stage"
+    )
+    return (
+        f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: {where} and "
+        f"{sch.expected_done} of {total} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]"
+    )

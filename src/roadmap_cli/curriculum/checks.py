@@ -94,13 +94,25 @@ def check_references(cur: Curriculum) -> list[Problem]:
     )
     for loc, c in _every_checkpoint(cur):
         if loc[0] == "plans" and STAGE_CHECKPOINT_ID.match(c.id):
-            problems.append((loc + ("id",), f"phase checkpoint {c.id!r} looks like a stage's (s<N>-...): "
-                                            "name it after its plan and phase, e.g. m28-p2-build-..."))
+            problems.append(
+                (
+                    loc + ("id",),
+                    f"phase checkpoint {c.id!r} looks like a stage's (s<N>-...): "
+                    "name it after its plan and phase, e.g. m28-p2-build-...",
+                )
+            )
         if c.kind == "build" and not c.proved_by:
             problems.append((loc + ("kind",), f"build checkpoint {c.id!r} needs proved_by: [{{lab: ..., part: ...}}]"))
         if c.kind == "explain" and c.proved_by:
-            problems.append((loc + ("proved_by",), f"explain checkpoint {c.id!r} is self-assessed and cannot have proved_by (use kind: build)"))
-        problems += _duplicates(((loc + ("proved_by", k), (r.lab, r.part)) for k, r in enumerate(c.proved_by)), "lab part")
+            problems.append(
+                (
+                    loc + ("proved_by",),
+                    f"explain checkpoint {c.id!r} is self-assessed and cannot have proved_by (use kind: build)",
+                )
+            )
+        problems += _duplicates(
+            ((loc + ("proved_by", k), (r.lab, r.part)) for k, r in enumerate(c.proved_by)), "lab part"
+        )
     for i, stage in enumerate(cur.stages):
         for j, res in enumerate(stage.resources):
             if res.reading is not None and res.reading not in reading_ids:
@@ -108,7 +120,9 @@ def check_references(cur: Curriculum) -> list[Problem]:
 
     # Milestones.
     problems += _duplicates(((("milestones", i, "id"), m.id) for i, m in enumerate(cur.milestones)), "milestone id")
-    problems += _duplicates(((("milestones", i, "number"), m.number) for i, m in enumerate(cur.milestones)), "milestone number")
+    problems += _duplicates(
+        ((("milestones", i, "number"), m.number) for i, m in enumerate(cur.milestones)), "milestone number"
+    )
     for i, m in enumerate(cur.milestones):
         for k, n in enumerate(m.stages):
             if n not in stage_numbers:
@@ -127,13 +141,20 @@ def check_references(cur: Curriculum) -> list[Problem]:
     # Long-range plans.
     problems += _duplicates(((("plans", i, "id"), p.id) for i, p in enumerate(cur.plans)), "plan id")
     for i, plan in enumerate(cur.plans):
-        problems += _duplicates(((("plans", i, "phases", j, "id"), ph.id) for j, ph in enumerate(plan.phases)), "phase id")
+        problems += _duplicates(
+            ((("plans", i, "phases", j, "id"), ph.id) for j, ph in enumerate(plan.phases)), "phase id"
+        )
         if plan.weekly_hours and plan.weekly_hours.min > plan.weekly_hours.max:
             problems.append((("plans", i, "weekly_hours"), "weekly_hours: min is larger than max"))
         for j, ph in enumerate(plan.phases):
             loc = ("plans", i, "phases", j)
             if ph.start_month is not None and ph.end_month is not None and ph.start_month > ph.end_month:
-                problems.append((loc + ("end_month",), f"phase {ph.id!r} ends (month {ph.end_month}) before it starts (month {ph.start_month})"))
+                problems.append(
+                    (
+                        loc + ("end_month",),
+                        f"phase {ph.id!r} ends (month {ph.end_month}) before it starts (month {ph.start_month})",
+                    )
+                )
             for k, n in enumerate(ph.stages):
                 if n not in stage_numbers:
                     problems.append((loc + ("stages", k), f"phase {ph.id!r} refers to unknown stage {n}"))
@@ -147,7 +168,12 @@ def check_references(cur: Curriculum) -> list[Problem]:
         if r.stage not in stage_numbers:
             problems.append((("reading_list", i, "stage"), f"reading {r.id!r} refers to unknown stage {r.stage}"))
         if r.phase is not None and r.phase not in phase_refs:
-            problems.append((("reading_list", i, "phase"), f"reading {r.id!r} refers to unknown phase {r.phase!r} (write plan-id/phase-id)"))
+            problems.append(
+                (
+                    ("reading_list", i, "phase"),
+                    f"reading {r.id!r} refers to unknown phase {r.phase!r} (write plan-id/phase-id)",
+                )
+            )
 
     # Quizzes (quiz_checks.py): checkpoints that exist, formulas that evaluate, one right option.
     from roadmap_cli.curriculum.quiz_checks import check_quizzes
@@ -185,6 +211,10 @@ def check_lab_links(cur: Curriculum, labs_root: Optional[Path]) -> list[Problem]
             if parts is None:
                 warnings.append((loc + ("lab",), f"checkpoint {c.id!r}: lab {ref.lab!r} does not exist yet"))
             elif parts and ref.part not in parts:
-                warnings.append((loc + ("part",), f"checkpoint {c.id!r}: lab {ref.lab!r} has no part {ref.part!r} (parts: {', '.join(sorted(parts))})"))
+                warnings.append(
+                    (
+                        loc + ("part",),
+                        f"checkpoint {c.id!r}: lab {ref.lab!r} has no part {ref.part!r} (parts: {', '.join(sorted(parts))})",
+                    )
+                )
     return warnings
-

@@ -104,7 +104,7 @@ def _eval(node: ast.AST, names: dict[str, float]) -> float:
         if isinstance(node.op, ast.Pow):
             if abs(right) > MAX_EXPONENT:
                 raise FormulaError(f"exponent {right:g} is larger than {MAX_EXPONENT}")
-            return _check(left ** right)
+            return _check(left**right)
         op = _BINARY.get(type(node.op))
         if op is None:
             raise FormulaError(f"operator {type(node.op).__name__} is not allowed (use + - * / // % **)")
@@ -121,5 +121,7 @@ def _eval(node: ast.AST, names: dict[str, float]) -> float:
             return _check(func(*args))
         except (TypeError, ValueError) as exc:
             raise FormulaError(f"{node.func.id}(): {exc}") from None
-    raise FormulaError(f"{type(node).__name__} is not allowed in a formula (numbers, names, + - * / // % ** and "
-                       f"{', '.join(FUNCTIONS)} only)")
+    raise FormulaError(
+        f"{type(node).__name__} is not allowed in a formula (numbers, names, + - * / // % ** and "
+        f"{', '.join(FUNCTIONS)} only)"
+    )

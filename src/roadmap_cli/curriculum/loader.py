@@ -58,7 +58,8 @@ def _decode(path: Path, raw: bytes) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationError(
-            f"{path}: 1 problem(s)", details=[f"{path}:1:1: the file is not UTF-8 text ({exc.reason} at byte {exc.start})"]
+            f"{path}: 1 problem(s)",
+            details=[f"{path}:1:1: the file is not UTF-8 text ({exc.reason} at byte {exc.start})"],
         ) from None
 
 
@@ -111,8 +112,9 @@ def _without_union_tags(loc: tuple) -> tuple:
     (`questions, 2, numeric, formula`); the YAML has no such node."""
     from roadmap_cli.curriculum.quiz_models import QUESTION_KINDS
 
-    return tuple(part for k, part in enumerate(loc)
-                 if not (part in QUESTION_KINDS and k >= 2 and loc[k - 2] == "questions"))
+    return tuple(
+        part for k, part in enumerate(loc) if not (part in QUESTION_KINDS and k >= 2 and loc[k - 2] == "questions")
+    )
 
 
 def _pydantic_problems(exc: Any) -> list[tuple[tuple, str, bool]]:
@@ -132,7 +134,7 @@ def _pydantic_problems(exc: Any) -> list[tuple[tuple, str, bool]]:
         elif kind == "model_type" and (err.get("ctx") or {}).get("class_name") == "Text":
             out.append((loc, f"{where}: expected {{zh: ..., en: ...}}, got {value!r}", False))
         elif kind == "string_type" and isinstance(value, float):
-            out.append((loc, f"{where}: expected a string, got the number {value!r} (quote it, e.g. \"{value}\")", False))
+            out.append((loc, f'{where}: expected a string, got the number {value!r} (quote it, e.g. "{value}")', False))
         elif kind.endswith("_type") or kind.endswith("_parsing"):
             out.append((loc, f"{where}: {err['msg'].lower()}, got {value!r}", False))
         else:

@@ -23,15 +23,25 @@ def check_quizzes(cur) -> list[Problem]:
         if quiz.checkpoint not in checkpoints:
             problems.append((loc + ("checkpoint",), f"quiz for unknown checkpoint {quiz.checkpoint!r}"))
         elif quiz.checkpoint in quiz_of:
-            problems.append((loc + ("checkpoint",), f"checkpoint {quiz.checkpoint!r} already has a quiz "
-                                                    f"(quizzes[{quiz_of[quiz.checkpoint]}]): merge the two"))
+            problems.append(
+                (
+                    loc + ("checkpoint",),
+                    f"checkpoint {quiz.checkpoint!r} already has a quiz "
+                    f"(quizzes[{quiz_of[quiz.checkpoint]}]): merge the two",
+                )
+            )
         quiz_of.setdefault(quiz.checkpoint, i)
         for j, question in enumerate(quiz.questions):
             qloc = loc + ("questions", j)
             if question.id in question_at:
                 first = question_at[question.id]
-                problems.append((qloc + ("id",), f"duplicate question id {question.id!r} (first used at "
-                                                 f"quizzes[{first[1]}].questions[{first[3]}])"))
+                problems.append(
+                    (
+                        qloc + ("id",),
+                        f"duplicate question id {question.id!r} (first used at "
+                        f"quizzes[{first[1]}].questions[{first[3]}])",
+                    )
+                )
             question_at.setdefault(question.id, qloc)
             problems += _check_question(question, qloc)
     return problems
@@ -44,11 +54,20 @@ def _check_question(question, loc: Loc) -> list[Problem]:
     if kind == "choice":
         right = [k for k, o in enumerate(question.options) if o.correct]
         if len(right) != 1:
-            return [(loc + ("options",), f"question {question.id!r}: exactly one option must be correct "
-                                         f"(found {len(right)})")]
-        problems = [(loc + ("options", k), f"question {question.id!r}: wrong option {k + 1} needs a `why` "
-                                           "(shown to a learner who picks it)")
-                    for k, o in enumerate(question.options) if not o.correct and o.why is None]
+            return [
+                (
+                    loc + ("options",),
+                    f"question {question.id!r}: exactly one option must be correct (found {len(right)})",
+                )
+            ]
+        problems = [
+            (
+                loc + ("options", k),
+                f"question {question.id!r}: wrong option {k + 1} needs a `why` (shown to a learner who picks it)",
+            )
+            for k, o in enumerate(question.options)
+            if not o.correct and o.why is None
+        ]
         problems += _repeats([o.text.en for o in question.options], loc + ("options",), question.id, "option")
         return problems
     if kind == "ordering":
@@ -67,14 +86,24 @@ def _check_numeric(question, loc: Loc) -> list[Problem]:
         return [(loc + ("formula",), f"question {question.id!r}: {exc}")]
     unused = sorted(set(question.inputs) - used)
     if unused:
-        problems.append((loc + ("inputs",), f"question {question.id!r}: input(s) {', '.join(unused)} not used "
-                                            "by the formula (a typo?)"))
+        problems.append(
+            (
+                loc + ("inputs",),
+                f"question {question.id!r}: input(s) {', '.join(unused)} not used by the formula (a typo?)",
+            )
+        )
     if value == 0:
-        problems.append((loc + ("formula",), f"question {question.id!r}: the answer is 0, which a relative "
-                                             "tolerance cannot check"))
+        problems.append(
+            (loc + ("formula",), f"question {question.id!r}: the answer is 0, which a relative tolerance cannot check")
+        )
     if not valid_question_unit(question.unit):
-        problems.append((loc + ("unit",), f"question {question.id!r}: unit {question.unit!r} is neither a known "
-                                          "unit (B, KiB, GB/s, ms, TFLOP/s, ...) nor a short label"))
+        problems.append(
+            (
+                loc + ("unit",),
+                f"question {question.id!r}: unit {question.unit!r} is neither a known "
+                "unit (B, KiB, GB/s, ms, TFLOP/s, ...) nor a short label",
+            )
+        )
     return problems
 
 

@@ -89,8 +89,12 @@ Question = Annotated[
     Union[NumericQuestion, ChoiceQuestion, OrderingQuestion, RecallQuestion], Field(discriminator="kind")
 ]
 
-QUESTION_CLASSES = {"numeric": NumericQuestion, "choice": ChoiceQuestion, "ordering": OrderingQuestion,
-                    "recall": RecallQuestion}
+QUESTION_CLASSES = {
+    "numeric": NumericQuestion,
+    "choice": ChoiceQuestion,
+    "ordering": OrderingQuestion,
+    "recall": RecallQuestion,
+}
 
 
 class Quiz(_Model):

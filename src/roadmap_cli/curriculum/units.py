@@ -26,8 +26,19 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-_BYTE_PREFIXES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_BYTE_PREFIXES = {
+    "": 1,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+}
 _SI = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
 # unit -> (quantity, factor to the quantity's base unit)
@@ -41,13 +52,30 @@ for _p, _f in _SI.items():
     UNITS[f"{_p}FLOP/s"] = ("compute throughput", _f)
     UNITS[f"{_p}FLOPS"] = ("compute throughput", _f)
     UNITS[f"{_p}Hz"] = ("frequency", _f)
-UNITS.update({
-    "ns": ("time", 1e-9), "us": ("time", 1e-6), "µs": ("time", 1e-6), "μs": ("time", 1e-6),
-    "ms": ("time", 1e-3), "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0),
-})
+UNITS.update(
+    {
+        "ns": ("time", 1e-9),
+        "us": ("time", 1e-6),
+        "µs": ("time", 1e-6),
+        "μs": ("time", 1e-6),
+        "ms": ("time", 1e-3),
+        "s": ("time", 1.0),
+        "min": ("time", 60.0),
+        "h": ("time", 3600.0),
+    }
+)
 # SI writes kilo with a lower-case k: "kB" is read as KB (1000 bytes), never guessed from "kb".
-UNITS.update({"kB": UNITS["KB"], "kB/s": UNITS["KB/s"], "kHz": UNITS["KHz"], "kFLOP": UNITS["KFLOP"],
-              "kFLOPs": UNITS["KFLOPs"], "kFLOP/s": UNITS["KFLOP/s"], "kFLOPS": UNITS["KFLOPS"]})
+UNITS.update(
+    {
+        "kB": UNITS["KB"],
+        "kB/s": UNITS["KB/s"],
+        "kHz": UNITS["KHz"],
+        "kFLOP": UNITS["KFLOP"],
+        "kFLOPs": UNITS["KFLOPs"],
+        "kFLOP/s": UNITS["KFLOP/s"],
+        "kFLOPS": UNITS["KFLOPS"],
+    }
+)
 # A byte unit in any case: "gb", "Kb", "mB", "GIB" (b/B, then an optional /s).
 _BYTEISH = re.compile(r"^([kmgtp])(i?)b(/s)?$", re.IGNORECASE)
 
@@ -72,18 +100,24 @@ def unreadable(unit: str, to_unit: str) -> UnreadableUnit:
         prefix, rate = byteish.group(1).upper(), byteish.group(3) or ""
         power = "KMGTP".index(prefix) + 1
         if byteish.group(2):  # "gib", "KIB": binary is clear, the b is not
-            return UnreadableUnit(f"{unit!r} is not a unit the quiz reads (units are case-sensitive): "
-                                  f"write {prefix}iB{rate} for {1024 ** power:,} bytes{rate}")
-        return UnreadableUnit(f"{unit!r} is ambiguous (bits or bytes? 1000- or 1024-based?): write "
-                              f"{prefix}B{rate} for {1000 ** power:,} bytes{rate} or "
-                              f"{prefix}iB{rate} for {1024 ** power:,}")
+            return UnreadableUnit(
+                f"{unit!r} is not a unit the quiz reads (units are case-sensitive): "
+                f"write {prefix}iB{rate} for {1024**power:,} bytes{rate}"
+            )
+        return UnreadableUnit(
+            f"{unit!r} is ambiguous (bits or bytes? 1000- or 1024-based?): write "
+            f"{prefix}B{rate} for {1000**power:,} bytes{rate} or "
+            f"{prefix}iB{rate} for {1024**power:,}"
+        )
     near = sorted(u for u in UNITS if u.lower() == unit.lower())
     if near:
-        return UnreadableUnit(f"{unit!r} is not a unit the quiz reads (units are case-sensitive): "
-                              f"did you mean {' or '.join(near)}?")
+        return UnreadableUnit(
+            f"{unit!r} is not a unit the quiz reads (units are case-sensitive): did you mean {' or '.join(near)}?"
+        )
     if to_unit not in UNITS:
-        return UnreadableUnit(f"unknown unit {unit!r}: the answer is counted in {to_unit}; "
-                              f"give a number, with or without {to_unit!r}")
+        return UnreadableUnit(
+            f"unknown unit {unit!r}: the answer is counted in {to_unit}; give a number, with or without {to_unit!r}"
+        )
     return UnreadableUnit(f"unknown unit {unit!r}; the question asks for {to_unit}")
 
 

@@ -17,7 +17,11 @@ def _t(text: Any, lang: str) -> Optional[str]:
 
 
 def _section(section: Section, lang: str) -> dict:
-    return {"title": section.title.get(lang), "items": [i.get(lang) for i in section.items], "note": _t(section.note, lang)}
+    return {
+        "title": section.title.get(lang),
+        "items": [i.get(lang) for i in section.items],
+        "note": _t(section.note, lang),
+    }
 
 
 def _phase(phase: Phase, lang: str) -> dict:
@@ -32,8 +36,15 @@ def _phase(phase: Phase, lang: str) -> dict:
         "stages": list(phase.stages),
         "sections": [_section(s, lang) for s in phase.sections],
         "project": _t(phase.project, lang),
-        "checkpoints": [{"id": c.id, "kind": c.kind, "text": c.text.get(lang),
-                         "proved_by": [f"{r.lab}/{r.part}" for r in c.proved_by]} for c in phase.checkpoints],
+        "checkpoints": [
+            {
+                "id": c.id,
+                "kind": c.kind,
+                "text": c.text.get(lang),
+                "proved_by": [f"{r.lab}/{r.part}" for r in c.proved_by],
+            }
+            for c in phase.checkpoints
+        ],
     }
 
 
@@ -46,7 +57,9 @@ def plan_view(plan: Plan, lang: str) -> dict:
         "sections": [_section(s, lang) for s in plan.sections],
         "phases": [_phase(p, lang) for p in plan.phases],
         "final_goal": _t(plan.final_goal, lang),
-        "fast_track": {"months": plan.fast_track.months, "note": plan.fast_track.note.get(lang)} if plan.fast_track else None,
+        "fast_track": {"months": plan.fast_track.months, "note": plan.fast_track.note.get(lang)}
+        if plan.fast_track
+        else None,
         "weekly_hours": plan.weekly_hours.model_dump() if plan.weekly_hours else None,
         "prerequisites": [p.get(lang) for p in plan.prerequisites],
     }
@@ -91,12 +104,16 @@ def overview(cur: Curriculum, lang: str, *, path: str) -> dict:
             for m in cur.milestones
         ],
         "final_goal": cur.final_goal.get(lang),
-        "levels": [{"number": lv.number, "title": lv.title.get(lang), "description": lv.description.get(lang)} for lv in cur.levels],
+        "levels": [
+            {"number": lv.number, "title": lv.title.get(lang), "description": lv.description.get(lang)}
+            for lv in cur.levels
+        ],
         "plans": [plan_view(p, lang) for p in cur.plans],
         "cadence": {
             "weekly_hours": cur.cadence.weekly_hours.model_dump(),
             "targets": [
-                {"period": t.period, "kind": t.kind, "count": t.count, "text": _t(t.text, lang)} for t in cur.cadence.targets
+                {"period": t.period, "kind": t.kind, "count": t.count, "text": _t(t.text, lang)}
+                for t in cur.cadence.targets
             ],
         },
         "reading_list": {"total": len(cur.reading_list), "with_arxiv": sum(1 for r in cur.reading_list if r.arxiv)},

@@ -32,14 +32,14 @@ def hoist_root_options(argv: list[str]) -> list[str]:
     if name is None:
         return argv
     at = next(i for i, arg in enumerate(argv) if arg == name and (i == 0 or argv[i - 1] not in ROOT_OPTIONS_WITH_VALUE))
-    moved, kept, rest, i = [], [], argv[at + 1:], 0
+    moved, kept, rest, i = [], [], argv[at + 1 :], 0
     while i < len(rest):
         arg = rest[i]
         if arg == "--":
             kept += rest[i:]
             break
         if arg in ROOT_OPTIONS_WITH_VALUE and i + 1 < len(rest):
-            moved += rest[i:i + 2]
+            moved += rest[i : i + 2]
             i += 2
             continue
         (moved if arg.split("=", 1)[0] in ROOT_OPTIONS_WITH_VALUE and "=" in arg else kept).append(arg)

@@ -62,8 +62,9 @@ class _Writer:
         return "" if self.indent is None else "\n" + " " * (self.indent * level)
 
     def dumps(self, value: Any, level: int) -> str:
-        text = json.dumps(value, ensure_ascii=False, indent=self.indent, sort_keys=self.sort_keys,
-                          separators=(",", self.key_sep))
+        text = json.dumps(
+            value, ensure_ascii=False, indent=self.indent, sort_keys=self.sort_keys, separators=(",", self.key_sep)
+        )
         # json.dumps indents from column 0; nested here, every line moves right.
         # (A newline inside a string is escaped as \n, so each "\n" is layout.)
         return text if self.indent is None or level == 0 else text.replace("\n", self.newline(level))
@@ -84,7 +85,12 @@ class _Writer:
             return
         keys = sorted(value) if self.sort_keys else list(value)
         for n, key in enumerate(keys):
-            self.write(("{" if n == 0 else ",") + self.newline(level + 1) + json.dumps(str(key), ensure_ascii=False) + self.key_sep)
+            self.write(
+                ("{" if n == 0 else ",")
+                + self.newline(level + 1)
+                + json.dumps(str(key), ensure_ascii=False)
+                + self.key_sep
+            )
             self.value(value[key], level + 1)
         self.write(self.newline(level) + "}")
 
@@ -109,7 +115,7 @@ class _Writer:
             else:
                 text = self.dumps(batch, level)
                 # `[a,b]` or `[\n  a,\n  b\n]`: keep what lies between the brackets
-                body = text[1:-1] if self.indent is None else text[1:-(len(self.newline(level)) + 1)]
+                body = text[1:-1] if self.indent is None else text[1 : -(len(self.newline(level)) + 1)]
             self.write(("[" if first else ",") + body)
             first = False
         self.write("[]" if first else self.newline(level) + "]")

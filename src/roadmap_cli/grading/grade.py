@@ -22,6 +22,7 @@ from roadmap_cli.labs.service import resolve_workspace, start_command, workspace
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec
 
+
 @dataclass
 class GradeOutcome:
     attempt_id: int
@@ -35,10 +36,20 @@ class GradeOutcome:
     hint_offer: Optional[str] = None  # one line offering `roadmap lab hint` after repeated failures
 
 
-def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cwd: Path, *,
-          part: Optional[str] = None, timeout: Optional[float] = None,
-          on_event: Optional[Callable[[dict], None]] = None, focus=None,
-          cancel=None, lang: str = "en", warm=None) -> GradeOutcome:
+def grade(
+    get_store: Callable[[], object],
+    home: Path,
+    lab_id: Optional[str],
+    cwd: Path,
+    *,
+    part: Optional[str] = None,
+    timeout: Optional[float] = None,
+    on_event: Optional[Callable[[dict], None]] = None,
+    focus=None,
+    cancel=None,
+    lang: str = "en",
+    warm=None,
+) -> GradeOutcome:
     """Pre-check, grade the workspace, record the attempt, mark checkpoints.
 
     `get_store` is called only once pytest is running: opening the database
@@ -70,8 +81,16 @@ def grade(get_store: Callable[[], object], home: Path, lab_id: Optional[str], cw
         spec.part(part)
     if early is None and not prestart.prechecked(path):
         problem = precheck.check_workspace(path)
-    job = GradeJob(spec, path, parts=[part] if part else None, timeout=timeout, focus=focus, cancel=cancel,
-                   device=prestart.started_device(), warm=warm)
+    job = GradeJob(
+        spec,
+        path,
+        parts=[part] if part else None,
+        timeout=timeout,
+        focus=focus,
+        cancel=cancel,
+        device=prestart.started_device(),
+        warm=warm,
+    )
     if problem is not None:
         prestart.discard()
         # A file that does not parse (or imports what does not exist): one report, no pytest.
@@ -130,8 +149,9 @@ def _start_cuda_checks(job):
     return future
 
 
-def grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None,
-                  cuda_checks=()) -> GradeOutcome:
+def grade_outcome(
+    store, spec, attempt_id, run, sha, dirty, marked, lang, *, problem=None, cuda_checks=()
+) -> GradeOutcome:
     """What the grade command shows of a recorded attempt (its number, the next hint, the pre-check problem
     or CUDA checks): shared by a local grade and `grade --on` (grading/remote/near.py)."""
     from roadmap_cli.labs import hints
@@ -145,8 +165,7 @@ def grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, *, pro
 
 # The one numbering of attempts people see (the grade's footer, `lab history`, `stage show`'s evidence,
 # the cohort queue): 1, 2, ... per learner per lab, computed on read (no schema change).
-ATTEMPT_NUMBER_SQL = ("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id "
-                      "AND learner = :learner")
+ATTEMPT_NUMBER_SQL = "SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND id <= :id AND learner = :learner"
 
 
 def attempt_number_in(sql, lab_id: str, learner: str, attempt_id: int) -> int:
@@ -159,14 +178,39 @@ def attempt_number(store, lab_id: str, attempt_id: int) -> int:
 
 
 # Every column of grade_attempts a grade writes (`imported` is False: this attempt was graded here).
-_ATTEMPT_COLUMNS = ("lab_id", "started_at", "duration_s", "outcome", "score", "max_score", "parts", "perf", "device",
-                    "device_capability", "torch_version", "triton_version", "interpret_mode", "commit_sha", "dirty",
-                    "workspace", "grader_sha256", "message", "sandbox", "imported", "learner", "graded_on",
-                    "verified")
-_INSERT_ATTEMPT = (f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
-                   f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})")
-_INSERT_TEST = ("INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
-                "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)")
+_ATTEMPT_COLUMNS = (
+    "lab_id",
+    "started_at",
+    "duration_s",
+    "outcome",
+    "score",
+    "max_score",
+    "parts",
+    "perf",
+    "device",
+    "device_capability",
+    "torch_version",
+    "triton_version",
+    "interpret_mode",
+    "commit_sha",
+    "dirty",
+    "workspace",
+    "grader_sha256",
+    "message",
+    "sandbox",
+    "imported",
+    "learner",
+    "graded_on",
+    "verified",
+)
+_INSERT_ATTEMPT = (
+    f"INSERT INTO grade_attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _ATTEMPT_COLUMNS)})"
+)
+_INSERT_TEST = (
+    "INSERT INTO grade_test_results (attempt_id, nodeid, part_id, outcome, duration_s, message, learner) "
+    "VALUES (:attempt_id, :nodeid, :part_id, :outcome, :duration_s, :message, :learner)"
+)
 
 
 def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool = False) -> set[str]:
@@ -175,13 +219,19 @@ def _parts_passed_before(sql, lab_id: str, learner: str, *, verified_only: bool 
     self-graded claim never helps prove a checkpoint)."""
     from roadmap_cli.labs.passing import passed_parts, passing_attempts_sql
 
-    rows = sql.rows(passing_attempts_sql("outcome, parts", where="lab_id = :lab AND learner = :learner",
-                                         verified_only=verified_only), lab=lab_id, learner=learner)
+    rows = sql.rows(
+        passing_attempts_sql(
+            "outcome, parts", where="lab_id = :lab AND learner = :learner", verified_only=verified_only
+        ),
+        lab=lab_id,
+        learner=learner,
+    )
     return set(passed_parts(rows))
 
 
-def record_attempt(store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *,
-                   graded_on: Optional[str] = None) -> tuple[int, list[str]]:
+def record_attempt(
+    store, spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *, graded_on: Optional[str] = None
+) -> tuple[int, list[str]]:
     """Store the attempt and its per-test results; mark the checkpoints of passed parts.
 
     Plain SQL (store/sql.py) in one write transaction, on either store: the
@@ -198,8 +248,16 @@ def _through_server(sql) -> bool:
     return sql.dialect == "postgresql" and not sql.scalar("SELECT has_table_privilege('grade_attempts', 'INSERT')")
 
 
-def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optional[bool], *, learner: str,
-                   graded_on: Optional[str] = None, verified: bool = False) -> Callable[[object], tuple[int, list[str]]]:
+def attempt_writer(
+    spec: "LabSpec",
+    run,
+    commit_sha: Optional[str],
+    dirty: Optional[bool],
+    *,
+    learner: str,
+    graded_on: Optional[str] = None,
+    verified: bool = False,
+) -> Callable[[object], tuple[int, list[str]]]:
     """record_attempt's transaction body, `write(sql) -> (attempt id, checkpoints marked)`, for `learner`:
     the cohort worker (grading/queue.py) runs it inside its own transaction, which also marks the submission,
     with `verified=True` (only a role allowed to write grade_attempts can record that)."""
@@ -207,30 +265,64 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
     from roadmap_cli.store.roles import LAB_SOURCE_PREFIX, SELF_GRADED_FUNCTION, SELF_GRADED_SOURCE_PREFIX
     from roadmap_cli.store.values import WORKER_PREFIX
 
-    parts_json = [{"id": p.id, "points": p.points, "max_points": p.max_points, "status": p.status,
-                   "tests_passed": p.tests_passed, "tests_total": p.tests_total} for p in run.parts]
+    parts_json = [
+        {
+            "id": p.id,
+            "points": p.points,
+            "max_points": p.max_points,
+            "status": p.status,
+            "tests_passed": p.tests_passed,
+            "tests_total": p.tests_total,
+        }
+        for p in run.parts
+    ]
     row = dict(
-        lab_id=spec.id, started_at=run.started_at, duration_s=run.duration_s, outcome=run.outcome,
-        score=run.score, max_score=run.max_score, parts=json.dumps(parts_json), perf=json.dumps(run.perf),
-        device=run.device, device_capability=run.device_capability, torch_version=run.torch_version,
-        triton_version=run.triton_version, interpret_mode=bool(run.interpret_mode), commit_sha=commit_sha,
-        dirty=dirty, workspace=run.workspace, grader_sha256=run.grader_sha256, message=run.message,
+        lab_id=spec.id,
+        started_at=run.started_at,
+        duration_s=run.duration_s,
+        outcome=run.outcome,
+        score=run.score,
+        max_score=run.max_score,
+        parts=json.dumps(parts_json),
+        perf=json.dumps(run.perf),
+        device=run.device,
+        device_capability=run.device_capability,
+        torch_version=run.torch_version,
+        triton_version=run.triton_version,
+        interpret_mode=bool(run.interpret_mode),
+        commit_sha=commit_sha,
+        dirty=dirty,
+        workspace=run.workspace,
+        grader_sha256=run.grader_sha256,
+        message=run.message,
         sandbox=run.sandbox,
-        imported=False, learner=learner, graded_on=graded_on,  # None: this machine; else the remote's name
+        imported=False,
+        learner=learner,
+        graded_on=graded_on,  # None: this machine; else the remote's name
         verified=bool(verified),
     )
-    tests = [dict(nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome, duration_s=t.duration_s,
-                  message=t.message) for t in run.tests]
+    tests = [
+        dict(nodeid=t.nodeid, part_id=t.part or "?", outcome=t.outcome, duration_s=t.duration_s, message=t.message)
+        for t in run.tests
+    ]
 
     def write(sql):  # run again as a whole if the server reports a conflict (Store.write_sql)
         marked: list[str] = []
-        passed = (_parts_passed_before(sql, spec.id, learner, verified_only=verified)
-                  if any(p.status == "passed" for p in run.parts) else set())
+        passed = (
+            _parts_passed_before(sql, spec.id, learner, verified_only=verified)
+            if any(p.status == "passed" for p in run.parts)
+            else set()
+        )
         self_graded = _through_server(sql)
         if self_graded:
             claim = {k: v for k, v in row.items() if k not in ("imported", "learner", "verified")}
-            attempt_id = int(sql.scalar(f"SELECT {SELF_GRADED_FUNCTION}(CAST(:attempt AS jsonb), CAST(:tests AS jsonb))",
-                                        attempt=json.dumps(claim), tests=json.dumps(tests)))
+            attempt_id = int(
+                sql.scalar(
+                    f"SELECT {SELF_GRADED_FUNCTION}(CAST(:attempt AS jsonb), CAST(:tests AS jsonb))",
+                    attempt=json.dumps(claim),
+                    tests=json.dumps(tests),
+                )
+            )
         else:
             attempt_id = sql.insert(_INSERT_ATTEMPT, **row)
             for t in tests:
@@ -240,7 +332,9 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
         # lab-proved.
         # A worker's weak-sandbox grade (recorded with verified=False) proves no more than the learner's own.
         as_claim = self_graded or (bool(graded_on) and graded_on.startswith(WORKER_PREFIX) and not verified)
-        source_prefix, kind = (SELF_GRADED_SOURCE_PREFIX, "self-graded attempt") if as_claim else (LAB_SOURCE_PREFIX, "grade attempt")
+        source_prefix, kind = (
+            (SELF_GRADED_SOURCE_PREFIX, "self-graded attempt") if as_claim else (LAB_SOURCE_PREFIX, "grade attempt")
+        )
         for p in run.parts:
             if p.status != "passed":
                 continue
@@ -250,8 +344,9 @@ def attempt_writer(spec: "LabSpec", run, commit_sha: Optional[str], dirty: Optio
                 if not all(q.id in passed for q in spec.parts if checkpoint in q.proves):
                     continue
                 number = attempt_number_in(sql, spec.id, learner, attempt_id)
-                _, already = mark_done_sql(sql, learner, checkpoint, f"{source_prefix}{spec.id}/{p.id}",
-                                           f"{kind} #{number} of {spec.id}")
+                _, already = mark_done_sql(
+                    sql, learner, checkpoint, f"{source_prefix}{spec.id}/{p.id}", f"{kind} #{number} of {spec.id}"
+                )
                 if not already and checkpoint not in marked:
                     marked.append(checkpoint)
         return attempt_id, marked

@@ -86,9 +86,11 @@ def stat_snapshot(paths) -> dict[str, tuple]:
 # below (and its record, for edits made after the grade).
 
 WEAK_WATCH_PACKAGES = ("roadmap_cli", "pytest", "_pytest", "pluggy", "iniconfig")
-WEAK_REPAIR = ("reinstall roadmap and its dependencies (pip install --force-reinstall roadmap-cli, or "
-               "`pip install -e .` in a checkout) and Python if the file is in its stdlib, delete {pycache} and "
-               "{cpp_cache}, then grade again")
+WEAK_REPAIR = (
+    "reinstall roadmap and its dependencies (pip install --force-reinstall roadmap-cli, or "
+    "`pip install -e .` in a checkout) and Python if the file is in its stdlib, delete {pycache} and "
+    "{cpp_cache}, then grade again"
+)
 
 
 def weak_watch() -> list[tuple[str, bool]]:
@@ -205,7 +207,7 @@ def _honest_rewritten_pyc(path: str, source: str) -> bool:
 
 def _optimization(name: str) -> str:
     parts = name.split(".")
-    return next((p[len("opt-"):] for p in parts if p.startswith("opt-")), "")
+    return next((p[len("opt-") :] for p in parts if p.startswith("opt-")), "")
 
 
 def taint_file():
@@ -215,8 +217,9 @@ def taint_file():
     return None if pycache is None else pycache.parent / "weak-grade-writes.json"
 
 
-def record_taint(paths: list[str], expected: dict[str, str] | None = None,
-                 repos: dict[str, list[str]] | None = None) -> None:
+def record_taint(
+    paths: list[str], expected: dict[str, str] | None = None, repos: dict[str, list[str]] | None = None
+) -> None:
     """Remember what a weak grade left, so later grades refuse until it is repaired. A path of what judges
     (judge_hashes: the lab folder, the checkout's git state) is repaired when its content is back to what it
     was before the grade; any other when it is gone or written again (a reinstall)."""
@@ -278,11 +281,16 @@ def taint_line() -> str | None:
 
     repo = next((r for r in repos if isinstance(repos[r], list) and any(holds(r, p) for p in left)), None)
     if repo is not None:
-        return (head + f", which judges later grades: restore the checkout as it was (`git -C {repo} reset --hard "
-                f"{repos[repo][0]}`, after saving any edits of your own there; undo by hand what it added to its "
-                f"git config or hooks), or reinstall roadmap, then grade again")
-    return (head + ", which a later grade would run: "
-            + WEAK_REPAIR.format(pycache=manifest.pycache_dir(), cpp_cache=cpp_cache_root()))
+        return (
+            head + f", which judges later grades: restore the checkout as it was (`git -C {repo} reset --hard "
+            f"{repos[repo][0]}`, after saving any edits of your own there; undo by hand what it added to its "
+            f"git config or hooks), or reinstall roadmap, then grade again"
+        )
+    return (
+        head
+        + ", which a later grade would run: "
+        + WEAK_REPAIR.format(pycache=manifest.pycache_dir(), cpp_cache=cpp_cache_root())
+    )
 
 
 # ------------------------------------------------ the whole runtime, around and after a weak grade
@@ -298,6 +306,7 @@ def taint_line() -> str | None:
 # does not (residual: an entry planted for a key no grade has built yet). Limit: in the weak mode everything is written as the same user, so learner code that also rewrites this
 # record cannot be told from the engine; the strong wall (bubblewrap) is the answer to that.
 
+
 def runtime_roots() -> list[str]:
     """Every folder the grader's Python imports from: the stdlib, each site-packages folder and what the grader's
     fixed sys.path adds, roadmap_cli, the venv's bin; nested folders only once."""
@@ -306,8 +315,15 @@ def runtime_roots() -> list[str]:
     import sysconfig
 
     paths = sysconfig.get_paths()
-    found = [paths.get("stdlib"), paths.get("platstdlib"), paths.get("purelib"), paths.get("platlib"),
-             *site.getsitepackages(), os.path.join(sys.prefix, "bin"), str(_PKG)]
+    found = [
+        paths.get("stdlib"),
+        paths.get("platstdlib"),
+        paths.get("purelib"),
+        paths.get("platlib"),
+        *site.getsitepackages(),
+        os.path.join(sys.prefix, "bin"),
+        str(_PKG),
+    ]
     if site.ENABLE_USER_SITE:
         found.append(site.getusersitepackages())
     from roadmap_cli.grading_kit.oswall import site_paths
@@ -351,8 +367,7 @@ def tree_snapshot(roots) -> dict[str, tuple]:
                         if entry.is_dir(follow_symlinks=False):
                             if entry.name.startswith(".build-"):
                                 continue  # a C++ build in flight (its result is moved into an entry, seen there)
-                            if mirror or entry.name not in ("site-packages", "dist-packages") \
-                                    or entry.path in imported:
+                            if mirror or entry.name not in ("site-packages", "dist-packages") or entry.path in imported:
                                 stack.append(entry.path)
                             continue
                         st = entry.stat(follow_symlinks=False)
@@ -417,8 +432,9 @@ ABSENT = "absent"
 
 def _content(path: str) -> str:
     folder = os.path.dirname(path)
-    if os.path.basename(path) == "HEAD" and (os.path.isdir(os.path.join(folder, "refs"))
-                                             or os.path.isfile(os.path.join(folder, "commondir"))):
+    if os.path.basename(path) == "HEAD" and (
+        os.path.isdir(os.path.join(folder, "refs")) or os.path.isfile(os.path.join(folder, "commondir"))
+    ):
         # A checkout's HEAD, as the commit it names: what the install check compares with. (Other refs move
         # when the user commits on another branch or worktree meanwhile: not this grade's doing.)
         return "commit:" + str(_head_commit(_git_dirs_of(os.path.dirname(path))))
@@ -444,7 +460,7 @@ def _git_dirs(start: Path) -> list[Path]:
                 return []
             if not text.startswith("gitdir:"):
                 return []
-            gitdir = (folder / text[len("gitdir:"):].strip()).resolve()
+            gitdir = (folder / text[len("gitdir:") :].strip()).resolve()
             dirs = [gitdir]
             common = gitdir / "commondir"
             if common.is_file():
@@ -505,7 +521,7 @@ def _head_commit(gitdirs: list[Path]) -> str | None:
         return None
     if not head.startswith("ref:"):
         return head or None
-    ref = head[len("ref:"):].strip()
+    ref = head[len("ref:") :].strip()
     for gitdir in gitdirs:
         try:
             return (gitdir / ref).read_text().strip()
@@ -522,8 +538,11 @@ def _head_commit(gitdirs: list[Path]) -> str | None:
 
 def judge_repos(before: dict[str, str]) -> dict[str, list[str]]:
     """checkout -> [the commit it had before the grade, its git folders] (from judge_hashes)."""
-    return {k[len("@git-head:"):]: [v, before.get("@git-dirs:" + k[len("@git-head:"):], "")]
-            for k, v in before.items() if k.startswith("@git-head:")}
+    return {
+        k[len("@git-head:") :]: [v, before.get("@git-dirs:" + k[len("@git-head:") :], "")]
+        for k, v in before.items()
+        if k.startswith("@git-head:")
+    }
 
 
 def judge_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -36,7 +36,9 @@ def forbidden_sources(spec: "LabSpec") -> list[str]:
 
     for copy in (Path(p) for p in runtime_hides() if os.path.isdir(p)):
         paths.add(str(copy / "kernels"))
-        paths.update(str(lab / sub) for lab in (copy / "labs").glob("*") if lab.is_dir() for sub in ("solution", "tests"))
+        paths.update(
+            str(lab / sub) for lab in (copy / "labs").glob("*") if lab.is_dir() for sub in ("solution", "tests")
+        )
     return sorted(paths)
 
 
@@ -86,8 +88,14 @@ def learner_shim(spec: "LabSpec", parent: str) -> str:
     return str(target)
 
 
-def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: Optional[str] = None,
-                 gpu_cache: Optional[str] = None) -> dict:
+def learner_view(
+    spec: "LabSpec",
+    workspace: str,
+    scratch: str,
+    shim: str,
+    artefacts: Optional[str] = None,
+    gpu_cache: Optional[str] = None,
+) -> dict:
     """The per-grade part of what learner code sees behind the OS wall
     (grading_kit/oswall.py adds the system's part, `oswall.SYSTEM`; nothing
     else exists in there). Built up from nothing:
@@ -111,14 +119,21 @@ def learner_view(spec: "LabSpec", workspace: str, scratch: str, shim: str, artef
     # Without a folder of its own (a grade of dev check, whose warm learner sees the cache): the cache.
     artefacts = artefacts or str(cpp_build.cache_root())
     grants = learner_grants(spec, workspace, scratch, shim, artefacts)
-    grants += [("read_write", path, "the workspace's own GPU build folders: torch extensions, Triton cache, "
-                                    "CUDA MPS pipes (grading_kit/learner_extras.py)")
-               for path in learner_extras.extra_rw_dirs(str(workspace), Path(gpu_cache) if gpu_cache else None)]
+    grants += [
+        (
+            "read_write",
+            path,
+            "the workspace's own GPU build folders: torch extensions, Triton cache, "
+            "CUDA MPS pipes (grading_kit/learner_extras.py)",
+        )
+        for path in learner_extras.extra_rw_dirs(str(workspace), Path(gpu_cache) if gpu_cache else None)
+    ]
     return {**_view([spec], grants), "cwd": str(workspace)}
 
 
-def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
-                   artefacts: str = "<this grade's C++ builds>") -> list[tuple[str, str, str]]:
+def learner_grants(
+    spec: "LabSpec", workspace: str, scratch: str, shim: str, artefacts: str = "<this grade's C++ builds>"
+) -> list[tuple[str, str, str]]:
     """learner_view's per-grade grants: (kind, path, why)."""
     return [
         ("read_write", str(workspace), "the workspace: the learner's own files"),
@@ -126,7 +141,11 @@ def learner_grants(spec: "LabSpec", workspace: str, scratch: str, shim: str,
         ("read_only", shim, "the lab's adapter shim (adapter.py and its declared learner-side files)"),
         ("read_only", str(Path(spec.root).resolve() / "data"), "the lab's input data"),
         ("read_only", artefacts, "this grade's C++ builds (the grader builds, the learner loads; never the cache)"),
-        ("hide", os.path.join(str(workspace), ".git"), "the workspace's git repository: the engine's, not the learner's"),
+        (
+            "hide",
+            os.path.join(str(workspace), ".git"),
+            "the workspace's git repository: the engine's, not the learner's",
+        ),
     ]
 
 
@@ -139,12 +158,16 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     (grading_kit/learner_extras.py: every workspace's Triton cache and torch extensions)."""
     from roadmap_cli.grading_kit import cpp_build, learner_extras
 
-    grants = [("read_write", root, "dev check's root: every workspace and scratch folder of the run"),
-              *(("read_write", path, "the GPU build folders of every workspace of the run")
-                for path in learner_extras.shared_rw_dirs()),
-              ("read_only", shims, "the labs' adapter shims"),
-              ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
-              *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs)]
+    grants = [
+        ("read_write", root, "dev check's root: every workspace and scratch folder of the run"),
+        *(
+            ("read_write", path, "the GPU build folders of every workspace of the run")
+            for path in learner_extras.shared_rw_dirs()
+        ),
+        ("read_only", shims, "the labs' adapter shims"),
+        ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
+        *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs),
+    ]
     # On the host's network (no namespace of its own): the graders of dev check, which run on the host's, talk
     # to its learners' servers. It runs the project's own code (references, starters, wrong variants), never
     # a learner's; `dev check --cold-learners` checks behind the whole wall.
@@ -219,7 +242,7 @@ def write_and_close(fd: int, blob: bytes):
         try:
             view = memoryview(blob)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         except OSError:
             pass
         finally:

@@ -38,8 +38,15 @@ PKG = Path(__file__).resolve().parents[1]  # .../roadmap_cli
 MANIFEST_FILE = PKG / "_manifest.json"
 UNLOCK_ENV = "ROADMAP_DEV_UNLOCKED"
 # Package paths (relative to roadmap_cli/) whose code decides a verdict.
-ENGINE = ("__init__.py", "grading", "grading_kit", "labs/__init__.py", "labs/nodeids.py", "labs/plan.py",
-          "labs/spec.py")
+ENGINE = (
+    "__init__.py",
+    "grading",
+    "grading_kit",
+    "labs/__init__.py",
+    "labs/nodeids.py",
+    "labs/plan.py",
+    "labs/spec.py",
+)
 LAB_PARTS = ("lab.yaml", "tests")  # relative to labs/<id>/
 REPAIR = "repair: reinstall roadmap, see roadmap doctor"
 
@@ -141,7 +148,7 @@ def _in_scope(key: str) -> bool:
     if key.startswith("labs/"):
         rest = key.split("/", 2)[2]
         return rest == "lab.yaml" or rest.startswith("tests/")
-    rel = key[len("roadmap_cli/"):]
+    rel = key[len("roadmap_cli/") :]
     return any(rel == e or rel.startswith(e + "/") for e in ENGINE)
 
 
@@ -152,8 +159,13 @@ def _git_blob(path: Path) -> str:
 
 def _git(cwd: Path, *args: str) -> Optional[str]:
     try:
-        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=30,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        proc = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -214,8 +226,12 @@ def _inside(path: Path, root: Path) -> bool:
 def status(lab_dirs) -> dict:
     """For `roadmap doctor`: where the expected hashes come from, and the first changed file if any."""
     if unlocked():
-        return {"source": "unlocked", "ok": None, "checked": 0,
-                "line": f"{UNLOCK_ENV} is set: grades run on changed grader files (authoring only)"}
+        return {
+            "source": "unlocked",
+            "ok": None,
+            "checked": 0,
+            "line": f"{UNLOCK_ENV} is set: grades run on changed grader files (authoring only)",
+        }
     checked, first = 0, None
     for lab_dir in lab_dirs:
         verdict = verify(lab_dir)
@@ -225,10 +241,20 @@ def status(lab_dirs) -> dict:
             break
     source = first.source if first else ("wheel" if MANIFEST_FILE.is_file() else "git")
     if first is None:
-        return {"source": source, "ok": True, "checked": checked,
-                "line": f"every grader file matches the install ({source}, {checked} files)"}
-    return {"source": source, "ok": False, "checked": checked, "changed": first.changed, "reason": first.reason,
-            "line": f"{first.line()}: {first.reason}"}
+        return {
+            "source": source,
+            "ok": True,
+            "checked": checked,
+            "line": f"every grader file matches the install ({source}, {checked} files)",
+        }
+    return {
+        "source": source,
+        "ok": False,
+        "checked": checked,
+        "changed": first.changed,
+        "reason": first.reason,
+        "line": f"{first.line()}: {first.reason}",
+    }
 
 
 _PYCACHE: list = []

@@ -105,8 +105,11 @@ class Reaper:
             return 0
         me, killed = os.getpid(), 0
         for _ in range(200):
-            new = [pid for pid, branch in _below(me)
-                   if (branch, _start_time(branch)) not in self.before and (pid, _start_time(pid)) not in self.before]
+            new = [
+                pid
+                for pid, branch in _below(me)
+                if (branch, _start_time(branch)) not in self.before and (pid, _start_time(pid)) not in self.before
+            ]
             for pid in new:
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -59,8 +59,13 @@ from roadmap_cli.labs.nodeids import part_for
 MESSAGE_LIMIT = 4000  # characters of a failure message kept per test
 VERBOSE_MESSAGE_LIMIT = 20000
 # Frames from these folders are machinery, not where a learner should look.
-_MACHINERY = (os.sep + "grading_kit" + os.sep, os.sep + "site-packages" + os.sep, os.sep + "_pytest" + os.sep,
-              os.sep + "pluggy" + os.sep, "<frozen ")
+_MACHINERY = (
+    os.sep + "grading_kit" + os.sep,
+    os.sep + "site-packages" + os.sep,
+    os.sep + "_pytest" + os.sep,
+    os.sep + "pluggy" + os.sep,
+    "<frozen ",
+)
 
 
 class _State:
@@ -160,10 +165,13 @@ def refuse_links_out_of(*folders: str) -> None:
             return
         path = os.path.abspath(os.fsdecode(args[0]))
         for given, root in roots:
-            if (path.startswith(given) or path.startswith(root)) and \
-                    not os.path.join(os.path.realpath(path), "").startswith(root):
-                raise PermissionError(f"{path} is a link out of the learner's folders (to {os.path.realpath(path)}): "
-                                      "the grader does not follow it")
+            if (path.startswith(given) or path.startswith(root)) and not os.path.join(
+                os.path.realpath(path), ""
+            ).startswith(root):
+                raise PermissionError(
+                    f"{path} is a link out of the learner's folders (to {os.path.realpath(path)}): "
+                    "the grader does not follow it"
+                )
 
     sys.addaudithook(hook)
 
@@ -189,8 +197,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ
         sandbox.configure(spec.get("sandbox"))
-        if spec.get("sandbox") and (os.environ.get("ROADMAP_DEVICE") == "cuda" or
-                                    os.environ.get("ROADMAP_GRADER_CUDA_GUARD") == "1"):
+        if spec.get("sandbox") and (
+            os.environ.get("ROADMAP_DEVICE") == "cuda" or os.environ.get("ROADMAP_GRADER_CUDA_GUARD") == "1"
+        ):
             # Only the learner process opens a CUDA context (EXCLUSIVE_PROCESS mode refuses a second one):
             # grader code that would initialise CUDA raises instead (grading_kit/placement.py). A CUDA grade
             # imports torch anyway; ROADMAP_GRADER_CUDA_GUARD=1 sets the guard on a CPU grade (tests).
@@ -248,8 +257,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_collection_finish(session: pytest.Session) -> None:
     # After every deselection (ours, and pytest's own -k): what will really run.
     items = session.items
-    _state.emit("collected", tests=[[item.nodeid, _part(item.nodeid) if _state.parts else None] for item in items],
-                unassigned=getattr(_state, "unassigned", []))
+    _state.emit(
+        "collected",
+        tests=[[item.nodeid, _part(item.nodeid) if _state.parts else None] for item in items],
+        unassigned=getattr(_state, "unassigned", []),
+    )
 
 
 def _collect_part(nodeid: str) -> Optional[str]:
@@ -263,8 +275,12 @@ def _collect_part(nodeid: str) -> Optional[str]:
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if report.failed:
-        _state.emit("collect_error", nodeid=report.nodeid, part=_collect_part(report.nodeid),
-                    message=_trim(str(report.longrepr)))
+        _state.emit(
+            "collect_error",
+            nodeid=report.nodeid,
+            part=_collect_part(report.nodeid),
+            message=_trim(str(report.longrepr)),
+        )
 
 
 def _learner_requests() -> int:
@@ -274,8 +290,12 @@ def _learner_requests() -> int:
 
 
 def pytest_runtest_logstart(nodeid: str, location) -> None:
-    _state.reports[nodeid] = {"outcome": "passed", "duration_s": 0.0, "message": None,
-                              "requests_at_start": _learner_requests()}
+    _state.reports[nodeid] = {
+        "outcome": "passed",
+        "duration_s": 0.0,
+        "message": None,
+        "requests_at_start": _learner_requests(),
+    }
     _state.emit("start", nodeid=nodeid, part=_part(nodeid))
 
 
@@ -312,8 +332,15 @@ def _frames(excinfo, item) -> list[tuple[str, str, int, str, str]]:
             statement = str(entry.statement).strip()
         except Exception:  # source not available (e.g. a file changed since)
             statement = ""
-        out.append((kind, os.path.relpath(path, workspace) if kind == "yours" else os.path.basename(path),
-                    entry.lineno + 1, entry.name, statement))
+        out.append(
+            (
+                kind,
+                os.path.relpath(path, workspace) if kind == "yours" else os.path.basename(path),
+                entry.lineno + 1,
+                entry.name,
+                statement,
+            )
+        )
     return out
 
 
@@ -356,7 +383,7 @@ def not_implemented(message: str, function: Optional[str]) -> str:
     prefix = re.match(r"^(?:implement\s+)?([A-Za-z_][\w.]*)(?:\([^)]*\))?(?:\s+is not implemented yet)?:\s*", text)
     if prefix and (function is None or prefix.group(1).rsplit(".", 1)[-1] == function or text.startswith("implement")):
         function = function or prefix.group(1)
-        text = text[prefix.end():]
+        text = text[prefix.end() :]
     name = function or "a function"
     return f"not implemented yet: {name} ({text})" if text else f"not implemented yet: {name}"
 
@@ -404,11 +431,19 @@ def _bare_report(item: pytest.Item, call, exc: BaseException) -> pytest.TestRepo
         outcome, longrepr = "skipped", (str(item.path), item.location[1] or 0, f"Skipped: {value}")
     else:
         outcome = "failed"
-        longrepr = (f"{type(value).__name__}: {value}\n  (pytest could not show where: "
-                    f"{type(exc).__name__}: {exc})")
-    return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr,
-                             call.when, duration=call.duration, start=call.start, stop=call.stop,
-                             user_properties=item.user_properties)
+        longrepr = f"{type(value).__name__}: {value}\n  (pytest could not show where: {type(exc).__name__}: {exc})"
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        {k: 1 for k in item.keywords},
+        outcome,
+        longrepr,
+        call.when,
+        duration=call.duration,
+        start=call.start,
+        stop=call.stop,
+        user_properties=item.user_properties,
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -444,14 +479,24 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         _state.special.setdefault(item.nodeid, ("failed", _trim(str(exc))))
     elif isinstance(exc, LearnerError):
         kind = (exc.learner_type or type(exc).__name__).rsplit(".", 1)[-1]
-        text = (not_implemented(str(exc), _deepest_function(frames, exc.learner_frames))
-                if kind == "NotImplementedError" else f"{kind}: {exc}")
-        _state.special.setdefault(item.nodeid, ("failed" if call.when == "call" else "error",
-                                                _trim(_located(text, frames, exc.learner_frames))))
+        text = (
+            not_implemented(str(exc), _deepest_function(frames, exc.learner_frames))
+            if kind == "NotImplementedError"
+            else f"{kind}: {exc}"
+        )
+        _state.special.setdefault(
+            item.nodeid,
+            ("failed" if call.when == "call" else "error", _trim(_located(text, frames, exc.learner_frames))),
+        )
     elif isinstance(exc, NotImplementedError) and any(f[0] == "yours" for f in frames):
         # Learner code imported into the grader's process (no sandbox) raised it.
-        _state.special.setdefault(item.nodeid, ("failed" if call.when == "call" else "error", _trim(_located(
-            not_implemented(str(exc), _deepest_function(frames, None)), frames))))
+        _state.special.setdefault(
+            item.nodeid,
+            (
+                "failed" if call.when == "call" else "error",
+                _trim(_located(not_implemented(str(exc), _deepest_function(frames, None)), frames)),
+            ),
+        )
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

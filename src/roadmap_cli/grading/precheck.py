@@ -137,8 +137,13 @@ def _parse(workspace: Path, path: Path) -> tuple[Optional[Problem], Optional[ast
     except (RecursionError, MemoryError):
         # `x = a+a+a+...` 300 000 terms long: the parser or compiler gives up. Python itself would fail the same
         # way on import, so this is the learner's one line, never a traceback (red team R1).
-        return Problem(rel, 1, 1, "RecursionError",
-                       "nested too deeply for Python to compile (an expression or block thousands of levels deep)"), None
+        return Problem(
+            rel,
+            1,
+            1,
+            "RecursionError",
+            "nested too deeply for Python to compile (an expression or block thousands of levels deep)",
+        ), None
     return None, tree
 
 
@@ -227,8 +232,12 @@ def _check_imports(workspace: Path, path: Path, tree: ast.Module, trees: dict[Pa
             continue
         for alias in node.names:
             if alias.name not in defined and not (workspace / top / f"{alias.name}.py").exists():
-                return problem(alias, alias.col_offset, "ImportError",
-                               f"cannot import name {alias.name!r} from {top!r} ({target.name})")
+                return problem(
+                    alias,
+                    alias.col_offset,
+                    "ImportError",
+                    f"cannot import name {alias.name!r} from {top!r} ({target.name})",
+                )
     return None
 
 
@@ -279,11 +288,24 @@ def compile_cuda(workspace: Path, *, arch: str = "sm_80", timeout: float = 60.0)
                 checks.append(CudaCheck(rel, "not checked", str(exc)))
                 continue
             if TORCH_INCLUDE.search(text):
-                checks.append(CudaCheck(rel, "not checked", "it includes torch's headers: compiled (and run) only "
-                                        "when graded on a CUDA GPU"))
+                checks.append(
+                    CudaCheck(
+                        rel,
+                        "not checked",
+                        "it includes torch's headers: compiled (and run) only when graded on a CUDA GPU",
+                    )
+                )
                 continue
-            cmd = [nvcc, f"-arch={arch}", "--ptxas-options=-v", "-std=c++17",
-                   "-c", rel, "-o", str(Path(tmp) / (src.stem + ".o"))]
+            cmd = [
+                nvcc,
+                f"-arch={arch}",
+                "--ptxas-options=-v",
+                "-std=c++17",
+                "-c",
+                rel,
+                "-o",
+                str(Path(tmp) / (src.stem + ".o")),
+            ]
             try:
                 proc = _run_nvcc_walled(cmd, workspace, Path(tmp), timeout)
             except subprocess.TimeoutExpired:
@@ -309,15 +331,21 @@ def _run_nvcc_walled(cmd: list[str], workspace: Path, build: Path, timeout: floa
     except oswall.WallUnavailable:
         walled = False
     view = oswall.compile_view([str(workspace)], [str(build)], str(workspace)) if walled else None
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
-           "HOME": oswall.LEARNER_HOME if walled else os.environ.get("HOME", "/")}
-    return oswall.run(cmd, view, cwd=workspace, env=env, capture_output=True, text=True, timeout=timeout,
-                      stdin=subprocess.DEVNULL)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C",
+        "HOME": oswall.LEARNER_HOME if walled else os.environ.get("HOME", "/"),
+    }
+    return oswall.run(
+        cmd, view, cwd=workspace, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def _nvcc_message(output: str) -> str:
     """The errors as `file:line: error: ...` (nvcc writes `file(line): error`)."""
-    found = [f"{m['file']}:{m['line']}: {m['what']}" for m in NVCC_ERROR.finditer(output) if m["what"].startswith("error")]
+    found = [
+        f"{m['file']}:{m['line']}: {m['what']}" for m in NVCC_ERROR.finditer(output) if m["what"].startswith("error")
+    ]
     found += PTXAS_ERROR.findall(output)
     if not found:
         found = [ln for ln in output.strip().splitlines() if ln.strip()][-5:]
@@ -338,18 +366,34 @@ def failed_run(job, problem: Problem):
     for part in job.spec.parts:
         title = part.title.model_dump()
         if part.needs_cuda and not job.device.cuda:
-            parts.append(PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)"))
+            parts.append(
+                PartResult(
+                    part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)"
+                )
+            )
         elif part.id not in job.selected:
             parts.append(PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run"))
         else:
-            parts.append(PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
-                                    message=problem.report()))
+            parts.append(
+                PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda, message=problem.report())
+            )
     device = job.device
     return GradeRun(
-        lab_id=job.spec.id, workspace=str(job.workspace),
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), outcome="failed", score=0.0,
-        max_score=round(sum(p.max_points for p in parts), 3), parts=parts, tests=[], perf=[],
-        device=device.name, device_capability=device.capability, torch_version=device.torch_version,
-        triton_version=device.triton_version, interpret_mode=not device.cuda, grader_sha256="", duration_s=0.0,
+        lab_id=job.spec.id,
+        workspace=str(job.workspace),
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        outcome="failed",
+        score=0.0,
+        max_score=round(sum(p.max_points for p in parts), 3),
+        parts=parts,
+        tests=[],
+        perf=[],
+        device=device.name,
+        device_capability=device.capability,
+        torch_version=device.torch_version,
+        triton_version=device.triton_version,
+        interpret_mode=not device.cuda,
+        grader_sha256="",
+        duration_s=0.0,
         message=f"pre-check: {problem.kind} in {problem.file}:{problem.line}:{problem.col}; no test ran",
     )

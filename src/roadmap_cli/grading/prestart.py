@@ -32,8 +32,16 @@ _VALUED = {"--part", "-k", "--test", "--timeout", "--on"}
 
 def _read(args: list[str]) -> Optional[dict]:
     """The options of `roadmap grade ARGS`, or None for anything but the plain forms."""
-    out: dict = {"lab_id": None, "part": None, "keyword": None, "tests": [], "timeout": None,
-                 "first_failure": False, "verbose": False, "on": None}
+    out: dict = {
+        "lab_id": None,
+        "part": None,
+        "keyword": None,
+        "tests": [],
+        "timeout": None,
+        "first_failure": False,
+        "verbose": False,
+        "on": None,
+    }
     i = 0
     while i < len(args):
         arg = args[i]
@@ -93,15 +101,20 @@ def start(args: list[str]) -> bool:
         if rows is None:
             return False  # another database, or none yet: the store is needed first
         lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
-        focus = Focus(keyword=options["keyword"], tests=options["tests"], first_failure=options["first_failure"],
-                      verbose=options["verbose"])
+        focus = Focus(
+            keyword=options["keyword"],
+            tests=options["tests"],
+            first_failure=options["first_failure"],
+            verbose=options["verbose"],
+        )
     except Exception:  # noqa: BLE001 - the normal path reports every problem properly
         return False
     return start_job(lab_id, path, part=options["part"], timeout=options["timeout"], focus=focus)
 
 
-def start_job(lab_id: str, path: Path, *, part: Optional[str] = None, timeout: Optional[float] = None,
-              focus=None) -> bool:
+def start_job(
+    lab_id: str, path: Path, *, part: Optional[str] = None, timeout: Optional[float] = None, focus=None
+) -> bool:
     """Start the grader of lab `lab_id` on the workspace `path` (pre-checked first); True when one was
     started. Also the far side of `grade --on` (grading/remote/far.events_main), which knows its lab and
     workspace from the near side. Never raises: whatever goes wrong, the normal path says it."""
@@ -164,6 +177,13 @@ def discard() -> None:
 def _same(a, b) -> bool:
     from roadmap_cli.labs.plan import fingerprint
 
-    return (fingerprint(a.spec) == fingerprint(b.spec) and a.workspace == b.workspace and a.selected == b.selected
-            and a.timeout == b.timeout and a.focus == b.focus and a.stop_part_on_fail == b.stop_part_on_fail
-            and a.extra_env == b.extra_env and a.device == b.device)
+    return (
+        fingerprint(a.spec) == fingerprint(b.spec)
+        and a.workspace == b.workspace
+        and a.selected == b.selected
+        and a.timeout == b.timeout
+        and a.focus == b.focus
+        and a.stop_part_on_fail == b.stop_part_on_fail
+        and a.extra_env == b.extra_env
+        and a.device == b.device
+    )

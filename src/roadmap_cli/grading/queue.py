@@ -41,8 +41,10 @@ from roadmap_cli.store.values import WORKER_PREFIX as GRADED_ON_PREFIX  # grade_
 
 def _require_server(store, command: str) -> None:
     if store.path is not None:
-        raise UserError(f"`roadmap {command}` needs cohort mode: set DATABASE_URL to the cohort's PostgreSQL "
-                        "(postgresql+psycopg://user@host/db); this data home uses its own SQLite file")
+        raise UserError(
+            f"`roadmap {command}` needs cohort mode: set DATABASE_URL to the cohort's PostgreSQL "
+            "(postgresql+psycopg://user@host/db); this data home uses its own SQLite file"
+        )
 
 
 def _instructor(store) -> bool:
@@ -57,8 +59,9 @@ def _ensure_queue(store) -> None:
     from roadmap_cli.store.roles import learner_roles, session
 
     with store.connection() as conn:
-        ensure_queue(conn, instructor=session(conn).instructor,
-                     learners=lambda: [row["learner"] for row in learner_roles(conn)])
+        ensure_queue(
+            conn, instructor=session(conn).instructor, learners=lambda: [row["learner"] for row in learner_roles(conn)]
+        )
 
 
 # ---------------------------------------------------------------- submit
@@ -84,15 +87,30 @@ def submit(store, lab_id: Optional[str], cwd: Path) -> dict:
         sid, job_id, at = sql.rows(
             f"INSERT INTO {TABLE} (learner, lab_id, files, size_bytes, file_count, commit_sha, dirty) "
             "VALUES (:learner, :lab, :files, :size, :count, :sha, :dirty) RETURNING id, job_id, submitted_at",
-            learner=learner, lab=spec.id, files=snap.data, size=snap.size_bytes, count=snap.file_count, sha=sha,
-            dirty=dirty)[0]
+            learner=learner,
+            lab=spec.id,
+            files=snap.data,
+            size=snap.size_bytes,
+            count=snap.file_count,
+            sha=sha,
+            dirty=dirty,
+        )[0]
         position = sql.scalar(f"SELECT count(*) FROM {VIEW} WHERE status = 'queued' AND id <= :id", id=sid)
         return sid, job_id, at, position
 
     sid, job_id, at, position = store.write_sql(write)
-    return {"submission": int(sid), "job": int(job_id), "lab": spec.id, "learner": learner, "position": int(position),
-            "submitted_at": at.isoformat(timespec="seconds"), "size_bytes": snap.size_bytes,
-            "file_count": snap.file_count, "commit_sha": sha, "dirty": dirty}
+    return {
+        "submission": int(sid),
+        "job": int(job_id),
+        "lab": spec.id,
+        "learner": learner,
+        "position": int(position),
+        "submitted_at": at.isoformat(timespec="seconds"),
+        "size_bytes": snap.size_bytes,
+        "file_count": snap.file_count,
+        "commit_sha": sha,
+        "dirty": dirty,
+    }
 
 
 # ---------------------------------------------------------------- submissions
@@ -104,8 +122,10 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
     _require_server(store, "submissions")
     learner = store.learner
     if everyone and not _instructor(store):
-        raise UserError("`roadmap submissions --all` is for the cohort's instructor (the database's owner); "
-                        f"you are logged in as learner {learner!r}: drop --all to see your own")
+        raise UserError(
+            "`roadmap submissions --all` is for the cohort's instructor (the database's owner); "
+            f"you are logged in as learner {learner!r}: drop --all to see your own"
+        )
     with store.connection() as conn:
         ready = exists(conn)
     if not ready:
@@ -123,23 +143,63 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
             "AND q.id <= s.id) END, "
             "EXTRACT(EPOCH FROM (COALESCE(s.started_at, now()) - s.submitted_at)), "
             "EXTRACT(EPOCH FROM (s.finished_at - s.started_at)) "
-            f"FROM {VIEW} s {where} ORDER BY s.id DESC LIMIT :limit", me=learner, limit=limit)
+            f"FROM {VIEW} s {where} ORDER BY s.id DESC LIMIT :limit",
+            me=learner,
+            limit=limit,
+        )
         counts = dict(sql.rows(f"SELECT status, count(*) FROM {VIEW} s {where} GROUP BY status", me=learner))
         return rows, counts
 
     rows, counts = store.read_sql(read)
     out = []
-    for (sid, who, lab, at, status, tries, worker, device, started, finished, attempt, outcome, score, max_score,
-         message, number, position, wait_s, grade_s) in rows:
-        out.append({"submission": int(sid), "learner": who, "lab": lab,
-                    "submitted_at": at.isoformat(timespec="seconds"), "status": status, "position": position,
-                    "wait_s": round(float(wait_s), 1) if wait_s is not None else None,
-                    "grade_s": round(float(grade_s), 1) if grade_s is not None else None,
-                    "tries": int(tries), "worker": worker, "device": device, "attempt_id": attempt,
-                    "attempt_number": int(number) if attempt is not None and number else None,
-                    "outcome": outcome, "score": score, "max_score": max_score, "message": message})
-    return {"learner": None if everyone else learner, "queue_ready": True,
-            "counts": {s: int(counts.get(s, 0)) for s in SUBMISSION_STATUSES}, "submissions": out}
+    for (
+        sid,
+        who,
+        lab,
+        at,
+        status,
+        tries,
+        worker,
+        device,
+        started,
+        finished,
+        attempt,
+        outcome,
+        score,
+        max_score,
+        message,
+        number,
+        position,
+        wait_s,
+        grade_s,
+    ) in rows:
+        out.append(
+            {
+                "submission": int(sid),
+                "learner": who,
+                "lab": lab,
+                "submitted_at": at.isoformat(timespec="seconds"),
+                "status": status,
+                "position": position,
+                "wait_s": round(float(wait_s), 1) if wait_s is not None else None,
+                "grade_s": round(float(grade_s), 1) if grade_s is not None else None,
+                "tries": int(tries),
+                "worker": worker,
+                "device": device,
+                "attempt_id": attempt,
+                "attempt_number": int(number) if attempt is not None and number else None,
+                "outcome": outcome,
+                "score": score,
+                "max_score": max_score,
+                "message": message,
+            }
+        )
+    return {
+        "learner": None if everyone else learner,
+        "queue_ready": True,
+        "counts": {s: int(counts.get(s, 0)) for s in SUBMISSION_STATUSES},
+        "submissions": out,
+    }
 
 
 # ---------------------------------------------------------------- the worker
@@ -155,8 +215,13 @@ def grade_home_env(scratch: Path) -> dict[str, str]:
     # Its GPU build folders (torch extensions, Triton cache) too: in the submission's temporary folder, removed
     # with it, never the worker user's ~/.cache on the real disk (red team P3). Nothing is lost: a submission's
     # workspace is a new folder every time, so its caches were never reused anyway.
-    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_DATA_HOME": str(home / ".local" / "share"), "ROADMAP_GPU_CACHE": str(home / ".cache" / "roadmap" / "gpu")}
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "ROADMAP_GPU_CACHE": str(home / ".cache" / "roadmap" / "gpu"),
+    }
 
 
 class _Stopping(Exception):
@@ -169,8 +234,14 @@ def _conninfo() -> str:
     from sqlalchemy.engine import make_url
 
     url = make_url(os.environ["DATABASE_URL"])
-    params = {"host": url.host, "port": url.port, "user": url.username, "password": url.password,
-              "dbname": url.database, "connect_timeout": os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10")}
+    params = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+        "connect_timeout": os.environ.get("ROADMAP_PG_CONNECT_TIMEOUT", "10"),
+    }
     params.update({k: (v[0] if isinstance(v, tuple) else v) for k, v in url.query.items()})
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
@@ -194,8 +265,10 @@ def check_worker_can_start(store, options: WorkerOptions) -> tuple[str, str]:
     if options.concurrency < 1:
         raise UserError(f"--concurrency must be at least 1 (got {options.concurrency})")
     if options.stalled_after_s <= options.heartbeat_s:
-        raise UserError(f"--stalled-after ({options.stalled_after_s:g} s) must be longer than --heartbeat "
-                        f"({options.heartbeat_s:g} s): a live worker would be taken for a dead one")
+        raise UserError(
+            f"--stalled-after ({options.stalled_after_s:g} s) must be longer than --heartbeat "
+            f"({options.heartbeat_s:g} s): a live worker would be taken for a dead one"
+        )
     for lab in options.labs or []:
         find_lab(lab)  # an unknown id: did-you-mean
     try:
@@ -203,12 +276,16 @@ def check_worker_can_start(store, options: WorkerOptions) -> tuple[str, str]:
     except oswall.WallUnavailable as exc:
         raise GraderError(str(exc)) from None
     if sandbox != oswall.STRONG and not options.allow_weak_sandbox:
-        raise UserError(f"a worker grades other people's code, and the OS-level sandbox is not available here "
-                        f"({why}): install bubblewrap (Debian package `bubblewrap`) with user namespaces on, or "
-                        "pass --allow-weak-sandbox to accept the in-process sandbox only")
+        raise UserError(
+            f"a worker grades other people's code, and the OS-level sandbox is not available here "
+            f"({why}): install bubblewrap (Debian package `bubblewrap`) with user namespaces on, or "
+            "pass --allow-weak-sandbox to accept the in-process sandbox only"
+        )
     if not _instructor(store):
-        raise UserError(f"a worker records attempts for every learner, so it runs as the cohort's instructor (the "
-                        f"database's owner); you are logged in as learner {store.learner!r}")
+        raise UserError(
+            f"a worker records attempts for every learner, so it runs as the cohort's instructor (the "
+            f"database's owner); you are logged in as learner {store.learner!r}"
+        )
     _ensure_queue(store)
     return sandbox, why
 
@@ -233,16 +310,24 @@ class Worker:
     def grade_submission(self, submission_id: int) -> None:
         from roadmap_cli.store.queue import TABLE
 
-        row = self.store.read_sql(lambda sql: sql.rows(
-            f"SELECT learner, lab_id, files, commit_sha, dirty, attempt_id FROM {TABLE} WHERE id = :id",
-            id=submission_id))
+        row = self.store.read_sql(
+            lambda sql: sql.rows(
+                f"SELECT learner, lab_id, files, commit_sha, dirty, attempt_id FROM {TABLE} WHERE id = :id",
+                id=submission_id,
+            )
+        )
         if not row or row[0][5] is not None:
             return  # gone, or graded and recorded before a crash: never twice
         learner, lab_id, files, sha, dirty, _ = row[0]
-        self.store.write_sql(lambda sql: sql.execute(
-            f"UPDATE {TABLE} SET status = 'running', worker = :w, device = :d, started_at = now(), "
-            "tries = tries + 1 WHERE id = :id AND attempt_id IS NULL",
-            w=self.options.name, d=self.device.name, id=submission_id))
+        self.store.write_sql(
+            lambda sql: sql.execute(
+                f"UPDATE {TABLE} SET status = 'running', worker = :w, device = :d, started_at = now(), "
+                "tries = tries + 1 WHERE id = :id AND attempt_id IS NULL",
+                w=self.options.name,
+                d=self.device.name,
+                id=submission_id,
+            )
+        )
         self.on_event({"event": "start", "submission": submission_id, "learner": learner, "lab": lab_id})
         cancel = threading.Event()
         with self._lock:
@@ -255,23 +340,45 @@ class Worker:
         except (UserError, GraderError, ValueError, OSError, RecursionError, MemoryError) as exc:
             # (RecursionError, MemoryError: learner files no check anticipated; the row ends, never "running")
             self._finish_not_graded(submission_id, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            self.on_event({"event": "not-graded", "submission": submission_id, "learner": learner, "lab": lab_id,
-                           "message": str(exc)})
+            self.on_event(
+                {
+                    "event": "not-graded",
+                    "submission": submission_id,
+                    "learner": learner,
+                    "lab": lab_id,
+                    "message": str(exc),
+                }
+            )
             return
         finally:
             with self._lock:
                 self._cancels.discard(cancel)
         if cancel.is_set():
-            self.store.write_sql(lambda sql: sql.execute(
-                f"UPDATE {TABLE} SET status = 'queued', worker = NULL WHERE id = :id AND attempt_id IS NULL",
-                id=submission_id))
+            self.store.write_sql(
+                lambda sql: sql.execute(
+                    f"UPDATE {TABLE} SET status = 'queued', worker = NULL WHERE id = :id AND attempt_id IS NULL",
+                    id=submission_id,
+                )
+            )
             self._put_back.add(submission_id)
             raise _Stopping(f"submission {submission_id}: the worker stopped; back in the queue")
         attempt_id, number, recorded = self._record(submission_id, learner, spec, run, sha, dirty)
         self.graded += recorded
-        self.on_event({"event": "graded", "submission": submission_id, "learner": learner, "lab": lab_id,
-                       "attempt_id": attempt_id, "attempt_number": number, "recorded": recorded, "outcome": run.outcome, "score": run.score,
-                       "max_score": run.max_score, "seconds": round(time.monotonic() - t0, 2)})
+        self.on_event(
+            {
+                "event": "graded",
+                "submission": submission_id,
+                "learner": learner,
+                "lab": lab_id,
+                "attempt_id": attempt_id,
+                "attempt_number": number,
+                "recorded": recorded,
+                "outcome": run.outcome,
+                "score": run.score,
+                "max_score": run.max_score,
+                "seconds": round(time.monotonic() - t0, 2),
+            }
+        )
 
     def _grade(self, lab_id: str, files: bytes, cancel: threading.Event):
         import tempfile
@@ -289,8 +396,9 @@ class Worker:
                 unpack(files, ws)
             except Exception as exc:  # noqa: BLE001 - a broken archive is the submission's problem, one line
                 raise ValueError(f"the submission's files cannot be unpacked: {exc}") from None
-            job = GradeJob(spec, ws, cancel=cancel, device=self.device, warm=self.warm,
-                           extra_env=grade_home_env(Path(tmp)))
+            job = GradeJob(
+                spec, ws, cancel=cancel, device=self.device, warm=self.warm, extra_env=grade_home_env(Path(tmp))
+            )
             problem = precheck.check_workspace(ws)
             if problem is not None:
                 run = precheck.failed_run(job, problem)
@@ -311,9 +419,15 @@ class Worker:
         # user: recorded, never verified (the board shows it apart, as a self-graded attempt is).
         from roadmap_cli.grading_kit.oswall import STRONG
 
-        body = attempt_writer(spec, run, sha, dirty, learner=learner,
-                              graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0],
-                              verified=run.sandbox == STRONG)
+        body = attempt_writer(
+            spec,
+            run,
+            sha,
+            dirty,
+            learner=learner,
+            graded_on=GRADED_ON_PREFIX + self.options.name.rsplit(":", 1)[0],
+            verified=run.sandbox == STRONG,
+        )
 
         def write(sql):
             # The submitter's queue (store/server.py): their own commands never race this write.
@@ -322,10 +436,18 @@ class Worker:
             if existing is not None:  # another run of this job recorded it first
                 return int(existing), attempt_number_in(sql, spec.id, learner, int(existing)), False
             attempt_id, _marked = body(sql)
-            sql.execute(f"UPDATE {TABLE} SET status = 'done', attempt_id = :a, finished_at = now(), outcome = :o, "
-                        "score = :s, max_score = :m, message = :msg, worker = :w, device = :d WHERE id = :id",
-                        a=attempt_id, o=run.outcome, s=run.score, m=run.max_score, msg=run.message,
-                        w=self.options.name, d=run.device, id=submission_id)
+            sql.execute(
+                f"UPDATE {TABLE} SET status = 'done', attempt_id = :a, finished_at = now(), outcome = :o, "
+                "score = :s, max_score = :m, message = :msg, worker = :w, device = :d WHERE id = :id",
+                a=attempt_id,
+                o=run.outcome,
+                s=run.score,
+                m=run.max_score,
+                msg=run.message,
+                w=self.options.name,
+                d=run.device,
+                id=submission_id,
+            )
             return attempt_id, attempt_number_in(sql, spec.id, learner, attempt_id), True
 
         return self.store.write_sql(write)
@@ -334,9 +456,14 @@ class Worker:
         """The worker could not grade it (no attempt): "not-graded", never an attempt's "failed"."""
         from roadmap_cli.store.queue import TABLE
 
-        self.store.write_sql(lambda sql: sql.execute(
-            f"UPDATE {TABLE} SET status = 'not-graded', finished_at = now(), message = :m "
-            "WHERE id = :id AND attempt_id IS NULL", m=message[:2000], id=submission_id))
+        self.store.write_sql(
+            lambda sql: sql.execute(
+                f"UPDATE {TABLE} SET status = 'not-graded', finished_at = now(), message = :m "
+                "WHERE id = :id AND attempt_id IS NULL",
+                m=message[:2000],
+                id=submission_id,
+            )
+        )
 
     def fail_unknown_labs(self) -> list[int]:
         """Fail at once every queued submission for a lab this install does not have (a learner's login can
@@ -345,16 +472,22 @@ class Worker:
         from roadmap_cli.store.queue import TABLE
 
         known = set(lab_ids())
-        rows = self.store.read_sql(lambda sql: sql.rows(
-            f"SELECT id, lab_id, job_id FROM {TABLE} WHERE status = 'queued' AND attempt_id IS NULL"))
+        rows = self.store.read_sql(
+            lambda sql: sql.rows(
+                f"SELECT id, lab_id, job_id FROM {TABLE} WHERE status = 'queued' AND attempt_id IS NULL"
+            )
+        )
         jobs = []
         for submission_id, lab_id, job_id in rows:
             if lab_id in known:
                 continue
-            self._finish_not_graded(submission_id, f"no lab {lab_id[:80]!r} exists here: nothing to grade it with "
-                                                   f"(labs: {', '.join(sorted(known))})")
-            self.on_event({"event": "not-graded", "submission": submission_id, "lab": lab_id[:80],
-                           "message": "unknown lab"})
+            self._finish_not_graded(
+                submission_id,
+                f"no lab {lab_id[:80]!r} exists here: nothing to grade it with (labs: {', '.join(sorted(known))})",
+            )
+            self.on_event(
+                {"event": "not-graded", "submission": submission_id, "lab": lab_id[:80], "message": "unknown lab"}
+            )
             if job_id is not None:
                 jobs.append(int(job_id))
         return jobs
@@ -405,8 +538,9 @@ class Worker:
         from roadmap_cli.store.queue import QUEUE_PREFIX, TASK
 
         opts = self.options
-        app = procrastinate.App(connector=PsycopgConnector(
-            conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=10))
+        app = procrastinate.App(
+            connector=PsycopgConnector(conninfo=_conninfo(), min_size=1, max_size=opts.concurrency + 3, timeout=10)
+        )
 
         # Only _Stopping is retried: a grade that could not run is recorded as not-graded, not run again.
         @app.task(name=TASK, retry=RetryStrategy(max_attempts=1000, wait=0, retry_exceptions={_Stopping}))
@@ -415,10 +549,18 @@ class Worker:
 
         queues = [QUEUE_PREFIX + lab for lab in opts.labs] if opts.labs else None
         async with app.open_async():
-            worker = asyncio.create_task(app.run_worker_async(
-                queues=queues, concurrency=opts.concurrency, wait=True, install_signal_handlers=False,
-                name=opts.name, update_heartbeat_interval=opts.heartbeat_s,
-                stalled_worker_timeout=opts.stalled_after_s, listen_notify=True))
+            worker = asyncio.create_task(
+                app.run_worker_async(
+                    queues=queues,
+                    concurrency=opts.concurrency,
+                    wait=True,
+                    install_signal_handlers=False,
+                    name=opts.name,
+                    update_heartbeat_interval=opts.heartbeat_s,
+                    stalled_worker_timeout=opts.stalled_after_s,
+                    listen_notify=True,
+                )
+            )
             rescue = asyncio.create_task(self._rescue_stalled(app, queues))
             loop = asyncio.get_running_loop()
 
@@ -431,8 +573,15 @@ class Worker:
                 loop.add_signal_handler(sig, on_signal)
             if max_seconds is not None:
                 loop.call_later(max_seconds, on_signal)
-            self.on_event({"event": "ready", "worker": opts.name, "queues": queues, "device": self.device.name,
-                           "concurrency": opts.concurrency})
+            self.on_event(
+                {
+                    "event": "ready",
+                    "worker": opts.name,
+                    "queues": queues,
+                    "device": self.device.name,
+                    "concurrency": opts.concurrency,
+                }
+            )
             try:
                 await asyncio.wait({worker, rescue}, return_when=asyncio.FIRST_COMPLETED)
             finally:

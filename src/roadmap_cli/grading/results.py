@@ -104,10 +104,19 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
                 # after the learner's code ran counts as not passed, so the part can neither pass on fewer
                 # tests nor keep its points.
                 outcome = "failed"
-                message = (f"skipped after your code answered ({message or 'no reason given'}): a skip that "
-                           "can follow from what your code returned counts as not passed")
-            results[ev["nodeid"]] = TestResult(ev["nodeid"], ev.get("part"), outcome, ev.get("duration_s", 0.0),
-                                               message, ev.get("fraction"), ev.get("perf") or [])
+                message = (
+                    f"skipped after your code answered ({message or 'no reason given'}): a skip that "
+                    "can follow from what your code returned counts as not passed"
+                )
+            results[ev["nodeid"]] = TestResult(
+                ev["nodeid"],
+                ev.get("part"),
+                outcome,
+                ev.get("duration_s", 0.0),
+                message,
+                ev.get("fraction"),
+                ev.get("perf") or [],
+            )
             running = None
         elif kind == "device":
             device_event = ev
@@ -120,14 +129,20 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
         outcome = "timeout"
         message = f"the grader ran past its time limit of {timeout:g} s and was killed"
         if running:
-            results[running] = TestResult(running, collected.get(running), "timeout", message=f"killed after {timeout:g} s (time limit)")
+            results[running] = TestResult(
+                running, collected.get(running), "timeout", message=f"killed after {timeout:g} s (time limit)"
+            )
     elif finish is None and not running and (returncode or 0) >= 0:
         # pytest gave up before any test ran (e.g. the grader's conftest.py failed to import).
         outcome = "error"
         message = f"the grader did not run: pytest exited with status {returncode}"
     elif finish is None or (returncode is not None and returncode < 0):
         outcome = "crash"
-        how = f"killed by signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else f"exited with status {returncode}"
+        how = (
+            f"killed by signal {signal.Signals(-returncode).name}"
+            if returncode and returncode < 0
+            else f"exited with status {returncode}"
+        )
         message = f"the test process crashed ({how})"
         if running:
             results[running] = TestResult(running, collected.get(running), "crashed", message=f"{message}\n{log_tail}")
@@ -138,8 +153,12 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
             outcome = "passed"  # refined below from the parts
         else:
             outcome = "error"
-            reason = {2: "interrupted (a grader file failed to import?)", 3: "internal error", 4: "usage error",
-                      5: "no tests were collected"}.get(status, f"exit status {status}")
+            reason = {
+                2: "interrupted (a grader file failed to import?)",
+                3: "internal error",
+                4: "usage error",
+                5: "no tests were collected",
+            }.get(status, f"exit status {status}")
             message = f"the grader failed: pytest {reason}"
             nothing_selected = status == 5
 
@@ -152,15 +171,25 @@ def assemble(spec, workspace, device, selected, events, returncode, timed_out, t
     if outcome == "passed" and not any(p.status == "passed" for p in parts):
         outcome, message = "error", "the grader ran no test"
     return GradeRun(
-        lab_id=spec.id, workspace=str(workspace), started_at="", outcome=outcome,
-        score=round(sum(p.points for p in parts), 3), max_score=round(sum(p.max_points for p in parts), 3),
-        parts=parts, tests=tests, perf=[f for t in tests for f in t.perf],
+        lab_id=spec.id,
+        workspace=str(workspace),
+        started_at="",
+        outcome=outcome,
+        score=round(sum(p.points for p in parts), 3),
+        max_score=round(sum(p.max_points for p in parts), 3),
+        parts=parts,
+        tests=tests,
+        perf=[f for t in tests for f in t.perf],
         device=device_event.get("device") or device.name,
         device_capability=device_event.get("device_capability") or device.capability,
         torch_version=device_event.get("torch_version") or device.torch_version,
         triton_version=device_event.get("triton_version") or device.triton_version,
-        interpret_mode=not device.cuda, grader_sha256="", duration_s=0.0, message=message,
-        unassigned=unassigned, log_tail=log_tail if outcome in ("error", "crash", "timeout") else "",
+        interpret_mode=not device.cuda,
+        grader_sha256="",
+        duration_s=0.0,
+        message=message,
+        unassigned=unassigned,
+        log_tail=log_tail if outcome in ("error", "crash", "timeout") else "",
         nothing_selected=nothing_selected,
     )
 
@@ -192,32 +221,51 @@ def mark_focused(run: GradeRun, focus: Focus) -> None:
             p.status, p.max_points, p.message = "not-run", 0.0, "no test matched the filter"
         elif p.status == "passed" and focus.narrows:
             p.status, p.points, p.max_points = "focused", 0.0, 0.0
-            p.message = (f"{p.tests_passed}/{p.tests_total} selected tests passed "
-                         "(a filtered run never completes a part: grade it without -k/--test)")
+            p.message = (
+                f"{p.tests_passed}/{p.tests_total} selected tests passed "
+                "(a filtered run never completes a part: grade it without -k/--test)"
+            )
     run.score = round(sum(p.points for p in run.parts), 3)
     run.max_score = round(sum(p.max_points for p in run.parts), 3)
     # The outcome is about what ran: parts the filter left out no longer fail it.
-    if run.outcome == "failed" and not any(p.status in ("failed", "skipped") for p in run.parts) \
-            and any(p.status in ("passed", "focused") for p in run.parts):
+    if (
+        run.outcome == "failed"
+        and not any(p.status in ("failed", "skipped") for p in run.parts)
+        and any(p.status in ("passed", "focused") for p in run.parts)
+    ):
         run.outcome = "passed"
 
 
 def part_result(part, selected, device, tests, outcome) -> PartResult:
     title = part.title.model_dump()
     if part.needs_cuda and not device.cuda:
-        return PartResult(part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)")
+        return PartResult(
+            part.id, title, 0.0, 0.0, "not-graded-here", True, message="not graded here (needs a CUDA GPU)"
+        )
     if part.id not in selected:
-        return PartResult(part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)")
+        return PartResult(
+            part.id, title, 0.0, 0.0, "not-run", part.needs_cuda, message="not run (another part was selected)"
+        )
     mine = [t for t in tests if t.part == part.id]
-    result = PartResult(part.id, title, float(part.points), 0.0, "failed", part.needs_cuda,
-                        tests_passed=sum(t.outcome == "passed" for t in mine), tests_total=len(mine))
+    result = PartResult(
+        part.id,
+        title,
+        float(part.points),
+        0.0,
+        "failed",
+        part.needs_cuda,
+        tests_passed=sum(t.outcome == "passed" for t in mine),
+        tests_total=len(mine),
+    )
     bad = [t for t in mine if t.outcome in BAD_TEST_OUTCOMES]
     ran = [t for t in mine if t.outcome == "passed"]
     if bad:
         first = bad[0]
         result.message = f"{first.nodeid}: {first.message or first.outcome}"
     elif any(t.outcome == "not-run" for t in mine) or not mine:
-        result.message = "the grader stopped before these tests ran" if outcome in ("timeout", "crash") else "no test ran"
+        result.message = (
+            "the grader stopped before these tests ran" if outcome in ("timeout", "crash") else "no test ran"
+        )
     elif not ran:
         result.status, result.message = "skipped", "every test was skipped"
     else:

@@ -35,8 +35,15 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import (forbidden_sources, learner_shim, learner_view, not_dumpable, void,
-                                           warm_learner_view, write_and_close)
+from roadmap_cli.grading.isolation import (
+    forbidden_sources,
+    learner_shim,
+    learner_view,
+    not_dumpable,
+    void,
+    warm_learner_view,
+    write_and_close,
+)
 from roadmap_cli.grading_kit.oswall import STRONG
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 
@@ -78,8 +85,10 @@ def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
             part = owned
         if part is None:
             files = sorted({t.split("::")[0] for p in spec.parts for t in p.tests})
-            raise UserError(f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
-                            f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})")
+            raise UserError(
+                f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
+                f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})"
+            )
         if part not in parts:
             parts.append(part)
     return parts
@@ -97,9 +106,20 @@ LEARNER_NPROC = 512
 FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 # Variables a grader process must not inherit from the user's shell.
-_DROP_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "TRITON_INTERPRET", "ROADMAP_RESULTS", "ROADMAP_PARTS",
-             "ROADMAP_SECRET_SEED", "ROADMAP_GRADE_FD", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME",
-             "ROADMAP_WARM_LEARNER_FD", "ROADMAP_WARM_LEARNER_ROOT")
+_DROP_ENV = (
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+    "TRITON_INTERPRET",
+    "ROADMAP_RESULTS",
+    "ROADMAP_PARTS",
+    "ROADMAP_SECRET_SEED",
+    "ROADMAP_GRADE_FD",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PYTHONHOME",
+    "ROADMAP_WARM_LEARNER_FD",
+    "ROADMAP_WARM_LEARNER_ROOT",
+)
 
 
 def pycache_args() -> list[str]:
@@ -125,8 +145,7 @@ def grader_python(code: str) -> list[str]:
     return [sys.executable, "-I", "-S", *pycache_args(), "-u", "-c", boot]
 
 
-_PYTEST_MAIN = ("import runpy; sys.argv[0] = 'pytest'; "
-                "runpy.run_module('pytest', run_name='__main__', alter_sys=True)")
+_PYTEST_MAIN = "import runpy; sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
 
 
 # A grade never opens the database: no credential for it reaches a grader (nor, through it, learner code). libpq
@@ -228,9 +247,20 @@ def grade_workspace(
     `learners` forks the learner process from dev check's warm learner
     (its root must hold `workspace`, or the learner starts cold)."""
     # The authoring tools' entry: authors change a lab's tests while they write them (no manifest check).
-    job = GradeJob(spec, workspace, parts=parts, timeout=timeout, device=device, stop_part_on_fail=stop_part_on_fail,
-                   extra_env=extra_env, secret_seed=secret_seed, focus=focus, verify_install=False, warm=warm,
-                   learners=learners)
+    job = GradeJob(
+        spec,
+        workspace,
+        parts=parts,
+        timeout=timeout,
+        device=device,
+        stop_part_on_fail=stop_part_on_fail,
+        extra_env=extra_env,
+        secret_seed=secret_seed,
+        focus=focus,
+        verify_install=False,
+        warm=warm,
+        learners=learners,
+    )
     job.start()
     return job.finish(on_event)
 
@@ -242,13 +272,24 @@ class GradeJob:
         job = GradeJob(spec, workspace); job.start(); ...; run = job.finish(on_event)
     """
 
-    def __init__(self, spec: LabSpec, workspace: Path, *, parts: Optional[list[str]] = None,
-                 timeout: Optional[float] = None, device: Optional[DeviceInfo] = None,
-                 stop_part_on_fail: bool = False, extra_env: Optional[dict[str, str]] = None,
-                 secret_seed: Optional[int] = None, focus: Optional[Focus] = None,
-                 cancel: Optional[threading.Event] = None, verify_install: bool = True,
-                 warm: Optional["WarmGraders"] = None, learners: Optional["WarmLearners"] = None,
-                 scratch_parent: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        spec: LabSpec,
+        workspace: Path,
+        *,
+        parts: Optional[list[str]] = None,
+        timeout: Optional[float] = None,
+        device: Optional[DeviceInfo] = None,
+        stop_part_on_fail: bool = False,
+        extra_env: Optional[dict[str, str]] = None,
+        secret_seed: Optional[int] = None,
+        focus: Optional[Focus] = None,
+        cancel: Optional[threading.Event] = None,
+        verify_install: bool = True,
+        warm: Optional["WarmGraders"] = None,
+        learners: Optional["WarmLearners"] = None,
+        scratch_parent: Optional[str] = None,
+    ) -> None:
         self.spec = spec
         self.warm = warm
         self.learners = learners
@@ -271,8 +312,9 @@ class GradeJob:
         here = gradable_parts(spec, self.device)
         self.selected = [p for p in (parts or [p.id for p in spec.parts]) if p in here]
         if not self.selected:
-            raise UserError(f"nothing of {spec.id} can be graded here: the selected part(s) need a CUDA GPU "
-                            f"({self.device.reason})")
+            raise UserError(
+                f"nothing of {spec.id} can be graded here: the selected part(s) need a CUDA GPU ({self.device.reason})"
+            )
         self.timeout = float(timeout or spec.time_limit_s)
         self.stop_part_on_fail = stop_part_on_fail
         self.cancel_event = cancel or threading.Event()  # set() from any thread: the run stops, "interrupted"
@@ -347,11 +389,23 @@ class GradeJob:
         results_r, results_w = os.pipe()
         out_r, out_w = os.pipe()
         pytest_args = [
-            "-p", "roadmap_cli.grading.plugin", "-p", "no:cacheprovider",
-            "-c", str(ini), "--rootdir", str(tests_dir), "--confcutdir", str(tests_dir),
+            "-p",
+            "roadmap_cli.grading.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(ini),
+            "--rootdir",
+            str(tests_dir),
+            "--confcutdir",
+            str(tests_dir),
             # tmp_path inside the grade's scratch folder: the one folder both sides of the OS wall can write.
-            "--basetemp", str(tmpdir / "pytest-tmp"),
-            "-q", "--continue-on-collection-errors", *focus_pytest_args(self.focus), *targets,
+            "--basetemp",
+            str(tmpdir / "pytest-tmp"),
+            "-q",
+            "--continue-on-collection-errors",
+            *focus_pytest_args(self.focus),
+            *targets,
         ]
         # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
         grader = [*grader_python(_PYTEST_MAIN), *pytest_args]
@@ -373,9 +427,16 @@ class GradeJob:
         try:
             self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, pass_fds)
             if self.proc is None:
-                self.proc = subprocess.Popen(cmd, cwd=tmpdir, env=env, stdout=out_w, stderr=out_w,
-                                             stdin=subprocess.DEVNULL, start_new_session=True,
-                                             pass_fds=pass_fds)
+                self.proc = subprocess.Popen(
+                    cmd,
+                    cwd=tmpdir,
+                    env=env,
+                    stdout=out_w,
+                    stderr=out_w,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
         except OSError as exc:
             for fd in (config_r, config_w, results_r, results_w, out_r, out_w):
                 os.close(fd)
@@ -403,8 +464,9 @@ class GradeJob:
         self.sha = tests_sha256(tests_dir)
         return self
 
-    def _spawn_warm(self, pytest_args: list[str], env: dict, cwd: Path, out_w: int,
-                    pass_fds: tuple[int, ...]) -> Optional["WarmProc"]:
+    def _spawn_warm(
+        self, pytest_args: list[str], env: dict, cwd: Path, out_w: int, pass_fds: tuple[int, ...]
+    ) -> Optional["WarmProc"]:
         """The grader forked from the warm interpreter, when there is one that
         works; None: start it cold (a zygote that died costs speed, never a grade)."""
         if self.warm is None:
@@ -443,8 +505,11 @@ class GradeJob:
                 "memory_limit_mb": memory,
                 "nofile": LEARNER_NOFILE,
                 "forbidden_read": forbidden_sources(spec),
-                "forbidden_write": [str(tests_dir.resolve()), *(str(p) for p in integrity.GRADER_CODE),
-                                    *(str(p) for p in [manifest.pycache_dir()] if p is not None)],
+                "forbidden_write": [
+                    str(tests_dir.resolve()),
+                    *(str(p) for p in integrity.GRADER_CODE),
+                    *(str(p) for p in [manifest.pycache_dir()] if p is not None),
+                ],
                 "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
                 # What lab code may import and use: checked in the learner process before its first import.
                 "lab_code": getattr(spec, "lab_code", None),
@@ -454,9 +519,11 @@ class GradeJob:
                 # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
                 # whole cache, which holds other learners' compiled work.
                 "artefacts": self.artefacts,
-                "os_wall": (learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts,
-                                         self.gpu_cache)
-                            if self.sandbox == STRONG else None),
+                "os_wall": (
+                    learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts, self.gpu_cache)
+                    if self.sandbox == STRONG
+                    else None
+                ),
                 "nproc": LEARNER_NPROC,
             },
         }
@@ -485,8 +552,9 @@ class GradeJob:
                 drain()
                 if returncode is not None:
                     break
-                if finished_at is None and any(ev.get("event") == "finish" and ev.get("exitstatus") in (0, 1)
-                                               for ev in events[-3:]):
+                if finished_at is None and any(
+                    ev.get("event") == "finish" and ev.get("exitstatus") in (0, 1) for ev in events[-3:]
+                ):
                     finished_at = time.monotonic()
                 if finished_at is not None and time.monotonic() - finished_at > FINISH_GRACE_S:
                     # Every result is in: pytest's summary and interpreter
@@ -516,11 +584,22 @@ class GradeJob:
             self.reader.close()
             self._cleanup()
         after = integrity.snapshot(self.spec.tests_dir)
-        touched = sorted(set(touched) | set(integrity.changed(self.hashes_before, after))
-                         | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before))))
-        run = assemble(self.spec, self.workspace, self.device, self.selected, events,
-                        0 if finished_at is not None and not timed_out else proc.returncode,
-                        timed_out, self.timeout, log_tail)
+        touched = sorted(
+            set(touched)
+            | set(integrity.changed(self.hashes_before, after))
+            | set(integrity.changed(self.stats_before, integrity.stat_snapshot(self.stats_before)))
+        )
+        run = assemble(
+            self.spec,
+            self.workspace,
+            self.device,
+            self.selected,
+            events,
+            0 if finished_at is not None and not timed_out else proc.returncode,
+            timed_out,
+            self.timeout,
+            log_tail,
+        )
         voids = [ev.get("reason", "") for ev in events if ev.get("event") == "void"]
         if self.reader.forged:
             voids.append(f"{self.reader.forged} forged or unauthenticated line(s) appeared on the results channel")
@@ -532,17 +611,22 @@ class GradeJob:
             left = integrity.written_since(self.weak_t0, self.weak_watch)
             runtime_after = integrity.tree_snapshot(integrity.judge_roots())
             judged = integrity.judge_changes(self.judge_before, integrity.judge_hashes(self.spec.root))
-            left = sorted(set(left) | set(integrity.tree_changes(self.runtime_before or {}, runtime_after,
-                                                                           integrity.cpp_cache_root()))
-                          | set(judged))
+            left = sorted(
+                set(left)
+                | set(integrity.tree_changes(self.runtime_before or {}, runtime_after, integrity.cpp_cache_root()))
+                | set(judged)
+            )
             if self.reaper_was_active:
                 integrity.drop_runtime_record()  # nothing of the grade is left to write later
             else:
                 integrity.save_runtime_record(runtime_after)  # no subreaper: later grades check against it
             if left:
                 # A judged file is repaired when its content is what it was before this grade.
-                integrity.record_taint(left, {p: self.judge_before.get(p, integrity.ABSENT) for p in judged},
-                                       integrity.judge_repos(self.judge_before))
+                integrity.record_taint(
+                    left,
+                    {p: self.judge_before.get(p, integrity.ABSENT) for p in judged},
+                    integrity.judge_repos(self.judge_before),
+                )
                 voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
         elif integrity.has_runtime_record():
             integrity.refresh_cache_record()  # this strong grade's own C++ builds, made behind the wall

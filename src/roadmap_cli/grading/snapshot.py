@@ -42,9 +42,16 @@ def _git_files(workspace: Path) -> list[str] | None:
         from roadmap_cli.labs import gitsafe
 
         # Disarmed: nothing the workspace's .git/config names (fsmonitor, filters) runs (labs/gitsafe.py).
-        out = subprocess.run(gitsafe.command(workspace, "-C", str(workspace), "ls-files", "-z", "--cached", "--others",
-                                             "--exclude-standard"), capture_output=True, timeout=60,
-                             stdin=subprocess.DEVNULL, cwd=workspace, env=gitsafe.env())
+        out = subprocess.run(
+            gitsafe.command(
+                workspace, "-C", str(workspace), "ls-files", "-z", "--cached", "--others", "--exclude-standard"
+            ),
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            cwd=workspace,
+            env=gitsafe.env(),
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -85,8 +92,10 @@ def workspace_files(workspace: Path, *, max_bytes: int, carried_by: str) -> list
     if total > max_bytes:
         mb = 1024 * 1024  # MB here is MiB, as the cap is written: 20 MB = 20 * 2**20 bytes
         biggest = ", ".join(f"{name} ({size / mb:.1f} MB)" for name, size in sorted(files, key=lambda f: -f[1])[:3])
-        raise UserError(f"the workspace's files add up to {total / mb:.1f} MB, over the {max_bytes / mb:.0f} MB "
-                        f"{carried_by} (biggest: {biggest}); ignore large outputs in .gitignore")
+        raise UserError(
+            f"the workspace's files add up to {total / mb:.1f} MB, over the {max_bytes / mb:.0f} MB "
+            f"{carried_by} (biggest: {biggest}); ignore large outputs in .gitignore"
+        )
     return files
 
 
@@ -94,8 +103,10 @@ def pack(workspace: Path, *, max_bytes: int = MAX_BYTES) -> Snapshot:
     files = workspace_files(workspace, max_bytes=max_bytes, carried_by="a submission may carry")
     total = sum(size for _, size in files)
     if len(files) > MAX_FILES:
-        raise UserError(f"the workspace holds {len(files)} files, over the {MAX_FILES} a submission may carry; "
-                        "ignore generated files in .gitignore")
+        raise UserError(
+            f"the workspace holds {len(files)} files, over the {MAX_FILES} a submission may carry; "
+            "ignore generated files in .gitignore"
+        )
     if not files:
         raise UserError(f"the workspace {workspace} holds no files to submit")
     buf = io.BytesIO()

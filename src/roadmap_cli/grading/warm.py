@@ -82,9 +82,16 @@ class WarmGraders:
         try:
             # A session of its own: Ctrl-C in the terminal reaches the engine, which cancels its
             # grades (recorded as interrupted); it must not kill the zygote under them first.
-            self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=self._log, cwd="/",
-                                          start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+                cwd="/",
+                start_new_session=True,
+            )
         finally:
             theirs.close()
 
@@ -123,8 +130,9 @@ class WarmGraders:
                 return False
         return True
 
-    def spawn(self, pytest_args: list[str], *, env: dict[str, str], cwd: str, output_fd: int,
-              pass_fds: tuple[int, ...]) -> WarmProc:
+    def spawn(
+        self, pytest_args: list[str], *, env: dict[str, str], cwd: str, output_fd: int, pass_fds: tuple[int, ...]
+    ) -> WarmProc:
         """Start one grade: `python -m pytest *pytest_args` under a supervisor,
         stdout and stderr on `output_fd`, `pass_fds` at the same numbers."""
         request = json.dumps({"args": pytest_args, "env": env, "cwd": cwd, "targets": list(pass_fds)}).encode()
@@ -297,13 +305,25 @@ class WarmLearners:
         self.fd = ours.fileno()  # every grader inherits this number (pass_fds) and names it in its environment
         self._log = tempfile.TemporaryFile()  # the zygote's own stderr, for a test to read
         flags = ["-I", "-B"] + (["-P"] if sys.version_info >= (3, 11) else [])  # as a cold learner's
-        cmd = [sys.executable, *flags, "-c", "from roadmap_cli.grading_kit._warm_learner_main import serve; serve()",
-               str(theirs.fileno())]
+        cmd = [
+            sys.executable,
+            *flags,
+            "-c",
+            "from roadmap_cli.grading_kit._warm_learner_main import serve; serve()",
+            str(theirs.fileno()),
+        ]
         try:
             with oswall.walled(cmd, view) as (cmd, wall_fds):
-                self._proc = subprocess.Popen(cmd, env=env, pass_fds=(theirs.fileno(), *wall_fds),
-                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
-                                              cwd=root, start_new_session=True)
+                self._proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    pass_fds=(theirs.fileno(), *wall_fds),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=self._log,
+                    cwd=root,
+                    start_new_session=True,
+                )
         finally:
             theirs.close()
 
@@ -332,4 +352,3 @@ class WarmLearners:
         shutil.rmtree(self.root, ignore_errors=True)
         if self.shims:
             shutil.rmtree(self.shims, ignore_errors=True)
-

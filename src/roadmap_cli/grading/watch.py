@@ -49,8 +49,17 @@ def _watch_filter():
 
 
 class Watcher:
-    def __init__(self, ctx, lab_id: Optional[str], cwd: Path, *, part: Optional[str] = None,
-                 timeout: Optional[float] = None, out=None, on: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        ctx,
+        lab_id: Optional[str],
+        cwd: Path,
+        *,
+        part: Optional[str] = None,
+        timeout: Optional[float] = None,
+        out=None,
+        on: Optional[str] = None,
+    ) -> None:
         from roadmap_cli.labs import service
         from roadmap_cli.labs.device import detect_device
         from roadmap_cli.grading.runner import gradable_parts
@@ -62,7 +71,9 @@ class Watcher:
         if not self.path.is_dir():
             from roadmap_cli.errors import UserError
 
-            raise UserError(f"workspace {self.path} is gone: run `{service.start_command(ctx.home, self.spec.id, self.path)}`")
+            raise UserError(
+                f"workspace {self.path} is gone: run `{service.start_command(ctx.home, self.spec.id, self.path)}`"
+            )
         if on is not None:
             from roadmap_cli.grading.remote import registry
 
@@ -128,8 +139,10 @@ class Watcher:
             else:
                 marks.append(f"{p.id} {'✓' if p.id in best else '·'}")
         summary = service._summary(self.spec, best, 1, True, self.cuda)
-        return (f"{self.spec.id}: {summary['state_text']} · best {summary['best_score']:g}/{summary['max_score']:g} · "
-                + "  ".join(marks))
+        return (
+            f"{self.spec.id}: {summary['state_text']} · best {summary['best_score']:g}/{summary['max_score']:g} · "
+            + "  ".join(marks)
+        )
 
     # ------------------------------------------------------------ threads
 
@@ -137,12 +150,20 @@ class Watcher:
         from watchfiles import watch
 
         try:
-            for changes in watch(self.path, watch_filter=_watch_filter(), debounce=DEBOUNCE_MS, step=20,
-                                 stop_event=self.stop, yield_on_timeout=False, raise_interrupt=False):
+            for changes in watch(
+                self.path,
+                watch_filter=_watch_filter(),
+                debounce=DEBOUNCE_MS,
+                step=20,
+                stop_event=self.stop,
+                yield_on_timeout=False,
+                raise_interrupt=False,
+            ):
                 # Name the files as they are now: an editor's temporary file
                 # (written, then renamed over the real one) is not news.
-                names = sorted({os.path.relpath(p, self.path) for _, p in changes if os.path.exists(p)}) \
-                    or sorted({os.path.relpath(p, self.path) for _, p in changes})
+                names = sorted({os.path.relpath(p, self.path) for _, p in changes if os.path.exists(p)}) or sorted(
+                    {os.path.relpath(p, self.path) for _, p in changes}
+                )
                 self.events.put(("change", names, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - reported, and the loop stops
             self.events.put(("error", f"cannot watch {self.path}: {exc}", time.monotonic()))
@@ -168,11 +189,29 @@ class Watcher:
                 from roadmap_cli.grading.remote.near import grade_on
 
                 # Only the files changed since the last send go; the attempt is recorded here.
-                outcome = grade_on(lambda: self.store, self.ctx.home, self.on, self.spec.id, self.path, part=part,
-                                   timeout=self.timeout, cancel=cancel, on_progress=lambda line: self.say(f"  {line}"))
+                outcome = grade_on(
+                    lambda: self.store,
+                    self.ctx.home,
+                    self.on,
+                    self.spec.id,
+                    self.path,
+                    part=part,
+                    timeout=self.timeout,
+                    cancel=cancel,
+                    on_progress=lambda line: self.say(f"  {line}"),
+                )
             else:
-                outcome = grade(lambda: self.store, self.ctx.home, self.spec.id, self.path, part=part,
-                                timeout=self.timeout, cancel=cancel, lang=self.ctx.lang, warm=self.warm)
+                outcome = grade(
+                    lambda: self.store,
+                    self.ctx.home,
+                    self.spec.id,
+                    self.path,
+                    part=part,
+                    timeout=self.timeout,
+                    cancel=cancel,
+                    lang=self.ctx.lang,
+                    warm=self.warm,
+                )
             self.events.put(("done", outcome, time.monotonic()))
         except Exception as exc:  # noqa: BLE001 - a grader problem is shown, the watch goes on
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -227,9 +266,13 @@ class Watcher:
         if not sources:
             return
         self.prebuild = subprocess.Popen(
-            [sys.executable, "-m", "roadmap_cli.grading_kit.cpp_build", *sources], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=lambda: os.nice(10))
+            [sys.executable, "-m", "roadmap_cli.grading_kit.cpp_build", *sources],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lambda: os.nice(10),
+        )
 
     def _stop_run(self) -> None:
         """Cancel the running grade and wait for it: its process group is killed, no orphan."""
@@ -291,8 +334,12 @@ class Watcher:
             tty.setcbreak(sys.stdin.fileno())  # keys arrive one at a time, no echo; Ctrl-C still works
             threading.Thread(target=self._read_keys, daemon=True).start()
         try:
-            if self.on is not None and not self.explicit_part and self.current is not None \
-                    and any(p.needs_cuda for p in self.spec.parts):
+            if (
+                self.on is not None
+                and not self.explicit_part
+                and self.current is not None
+                and any(p.needs_cuda for p in self.spec.parts)
+            ):
                 # Which parts the remote can grade is not known yet: its first grade takes them all.
                 self._start(f"first grade on {self.on}: all parts", everything=True)
             elif self.current is None:
@@ -321,8 +368,9 @@ class Watcher:
             if kind == "change":
                 # The run in progress graded old code: cancel it, start again.
                 self._stop_run()
-                self._start(f"saved {', '.join(payload[:3])}{' …' if len(payload) > 3 else ''}",
-                            everything=self.current is None)
+                self._start(
+                    f"saved {', '.join(payload[:3])}{' …' if len(payload) > 3 else ''}", everything=self.current is None
+                )
             elif kind == "done":
                 self.worker = None
                 self._warm_up()

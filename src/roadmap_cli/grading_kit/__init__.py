@@ -12,8 +12,16 @@ from roadmap_cli.grading_kit.guards import (
 )
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
 from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
-from roadmap_cli.grading_kit.learner import (cuda_capability, device, gpu_name, has_cuda, interpret_mode,
-                                            learner_module, to_device, workspace)
+from roadmap_cli.grading_kit.learner import (
+    cuda_capability,
+    device,
+    gpu_name,
+    has_cuda,
+    interpret_mode,
+    learner_module,
+    to_device,
+    workspace,
+)
 from roadmap_cli.grading_kit.seeds import PerSeedCache, seeded
 
 # Loaded on first use (`kit.benchmark`, `kit.timing`...): statistics and
@@ -45,6 +53,7 @@ def __getattr__(name: str):
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value
+
 
 __all__ = [
     "Comparison",

@@ -113,14 +113,21 @@ def _install_audit_hook(forbidden_read: list[str], forbidden_write: list[str]) -
                 if isinstance(path, int) or path is None:
                     return
                 path = os.fsdecode(path)
-                writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-                          bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC))
+                writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+                    flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC)
+                )
                 why = refused(path, writing)
             else:
                 # A command line that names a solution file or folder (e.g. `cat .../solution/x.py`).
                 text = " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in _flatten(args))
-                why = next((f"ran a command that reads the reference solution ({root.rstrip('/')})"
-                            for root in read_roots if root.rstrip("/") in text), None)
+                why = next(
+                    (
+                        f"ran a command that reads the reference solution ({root.rstrip('/')})"
+                        for root in read_roots
+                        if root.rstrip("/") in text
+                    ),
+                    None,
+                )
             if why:
                 _violations.append(why)
                 raise PermissionError(f"not allowed while grading: {why}")
@@ -188,20 +195,28 @@ class _CheckedSources(importlib.abc.MetaPathFinder):
         for folder in folders:
             if not os.path.join(os.path.realpath(folder), "").startswith(self.workspace):
                 continue
-            for candidate, package in ((os.path.join(folder, leaf, "__init__.py"), True),
-                                       (os.path.join(folder, leaf + ".py"), False)):
+            for candidate, package in (
+                (os.path.join(folder, leaf, "__init__.py"), True),
+                (os.path.join(folder, leaf + ".py"), False),
+            ):
                 rel = os.path.relpath(os.path.realpath(candidate), self.workspace)
                 if rel in self.sources:
                     loader = _CheckedLoader(self.sources[rel], candidate)
                     return importlib.util.spec_from_file_location(
-                        name, candidate, loader=loader,
-                        submodule_search_locations=[os.path.dirname(candidate)] if package else None)
+                        name,
+                        candidate,
+                        loader=loader,
+                        submodule_search_locations=[os.path.dirname(candidate)] if package else None,
+                    )
                 if os.path.isfile(candidate):
                     self._refuse(f"imported {rel}, which the lab-code check did not read (it appeared after the check)")
-            if os.path.isdir(folder) and any(entry.startswith(leaf + ".") and entry.endswith((".so", ".pyd", ".pyc"))
-                                             for entry in os.listdir(folder)):
-                self._refuse(f"imported {leaf} from a compiled file: only the Python sources the lab-code check "
-                             "read are imported from the workspace")
+            if os.path.isdir(folder) and any(
+                entry.startswith(leaf + ".") and entry.endswith((".so", ".pyd", ".pyc")) for entry in os.listdir(folder)
+            ):
+                self._refuse(
+                    f"imported {leaf} from a compiled file: only the Python sources the lab-code check "
+                    "read are imported from the workspace"
+                )
         return None
 
     @staticmethod
@@ -308,8 +323,9 @@ class _Pinned:
         self.builtin_names = set(vars(__builtins__) if isinstance(__builtins__, types.ModuleType) else __builtins__)
 
     def watched(self, name: str) -> bool:
-        return name.startswith("roadmap_cli.grading_kit") or \
-            os.path.isfile(os.path.join(_config.get("tests_dir", "/nonexistent"), name + ".py"))
+        return name.startswith("roadmap_cli.grading_kit") or os.path.isfile(
+            os.path.join(_config.get("tests_dir", "/nonexistent"), name + ".py")
+        )
 
     def pin_loaded(self) -> None:
         if len(sys.modules) == self.seen_count:  # checked around every request: only new modules cost anything
@@ -355,17 +371,24 @@ def _parts_of(value) -> tuple:
     if isinstance(value, types.FunctionType):
         return (value.__code__, value.__defaults__, value.__kwdefaults__, value.__closure__)
     if isinstance(value, type):
-        return tuple((k, m, _parts_of(m)) for k, v in vars(value).items()
-                     if isinstance(v, (types.FunctionType, classmethod, staticmethod, property))
-                     for m in [getattr(v, "__func__", getattr(v, "fget", v))])
+        return tuple(
+            (k, m, _parts_of(m))
+            for k, v in vars(value).items()
+            if isinstance(v, (types.FunctionType, classmethod, staticmethod, property))
+            for m in [getattr(v, "__func__", getattr(v, "fget", v))]
+        )
     return ()
 
 
 def _same(value, parts: tuple) -> bool:
     if isinstance(value, types.FunctionType):
         code, defaults, kwdefaults, closure = parts
-        return value.__code__ is code and value.__defaults__ is defaults and value.__kwdefaults__ is kwdefaults \
+        return (
+            value.__code__ is code
+            and value.__defaults__ is defaults
+            and value.__kwdefaults__ is kwdefaults
             and value.__closure__ is closure
+        )
     if isinstance(value, type):
         members = vars(value)
         for key, member, member_parts in parts:
@@ -378,9 +401,12 @@ def _same(value, parts: tuple) -> bool:
 def _fingerprint(module: types.ModuleType) -> list[tuple]:
     # Dunder names are the interpreter's and torch.compile's (it keeps __compiled_fn_N / __resume_at_N in the
     # globals of the module it compiled, and replaces them on a recompile): never the grader's own functions.
-    return [(k, v, _parts_of(v)) for k, v in list(vars(module).items())
-            if not k.startswith("__")
-            and isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))]
+    return [
+        (k, v, _parts_of(v))
+        for k, v in list(vars(module).items())
+        if not k.startswith("__")
+        and isinstance(v, (types.FunctionType, type, types.ModuleType, types.BuiltinFunctionType))
+    ]
 
 
 _pinned: Optional[_Pinned] = None
@@ -397,8 +423,10 @@ def _call_target(module: str, qualname: str):
 
 
 def _error_reply(exc: BaseException) -> tuple:
-    base = next((k.__name__ for k in type(exc).__mro__
-                 if k.__module__ == "builtins" and issubclass(k, Exception)), "RuntimeError")
+    base = next(
+        (k.__name__ for k in type(exc).__mro__ if k.__module__ == "builtins" and issubclass(k, Exception)),
+        "RuntimeError",
+    )
     learner_type = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
     if type(exc).__module__.startswith(("_pytest", "pytest")):
         # pytest.skip()/fail() raised in this process must not steer the
@@ -410,8 +438,11 @@ def _error_reply(exc: BaseException) -> tuple:
     except Exception:
         message = f"<{type(exc).__name__} with an unprintable message>"
     ws = os.path.join(_config.get("workspace", "/nonexistent"), "")
-    frames = [f"{os.path.relpath(f.filename, ws)}:{f.lineno} in {f.name}"
-              for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(ws)]
+    frames = [
+        f"{os.path.relpath(f.filename, ws)}:{f.lineno} in {f.name}"
+        for f in traceback.extract_tb(exc.__traceback__)
+        if f.filename.startswith(ws)
+    ]
     return ("exc", base, learner_type, args, message[:8000], frames[-30:])
 
 
@@ -519,7 +550,9 @@ def serve(req_fd: int, reply_fd: int) -> None:
         try:
             data = wire.dumps_reply((*reply, new))
         except Exception as exc:  # e.g. an exception argument that cannot be pickled
-            data = wire.dumps_reply(("exc", "RuntimeError", "unpicklable", (), f"cannot send the result: {exc}", [], new))
+            data = wire.dumps_reply(
+                ("exc", "RuntimeError", "unpicklable", (), f"cannot send the result: {exc}", [], new)
+            )
         sys.stdout.flush()
         wire.send(reply_fd, data)
 
@@ -537,8 +570,12 @@ def _serve_refusal(req_fd: int, reply_fd: int, refused: str) -> None:
             wire.recv(req_fd)
         except EOFError:
             return
-        wire.send(reply_fd, wire.dumps_reply(("exc", "RuntimeError", "refused by the lab-code check", (),
-                                              f"not graded: {refused}", [], [refused])))
+        wire.send(
+            reply_fd,
+            wire.dumps_reply(
+                ("exc", "RuntimeError", "refused by the lab-code check", (), f"not graded: {refused}", [], [refused])
+            ),
+        )
 
 
 def main() -> None:
@@ -546,5 +583,3 @@ def main() -> None:
     serve(req_fd, reply_fd)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: learner atexit handlers must not hang the grade
-
-

@@ -23,8 +23,14 @@ from roadmap_cli.grading_kit.forked import reseed_global_streams, take_popen_sha
 from roadmap_cli.grading_kit.warm_learner import STATUS
 
 # What a learner process imports anyway (the grading_kit package and its modules, torch with the adapter).
-PRELOAD = ("numpy", "torch", "roadmap_cli.grading_kit", "roadmap_cli.grading_kit._learner_main",
-           "roadmap_cli.grading_kit.learner", "roadmap_cli.grading_kit.sandbox")
+PRELOAD = (
+    "numpy",
+    "torch",
+    "roadmap_cli.grading_kit",
+    "roadmap_cli.grading_kit._learner_main",
+    "roadmap_cli.grading_kit.learner",
+    "roadmap_cli.grading_kit.sandbox",
+)
 _MAX_MESSAGE = 1 << 20
 
 

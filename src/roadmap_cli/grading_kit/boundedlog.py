@@ -26,7 +26,7 @@ class BoundedTail:
             self.total += len(data)
             if len(data) >= self.cap:
                 self.chunks.clear()
-                data = data[-self.cap:]
+                data = data[-self.cap :]
                 self.size = 0
             self.chunks.append(data)
             self.size += len(data)
@@ -35,7 +35,7 @@ class BoundedTail:
 
     def bytes(self) -> bytes:
         with self.lock:
-            return b"".join(self.chunks)[-self.cap:]
+            return b"".join(self.chunks)[-self.cap :]
 
     def text(self) -> str:
         out = self.bytes().decode("utf-8", errors="replace")
@@ -102,7 +102,11 @@ def crash_tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     all_lines = text.rstrip().splitlines()
     for i, line in enumerate(all_lines):
         if line.startswith("Fatal Python error"):
-            frames = [_unescape(ln) for ln in all_lines[i + 1:] if ln.strip().startswith("File ")
-                      and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))]
+            frames = [
+                _unescape(ln)
+                for ln in all_lines[i + 1 :]
+                if ln.strip().startswith("File ")
+                and not any(skip in ln for skip in ("/_pytest/", "/pluggy/", "<frozen "))
+            ]
             return "\n".join([line, *frames[:lines]])
     return "\n".join(all_lines[-lines:])

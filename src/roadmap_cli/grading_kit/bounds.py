@@ -62,7 +62,7 @@ def nan_guarded(t, guard: int = 4096, row_pad: int = 16, fill: float = float("na
     row_stride = padded_shape[-1]
     guard = max(int(guard), row_stride)
     storage = torch.full((guard + numel + guard,), fill, dtype=t.dtype, device=t.device)
-    block = storage[guard:guard + numel].view(padded_shape)
+    block = storage[guard : guard + numel].view(padded_shape)
     block = block.narrow(len(order) - 1, 0, t.shape[inner])
     # Back to t's dim order: position i of `block` holds dim order[i] of t.
     view = block.permute([order.index(d) for d in range(t.dim())])
@@ -109,8 +109,7 @@ class _Arg:
         layout (each stride >= the extent of the dims inside it), else None."""
         if self.__dict__.get("_nested") is not None:
             return self._nested or None
-        dims = sorted((d for d in range(len(self.shape)) if self.shape[d] > 1),
-                      key=lambda d: (-self.strides[d], d))
+        dims = sorted((d for d in range(len(self.shape)) if self.shape[d] > 1), key=lambda d: (-self.strides[d], d))
         extent = 1
         ok = all(self.strides[d] > 0 for d in dims)
         for d in reversed(dims):
@@ -145,7 +144,7 @@ class _Arg:
 
     def describe(self, addr: int) -> str:
         """Where `addr` lies relative to this view, as an index with N+k / -k for out-of-range dims."""
-        rel = (int(addr) - self.base)
+        rel = int(addr) - self.base
         if rel % self.itemsize:
             return f"byte offset {rel} (not aligned to its {self.itemsize}-byte elements)"
         rel //= self.itemsize
@@ -187,8 +186,12 @@ def _args_of_launch(arg_names, args, kwargs, labels) -> list[_Arg]:
         item = value.element_size()
         arg = _Arg(
             name=labels.get(storage.data_ptr(), name) if labels else name,
-            base=value.data_ptr(), itemsize=item, shape=tuple(value.shape), strides=tuple(value.stride()),
-            storage_lo=storage.data_ptr(), storage_hi=storage.data_ptr() + storage.nbytes(),
+            base=value.data_ptr(),
+            itemsize=item,
+            shape=tuple(value.shape),
+            strides=tuple(value.stride()),
+            storage_lo=storage.data_ptr(),
+            storage_hi=storage.data_ptr() + storage.nbytes(),
         )
         if value.numel() and value.is_contiguous():
             arg.dense_lo, arg.dense_hi = 0, value.numel() * item
@@ -221,13 +224,14 @@ class BoundsReport:
         for (kernel, op, tensor, relation), entry in self._by_key.items():
             verb = "read" if op == "load" else "wrote"
             lanes = "lane" if entry["count"] == 1 else "lanes"
-            lines.append(f"{kernel}: {verb} {relation} {tensor} at {', '.join(entry['examples'])} "
-                         f"({entry['count']} unmasked {lanes} in all)")
+            lines.append(
+                f"{kernel}: {verb} {relation} {tensor} at {', '.join(entry['examples'])} "
+                f"({entry['count']} unmasked {lanes} in all)"
+            )
         return lines
 
     def as_plain(self) -> dict:
-        return {"launches": self.launches, "checked_accesses": self.checked_accesses,
-                "violations": self.violations}
+        return {"launches": self.launches, "checked_accesses": self.checked_accesses, "violations": self.violations}
 
 
 @contextlib.contextmanager

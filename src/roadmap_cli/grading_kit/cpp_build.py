@@ -66,7 +66,9 @@ class BuildResult:
 
 def shared_cache_root() -> Path:
     """The cache every grade of this user shares: `$ROADMAP_CPP_CACHE`, else <tmp>/roadmap-cpp-cache-<uid>."""
-    root = os.environ.get("ROADMAP_CPP_CACHE") or os.path.join(tempfile.gettempdir(), f"roadmap-cpp-cache-{os.getuid()}")
+    root = os.environ.get("ROADMAP_CPP_CACHE") or os.path.join(
+        tempfile.gettempdir(), f"roadmap-cpp-cache-{os.getuid()}"
+    )
     from roadmap_cli.paths import private_dir
 
     return private_dir(root)  # in the shared temp folder: refused when another account made it first
@@ -99,7 +101,7 @@ def first_compiler_error(log: str, workspace: Optional[Path] = None) -> str:
     if match is None:
         tail = [ln for ln in log.strip().splitlines() if ln.strip()][-3:]
         return "\n".join(tail) or "the build failed without a message"
-    lines = log[match.start():].splitlines()
+    lines = log[match.start() :].splitlines()
     shown = [lines[0]] + [ln for ln in lines[1:3] if ln.startswith(" ")]
     text = "\n".join(shown)
     if workspace is not None:
@@ -115,7 +117,9 @@ def _digest(parts: Sequence[bytes]) -> str:
     return h.hexdigest()[:24]
 
 
-def _walled_run(cmd: list[str], build: Path, read_only: Sequence[Path], timeout_s: float) -> subprocess.CompletedProcess:
+def _walled_run(
+    cmd: list[str], build: Path, read_only: Sequence[Path], timeout_s: float
+) -> subprocess.CompletedProcess:
     """Run a compiler on learner-controlled input behind the grade's OS wall
     (grading_kit/oswall.py): it sees the system, the Python runtime,
     `read_only` (the learner's source folder) and `build` (fresh, its one
@@ -133,10 +137,14 @@ def _walled_run(cmd: list[str], build: Path, read_only: Sequence[Path], timeout_
         view = oswall.compile_view([str(p) for p in read_only], [str(build)], str(build), base=wall)
     elif grade is None and _wall_here():
         view = oswall.compile_view([str(p) for p in read_only], [str(build)], str(build))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C", "HOME": oswall.LEARNER_HOME if view else
-           os.environ.get("HOME", "/")}
-    return oswall.run(cmd, view, capture_output=True, text=True, timeout=timeout_s, cwd=build, env=env,
-                      stdin=subprocess.DEVNULL)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C",
+        "HOME": oswall.LEARNER_HOME if view else os.environ.get("HOME", "/"),
+    }
+    return oswall.run(
+        cmd, view, capture_output=True, text=True, timeout=timeout_s, cwd=build, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 def _wall_here() -> bool:
@@ -277,11 +285,17 @@ def _write_manifest(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
-           workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = (),
-           log_failures: bool = True) -> BuildResult:
-    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files,
-                           log_failures)
+def _build(
+    kind: str,
+    inputs: Sequence[Path],
+    cmd_without_output: list[str],
+    suffix: str,
+    workspace: Optional[Path],
+    timeout_s: float,
+    grader_files: Sequence[Path] = (),
+    log_failures: bool = True,
+) -> BuildResult:
+    result = _cached_build(kind, inputs, cmd_without_output, suffix, workspace, timeout_s, grader_files, log_failures)
     return BuildResult(_for_this_grade(result.path), result.cached)
 
 
@@ -304,9 +318,16 @@ def _for_this_grade(path: Path) -> Path:
     return target
 
 
-def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[str], suffix: str,
-                  workspace: Optional[Path], timeout_s: float, grader_files: Sequence[Path] = (),
-                  log_failures: bool = True) -> BuildResult:
+def _cached_build(
+    kind: str,
+    inputs: Sequence[Path],
+    cmd_without_output: list[str],
+    suffix: str,
+    workspace: Optional[Path],
+    timeout_s: float,
+    grader_files: Sequence[Path] = (),
+    log_failures: bool = True,
+) -> BuildResult:
     """Compile (behind the wall) or take the cached result; `grader_files` are
     the grader's own inputs (a test main): copied into the build folder, the
     one place the walled compiler reads them from. `log_failures`: False for a
@@ -316,9 +337,13 @@ def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[st
     import torch
 
     folders = list(dict.fromkeys(str(p.parent) for p in inputs if p not in grader_files))
-    flags = [a for a in cmd_without_output if not any(f in a for f in [*folders, *(str(g.parent) for g in grader_files)])]
-    base = _digest([kind.encode(), torch.__version__.encode(), _compiler_id(cmd_without_output),
-                    " ".join(flags).encode()] + [p.name.encode() + b"\0" + p.read_bytes() for p in inputs])
+    flags = [
+        a for a in cmd_without_output if not any(f in a for f in [*folders, *(str(g.parent) for g in grader_files)])
+    ]
+    base = _digest(
+        [kind.encode(), torch.__version__.encode(), _compiler_id(cmd_without_output), " ".join(flags).encode()]
+        + [p.name.encode() + b"\0" + p.read_bytes() for p in inputs]
+    )
     entry = cache_root() / f"{kind}-{base}"
     out, manifest = entry / f"{kind}{suffix}", entry / "manifest.json"
     failed, failed_manifest = entry / "FAILED", entry / "FAILED.json"
@@ -339,10 +364,10 @@ def _cached_build(kind: str, inputs: Sequence[Path], cmd_without_output: list[st
         artefact = build / f"{kind}{suffix}"
         try:
             # Read-only for the compiler: the learner's folders and a precompiled header's (-include).
-            seen = [Path(f) for f in folders] + [Path(cmd[i + 1]).parent for i, a in enumerate(cmd[:-1])
-                                                 if a == "-include"]
-            proc = _walled_run(cmd + ["-MD", "-MF", str(build / "deps.d"), "-o", str(artefact)], build, seen,
-                               timeout_s)
+            seen = [Path(f) for f in folders] + [
+                Path(cmd[i + 1]).parent for i, a in enumerate(cmd[:-1]) if a == "-include"
+            ]
+            proc = _walled_run(cmd + ["-MD", "-MF", str(build / "deps.d"), "-o", str(artefact)], build, seen, timeout_s)
         except subprocess.TimeoutExpired:
             raise CppBuildError(f"the compiler ran past {timeout_s:g} s", "") from None
         deps = _parse_deps(build / "deps.d", build)
@@ -399,8 +424,14 @@ def _extension_flags() -> list[str]:
     from torch.utils import cpp_extension
 
     abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
-    flags = ["-fPIC", "-std=c++20", "-O2", "-fopenmp", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-             "-DTORCH_EXTENSION_NAME=roadmap_cpp_lab"]
+    flags = [
+        "-fPIC",
+        "-std=c++20",
+        "-O2",
+        "-fopenmp",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        "-DTORCH_EXTENSION_NAME=roadmap_cpp_lab",
+    ]
     for inc in cpp_extension.include_paths():
         flags += ["-isystem", inc]
     return flags
@@ -449,8 +480,9 @@ def leading_system_includes(text: str) -> list[str]:
     return block
 
 
-def _precompiled_header(sources: list[Path], compile_flags: list[str], timeout_s: float,
-                        build: bool = True) -> Optional[Path]:
+def _precompiled_header(
+    sources: list[Path], compile_flags: list[str], timeout_s: float, build: bool = True
+) -> Optional[Path]:
     """A header of the sources' own leading system includes, precompiled with
     the extension's exact flags, for `g++ -include`; None when there is none
     to share (no such block, or the sources' blocks differ) or it fails to build.
@@ -493,8 +525,23 @@ def _precompiled_header(sources: list[Path], compile_flags: list[str], timeout_s
             # The block names headers the learner chose (`#include <../../x>` is a name too): behind the wall,
             # where only the system and the Python runtime exist.
             try:
-                proc = _walled_run(["g++", *compile_flags, "-x", "c++-header", str(header), "-MD", "-MF",
-                                    str(scratch / "deps.d"), "-o", str(tmp)], scratch, [folder], timeout_s)
+                proc = _walled_run(
+                    [
+                        "g++",
+                        *compile_flags,
+                        "-x",
+                        "c++-header",
+                        str(header),
+                        "-MD",
+                        "-MF",
+                        str(scratch / "deps.d"),
+                        "-o",
+                        str(tmp),
+                    ],
+                    scratch,
+                    [folder],
+                    timeout_s,
+                )
             except subprocess.TimeoutExpired:
                 return None
             deps = _parse_deps(scratch / "deps.d", scratch)
@@ -503,8 +550,9 @@ def _precompiled_header(sources: list[Path], compile_flags: list[str], timeout_s
                 return None
             os.replace(tmp, gch)
             st = gch.stat()
-            _write_manifest(manifest, {"deps": _portable(deps, [], scratch),
-                                       "gch": [st.st_size, st.st_mtime_ns, st.st_ino]})
+            _write_manifest(
+                manifest, {"deps": _portable(deps, [], scratch), "gch": [st.st_size, st.st_mtime_ns, st.st_ino]}
+            )
         finally:
             import shutil
 
@@ -530,11 +578,23 @@ _ASAN_FLAGS = ["-std=c++20", "-g", "-O1", "-fsanitize=address", "-fno-omit-frame
 # by name. `--wrap` renames every reference to SYM in the program to `__wrap_SYM`, which nothing defines, so
 # such a header does not link: the compiler refuses it, nothing the binary later prints has to be believed.
 # (The hooks the runtime calls, such as __lsan_is_turned_off, are defined by the grader's test main instead.)
-_SANITIZER_SWITCHES = ["__lsan_ignore_object", "__lsan_disable", "__lsan_enable", "__lsan_register_root_region",
-                       "__lsan_unregister_root_region", "__lsan_do_leak_check", "__lsan_do_recoverable_leak_check",
-                       "__asan_set_error_report_callback", "__sanitizer_set_report_path",
-                       "__sanitizer_set_report_fd", "__asan_unpoison_memory_region", "dlsym", "dlvsym", "dlopen",
-                       "dlmopen"]
+_SANITIZER_SWITCHES = [
+    "__lsan_ignore_object",
+    "__lsan_disable",
+    "__lsan_enable",
+    "__lsan_register_root_region",
+    "__lsan_unregister_root_region",
+    "__lsan_do_leak_check",
+    "__lsan_do_recoverable_leak_check",
+    "__asan_set_error_report_callback",
+    "__sanitizer_set_report_path",
+    "__sanitizer_set_report_fd",
+    "__asan_unpoison_memory_region",
+    "dlsym",
+    "dlvsym",
+    "dlopen",
+    "dlmopen",
+]
 # `--wrap` also resolves `__real_SYM` to the real SYM, so those names are wrapped too (to nothing), all but
 # __real_dlsym: the grader's test main reaches the runtime's heap meter through it (what a header could reach
 # with it changes nothing the meter counts).
@@ -543,8 +603,13 @@ _REAL_SWITCHES = [f"__real_{sym}" for sym in _SANITIZER_SWITCHES if sym != "dlsy
 
 def asan_binary(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout_s: float = 300) -> BuildResult:
     """Build the grader's test main against the learner's headers with ASan + LSan."""
-    cmd = ["g++", *_ASAN_FLAGS, f"-I{include_dir}", str(main_cpp),
-           *(f"-Wl,--wrap={sym}" for sym in _SANITIZER_SWITCHES + _REAL_SWITCHES)]
+    cmd = [
+        "g++",
+        *_ASAN_FLAGS,
+        f"-I{include_dir}",
+        str(main_cpp),
+        *(f"-Wl,--wrap={sym}" for sym in _SANITIZER_SWITCHES + _REAL_SWITCHES),
+    ]
     return _build("asan", [main_cpp, *headers], cmd, "", include_dir, timeout_s, grader_files=[main_cpp])
 
 
@@ -567,8 +632,16 @@ def compiles(main_cpp: Path, include_dir: Path, headers: Sequence[Path], timeout
     headers), with asan_binary's flags, behind the wall: None when it compiles, else its first error."""
     cmd = ["g++", *_ASAN_FLAGS, "-c", f"-I{include_dir}", str(main_cpp)]
     try:
-        _build("probe", [main_cpp, *headers], cmd, ".o", include_dir, timeout_s, grader_files=[main_cpp],
-               log_failures=False)
+        _build(
+            "probe",
+            [main_cpp, *headers],
+            cmd,
+            ".o",
+            include_dir,
+            timeout_s,
+            grader_files=[main_cpp],
+            log_failures=False,
+        )
     except CppBuildError as err:
         return err.first_error
     return None
@@ -580,23 +653,36 @@ def run_asan_case(binary: Path, case: str, timeout_s: float = 60) -> subprocess.
     return run_binary(binary, [case], timeout_s)
 
 
-def run_binary(binary: Path, args: Sequence[str], timeout_s: float = 60,
-               symbolize: bool = True) -> subprocess.CompletedProcess:
+def run_binary(
+    binary: Path, args: Sequence[str], timeout_s: float = 60, symbolize: bool = True
+) -> subprocess.CompletedProcess:
     """Run an ASan test binary (learner code is linked in) with `args`, behind
     the grade's wall; what it prints is data for the grader to check.
     `symbolize=False`: reports without function names and file:line, ~10x
     faster when the run reports a leak on purpose (symbolizing costs ~0.7 s)."""
     # Set here, these override whatever the program's default-options hooks would say.
-    env = {"PATH": "/usr/bin:/bin", "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1"
-           + ("" if symbolize else ":symbolize=0"), "LSAN_OPTIONS": "exitcode=87:print_suppressions=1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ASAN_OPTIONS": "detect_leaks=1:exitcode=86:abort_on_error=0:disable_coredump=1"
+        + ("" if symbolize else ":symbolize=0"),
+        "LSAN_OPTIONS": "exitcode=87:print_suppressions=1",
+    }
     from roadmap_cli.grading_kit import oswall, sandbox
 
     # Behind the same OS wall as the learner process when the engine set one up (grading_kit/oswall.py).
     wall = (sandbox.config() or {}).get("os_wall")
     if wall:
         wall = {**wall, "cwd": str(binary.parent)}
-    return oswall.run([str(binary), *args], wall, capture_output=True, text=True, timeout=timeout_s, env=env,
-                      cwd=binary.parent, stdin=subprocess.DEVNULL)
+    return oswall.run(
+        [str(binary), *args],
+        wall,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        cwd=binary.parent,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def sanitizer_summary(output: str, header_name: str) -> str:

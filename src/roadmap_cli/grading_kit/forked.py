@@ -50,8 +50,11 @@ class ForkedChild:
         if not ready:
             return None
         data = self._read_status()
-        self.returncode = (os.waitstatus_to_exitcode(WAIT_STATUS.unpack(data)[0]) if len(data) == WAIT_STATUS.size
-                           else self._status_lost())
+        self.returncode = (
+            os.waitstatus_to_exitcode(WAIT_STATUS.unpack(data)[0])
+            if len(data) == WAIT_STATUS.size
+            else self._status_lost()
+        )
         self._release()
         return self.returncode
 

@@ -20,13 +20,24 @@ class ForbiddenOpError(RuntimeError):
 
 # name -> (module path, attribute) pairs patched while the guard is active.
 _OPS: dict[str, list[tuple[str, str]]] = {
-    "matmul": [("torch", "matmul"), ("torch.Tensor", "matmul"), ("torch.Tensor", "__matmul__"), ("torch.Tensor", "__rmatmul__")],
+    "matmul": [
+        ("torch", "matmul"),
+        ("torch.Tensor", "matmul"),
+        ("torch.Tensor", "__matmul__"),
+        ("torch.Tensor", "__rmatmul__"),
+    ],
     "mm": [("torch", "mm"), ("torch.Tensor", "mm"), ("torch", "addmm"), ("torch.Tensor", "addmm")],
     "bmm": [("torch", "bmm"), ("torch.Tensor", "bmm"), ("torch", "baddbmm"), ("torch.Tensor", "baddbmm")],
     "einsum": [("torch", "einsum")],
     "linear": [("torch.nn.functional", "linear")],
-    "softmax": [("torch", "softmax"), ("torch.Tensor", "softmax"), ("torch.nn.functional", "softmax"),
-                ("torch", "log_softmax"), ("torch.Tensor", "log_softmax"), ("torch.nn.functional", "log_softmax")],
+    "softmax": [
+        ("torch", "softmax"),
+        ("torch.Tensor", "softmax"),
+        ("torch.nn.functional", "softmax"),
+        ("torch", "log_softmax"),
+        ("torch.Tensor", "log_softmax"),
+        ("torch.nn.functional", "log_softmax"),
+    ],
     "sdpa": [("torch.nn.functional", "scaled_dot_product_attention")],
 }
 

@@ -42,18 +42,80 @@ SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "env", "out", "data", "node
 MAX_SOURCE_BYTES = 4 << 20
 
 # Modules any lab's code may import (and their submodules, except private ones: torch._C is not torch).
-DEFAULT_IMPORTS = frozenset({
-    "__future__", "abc", "array", "bisect", "cmath", "collections", "contextlib", "copy", "dataclasses",
-    "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "json", "math", "numbers",
-    "operator", "pathlib", "random", "re", "statistics", "string", "struct", "textwrap", "time", "typing",
-    "warnings", "os", "io", "argparse", "asyncio", "signal", "threading", "queue", "uuid", "zlib", "base64",
-    "datetime", "tempfile", "numpy", "torch", "triton",
-})
+DEFAULT_IMPORTS = frozenset(
+    {
+        "__future__",
+        "abc",
+        "array",
+        "bisect",
+        "cmath",
+        "collections",
+        "contextlib",
+        "copy",
+        "dataclasses",
+        "decimal",
+        "enum",
+        "fractions",
+        "functools",
+        "hashlib",
+        "heapq",
+        "itertools",
+        "json",
+        "math",
+        "numbers",
+        "operator",
+        "pathlib",
+        "random",
+        "re",
+        "statistics",
+        "string",
+        "struct",
+        "textwrap",
+        "time",
+        "typing",
+        "warnings",
+        "os",
+        "io",
+        "argparse",
+        "asyncio",
+        "signal",
+        "threading",
+        "queue",
+        "uuid",
+        "zlib",
+        "base64",
+        "datetime",
+        "tempfile",
+        "numpy",
+        "torch",
+        "triton",
+    }
+)
 # Attributes of allowed modules that hand back what the import allow-list keeps out.
 MODULE_ATTRIBUTES_REFUSED = {
-    "os": {"sys", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp",
-           "execvpe", "system", "popen", "posix_spawn", "posix_spawnp", "spawnl", "spawnv", "spawnve", "spawnvp",
-           "memfd_create", "register_at_fork"},
+    "os": {
+        "sys",
+        "fork",
+        "forkpty",
+        "execv",
+        "execve",
+        "execl",
+        "execle",
+        "execlp",
+        "execlpe",
+        "execvp",
+        "execvpe",
+        "system",
+        "popen",
+        "posix_spawn",
+        "posix_spawnp",
+        "spawnl",
+        "spawnv",
+        "spawnve",
+        "spawnvp",
+        "memfd_create",
+        "register_at_fork",
+    },
     "torch": {"load_library"},
 }
 # Attribute names refused on anything: frames, code objects, module re-exports of what the allow-list keeps out.
@@ -84,19 +146,93 @@ REFUSED_ATTRIBUTES = {
     "pythonapi": "the Python C-API reaches every object of the process",
 }
 # Dunders lab code may use: object protocols, never the ones that reach functions' globals or other classes.
-ALLOWED_DUNDERS = frozenset({
-    "__init__", "__new__", "__call__", "__name__", "__qualname__", "__module__", "__doc__", "__file__",
-    "__class__", "__version__", "__len__", "__getitem__", "__setitem__", "__delitem__", "__contains__",
-    "__iter__", "__next__", "__reversed__", "__repr__", "__str__", "__format__", "__bytes__", "__hash__",
-    "__bool__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__enter__", "__exit__",
-    "__aenter__", "__aexit__", "__post_init__", "__slots__", "__all__", "__annotations__", "__float__",
-    "__int__", "__index__", "__complex__", "__round__", "__abs__", "__neg__", "__pos__", "__invert__",
-    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__",
-    "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__", "__ifloordiv__",
-    "__mod__", "__rmod__", "__imod__", "__pow__", "__rpow__", "__ipow__", "__matmul__", "__rmatmul__",
-    "__imatmul__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__",
-    "__rshift__", "__array__", "__torch_function__", "__dataclass_fields__", "__main__",
-})
+ALLOWED_DUNDERS = frozenset(
+    {
+        "__init__",
+        "__new__",
+        "__call__",
+        "__name__",
+        "__qualname__",
+        "__module__",
+        "__doc__",
+        "__file__",
+        "__class__",
+        "__version__",
+        "__len__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__contains__",
+        "__iter__",
+        "__next__",
+        "__reversed__",
+        "__repr__",
+        "__str__",
+        "__format__",
+        "__bytes__",
+        "__hash__",
+        "__bool__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__enter__",
+        "__exit__",
+        "__aenter__",
+        "__aexit__",
+        "__post_init__",
+        "__slots__",
+        "__all__",
+        "__annotations__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__complex__",
+        "__round__",
+        "__abs__",
+        "__neg__",
+        "__pos__",
+        "__invert__",
+        "__add__",
+        "__radd__",
+        "__iadd__",
+        "__sub__",
+        "__rsub__",
+        "__isub__",
+        "__mul__",
+        "__rmul__",
+        "__imul__",
+        "__truediv__",
+        "__rtruediv__",
+        "__itruediv__",
+        "__floordiv__",
+        "__rfloordiv__",
+        "__ifloordiv__",
+        "__mod__",
+        "__rmod__",
+        "__imod__",
+        "__pow__",
+        "__rpow__",
+        "__ipow__",
+        "__matmul__",
+        "__rmatmul__",
+        "__imatmul__",
+        "__and__",
+        "__rand__",
+        "__or__",
+        "__ror__",
+        "__xor__",
+        "__rxor__",
+        "__lshift__",
+        "__rshift__",
+        "__array__",
+        "__torch_function__",
+        "__dataclass_fields__",
+        "__main__",
+    }
+)
 REFUSED_NAMES = {
     "eval": "running text as code hides it from this check",
     "exec": "running text as code hides it from this check",
@@ -120,12 +256,19 @@ _FORMAT_DUNDER = re.compile(r"\{[^{}]*\.\s*__\w+__")
 # import/eval/globals and pybind11's, or loading another library, reach the process as Python code would.
 CPP_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp")
 _CPP_REFUSED = [
-    (re.compile(r"\bPy(?:Import|Run|Eval|Frame|Sys|Dict|Module|Code|Marshal|Object_(?:Get|Set|Del)Attr|"
-                r"ThreadState|Interpreter|CFunction|Capsule)_?\w*"), "the Python C-API reaches every object of the process"),
+    (
+        re.compile(
+            r"\bPy(?:Import|Run|Eval|Frame|Sys|Dict|Module|Code|Marshal|Object_(?:Get|Set|Del)Attr|"
+            r"ThreadState|Interpreter|CFunction|Capsule)_?\w*"
+        ),
+        "the Python C-API reaches every object of the process",
+    ),
     (re.compile(r"\b_Py\w+"), "the Python C-API reaches every object of the process"),
     (re.compile(r"\bPy_(?:CompileString\w*|Initialize\w*|Exec|BuildValue)\b"), "the Python C-API runs Python code"),
-    (re.compile(r"\b(?:py|pybind11)::(?:module_?::import|eval\w*|exec|globals|module_::import|import)\b"),
-     "pybind11 imports and runs Python code in the grading process"),
+    (
+        re.compile(r"\b(?:py|pybind11)::(?:module_?::import|eval\w*|exec|globals|module_::import|import)\b"),
+        "pybind11 imports and runs Python code in the grading process",
+    ),
     (re.compile(r"\bmodule_?\s*::\s*import\b"), "pybind11 imports and runs Python code in the grading process"),
     (re.compile(r"\b(?:dlopen|dlsym|dlmopen|dlvsym)\b"), "loading another library runs unchecked code"),
     (re.compile(r"\bPyObject\s*\*"), "the Python C-API reaches every object of the process"),
@@ -163,14 +306,27 @@ class Policy:
     @classmethod
     def from_config(cls, data: Optional[dict], helper_modules: Iterable[str] = ()) -> "Policy":
         data = data or {}
-        imports = [ExtraImport(module=str(e["module"]), files=tuple(e.get("files") or ()),
-                               attributes=None if e.get("attributes") is None else tuple(e["attributes"]),
-                               why=str(e.get("why", ""))) for e in data.get("imports") or ()]
-        forbid = [Forbid(names=tuple(f["names"]), files=tuple(f.get("files") or ()), why=str(f.get("why", "")))
-                  for f in data.get("forbid") or ()]
+        imports = [
+            ExtraImport(
+                module=str(e["module"]),
+                files=tuple(e.get("files") or ()),
+                attributes=None if e.get("attributes") is None else tuple(e["attributes"]),
+                why=str(e.get("why", "")),
+            )
+            for e in data.get("imports") or ()
+        ]
+        forbid = [
+            Forbid(names=tuple(f["names"]), files=tuple(f.get("files") or ()), why=str(f.get("why", "")))
+            for f in data.get("forbid") or ()
+        ]
         unpickle = tuple((data.get("unpickle") or {}).get("files") or ())
-        return cls(imports, forbid, helper_modules=frozenset(helper_modules), unpickle_files=unpickle,
-                   enabled=data.get("check", True) is not False)
+        return cls(
+            imports,
+            forbid,
+            helper_modules=frozenset(helper_modules),
+            unpickle_files=unpickle,
+            enabled=data.get("check", True) is not False,
+        )
 
 
 # ------------------------------------------------------------------ workspace
@@ -217,27 +373,38 @@ def check_workspace(workspace: str, policy: Policy) -> tuple[Optional[str], Chec
     # (A copy of a learner-side helper, given to read, is no problem: the grader's own copy is imported first.)
     for name in sorted(own & (stdlib_names() | {"torch", "triton", "numpy", "roadmap_cli"} | policy.grader_modules)):
         rel = next(r for r in files if r.split(os.sep)[0].removesuffix(".py") == name)
-        return (f"{rel}:1: a module named {name} is not allowed in lab code: it would stand in for the library "
-                "of that name in the grading process"), checked
+        return (
+            f"{rel}:1: a module named {name} is not allowed in lab code: it would stand in for the library "
+            "of that name in the grading process"
+        ), checked
     trees: dict[str, ast.Module] = {}
     for rel in files:
         path = os.path.join(workspace, rel)
         try:
             if os.path.islink(path):
-                return f"{rel}:1: a link is not allowed in lab code: the file checked must be the file imported", checked
+                return (
+                    f"{rel}:1: a link is not allowed in lab code: the file checked must be the file imported",
+                    checked,
+                )
             with open(path, "rb") as fh:
                 data = fh.read(MAX_SOURCE_BYTES + 1)
         except OSError as exc:
             return f"{rel}:1: an unreadable file is not allowed in lab code: {exc.strerror}", checked
         if len(data) > MAX_SOURCE_BYTES:
-            return f"{rel}:1: a source over {MAX_SOURCE_BYTES >> 20} MiB is not allowed in lab code: it cannot be checked", checked
+            return (
+                f"{rel}:1: a source over {MAX_SOURCE_BYTES >> 20} MiB is not allowed in lab code: it cannot be checked",
+                checked,
+            )
         if rel.endswith(".py"):
             checked.sources[rel] = data
             try:
                 trees[rel] = ast.parse(data, filename=rel)
             except (SyntaxError, ValueError) as exc:
                 line = getattr(exc, "lineno", 1) or 1
-                return f"{rel}:{line}: code that does not parse is not allowed in lab code: {getattr(exc, 'msg', exc)}", checked
+                return (
+                    f"{rel}:{line}: code that does not parse is not allowed in lab code: {getattr(exc, 'msg', exc)}",
+                    checked,
+                )
         else:
             problem = check_cpp(rel, data.decode("utf-8", "replace"))
             if problem:
@@ -293,8 +460,14 @@ def _with_import_closure(policy: Policy, trees: dict[str, list[ast.AST]], own: s
                     seen.add(dep)
                     reach.append(dep)
         forbid.append(Forbid(entry.names, tuple(sorted(seen)) or entry.files, entry.why))
-    return Policy(policy.imports, forbid, grader_modules=policy.grader_modules,
-                  helper_modules=policy.helper_modules, unpickle_files=policy.unpickle_files, enabled=policy.enabled)
+    return Policy(
+        policy.imports,
+        forbid,
+        grader_modules=policy.grader_modules,
+        helper_modules=policy.helper_modules,
+        unpickle_files=policy.unpickle_files,
+        enabled=policy.enabled,
+    )
 
 
 # --------------------------------------------------------------------- Python
@@ -336,8 +509,11 @@ class _Visitor(ast.NodeVisitor):
             if private:
                 return False, f"{top}'s private module {private[0]} is not on the allow-list of this lab"
             return True, ""
-        return False, "only the lab's own modules, torch, triton, numpy and a few plain standard modules may " \
-                      "be imported (the handout's list)"
+        return (
+            False,
+            "only the lab's own modules, torch, triton, numpy and a few plain standard modules may "
+            "be imported (the handout's list)",
+        )
 
     def attribute_allowed(self, base: Optional[str], attr: str) -> Optional[str]:
         """Why `base.attr` is refused (base: the module a name is bound to, if known), or None."""
@@ -349,14 +525,22 @@ class _Visitor(ast.NodeVisitor):
             return f"{attr} reaches the interpreter's internals (functions' globals, other classes)"
         if base is not None:
             extra = self._extra_for(base)
-            if extra is not None and extra.attributes is not None and base == extra.module \
-                    and attr not in extra.attributes:
+            if (
+                extra is not None
+                and extra.attributes is not None
+                and base == extra.module
+                and attr not in extra.attributes
+            ):
                 return f"this lab lets {base} be used only for {', '.join(extra.attributes)}"
             top = base.split(".")[0]
             if attr in MODULE_ATTRIBUTES_REFUSED.get(base, ()):
                 return f"{base}.{attr} is outside what lab code may use"
-            if attr.startswith("_") and not attr.startswith("__") and top not in self.own \
-                    and self._extra_for(f"{base}.{attr}") is None:
+            if (
+                attr.startswith("_")
+                and not attr.startswith("__")
+                and top not in self.own
+                and self._extra_for(f"{base}.{attr}") is None
+            ):
                 return f"{base}'s private {attr} is not on the allow-list of this lab"
         return None
 
@@ -409,7 +593,9 @@ class _Visitor(ast.NodeVisitor):
     def _from_name(self, node: ast.ImportFrom, module: Optional[str], alias: ast.alias) -> None:
         if alias.name == "*":
             if module is not None and module.split(".")[0] not in self.own:
-                self.refuse(node, f"from {module} import *", "name what you import (a star import hides what it brings)")
+                self.refuse(
+                    node, f"from {module} import *", "name what you import (a star import hides what it brings)"
+                )
             return
         if module is not None:
             why = self.attribute_allowed(module, alias.name)
@@ -439,8 +625,12 @@ class _Visitor(ast.NodeVisitor):
         if why:
             self.refuse(node, f".{node.attr}" if base is None else f"{base}.{node.attr}", why)
         if base is not None and isinstance(node.ctx, (ast.Store, ast.Del)):
-            self.refuse(node, f"changing {base}.{node.attr}", "a library's or another module's names are what the "
-                        "grader's guards and your other files rely on; change your own objects instead")
+            self.refuse(
+                node,
+                f"changing {base}.{node.attr}",
+                "a library's or another module's names are what the "
+                "grader's guards and your other files rely on; change your own objects instead",
+            )
         self.check_forbidden(node, self.dotted(node))
         self.generic_visit(node)
 
@@ -463,8 +653,12 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(func, ast.Name) and func.id == "vars" and node.args and self.dotted(node.args[0]) is not None:
             self.refuse(node, f"vars({self.dotted(node.args[0])})", "a module's dict is what the grader's code calls")
         if called in ("operator.attrgetter", "operator.methodcaller") and not all(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args[:1 if called.endswith("caller") else None]):
-            self.refuse(node, f"{called} with a computed name", "a name built at run time hides the attribute from this check")
+            isinstance(a, ast.Constant) and isinstance(a.value, str)
+            for a in node.args[: 1 if called.endswith("caller") else None]
+        ):
+            self.refuse(
+                node, f"{called} with a computed name", "a name built at run time hides the attribute from this check"
+            )
         for arg in node.args if called in ("operator.attrgetter", "operator.methodcaller") else ():
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 for part in arg.value.split("."):
@@ -477,8 +671,11 @@ class _Visitor(ast.NodeVisitor):
             key, safe = unpickles[called]
             given = next((k.value for k in node.keywords if k.arg == key), None)
             if given is not None and not (isinstance(given, ast.Constant) and given.value is safe):
-                self.refuse(node, f"{called}({key}={ast.unparse(given)})",
-                            "unpickling runs whatever code the file names, unchecked")
+                self.refuse(
+                    node,
+                    f"{called}({key}={ast.unparse(given)})",
+                    "unpickling runs whatever code the file names, unchecked",
+                )
         if isinstance(func, ast.Name) and func.id in NAMED_ATTRIBUTE_CALLS:
             name = node.args[1] if len(node.args) >= 2 else None
             if isinstance(name, ast.Constant) and isinstance(name.value, str) and not node.keywords:
@@ -494,10 +691,16 @@ class _Visitor(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str):
             word = node.value.strip()
-            if word in REFUSED_ATTRIBUTES and word not in ("sys", "builtins", "importlib", "ctypes", "gc", "inspect") \
-                    or (re.fullmatch(r"__\w+__", word) and word not in ALLOWED_DUNDERS):
-                self.refuse(node, f"the string {word!r}", "a string naming an interpreter internal is an "
-                            "attribute access in disguise")
+            if (
+                word in REFUSED_ATTRIBUTES
+                and word not in ("sys", "builtins", "importlib", "ctypes", "gc", "inspect")
+                or (re.fullmatch(r"__\w+__", word) and word not in ALLOWED_DUNDERS)
+            ):
+                self.refuse(
+                    node,
+                    f"the string {word!r}",
+                    "a string naming an interpreter internal is an attribute access in disguise",
+                )
             if _FORMAT_DUNDER.search(node.value):
                 self.refuse(node, "a format field that reads a dunder", "it is an attribute access in disguise")
             for pattern, why in _CPP_REFUSED:
@@ -509,9 +712,16 @@ class _Visitor(ast.NodeVisitor):
 
 
 def _literal_import(node: ast.AST) -> Optional[str]:
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "__import__" \
-            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) \
-            and isinstance(node.args[0].value, str) and "." not in node.args[0].value:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "__import__"
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+        and "." not in node.args[0].value
+    ):
         return node.args[0].value
     return None
 
@@ -527,8 +737,9 @@ def runtime_refusal(name) -> Optional[str]:
     return None
 
 
-def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str],
-                 nodes: Optional[list[ast.AST]] = None) -> Optional[str]:
+def check_python(
+    rel: str, tree: ast.Module, policy: Policy, own: set[str], nodes: Optional[list[ast.AST]] = None
+) -> Optional[str]:
     visitor = _Visitor(rel, policy, own)
     nodes = list(ast.walk(tree)) if nodes is None else nodes
     # Aliases first (an import below a use still binds the name for the whole module).
@@ -536,8 +747,9 @@ def check_python(rel: str, tree: ast.Module, policy: Policy, own: set[str],
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 if isinstance(node, ast.Import):
-                    visitor.aliases[alias.asname or alias.name.split(".")[0]] = \
+                    visitor.aliases[alias.asname or alias.name.split(".")[0]] = (
                         alias.name if alias.asname else alias.name.split(".")[0]
+                    )
                 elif not node.level and alias.name != "*":
                     visitor.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     for _ in range(2):  # `T = torch.Tensor` makes T another name for torch.Tensor (twice: chains of two)

@@ -127,8 +127,10 @@ def to_device(tensor, device=None):
     if not sandbox.active():
         return placement.arrive(tensor, str(target))
     if tensor.device.type != "cpu":
-        raise ValueError(f"to_device takes the grader's CPU tensors, got one on {tensor.device}: the grader "
-                         "process never holds a CUDA tensor (grading_kit/placement.py)")
+        raise ValueError(
+            f"to_device takes the grader's CPU tensors, got one on {tensor.device}: the grader "
+            "process never holds a CUDA tensor (grading_kit/placement.py)"
+        )
     return placement.tag(tensor, target)
 
 

@@ -61,7 +61,7 @@ def rebuild(base_name: str, learner_type: str, args: tuple, message: str, frames
         cls = type(short, (base, LearnerError), {"__module__": "learner"})
         _CLASSES[key] = cls
     exc: Optional[BaseException] = None
-    for attempt in ((args, (message,)) if args else ((message,),)):
+    for attempt in (args, (message,)) if args else ((message,),):
         try:
             exc = cls(*attempt)
             break

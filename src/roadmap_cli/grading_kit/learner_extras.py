@@ -55,6 +55,8 @@ def _cache_key(workspace: str) -> str:
     scope = os.environ.get(SCOPE_VAR)
     source = f"scope:{scope}" if scope else os.path.realpath(workspace)
     return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 _MPS_DEFAULT = "/tmp/nvidia-mps"
 
 
@@ -78,8 +80,9 @@ def cache_root() -> Path:
 
         from roadmap_cli.paths import private_dir
 
-        path = private_dir(Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}", CACHE_VAR,
-                           "~/.cache/roadmap/gpu")
+        path = private_dir(
+            Path(tempfile.gettempdir()) / f"roadmap-gpu-cache-{os.getuid()}", CACHE_VAR, "~/.cache/roadmap/gpu"
+        )
     return path
 
 
@@ -248,8 +251,9 @@ class ExtensionsLease:
         """Clear stale locks when this grade is alone; the locks removed."""
         if self.fd is None:
             # O_NOFOLLOW: learner code can leave a symlink by that name in the folder.
-            self.fd = os.open(self.folder / ".grades.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                              0o600)
+            self.fd = os.open(
+                self.folder / ".grades.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
         removed: list[Path] = []
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

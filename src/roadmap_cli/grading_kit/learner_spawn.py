@@ -28,8 +28,10 @@ def learner_python(script: str, *args: str) -> list[str]:
     """argv for `python script args...` under the learner process's audit hook."""
     from roadmap_cli.grading_kit import _learner_main
 
-    config = {"forbidden_read": list(_learner_main._config.get("forbidden_read", [])),
-              "forbidden_write": list(_learner_main._config.get("forbidden_write", []))}
+    config = {
+        "forbidden_read": list(_learner_main._config.get("forbidden_read", [])),
+        "forbidden_write": list(_learner_main._config.get("forbidden_write", [])),
+    }
     # Base64: the hook refuses any command line that names a solution folder, and the child's
     # own config (the forbidden paths) must not read as an attempt to open them.
     blob = base64.b64encode(json.dumps(config).encode()).decode()

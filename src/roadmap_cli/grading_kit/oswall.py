@@ -81,7 +81,7 @@ SYSTEM: tuple[tuple[str, str, str], ...] = (
 # Made up for the wall (never the host's): who the learner is, and that its host name is its own loopback.
 SYNTHETIC_ETC = {
     "/etc/passwd": f"root:x:0:0::/root:/bin/sh\n{LEARNER_USER}:x:{LEARNER_UID}:{LEARNER_GID}::{LEARNER_HOME}:/bin/sh\n"
-                   "nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n",
+    "nobody:x:65534:65534::/nonexistent:/usr/sbin/nologin\n",
     "/etc/group": f"root:x:0:\n{LEARNER_USER}:x:{LEARNER_GID}:\nnogroup:x:65534:\n",
     "/etc/hosts": f"127.0.0.1 localhost {HOSTNAME}\n::1 localhost\n",
     "/etc/hostname": HOSTNAME + "\n",
@@ -100,9 +100,26 @@ def _probe() -> tuple[Optional[str], str]:
     if path is None:
         return None, "bubblewrap (bwrap) is not installed"
     try:
-        proc = subprocess.run([path, "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent",
-                               "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true"],
-                              capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [
+                path,
+                "--unshare-user",
+                "--unshare-pid",
+                "--unshare-net",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "--",
+                "/bin/true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bwrap did not start: {exc}"
     if proc.returncode != 0:
@@ -148,8 +165,13 @@ def python_runtime() -> list[str]:
     import sys
     import sysconfig
 
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))}
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    }
     paths.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
     paths.update(site_paths())
     found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
@@ -211,8 +233,13 @@ def compile_view(read_only: list[str], read_write: list[str], cwd: str, base: Op
     workspace only read-only."""
     if base is None:
         base = {"read_only": python_runtime(), "hide": runtime_hides()}
-    return {"read_only": [*base.get("read_only", []), *read_only], "read_write": list(read_write),
-            "hide": list(base.get("hide", [])), "shared_net": base.get("shared_net", False), "cwd": cwd}
+    return {
+        "read_only": [*base.get("read_only", []), *read_only],
+        "read_write": list(read_write),
+        "hide": list(base.get("hide", [])),
+        "shared_net": base.get("shared_net", False),
+        "cwd": cwd,
+    }
 
 
 def _mounts(view: dict) -> list[tuple[str, str]]:
@@ -234,9 +261,12 @@ def _mounts(view: dict) -> list[tuple[str, str]]:
     writable = [os.path.join(p, "") for p, k in seen.items() if k == "read_write"]
     granted = [os.path.join(p, "") for p, k in seen.items() if k != "hide"]
     granted += [os.path.join(os.path.realpath(p), "") for kind, p, _ in system_grants() if kind == "ro"]
-    kept = [(kind, path) for path, kind in seen.items()
-            if not (kind != "hide" and any(path.startswith(w) for w in writable))
-            and not (kind == "hide" and not any(path.startswith(g) for g in granted))]
+    kept = [
+        (kind, path)
+        for path, kind in seen.items()
+        if not (kind != "hide" and any(path.startswith(w) for w in writable))
+        and not (kind == "hide" and not any(path.startswith(g) for g in granted))
+    ]
     return sorted(kept, key=lambda item: (item[1].rstrip(os.sep).count(os.sep), rank[item[0]], item[1]))
 
 
@@ -245,11 +275,14 @@ def describe(view: Optional[dict]) -> list[tuple[str, str, str]]:
     `roadmap doctor --sandbox` and the test that walks the view from inside."""
     rows = [("read-only" if kind == "ro" else "device", path, why) for kind, path, why in system_grants()]
     rows += [("read-only", path, "made up for the wall") for path in SYNTHETIC_ETC]
-    rows += [("own", "/proc", "its own processes only (own pid namespace)"),
-             ("device", "/dev", "null, zero, full, random, urandom, tty, pts (a minimal /dev)"),
-             ("private", "/dev/shm", "empty, its own"), ("private", "/tmp", "empty, its own"),
-             ("private", LEARNER_HOME, "HOME: empty, its own"),
-             ("network", "lo", "its own loopback only (own network namespace)")]
+    rows += [
+        ("own", "/proc", "its own processes only (own pid namespace)"),
+        ("device", "/dev", "null, zero, full, random, urandom, tty, pts (a minimal /dev)"),
+        ("private", "/dev/shm", "empty, its own"),
+        ("private", "/tmp", "empty, its own"),
+        ("private", LEARNER_HOME, "HOME: empty, its own"),
+        ("network", "lo", "its own loopback only (own network namespace)"),
+    ]
     names = {"read_only": "read-only", "read_write": "read-write", "hide": "absent"}
     reasons = (view or {}).get("why", {})
     for kind, path in _mounts(view or {}):
@@ -271,12 +304,39 @@ def _argv(view: Optional[dict], data_fds: dict[str, int]) -> tuple[Optional[list
         raise WallUnavailable("the engine chose the OS sandbox but bwrap is gone")
     # The network: the grade's own (enter_grade_network: shared with the grader) or, failing that, its own.
     network = [] if view.get("shared_net") else ["--unshare-net"]
-    argv = [path, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *network,
-            "--unshare-cgroup-try", "--uid", str(LEARNER_UID), "--gid", str(LEARNER_GID), "--hostname", HOSTNAME,
-            "--die-with-parent", "--cap-drop", "ALL",
-            # Nothing but what is granted below: bwrap starts from an empty tmpfs root.
-            "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--dir", "/home", "--tmpfs", LEARNER_HOME, "--dir", "/etc"]
+    argv = [
+        path,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        *network,
+        "--unshare-cgroup-try",
+        "--uid",
+        str(LEARNER_UID),
+        "--gid",
+        str(LEARNER_GID),
+        "--hostname",
+        HOSTNAME,
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        # Nothing but what is granted below: bwrap starts from an empty tmpfs root.
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/dev/shm",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--dir",
+        "/home",
+        "--tmpfs",
+        LEARNER_HOME,
+        "--dir",
+        "/etc",
+    ]
     for kind, host, _why in system_grants():
         if kind == "dev":
             argv += ["--dev-bind", host, host]

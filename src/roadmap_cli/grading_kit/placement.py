@@ -74,7 +74,8 @@ def arrive(tensor: torch.Tensor, device: str) -> torch.Tensor:
     whole = torch.empty(0, dtype=tensor.dtype).set_(storage, 0, (storage.nbytes() // tensor.element_size(),), (1,))
     moved = whole.detach().to(target)
     out = torch.empty(0, dtype=tensor.dtype, device=target).set_(
-        moved.untyped_storage(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()))
+        moved.untyped_storage(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride())
+    )
     return out.requires_grad_(True) if tensor.requires_grad else out
 
 
@@ -101,7 +102,8 @@ def _refuse(*_args: Any, **_kwargs: Any) -> None:
     raise GraderTouchedCuda(
         "the grader process tried to initialise CUDA: the grader's tensors stay on the CPU and "
         "kit.to_device(t) moves them in the learner process; GPU work (timing, CUDA queries) belongs in "
-        "@kit.learner_side functions (grading_kit/placement.py)")
+        "@kit.learner_side functions (grading_kit/placement.py)"
+    )
 
 
 def guard_grader_against_cuda() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def _ref_type(ref: "RemoteRef") -> str:
     return object.__getattribute__(ref, "_type")
 
@@ -30,7 +31,9 @@ class RemoteRef:
         object.__setattr__(self, "_id", ref_id)
         object.__setattr__(self, "_type", type_name)
         object.__setattr__(self, "_label", label or type_name)  # e.g. "mul.mul": named in crash messages
-        object.__setattr__(self, "_methods", None)  # name -> RemoteRef of a bound method (one round trip saved per call)
+        object.__setattr__(
+            self, "_methods", None
+        )  # name -> RemoteRef of a bound method (one round trip saved per call)
         object.__setattr__(self, "_is_method", False)
 
     def _mark_method(self) -> None:

@@ -45,11 +45,32 @@ def requests_sent() -> int:
 _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 # Environment the learner process keeps; everything else (PYTEST_*, the
 # secret seed, anything about the results channel) is dropped.
-_KEEP_ENV = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
-             "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_HOME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
-             "CUDA_PATH", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-             "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "ROADMAP_DEVICE", "ROADMAP_WORKSPACE",
-             "MALLOC_ARENA_MAX"}
+_KEEP_ENV = {
+    "PATH",
+    "HOME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "USER",
+    "LOGNAME",
+    "TRITON_INTERPRET",
+    "TRITON_CACHE_DIR",
+    "TRITON_HOME",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "ROADMAP_DEVICE",
+    "ROADMAP_WORKSPACE",
+    "MALLOC_ARENA_MAX",
+}
 
 _in_learner = False
 _config: Optional[dict] = None
@@ -163,8 +184,13 @@ def walled_env(wall: dict) -> dict:
     real home)."""
     from roadmap_cli.grading_kit import oswall
 
-    return {"HOME": oswall.LEARNER_HOME, "USER": oswall.LEARNER_USER, "LOGNAME": oswall.LEARNER_USER,
-            "XDG_CACHE_HOME": oswall.LEARNER_HOME + "/.cache", "TMPDIR": "/tmp"}
+    return {
+        "HOME": oswall.LEARNER_HOME,
+        "USER": oswall.LEARNER_USER,
+        "LOGNAME": oswall.LEARNER_USER,
+        "XDG_CACHE_HOME": oswall.LEARNER_HOME + "/.cache",
+        "TMPDIR": "/tmp",
+    }
 
 
 class LearnerClient:
@@ -212,9 +238,16 @@ class LearnerClient:
             if self.proc is None:
                 # Behind bubblewrap when the engine chose the OS wall (the pipes' descriptors pass through bwrap).
                 with oswall.walled(cmd, self.config.get("os_wall")) as (cmd, wall_fds):
-                    self.proc = subprocess.Popen(cmd, cwd=self.config["workspace"], env=learner_env(self.config),
-                                                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                                 pass_fds=(req_r, rep_w, *wall_fds), start_new_session=True)
+                    self.proc = subprocess.Popen(
+                        cmd,
+                        cwd=self.config["workspace"],
+                        env=learner_env(self.config),
+                        stdin=subprocess.DEVNULL,
+                        stdout=out_w,
+                        stderr=out_w,
+                        pass_fds=(req_r, rep_w, *wall_fds),
+                        start_new_session=True,
+                    )
         finally:
             for fd in (req_r, rep_w, out_w):
                 os.close(fd)
@@ -223,9 +256,21 @@ class LearnerClient:
         self.generation += 1
         self.ready = False
         self.released = []
-        settings = {k: self.config.get(k) for k in ("workspace", "tests_dir", "memory_limit_mb", "nofile",
-                                                      "forbidden_read", "forbidden_write", "preload", "nproc",
-                                                      "lab_code", "learner_side")}
+        settings = {
+            k: self.config.get(k)
+            for k in (
+                "workspace",
+                "tests_dir",
+                "memory_limit_mb",
+                "nofile",
+                "forbidden_read",
+                "forbidden_write",
+                "preload",
+                "nproc",
+                "lab_code",
+                "learner_side",
+            )
+        }
         settings["walled"] = bool(self.config.get("os_wall"))
         wire.send(self.req_w, pickle.dumps(settings))
 
@@ -238,8 +283,14 @@ class LearnerClient:
         if zygote is None:
             return None
         try:
-            return warm_learner.spawn(zygote, env=learner_env(self.config), cwd=self.config["workspace"],
-                                      req_r=req_r, rep_w=rep_w, out_w=out_w)
+            return warm_learner.spawn(
+                zygote,
+                env=learner_env(self.config),
+                cwd=self.config["workspace"],
+                req_r=req_r,
+                rep_w=rep_w,
+                out_w=out_w,
+            )
         except warm_learner.WarmUnavailable:
             return None
 
@@ -360,7 +411,9 @@ class LearnerClient:
             return self._answer(self._recv(deadline), label)
         except TimeoutError:
             self._stop()
-            raise LearnerTimeout(f"{label} ran past its time limit of {timeout_s:g} s (the learner process was killed)") from None
+            raise LearnerTimeout(
+                f"{label} ran past its time limit of {timeout_s:g} s (the learner process was killed)"
+            ) from None
         except (EOFError, BrokenPipeError, wire.WireError) as exc:
             crash = self._crashed(label)
             if isinstance(exc, wire.WireError):
@@ -383,10 +436,15 @@ class LearnerClient:
             _, base, learner_type, args, message, frames, _ = reply
             raise rebuild(str(base), str(learner_type), tuple(args), str(message), [str(f) for f in frames])
         limit = self.config.get("memory_limit_mb")
-        return wire.decode(reply[1], lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label),
-                           limit_bytes=int(limit) << 20 if limit else None)
+        return wire.decode(
+            reply[1],
+            lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label),
+            limit_bytes=int(limit) << 20 if limit else None,
+        )
 
-    def call_fn(self, module: str, qualname: str, args: tuple, kwargs: dict, timeout_s: Optional[float], label: str) -> Any:
+    def call_fn(
+        self, module: str, qualname: str, args: tuple, kwargs: dict, timeout_s: Optional[float], label: str
+    ) -> Any:
         try:
             result = self.request("call_fn", (module, qualname, args, kwargs), timeout_s, label)
         except LearnerError as exc:
@@ -401,8 +459,13 @@ class LearnerClient:
         test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
         if test != self.digest_test:
             self.digest_test, self.digest_n = test, 0
-        record = {"test": test, "call": label, "n": self.digest_n, "digest": wire.digest(result),
-                  "args_digest": wire.digest((args, kwargs))}
+        record = {
+            "test": test,
+            "call": label,
+            "n": self.digest_n,
+            "digest": wire.digest(result),
+            "args_digest": wire.digest((args, kwargs)),
+        }
         self.digest_n += 1
         with open(self.digests, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
@@ -421,8 +484,11 @@ def _crash_frames(log: str, workspace: str) -> str:
     lines = [_unescape(ln) for ln in log.rstrip().splitlines()]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Fatal Python error"):
-            frames = [ln.strip() for ln in lines[i + 1:] if ln.strip().startswith("File ")
-                      and "roadmap_cli/grading_kit" not in ln and "<frozen " not in ln]
+            frames = [
+                ln.strip()
+                for ln in lines[i + 1 :]
+                if ln.strip().startswith("File ") and "roadmap_cli/grading_kit" not in ln and "<frozen " not in ln
+            ]
             mine = [f for f in frames if workspace in f] or frames
             return "\n" + "\n".join([lines[i], *mine[:12]])
     tail = "\n".join(lines[-8:])

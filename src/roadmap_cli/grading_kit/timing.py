@@ -330,8 +330,13 @@ def benchmark(
 ) -> Timing:
     """Time fn(*make_inputs()) (fresh inputs per call; fn() if make_inputs is None)."""
     return _run_interleaved(
-        [fn], make_inputs, timer=timer or default_timer(), rule=rule or StopRule(),
-        warmup_ms=warmup_ms, check=check, clock=clock,
+        [fn],
+        make_inputs,
+        timer=timer or default_timer(),
+        rule=rule or StopRule(),
+        warmup_ms=warmup_ms,
+        check=check,
+        clock=clock,
     )[0]
 
 
@@ -362,11 +367,17 @@ def compare_to_baseline(
     if device_name is None:
         device_name = peak.name if peak else "unknown GPU"
     learner, baseline = _run_interleaved(
-        [learner_fn, baseline_fn], make_inputs, timer=timer or default_timer(), rule=rule or StopRule(),
-        warmup_ms=warmup_ms, check=check, clock=clock,
+        [learner_fn, baseline_fn],
+        make_inputs,
+        timer=timer or default_timer(),
+        rule=rule or StopRule(),
+        warmup_ms=warmup_ms,
+        check=check,
+        clock=clock,
     )
-    return build_comparison(learner, baseline, flops=flops, bytes_moved=bytes_moved, dtype=dtype,
-                            peak=peak, device_name=device_name)
+    return build_comparison(
+        learner, baseline, flops=flops, bytes_moved=bytes_moved, dtype=dtype, peak=peak, device_name=device_name
+    )
 
 
 def build_comparison(

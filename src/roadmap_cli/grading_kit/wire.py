@@ -129,7 +129,12 @@ def encode(obj: Any, remember: Callable[[Any], int], _depth: int = 0, _stack: tu
     torch = sys.modules.get("torch")
     if torch is not None:
         # nn.Parameter is torch's own subclass: its data comes back as a plain tensor.
-        if (kind is torch.Tensor or kind is torch.nn.Parameter) and obj.layout == torch.strided and not obj.is_quantized and obj.device.type != "meta":
+        if (
+            (kind is torch.Tensor or kind is torch.nn.Parameter)
+            and obj.layout == torch.strided
+            and not obj.is_quantized
+            and obj.device.type != "meta"
+        ):
             return _tensor_record(obj)
         if kind is torch.dtype:
             return Tagged("dtype", str(obj).removeprefix("torch."))
@@ -173,8 +178,13 @@ def dumps_reply(obj: Any) -> bytes:
 class RestrictedUnpickler(pickle.Unpickler):
     """Builds builtin containers, `complex` and `Tagged`, nothing else."""
 
-    ALLOWED = {("builtins", "complex"), ("roadmap_cli.grading_kit.wire", "Tagged"),
-               ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray")}
+    ALLOWED = {
+        ("builtins", "complex"),
+        ("roadmap_cli.grading_kit.wire", "Tagged"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "bytearray"),
+    }
 
     def find_class(self, module: str, name: str):
         if (module, name) in self.ALLOWED:
@@ -254,12 +264,13 @@ class _Decoding:
     def spend(self, n: int) -> None:
         self.used += n
         if self.used > self.limit:
-            raise WireError(f"the reply decodes to more than {self.limit >> 20} MiB (the learner process's limit): "
-                            "return less data, or a tensor once rather than many copies of it")
+            raise WireError(
+                f"the reply decodes to more than {self.limit >> 20} MiB (the learner process's limit): "
+                "return less data, or a tensor once rather than many copies of it"
+            )
 
 
-def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0, *,
-           limit_bytes: int | None = None) -> Any:
+def decode(obj: Any, make_ref: Callable[[int, str], Any], _depth: int = 0, *, limit_bytes: int | None = None) -> Any:
     """Rebuild grader-owned objects from a reply; references via `make_ref(id, type_name)`. Refused (WireError)
     when the result would exceed `limit_bytes` of data."""
     return _decode(obj, _Decoding(make_ref, limit_bytes or DEFAULT_DECODED_LIMIT), _depth)

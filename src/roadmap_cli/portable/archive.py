@@ -67,8 +67,12 @@ def write_export(store, out) -> None:
             order = [c for c in table.primary_key.columns] or list(table.columns)
             result = conn.execute(sa.select(table).order_by(*order)).mappings()
             tables[table.name] = Rows(dict(sorted(row.items())) for row in result)
-        doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "schema_version": applied_version(conn),
-               "tables": tables}
+        doc = {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "schema_version": applied_version(conn),
+            "tables": tables,
+        }
         write_json(out, doc, indent=2, sort_keys=True)  # ends with the newline dumps() adds
 
 
@@ -88,9 +92,17 @@ def table_row_counts(conn) -> dict[str, int]:
     return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in all_tables()}
 
 
-def import_data(store, data: Any, *, home: Path, replace: bool = False,
-                lab_ids: Optional[set] = None, stages=None, validated: bool = False,
-                notes: Optional[list] = None) -> dict[str, int]:
+def import_data(
+    store,
+    data: Any,
+    *,
+    home: Path,
+    replace: bool = False,
+    lab_ids: Optional[set] = None,
+    stages=None,
+    validated: bool = False,
+    notes: Optional[list] = None,
+) -> dict[str, int]:
     """Restore an export into `store`; returns rows inserted per table (`notes` gets a line for each
     group of rows a learner's cohort login may not write and that was left out: insert_own_history).
 
@@ -178,12 +190,16 @@ def _shared(conn, me: str) -> bool:
 
     if conn.dialect.name == "postgresql" and not session(conn).instructor:
         return True
-    return any(conn.execute(sa.select(t.c.learner).where(t.c.learner.notin_([me, ""])).limit(1)).first()
-               for t in all_tables() if "learner" in t.columns)
+    return any(
+        conn.execute(sa.select(t.c.learner).where(t.c.learner.notin_([me, ""])).limit(1)).first()
+        for t in all_tables()
+        if "learner" in t.columns
+    )
 
 
-def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
-                     notes: Optional[list] = None) -> dict[str, int]:
+def _import_own_rows(
+    conn, data: dict, me: str, *, home: Path, replace: bool, notes: Optional[list] = None
+) -> dict[str, int]:
     """A shared (server) database: the import touches the importer's own rows only.
 
     Every row of the file must be the importer's (an export from before
@@ -194,16 +210,24 @@ def _import_own_rows(conn, data: dict, me: str, *, home: Path, replace: bool,
     row gets a new id and the references to it (a test result's attempt, a
     tag's paper) follow."""
 
-    others = sorted({row["learner"] for rows in data["tables"].values() for row in rows
-                     if row.get("learner") not in (None, "", me)})
+    others = sorted(
+        {row["learner"] for rows in data["tables"].values() for row in rows if row.get("learner") not in (None, "", me)}
+    )
     if others:
         shown = ", ".join(repr(o) for o in others[:3]) + (" ..." if len(others) > 3 else "")
-        raise UserError(f"the file holds rows of other learners ({shown}): on a shared database you can import only "
-                        f"your own rows (you are {me!r}); nothing was imported")
+        raise UserError(
+            f"the file holds rows of other learners ({shown}): on a shared database you can import only "
+            f"your own rows (you are {me!r}); nothing was imported"
+        )
     own = OwnRows(conn, me)
-    own.replace_or_refuse(home, replace=replace, refusal=lambda n: (
-        f"you already have {n} rows in this database; use --replace to replace them (a backup export of your "
-        "rows is saved first; other learners' rows are not touched)"))
+    own.replace_or_refuse(
+        home,
+        replace=replace,
+        refusal=lambda n: (
+            f"you already have {n} rows in this database; use --replace to replace them (a backup export of your "
+            "rows is saved first; other learners' rows are not touched)"
+        ),
+    )
     inserted, _skipped, said = insert_own_history(conn, own.without_collisions(data["tables"]), me, verb="imported")
     if notes is not None:
         notes.extend(said)
@@ -226,14 +250,21 @@ class OwnRows:
 
         self.conn, self.me = conn, me
         self.scoped = conn.dialect.name == "postgresql" and not session(conn).instructor
-        self.tables = [t for t in all_tables() if "learner" in t.columns
-                       and not (self.scoped and t.name in SERVER_RECORDED_TABLES)]
+        self.tables = [
+            t for t in all_tables() if "learner" in t.columns and not (self.scoped and t.name in SERVER_RECORDED_TABLES)
+        ]
         self._progress = next(t for t in all_tables() if t.name == "checkpoint_progress")
         self._lab_source = LAB_SOURCE_PREFIX + "%"
         self.kept_lab: set = set()
         if self.scoped:
-            self.kept_lab = {r[0] for r in conn.execute(sa.select(self._progress.c.checkpoint_id).where(
-                self._progress.c.learner == me, self._progress.c.source.like(self._lab_source)))}
+            self.kept_lab = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(self._progress.c.checkpoint_id).where(
+                        self._progress.c.learner == me, self._progress.c.source.like(self._lab_source)
+                    )
+                )
+            }
 
     def _where(self, table):
         clause = table.c.learner == self.me
@@ -244,8 +275,10 @@ class OwnRows:
     def count(self) -> int:
         import sqlalchemy as sa
 
-        return sum(self.conn.execute(sa.select(sa.func.count()).select_from(t).where(self._where(t))).scalar_one()
-                   for t in self.tables)
+        return sum(
+            self.conn.execute(sa.select(sa.func.count()).select_from(t).where(self._where(t))).scalar_one()
+            for t in self.tables
+        )
 
     def delete(self) -> None:
         for table in reversed(self.tables):  # children first (foreign keys)
@@ -266,8 +299,12 @@ class OwnRows:
     def without_collisions(self, tables_data: dict) -> dict:
         if not self.kept_lab:
             return tables_data
-        return {**tables_data, "checkpoint_progress": [r for r in tables_data.get("checkpoint_progress", [])
-                                                       if r.get("checkpoint_id") not in self.kept_lab]}
+        return {
+            **tables_data,
+            "checkpoint_progress": [
+                r for r in tables_data.get("checkpoint_progress", []) if r.get("checkpoint_id") not in self.kept_lab
+            ],
+        }
 
 
 # Written for a learner only by the cohort's server (issue 36; the `cohort` work makes them so): a learner's
@@ -275,8 +312,9 @@ class OwnRows:
 GRADE_TABLES = ("grade_attempts", "grade_test_results")
 
 
-def insert_own_history(conn, tables_data: dict, me: str, progress=None, *,
-                       verb: str = "copied") -> tuple[dict, dict, list[str]]:
+def insert_own_history(
+    conn, tables_data: dict, me: str, progress=None, *, verb: str = "copied"
+) -> tuple[dict, dict, list[str]]:
     """`tables_data` as `me`'s rows on a shared database: (inserted, skipped, notes) per table.
 
     Everything but the grades is inserted first (a refusal there fails the whole, as any error does).
@@ -288,21 +326,33 @@ def insert_own_history(conn, tables_data: dict, me: str, progress=None, *,
     from roadmap_cli.store.values import LAB_SOURCE_PREFIX
 
     rest = {name: list(rows) for name, rows in tables_data.items() if name not in GRADE_TABLES}
-    grades = {name: [{**row, "imported": True, "verified": False} if name == "grade_attempts" else row
-                     for row in tables_data.get(name, [])] for name in GRADE_TABLES}
+    grades = {
+        name: [
+            {**row, "imported": True, "verified": False} if name == "grade_attempts" else row
+            for row in tables_data.get(name, [])
+        ]
+        for name in GRADE_TABLES
+    }
     checkpoints = rest.get("checkpoint_progress", [])
     proved = [r for r in checkpoints if str(r.get("source")).startswith(LAB_SOURCE_PREFIX)]
     rest["checkpoint_progress"] = [r for r in checkpoints if not str(r.get("source")).startswith(LAB_SOURCE_PREFIX)]
     inserted = insert_own_rows(conn, rest, me, progress)
     skipped: dict[str, int] = {}
     notes: list[str] = []
-    groups = ((grades, f"{len(grades['grade_attempts'])} grade attempts (and their "
-                       f"{len(grades['grade_test_results'])} test results)",
-               "this cohort records grades only from its own grading: grade the labs again with `roadmap grade` "
-               "or `roadmap submit LAB`"),
-              ({"checkpoint_progress": proved},
-               f"{len(proved)} checkpoint{'s' if len(proved) != 1 else ''} proved by lab grades",
-               "they are marked again when the cohort grades the parts that prove them"))
+    groups = (
+        (
+            grades,
+            f"{len(grades['grade_attempts'])} grade attempts (and their "
+            f"{len(grades['grade_test_results'])} test results)",
+            "this cohort records grades only from its own grading: grade the labs again with `roadmap grade` "
+            "or `roadmap submit LAB`",
+        ),
+        (
+            {"checkpoint_progress": proved},
+            f"{len(proved)} checkpoint{'s' if len(proved) != 1 else ''} proved by lab grades",
+            "they are marked again when the cohort grades the parts that prove them",
+        ),
+    )
     for group, what, instead in groups:
         if not any(group.values()):
             continue
@@ -334,8 +384,11 @@ def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str
     new_ids: dict[str, dict] = {}
     inserted: dict[str, int] = {}
     for table in all_tables():
-        rows = [dict(row, learner=me) if "learner" in table.columns else dict(row)
-                for row in tables_data.get(table.name, []) if row.get("learner") != ""]  # '': database-wide
+        rows = [
+            dict(row, learner=me) if "learner" in table.columns else dict(row)
+            for row in tables_data.get(table.name, [])
+            if row.get("learner") != ""
+        ]  # '': database-wide
         rows = with_learner_numbers(table.name, rows)  # before the ids are replaced: an old file's number is its id
         if table.name == "grade_attempts":  # graded elsewhere: never an unlock by itself, never vouched for
             rows = [{**row, "imported": True, "verified": False} for row in rows]
@@ -346,8 +399,10 @@ def insert_own_rows(conn, tables_data: dict, me: str, progress=None) -> dict[str
                     try:
                         row[column] = new_ids[parent][row[column]]
                     except KeyError:
-                        raise UserError(f"table {table.name}: {column} {row[column]} names no row of {parent} in the "
-                                        "file; nothing was imported") from None
+                        raise UserError(
+                            f"table {table.name}: {column} {row[column]} names no row of {parent} in the "
+                            "file; nothing was imported"
+                        ) from None
         id_column = table.columns.get("id")
         if id_column is not None and id_column.primary_key and id_column.autoincrement:
             mapping = new_ids[table.name] = {}
@@ -384,8 +439,12 @@ def advance_sequences(conn) -> None:
         column = table.columns.get("id")
         if column is None or not column.primary_key or not column.autoincrement:
             continue
-        conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                             f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"))
+        conn.execute(
+            sa.text(
+                f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                f"COALESCE((SELECT MAX(id) FROM {table.name}), 0) + 1, false)"
+            )
+        )
 
 
 def validate_import(data: Any, *, lab_ids: Optional[set] = None, stages=None) -> None:
@@ -425,7 +484,9 @@ def write_backup(home: Path, text: str) -> Path:
     try:
         backups.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StoreError(f"cannot create the backups folder {backups}: {exc.strerror or exc}; nothing was imported") from None
+        raise StoreError(
+            f"cannot create the backups folder {backups}: {exc.strerror or exc}; nothing was imported"
+        ) from None
     stamp = utc_now_iso().replace(":", "").replace("-", "")
     data = text.encode("utf-8")
     for n in range(1000):
@@ -435,11 +496,13 @@ def write_backup(home: Path, text: str) -> Path:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise StoreError(f"cannot write a backup in {backups}: {exc.strerror or exc}; nothing was imported") from None
+            raise StoreError(
+                f"cannot write a backup in {backups}: {exc.strerror or exc}; nothing was imported"
+            ) from None
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         except OSError as exc:
             os.close(fd)

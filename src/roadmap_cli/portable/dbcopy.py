@@ -30,8 +30,14 @@ from roadmap_cli.errors import UserError
 BATCH = 1000
 
 
-def copy_database(source, target_url: str, *, home: Path,
-                  progress: Optional[Callable[[str, int, int], None]] = None, replace: bool = False) -> dict:
+def copy_database(
+    source,
+    target_url: str,
+    *,
+    home: Path,
+    progress: Optional[Callable[[str, int, int], None]] = None,
+    replace: bool = False,
+) -> dict:
     """Copy every table; returns {"target": redacted URL, "rows": {table: n}} (the
     database-scope settings rows not counted, as the refusal over data counts).
 
@@ -62,15 +68,20 @@ def copy_database(source, target_url: str, *, home: Path,
                     src.rollback()
                     return result
             if replace:
-                raise UserError("--replace replaces a learner's own rows, with that learner's cohort login; "
-                                f"{target.where} is not one: a whole copy needs an empty database")
+                raise UserError(
+                    "--replace replaces a learner's own rows, with that learner's cohort login; "
+                    f"{target.where} is not one: a whole copy needs an empty database"
+                )
             counts = table_row_counts(src)
             existing = table_row_counts(dst)
-            existing["settings"] -= dst.execute(sa.text("SELECT count(*) FROM settings WHERE learner = :s"),
-                                                {"s": DATABASE_SCOPE}).scalar_one()
+            existing["settings"] -= dst.execute(
+                sa.text("SELECT count(*) FROM settings WHERE learner = :s"), {"s": DATABASE_SCOPE}
+            ).scalar_one()
             if any(existing.values()):
-                raise UserError(f"{target.where} already holds data ({sum(existing.values())} rows); "
-                                "a copy never merges or overwrites: use an empty database")
+                raise UserError(
+                    f"{target.where} already holds data ({sum(existing.values())} rows); "
+                    "a copy never merges or overwrites: use an empty database"
+                )
             dst.execute(sa.text("DELETE FROM settings WHERE learner = :s"), {"s": DATABASE_SCOPE})
             total, done = sum(counts.values()), 0
             for table in tables:  # parents before children (foreign keys)
@@ -92,16 +103,22 @@ def copy_database(source, target_url: str, *, home: Path,
             # The database's own settings (DATABASE_SCOPE) are copied too but, as in the
             # "already holds data" check above, not counted: every database has them, and
             # the summary must say the number a second copy would then refuse over.
-            copied["settings"] = copied.get("settings", 0) - src.execute(
-                sa.text("SELECT count(*) FROM settings WHERE learner = :s"), {"s": DATABASE_SCOPE}).scalar_one()
+            copied["settings"] = (
+                copied.get("settings", 0)
+                - src.execute(
+                    sa.text("SELECT count(*) FROM settings WHERE learner = :s"), {"s": DATABASE_SCOPE}
+                ).scalar_one()
+            )
             src.rollback()
         return {"target": target.where, "rows": copied, "skipped": {}, "notes": []}
     except Exception as exc:
         from roadmap_cli.store.server import sqlstate
 
         if sqlstate(exc) == "42501":  # permission: e.g. a learner's login on an instructor-only table
-            raise UserError(f"{target.where} refused the copy ({_first_line(exc)}); nothing was copied: copy with "
-                            "the login that owns the cohort's tables, or ask your instructor") from None
+            raise UserError(
+                f"{target.where} refused the copy ({_first_line(exc)}); nothing was copied: copy with "
+                "the login that owns the cohort's tables, or ask your instructor"
+            ) from None
         raise
     finally:
         target.engine.dispose()
@@ -123,15 +140,26 @@ def _copy_own_rows(src, dst, me: str, where: str, progress, *, home: Path, repla
     owners = sorted({row[0] for t in tables for row in src.execute(sa.select(t.c.learner).distinct())} - {""})
     if len(owners) > 1:
         shown = ", ".join(owners[:3]) + (" ..." if len(owners) > 3 else "")
-        raise UserError(f"this database holds the rows of {len(owners)} learners ({shown}); a learner's login ({me}) "
-                        "can take only its own: copy with the login that owns the cohort's tables instead")
+        raise UserError(
+            f"this database holds the rows of {len(owners)} learners ({shown}); a learner's login ({me}) "
+            "can take only its own: copy with the login that owns the cohort's tables instead"
+        )
     own = OwnRows(dst, me)  # on a cohort login: not the server's records (grades, lab-proved checkpoints)
-    own.replace_or_refuse(home, replace=replace, refusal=lambda n: (  # row security limits it to `me` anyway
-        f"{where} already holds {n} rows of yours ({me}); a copy never merges: add --replace to replace them (a "
-        "backup export of your rows there is saved first)"))
-    rows = {t.name: [dict(r) for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns)
-                                                                          or list(t.columns)))).mappings()]
-            for t in tables}
+    own.replace_or_refuse(
+        home,
+        replace=replace,
+        refusal=lambda n: (  # row security limits it to `me` anyway
+            f"{where} already holds {n} rows of yours ({me}); a copy never merges: add --replace to replace them (a "
+            "backup export of your rows there is saved first)"
+        ),
+    )
+    rows = {
+        t.name: [
+            dict(r)
+            for r in src.execute(sa.select(t).order_by(*(list(t.primary_key.columns) or list(t.columns)))).mappings()
+        ]
+        for t in tables
+    }
     total = sum(len(r) for r in rows.values())
     done = [0]
 

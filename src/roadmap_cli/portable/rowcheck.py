@@ -35,14 +35,44 @@ LAB_OUTCOMES = values.ATTEMPT_OUTCOMES
 TEST_OUTCOMES = values.TEST_OUTCOMES
 PART_STATUSES = values.PART_STATUSES
 DATE_COLUMNS = ("on_date", "read_on", "added_on")  # local dates, YYYY-MM-DD
-TIMESTAMP_COLUMNS = ("completed_at", "created_at", "started_at", "shown_at", "applied_at",
-                     "taken_at", "reviewed_at", "updated_at")
+TIMESTAMP_COLUMNS = (
+    "completed_at",
+    "created_at",
+    "started_at",
+    "shown_at",
+    "applied_at",
+    "taken_at",
+    "reviewed_at",
+    "updated_at",
+)
 # Rows numbered per learner (migration 12; research/numbers.py): each learner's numbers are unique and ≥ 1.
 NUMBERED_TABLES = ("papers", "cadence_entries")
-SHORT_TEXT = {"key", "checkpoint_id", "source", "lab_id", "kind", "status", "outcome", "part_id", "tag",
-              "arxiv_id", "doi", "device", "device_capability", "torch_version", "triton_version",
-              "commit_sha", "grader_sha256", "bibtex_key", "learner", "item", "due", "due_after", "sandbox",
-              "graded_on"}
+SHORT_TEXT = {
+    "key",
+    "checkpoint_id",
+    "source",
+    "lab_id",
+    "kind",
+    "status",
+    "outcome",
+    "part_id",
+    "tag",
+    "arxiv_id",
+    "doi",
+    "device",
+    "device_capability",
+    "torch_version",
+    "triton_version",
+    "commit_sha",
+    "grader_sha256",
+    "bibtex_key",
+    "learner",
+    "item",
+    "due",
+    "due_after",
+    "sandbox",
+    "graded_on",
+}
 
 
 class RowProblem(Exception):
@@ -146,15 +176,21 @@ def _json_list(value: str, required: tuple[str, ...], numbers: tuple[str, ...]) 
 SETTING_RULES = {  # one rule per values.SETTING_KEYS (tests/test_store_values.py)
     "start_date": lambda v: None if isinstance(v, str) and _date_ok(v) else "must be a date string (YYYY-MM-DD)",
     "weekly_hours": lambda v: None if _is_number(v) and 0 < v <= 100 else "must be a number of hours within 0..100",
-    "lang": lambda v: None if v in ("en", "zh") else "must be \"en\" or \"zh\"",
-    "curriculum": lambda v: None if v is None or isinstance(v, str) and len(v) <= 4096 else "must be a file path (string)",
+    "lang": lambda v: None if v in ("en", "zh") else 'must be "en" or "zh"',
+    "curriculum": lambda v: (
+        None if v is None or isinstance(v, str) and len(v) <= 4096 else "must be a file path (string)"
+    ),
 }
 
 
 def _learner_rule(value) -> Optional[str]:
     from roadmap_cli.store.learners import _NAME
 
-    return None if isinstance(value, str) and _NAME.fullmatch(value) else "must be a learner id (letters, digits, . _ @ + -)"
+    return (
+        None
+        if isinstance(value, str) and _NAME.fullmatch(value)
+        else "must be a learner id (letters, digits, . _ @ + -)"
+    )
 
 
 def _date_ok(value: str) -> bool:
@@ -199,8 +235,13 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
         if not (get("title") or "").strip():
             yield "title", "title is empty"
         if get("metadata_source") is not None and get("metadata_source") not in values.METADATA_SOURCES:
-            yield "metadata_source", (f"metadata_source {get('metadata_source')!r} is not one of "
-                                      f"{', '.join(values.METADATA_SOURCES)} (or null)")
+            yield (
+                "metadata_source",
+                (
+                    f"metadata_source {get('metadata_source')!r} is not one of "
+                    f"{', '.join(values.METADATA_SOURCES)} (or null)"
+                ),
+            )
     if table == "cadence_entries":
         from roadmap_cli.research.entries import MAX_HOURS_PER_DAY
 
@@ -231,7 +272,10 @@ def _row_rules(table: str, row: dict, ctx: dict) -> Iterable[tuple[str, str]]:
                 if not isinstance(part["id"], str) or part["status"] not in PART_STATUSES:
                     yield "parts", f"parts item {i}: id must be a string and status one of {', '.join(PART_STATUSES)}"
                 elif not 0 <= part["points"] <= part["max_points"]:
-                    yield "parts", f"parts item {i}: points {part['points']} is not within 0..max_points {part['max_points']}"
+                    yield (
+                        "parts",
+                        f"parts item {i}: points {part['points']} is not within 0..max_points {part['max_points']}",
+                    )
         problem = _json_list(get("perf"), (), ())
         if problem:
             yield "perf", f"perf {problem}"
@@ -253,7 +297,9 @@ def _graded_on_problem(value: str) -> Optional[str]:
     """graded_on: a remote's name (`grade --on NAME`) or worker:<name> (the cohort queue's worker)."""
     import re
 
-    if re.match(values.REMOTE_NAME_PATTERN, value) or (value.startswith(values.WORKER_PREFIX) and value[len(values.WORKER_PREFIX):].strip()):
+    if re.match(values.REMOTE_NAME_PATTERN, value) or (
+        value.startswith(values.WORKER_PREFIX) and value[len(values.WORKER_PREFIX) :].strip()
+    ):
         return None
     return f"graded_on {value!r} is not a remote's name nor {values.WORKER_PREFIX}<name>"
 
@@ -308,7 +354,9 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
                     except UserError as exc:
                         raise UserError(f"{where}.learner: {exc.message}") from None
                 if column.name not in row and not column.nullable:
-                    raise UserError(f"{where}.{column.name}: table {name}: missing {column.name} (required); nothing was imported")
+                    raise UserError(
+                        f"{where}.{column.name}: table {name}: missing {column.name} (required); nothing was imported"
+                    )
                 problem = _type_problem(column, row.get(column.name))
                 if problem:
                     raise UserError(f"{where}.{column.name}: {column.name} {problem}")
@@ -339,8 +387,11 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
     # References between tables (the database would refuse them only halfway through).
     papers = {k[0] for k in keys_seen.get("papers", ())}
     attempts = {k[0] for k in keys_seen.get("grade_attempts", ())}
-    for name, column, targets in (("paper_tags", "paper_id", papers), ("cadence_entries", "paper_id", papers),
-                                  ("grade_test_results", "attempt_id", attempts)):
+    for name, column, targets in (
+        ("paper_tags", "paper_id", papers),
+        ("cadence_entries", "paper_id", papers),
+        ("grade_test_results", "attempt_id", attempts),
+    ):
         for i, row in enumerate(tables_data.get(name, [])):
             if row.get(column) is not None and row[column] not in targets:
                 raise UserError(f"$.tables.{name}[{i}].{column}: {column} {row[column]} refers to no row of the export")
@@ -352,41 +403,116 @@ _NUM = "('integer', 'real')"
 # (table, condition that is true for a row a reader would crash on, what is wrong)
 _BAD_ROW_SQL = [
     ("settings", "key", "NOT json_valid(value)", "value is not JSON"),
-    ("settings", "key", "key = 'weekly_hours' AND json_valid(value) AND json_type(value) NOT IN " + _NUM, "weekly_hours is not a number"),
-    ("settings", "key", "key IN ('start_date', 'lang') AND json_valid(value) AND json_type(value) != 'text'", "the value is not a string"),
-    ("settings", "key", "key = 'start_date' AND json_valid(value) AND json_type(value) = 'text' "
-                        "AND date(json_extract(value, '$')) IS NOT json_extract(value, '$')", "start_date is not a date"),
-    ("grade_attempts", "id", "typeof(parts) != 'text' OR NOT json_valid(parts) OR json_type(parts) != 'array'", "parts is not a JSON list"),
-    ("grade_attempts", "id", "typeof(perf) != 'text' OR NOT json_valid(perf) OR json_type(perf) != 'array'", "perf is not a JSON list"),
-    ("grade_attempts", "id", "CASE WHEN json_valid(parts) AND json_type(parts) = 'array' THEN EXISTS ("
-                             "SELECT 1 FROM json_each(grade_attempts.parts) e WHERE e.type != 'object' "
-                             "OR json_type(e.value, '$.id') IS NOT 'text' "
-                             "OR json_type(e.value, '$.points') NOT IN " + _NUM + " OR json_type(e.value, '$.points') IS NULL "
-                             "OR json_type(e.value, '$.max_points') NOT IN " + _NUM + " OR json_type(e.value, '$.max_points') IS NULL) "
-                             "ELSE 0 END", "a part lacks id, points or max_points"),
-    ("grade_attempts", "id", f"typeof(score) NOT IN {_NUM} OR typeof(max_score) NOT IN {_NUM} OR typeof(duration_s) NOT IN {_NUM}",
-     "score, max_score or duration_s is not a number"),
-    ("grade_attempts", "id", "typeof(started_at) != 'text' OR datetime(started_at) IS NULL", "started_at is not a timestamp"),
+    (
+        "settings",
+        "key",
+        "key = 'weekly_hours' AND json_valid(value) AND json_type(value) NOT IN " + _NUM,
+        "weekly_hours is not a number",
+    ),
+    (
+        "settings",
+        "key",
+        "key IN ('start_date', 'lang') AND json_valid(value) AND json_type(value) != 'text'",
+        "the value is not a string",
+    ),
+    (
+        "settings",
+        "key",
+        "key = 'start_date' AND json_valid(value) AND json_type(value) = 'text' "
+        "AND date(json_extract(value, '$')) IS NOT json_extract(value, '$')",
+        "start_date is not a date",
+    ),
+    (
+        "grade_attempts",
+        "id",
+        "typeof(parts) != 'text' OR NOT json_valid(parts) OR json_type(parts) != 'array'",
+        "parts is not a JSON list",
+    ),
+    (
+        "grade_attempts",
+        "id",
+        "typeof(perf) != 'text' OR NOT json_valid(perf) OR json_type(perf) != 'array'",
+        "perf is not a JSON list",
+    ),
+    (
+        "grade_attempts",
+        "id",
+        "CASE WHEN json_valid(parts) AND json_type(parts) = 'array' THEN EXISTS ("
+        "SELECT 1 FROM json_each(grade_attempts.parts) e WHERE e.type != 'object' "
+        "OR json_type(e.value, '$.id') IS NOT 'text' "
+        "OR json_type(e.value, '$.points') NOT IN " + _NUM + " OR json_type(e.value, '$.points') IS NULL "
+        "OR json_type(e.value, '$.max_points') NOT IN " + _NUM + " OR json_type(e.value, '$.max_points') IS NULL) "
+        "ELSE 0 END",
+        "a part lacks id, points or max_points",
+    ),
+    (
+        "grade_attempts",
+        "id",
+        f"typeof(score) NOT IN {_NUM} OR typeof(max_score) NOT IN {_NUM} OR typeof(duration_s) NOT IN {_NUM}",
+        "score, max_score or duration_s is not a number",
+    ),
+    (
+        "grade_attempts",
+        "id",
+        "typeof(started_at) != 'text' OR datetime(started_at) IS NULL",
+        "started_at is not a timestamp",
+    ),
     ("grade_test_results", "id", f"typeof(duration_s) NOT IN {_NUM}", "duration_s is not a number"),
     ("cadence_entries", "id", "typeof(on_date) != 'text' OR date(on_date) IS NOT on_date", "on_date is not a date"),
-    ("cadence_entries", "id", f"hours IS NOT NULL AND (typeof(hours) NOT IN {_NUM} OR hours < 0)", "hours is not a number ≥ 0"),
+    (
+        "cadence_entries",
+        "id",
+        f"hours IS NOT NULL AND (typeof(hours) NOT IN {_NUM} OR hours < 0)",
+        "hours is not a number ≥ 0",
+    ),
     ("cadence_entries", "id", "kind = 'hours' AND hours IS NULL", "an hours entry has no hours"),
     ("cadence_entries", "id", "stage IS NOT NULL AND typeof(stage) != 'integer'", "stage is not a number"),
-    ("papers", "id", "status NOT IN (" + ", ".join(f"'{s}'" for s in values.PAPER_STATUSES) + ")",
-     "status is not one of " + ", ".join(values.PAPER_STATUSES)),
-    ("papers", "id", "read_on IS NOT NULL AND (typeof(read_on) != 'text' OR date(read_on) IS NOT read_on)", "read_on is not a date"),
+    (
+        "papers",
+        "id",
+        "status NOT IN (" + ", ".join(f"'{s}'" for s in values.PAPER_STATUSES) + ")",
+        "status is not one of " + ", ".join(values.PAPER_STATUSES),
+    ),
+    (
+        "papers",
+        "id",
+        "read_on IS NOT NULL AND (typeof(read_on) != 'text' OR date(read_on) IS NOT read_on)",
+        "read_on is not a date",
+    ),
     ("papers", "id", "typeof(added_on) != 'text' OR date(added_on) IS NOT added_on", "added_on is not a date"),
-    ("papers", "id", "rating IS NOT NULL AND (typeof(rating) != 'integer' OR rating NOT BETWEEN 1 AND 5)", "rating is not within 1..5"),
-    ("papers", "id", "(stage IS NOT NULL AND typeof(stage) != 'integer') OR (year IS NOT NULL AND typeof(year) != 'integer')",
-     "stage or year is not a whole number"),
+    (
+        "papers",
+        "id",
+        "rating IS NOT NULL AND (typeof(rating) != 'integer' OR rating NOT BETWEEN 1 AND 5)",
+        "rating is not within 1..5",
+    ),
+    (
+        "papers",
+        "id",
+        "(stage IS NOT NULL AND typeof(stage) != 'integer') OR (year IS NOT NULL AND typeof(year) != 'integer')",
+        "stage or year is not a whole number",
+    ),
     ("papers", "id", "typeof(number) != 'integer' OR number < 1", "number is not a whole number ≥ 1"),
     ("cadence_entries", "id", "typeof(number) != 'integer' OR number < 1", "number is not a whole number ≥ 1"),
-    ("checkpoint_progress", "checkpoint_id", "typeof(completed_at) != 'text' OR datetime(completed_at) IS NULL", "completed_at is not a timestamp"),
+    (
+        "checkpoint_progress",
+        "checkpoint_id",
+        "typeof(completed_at) != 'text' OR datetime(completed_at) IS NULL",
+        "completed_at is not a timestamp",
+    ),
     ("lab_hints", "id", "typeof(hint_index) != 'integer'", "hint_index is not a whole number"),
-    ("review_cards", "item", "typeof(card) != 'text' OR NOT json_valid(card) OR json_type(card, '$.due') IS NOT 'text'",
-     "card is not an FSRS card (JSON with a due time)"),
-    ("quiz_attempts", "id", "typeof(correct) != 'integer' OR typeof(total) != 'integer' OR correct > total",
-     "correct/total are not whole numbers with correct <= total"),
+    (
+        "review_cards",
+        "item",
+        "typeof(card) != 'text' OR NOT json_valid(card) OR json_type(card, '$.due') IS NOT 'text'",
+        "card is not an FSRS card (JSON with a due time)",
+    ),
+    (
+        "quiz_attempts",
+        "id",
+        "typeof(correct) != 'integer' OR typeof(total) != 'integer' OR correct > total",
+        "correct/total are not whole numbers with correct <= total",
+    ),
 ]
 
 
@@ -420,6 +546,8 @@ def explain_crash(exc: BaseException, store) -> Optional[StoreError]:
         return None
     if problem is None:
         return None
-    return StoreError(f"database {store.where} holds a malformed row ({problem}); repair it: "
-                      "`roadmap export -o fix.json`, correct or delete that row in the file, "
-                      f"then `roadmap import fix.json --replace` ({type(exc).__name__} while reading it)")
+    return StoreError(
+        f"database {store.where} holds a malformed row ({problem}); repair it: "
+        "`roadmap export -o fix.json`, correct or delete that row in the file, "
+        f"then `roadmap import fix.json --replace` ({type(exc).__name__} while reading it)"
+    )

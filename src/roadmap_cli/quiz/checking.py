@@ -99,7 +99,9 @@ def _numeric(q, answer: str, lang: str) -> Verdict:
         try:
             value = evaluate(number)
         except FormulaError:
-            raise AnswerProblem(f"{answer!r} is not a number (arithmetic such as 2*32*128 is fine; a unit may follow)") from None
+            raise AnswerProblem(
+                f"{answer!r} is not a number (arithmetic such as 2*32*128 is fine; a unit may follow)"
+            ) from None
     try:
         given = convert(value, unit, q.unit)
     except UnreadableUnit as exc:
@@ -143,8 +145,15 @@ def _choice(q, answer: str, lang: str) -> Verdict:
         feedback = [q.options[right].why.get(lang)] if q.options[right].why else []
         return Verdict(q.id, "choice", answer, True, GOOD, expected, feedback)
     option = q.options[picked]
-    return Verdict(q.id, "choice", answer, False, AGAIN, expected,
-                   [f"{LETTERS[order.index(picked)]}) is wrong: {option.why.get(lang)}"])
+    return Verdict(
+        q.id,
+        "choice",
+        answer,
+        False,
+        AGAIN,
+        expected,
+        [f"{LETTERS[order.index(picked)]}) is wrong: {option.why.get(lang)}"],
+    )
 
 
 def _labels(answer: str, count: int) -> list[int]:
@@ -157,8 +166,10 @@ def _labels(answer: str, count: int) -> list[int]:
         picks = []
     if sorted(picks) != list(range(count)):
         last = LETTERS[count - 1]
-        raise AnswerProblem(f"{answer!r}: give all {count} labels once each, in order (e.g. "
-                            f"{' '.join(LETTERS[:count][::-1])}); a-{last} or 1-{count}")
+        raise AnswerProblem(
+            f"{answer!r}: give all {count} labels once each, in order (e.g. "
+            f"{' '.join(LETTERS[:count][::-1])}); a-{last} or 1-{count}"
+        )
     return picks
 
 
@@ -173,8 +184,10 @@ def _ordering(q, answer: str, lang: str) -> Verdict:
     wrong = [k for k, i in enumerate(given) if i != k]
     one_swap = len(wrong) == 2 and wrong[1] == wrong[0] + 1
     first = wrong[0]
-    feedback = [f"step {first + 1} should be {LETTERS[order.index(first)]}) {q.items[first].get(lang)}",
-                f"right order: {expected}"] + explanation
+    feedback = [
+        f"step {first + 1} should be {LETTERS[order.index(first)]}) {q.items[first].get(lang)}",
+        f"right order: {expected}",
+    ] + explanation
     return Verdict(q.id, "ordering", answer, False, HARD if one_swap else AGAIN, expected, feedback)
 
 

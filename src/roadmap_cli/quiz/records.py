@@ -38,14 +38,26 @@ def record_attempt(conn, learner: str, checkpoint_id: str, taken_at: str, verdic
     total = len(verdicts)
     from roadmap_cli.curriculum.quiz_models import PASS_FRACTION
 
-    answers = [{"question": v.question_id, "kind": v.kind, "answer": v.answer, "correct": v.correct,
-                "rating": v.rating} for v in verdicts]
-    row = {"learner": learner, "checkpoint_id": checkpoint_id, "taken_at": taken_at, "correct": correct,
-           "total": total, "passed": total > 0 and correct >= PASS_FRACTION * total,
-           "answers": json.dumps(answers, ensure_ascii=False)}
-    conn.execute(sa.text(
-        "INSERT INTO quiz_attempts (learner, checkpoint_id, taken_at, correct, total, passed, answers) "
-        "VALUES (:learner, :checkpoint_id, :taken_at, :correct, :total, :passed, :answers)"), row)
+    answers = [
+        {"question": v.question_id, "kind": v.kind, "answer": v.answer, "correct": v.correct, "rating": v.rating}
+        for v in verdicts
+    ]
+    row = {
+        "learner": learner,
+        "checkpoint_id": checkpoint_id,
+        "taken_at": taken_at,
+        "correct": correct,
+        "total": total,
+        "passed": total > 0 and correct >= PASS_FRACTION * total,
+        "answers": json.dumps(answers, ensure_ascii=False),
+    }
+    conn.execute(
+        sa.text(
+            "INSERT INTO quiz_attempts (learner, checkpoint_id, taken_at, correct, total, passed, answers) "
+            "VALUES (:learner, :checkpoint_id, :taken_at, :correct, :total, :passed, :answers)"
+        ),
+        row,
+    )
     return row
 
 
@@ -60,9 +72,12 @@ def best_scores(store, learner: str, checkpoint_ids: Iterable[str]) -> dict[str,
     best: dict[str, dict] = {}
     with store.connection() as conn:
         rows = conn.execute(
-            sa.text("SELECT checkpoint_id, correct, total, passed, taken_at FROM quiz_attempts "
-                    "WHERE learner = :learner AND checkpoint_id IN :ids ORDER BY taken_at, id")
-            .bindparams(sa.bindparam("ids", expanding=True)), {"learner": learner, "ids": ids}).all()
+            sa.text(
+                "SELECT checkpoint_id, correct, total, passed, taken_at FROM quiz_attempts "
+                "WHERE learner = :learner AND checkpoint_id IN :ids ORDER BY taken_at, id"
+            ).bindparams(sa.bindparam("ids", expanding=True)),
+            {"learner": learner, "ids": ids},
+        ).all()
     for cid, correct, total, passed, taken_at in rows:
         score = correct / total if total else 0.0
         kept = best.get(cid)
@@ -75,28 +90,49 @@ def load_card(conn, learner: str, item: str) -> Optional[tuple[str, int]]:
     """(card JSON, reviews so far) or None for an item never reviewed."""
     import sqlalchemy as sa
 
-    row = conn.execute(sa.text("SELECT card, reviews FROM review_cards WHERE learner = :learner AND item = :item"),
-                       {"learner": learner, "item": item}).first()
+    row = conn.execute(
+        sa.text("SELECT card, reviews FROM review_cards WHERE learner = :learner AND item = :item"),
+        {"learner": learner, "item": item},
+    ).first()
     return (row[0], row[1]) if row else None
 
 
-def save_review(conn, learner: str, item: str, card_json: str, due: str, reviews: int, rating: int,
-                reviewed_at: str, source: str) -> None:
+def save_review(
+    conn, learner: str, item: str, card_json: str, due: str, reviews: int, rating: int, reviewed_at: str, source: str
+) -> None:
     """Upsert the item's card and append the rating to the log (one transaction: the caller's)."""
     import sqlalchemy as sa
 
-    params = {"learner": learner, "item": item, "card": card_json, "due": due, "reviews": reviews,
-              "updated_at": reviewed_at}
-    updated = conn.execute(sa.text(
-        "UPDATE review_cards SET card = :card, due = :due, reviews = :reviews, updated_at = :updated_at "
-        "WHERE learner = :learner AND item = :item"), params).rowcount
+    params = {
+        "learner": learner,
+        "item": item,
+        "card": card_json,
+        "due": due,
+        "reviews": reviews,
+        "updated_at": reviewed_at,
+    }
+    updated = conn.execute(
+        sa.text(
+            "UPDATE review_cards SET card = :card, due = :due, reviews = :reviews, updated_at = :updated_at "
+            "WHERE learner = :learner AND item = :item"
+        ),
+        params,
+    ).rowcount
     if not updated:
-        conn.execute(sa.text("INSERT INTO review_cards (learner, item, card, due, reviews, updated_at) "
-                             "VALUES (:learner, :item, :card, :due, :reviews, :updated_at)"), params)
-    conn.execute(sa.text(
-        "INSERT INTO review_logs (learner, item, rating, reviewed_at, source, due_after) "
-        "VALUES (:learner, :item, :rating, :reviewed_at, :source, :due)"),
-        {"learner": learner, "item": item, "rating": rating, "reviewed_at": reviewed_at, "source": source, "due": due})
+        conn.execute(
+            sa.text(
+                "INSERT INTO review_cards (learner, item, card, due, reviews, updated_at) "
+                "VALUES (:learner, :item, :card, :due, :reviews, :updated_at)"
+            ),
+            params,
+        )
+    conn.execute(
+        sa.text(
+            "INSERT INTO review_logs (learner, item, rating, reviewed_at, source, due_after) "
+            "VALUES (:learner, :item, :rating, :reviewed_at, :source, :due)"
+        ),
+        {"learner": learner, "item": item, "rating": rating, "reviewed_at": reviewed_at, "source": source, "due": due},
+    )
 
 
 def cards_due(store, learner: str, until: str) -> list[tuple[str, str]]:
@@ -104,8 +140,10 @@ def cards_due(store, learner: str, until: str) -> list[tuple[str, str]]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT item, due FROM review_cards WHERE learner = :learner AND due <= :until "
-                                    "ORDER BY due, item"), {"learner": learner, "until": until}).all()
+        rows = conn.execute(
+            sa.text("SELECT item, due FROM review_cards WHERE learner = :learner AND due <= :until ORDER BY due, item"),
+            {"learner": learner, "until": until},
+        ).all()
     return [(item, due) for item, due in rows]
 
 

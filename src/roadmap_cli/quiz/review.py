@@ -67,8 +67,17 @@ def apply_rating(conn, learner: str, item: str, rating: int, now: datetime, sour
     card = Card.from_dict(json.loads(stored[0])) if stored else Card(due=now)
     card, _log = _scheduler().review_card(card, Rating(rating), review_datetime=now)
     due = records.iso(card.due)
-    records.save_review(conn, learner, item, json.dumps(card.to_dict(), sort_keys=True), due, (stored[1] if stored else 0) + 1, rating,
-                        records.iso(now), source)
+    records.save_review(
+        conn,
+        learner,
+        item,
+        json.dumps(card.to_dict(), sort_keys=True),
+        due,
+        (stored[1] if stored else 0) + 1,
+        rating,
+        records.iso(now),
+        source,
+    )
     return due
 
 
@@ -106,16 +115,22 @@ def _resolve(curriculum, kind: str, ref: str) -> Optional[str]:
 
 
 def _new_checkpoints(curriculum, done: dict, reviewed: set[str]) -> list[str]:
-    return [cp.id for cp in curriculum.all_checkpoints()
-            if cp.kind == "explain" and cp.id in done and item_key(CHECKPOINT, cp.id) not in reviewed]
+    return [
+        cp.id
+        for cp in curriculum.all_checkpoints()
+        if cp.kind == "explain" and cp.id in done and item_key(CHECKPOINT, cp.id) not in reviewed
+    ]
 
 
 def due_summary(store, curriculum, done: dict, now: datetime) -> dict:
     """{"due": n, "new": m} for `roadmap status`: plain SQL, no fsrs."""
     learner = records.current_learner(store)
     until = records.iso(end_of_local_day(now))
-    due = sum(1 for item, _ in records.cards_due(store, learner, until)
-              if _resolve(curriculum, *item.partition(":")[::2]) is not None)
+    due = sum(
+        1
+        for item, _ in records.cards_due(store, learner, until)
+        if _resolve(curriculum, *item.partition(":")[::2]) is not None
+    )
     new = len(_new_checkpoints(curriculum, done, records.items_with_cards(store, learner)))
     return {"due": due, "new": new}
 
@@ -125,7 +140,7 @@ def utc_now() -> datetime:
 
 
 def next_due_text(due_iso: str, now: datetime) -> str:
-    """"in 10 minutes", "in 3 days" for the learner."""
+    """ "in 10 minutes", "in 3 days" for the learner."""
     delta = records.parse_iso(due_iso) - now
 
     def plural(n: int, word: str) -> str:

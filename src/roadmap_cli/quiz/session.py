@@ -83,7 +83,8 @@ def question_view(question, lang: str) -> dict:
         texts = question.options if question.kind == "choice" else question.items
         view["options" if question.kind == "choice" else "items"] = [
             {"label": LETTERS[k], "text": (texts[i].text if question.kind == "choice" else texts[i]).get(lang)}
-            for k, i in enumerate(shown_order(question))]
+            for k, i in enumerate(shown_order(question))
+        ]
     return view
 
 
@@ -104,10 +105,14 @@ def finish(store, curriculum, chosen: list[tuple], verdicts: dict, *, now=None) 
                 continue
             row = records.record_attempt(conn, learner, checkpoint.id, records.iso(now), answered)
             for verdict in answered:
-                review.apply_rating(conn, learner, review.item_key(review.QUESTION, verdict.question_id),
-                                    verdict.rating, now, "quiz")
-            results.append(CheckpointResult(checkpoint.id, row["correct"], row["total"], row["passed"],
-                                            checkpoint.id in done, answered))
+                review.apply_rating(
+                    conn, learner, review.item_key(review.QUESTION, verdict.question_id), verdict.rating, now, "quiz"
+                )
+            results.append(
+                CheckpointResult(
+                    checkpoint.id, row["correct"], row["total"], row["passed"], checkpoint.id in done, answered
+                )
+            )
     return results
 
 

@@ -190,12 +190,19 @@ def _checkpoints(store, curriculum, lang: str, period: Period) -> tuple[list[Che
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at, source, evidence FROM checkpoint_progress "
-                                    "WHERE learner = :learner"), {"learner": store.learner}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT checkpoint_id, completed_at, source, evidence FROM checkpoint_progress WHERE learner = :learner"
+            ),
+            {"learner": store.learner},
+        ).all()
     where: dict[str, tuple[Optional[int], Optional[str], object]] = {
-        cp.id: (stage.number, None, cp) for stage in curriculum.stages for cp in stage.checkpoints}
-    where.update((cp.id, (None, f"P{phase.number} {phase.title.get(lang)}", cp))
-                 for _, phase, cp in curriculum.phase_checkpoints())
+        cp.id: (stage.number, None, cp) for stage in curriculum.stages for cp in stage.checkpoints
+    }
+    where.update(
+        (cp.id, (None, f"P{phase.number} {phase.title.get(lang)}", cp))
+        for _, phase, cp in curriculum.phase_checkpoints()
+    )
     lines, stages_done, phases_done = [], 0, 0
     for cid, when, source, evidence in rows:
         if cid not in where:
@@ -208,7 +215,9 @@ def _checkpoints(store, curriculum, lang: str, period: Period) -> tuple[list[Che
             else:
                 stages_done += 1
         if period.contains(day):
-            lines.append(CheckpointLine(cid, stage, cp.kind, cp.text.get(lang), day.isoformat(), source, evidence, phase))
+            lines.append(
+                CheckpointLine(cid, stage, cp.kind, cp.text.get(lang), day.isoformat(), source, evidence, phase)
+            )
     lines.sort(key=lambda c: (c.day, c.stage is None, c.stage or 0, c.id))
     return lines, stages_done, phases_done
 
@@ -238,9 +247,13 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
     from roadmap_cli.reports.series import UNCOUNTED_OUTCOMES
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode, sandbox "
-            "FROM grade_attempts WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, lab_id, started_at, outcome, score, max_score, parts, perf, device, interpret_mode, sandbox "
+                "FROM grade_attempts WHERE learner = :learner ORDER BY lab_id, id"
+            ),
+            {"learner": store.learner},
+        ).all()
     best: dict[str, tuple] = {}
     counts: dict[str, int] = {}
     number: dict[str, int] = {}
@@ -262,26 +275,54 @@ def _labs(store, lang: str, period: Period) -> list[LabLine]:
     for lab_id, (_, attempt, day, row) in best.items():
         spec = specs.get(lab_id)
         part_titles = {p.id: p.title.get(lang) for p in spec.parts} if spec else {}
-        parts = [PartLine(str(p.get("id")), part_titles.get(p.get("id"), str(p.get("id"))), str(p.get("status")),
-                          float(p.get("points") or 0), float(p.get("max_points") or 0)) for p in parse_parts(row.parts)]
+        parts = [
+            PartLine(
+                str(p.get("id")),
+                part_titles.get(p.get("id"), str(p.get("id"))),
+                str(p.get("status")),
+                float(p.get("points") or 0),
+                float(p.get("max_points") or 0),
+            )
+            for p in parse_parts(row.parts)
+        ]
         try:
             figures = json.loads(row.perf or "[]")
         except ValueError:
             figures = []
-        perf = [PerfLine(str(f.get("name")), float(f["value"]), str(f.get("unit", "")), _pct_of_baseline(f))
-                for f in figures if isinstance(f, dict) and isinstance(f.get("value"), (int, float))]
+        perf = [
+            PerfLine(str(f.get("name")), float(f["value"]), str(f.get("unit", "")), _pct_of_baseline(f))
+            for f in figures
+            if isinstance(f, dict) and isinstance(f.get("value"), (int, float))
+        ]
         stored = parse_parts(row.parts)
         done = passed_parts(so_far[lab_id])
         verdict = lab_verdict(spec.parts if spec else [], done, cuda=cuda, n_attempts=len(so_far[lab_id]))
-        lines.append(LabLine(
-            lab_id, spec.title.get(lang) if spec else lab_id, verdict["state"],
-            verdict_line(verdict) if spec else "a lab no longer in this install",
-            verdict["best_score"], verdict["max_score"], verdict["parts_open"], attempt, day.isoformat(),
-            outcome_word(row.outcome, stored), outcome_text(row.outcome, stored), is_part_attempt(stored),
-            float(row.score), float(row.max_score), row.device,
-            # "(Triton interpreter)" only for a lab whose code runs Triton (labs/device.uses_triton)
-            bool(row.interpret_mode) and uses_triton(lab_id), row.sandbox, parts,
-            [p.title for p in parts if p.status == "not-graded-here"], perf, counts[lab_id]))
+        lines.append(
+            LabLine(
+                lab_id,
+                spec.title.get(lang) if spec else lab_id,
+                verdict["state"],
+                verdict_line(verdict) if spec else "a lab no longer in this install",
+                verdict["best_score"],
+                verdict["max_score"],
+                verdict["parts_open"],
+                attempt,
+                day.isoformat(),
+                outcome_word(row.outcome, stored),
+                outcome_text(row.outcome, stored),
+                is_part_attempt(stored),
+                float(row.score),
+                float(row.max_score),
+                row.device,
+                # "(Triton interpreter)" only for a lab whose code runs Triton (labs/device.uses_triton)
+                bool(row.interpret_mode) and uses_triton(lab_id),
+                row.sandbox,
+                parts,
+                [p.title for p in parts if p.status == "not-graded-here"],
+                perf,
+                counts[lab_id],
+            )
+        )
     stage = {s.id: s.stage for s in specs.values()}
     return sorted(lines, key=lambda lab: (stage.get(lab.lab_id, 99), lab.lab_id))
 
@@ -305,31 +346,52 @@ def _papers(store, period: Period) -> list[PaperLine]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id, title, authors, year, status, read_on, url, arxiv_id, doi, rating, notes FROM papers "
-            "WHERE learner = :learner AND status IN ('read', 'reproduced') AND read_on >= :a AND read_on <= :b "
-            "ORDER BY read_on, id"),
-            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner}).all()
-    return [PaperLine(r.id, r.title, r.authors, r.year, r.status, r.read_on, _paper_link(r.url, r.arxiv_id, r.doi),
-                      r.rating, r.notes) for r in rows]
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, title, authors, year, status, read_on, url, arxiv_id, doi, rating, notes FROM papers "
+                "WHERE learner = :learner AND status IN ('read', 'reproduced') AND read_on >= :a AND read_on <= :b "
+                "ORDER BY read_on, id"
+            ),
+            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner},
+        ).all()
+    return [
+        PaperLine(
+            r.id,
+            r.title,
+            r.authors,
+            r.year,
+            r.status,
+            r.read_on,
+            _paper_link(r.url, r.arxiv_id, r.doi),
+            r.rating,
+            r.notes,
+        )
+        for r in rows
+    ]
 
 
 def _entries(store, period: Period) -> dict[str, list[EntryLine]]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id, kind, title, on_date, link, note FROM cadence_entries WHERE kind != 'hours' "
-            "AND on_date >= :a AND on_date <= :b AND learner = :learner ORDER BY on_date, id"),
-            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, kind, title, on_date, link, note FROM cadence_entries WHERE kind != 'hours' "
+                "AND on_date >= :a AND on_date <= :b AND learner = :learner ORDER BY on_date, id"
+            ),
+            {"a": period.start.isoformat(), "b": period.end.isoformat(), "learner": store.learner},
+        ).all()
     by_kind: dict[str, list[EntryLine]] = {k: [] for k in ITEM_KINDS}
     for r in rows:
-        by_kind.setdefault(r.kind, []).append(EntryLine(r.id, r.kind, r.title or "", r.on_date, safe_link(r.link), r.note))
+        by_kind.setdefault(r.kind, []).append(
+            EntryLine(r.id, r.kind, r.title or "", r.on_date, safe_link(r.link), r.note)
+        )
     return by_kind
 
 
-def build_report(store, curriculum, *, period: Period, lang: str, start_date: Optional[date], today: date,
-                 loss=None) -> Report:
+def build_report(
+    store, curriculum, *, period: Period, lang: str, start_date: Optional[date], today: date, loss=None
+) -> Report:
     """The report of `period` as of `today` (a period under way is counted up to today)."""
     from roadmap_cli.research.cadence import Targets, load_activity, met_labels, period_line
     from roadmap_cli.research.calendar import build_calendar
@@ -350,28 +412,46 @@ def build_report(store, curriculum, *, period: Period, lang: str, start_date: Op
         s = streaks(kind, met_labels(kind, activity, targets, as_of), as_of, activity.first_day)
         streak_lines[kind] = {"current": s.current, "longest": s.longest, "longest_end": s.longest_end}
     n_weeks = len(list(periods_between("week", period.start, as_of)))
-    calendar = build_calendar(activity.per_day_total(), end=as_of, weeks=n_weeks,
-                              met_weeks=met_labels("week", activity, targets, as_of))
+    calendar = build_calendar(
+        activity.per_day_total(), end=as_of, weeks=n_weeks, met_weeks=met_labels("week", activity, targets, as_of)
+    )
 
     _, total_hours = activity.in_period(Period(period.start, as_of, period.kind, period.label))
     days = (as_of - period.start).days + 1
     weekly_min, weekly_max = targets.hours_min, targets.hours_max
     hours = HoursLine(
-        total=round(total_hours, 2), weeks=charts.hours.weeks, weekly_min=weekly_min, weekly_max=weekly_max,
+        total=round(total_hours, 2),
+        weeks=charts.hours.weeks,
+        weekly_min=weekly_min,
+        weekly_max=weekly_max,
         weeks_met=sum(1 for w in charts.hours.weeks if w.met),
         period_min=None if weekly_min is None else round(weekly_min * days / 7, 1),
-        period_max=None if weekly_max is None else round(weekly_max * days / 7, 1))
+        period_max=None if weekly_max is None else round(weekly_max * days / 7, 1),
+    )
     notes = []
     if start_date is None:
         notes.append("no start date: the burn-up has no plan line (roadmap init --start-date YYYY-MM-DD)")
     if as_of < period.end:
         notes.append(f"{period.label} is under way: counted up to {as_of.isoformat()}")
     return Report(
-        kind=period.kind, label=period.label, start=period.start.isoformat(), end=period.end.isoformat(),
-        as_of=as_of.isoformat(), curriculum=curriculum.title.get(lang),
-        checkpoints_done_total=done_by_end, checkpoints_total=len(curriculum.all_checkpoints()),
-        phase_checkpoints_done_total=phase_done_by_end, phase_checkpoints_total=len(curriculum.phase_checkpoints()),
-        checkpoints=checkpoints, labs=_labs(store, lang, period), papers=_papers(store, period),
-        entries=_entries(store, period), hours=hours, targets=target_lines, streaks=streak_lines,
-        calendar=calendar, charts=charts, notes=notes,
+        kind=period.kind,
+        label=period.label,
+        start=period.start.isoformat(),
+        end=period.end.isoformat(),
+        as_of=as_of.isoformat(),
+        curriculum=curriculum.title.get(lang),
+        checkpoints_done_total=done_by_end,
+        checkpoints_total=len(curriculum.all_checkpoints()),
+        phase_checkpoints_done_total=phase_done_by_end,
+        phase_checkpoints_total=len(curriculum.phase_checkpoints()),
+        checkpoints=checkpoints,
+        labs=_labs(store, lang, period),
+        papers=_papers(store, period),
+        entries=_entries(store, period),
+        hours=hours,
+        targets=target_lines,
+        streaks=streak_lines,
+        calendar=calendar,
+        charts=charts,
+        notes=notes,
     )

@@ -106,7 +106,9 @@ def minigpt_loss_history(store, lab_id: str = "minigpt") -> LossHistory:
         checkpoint = workspace / CHECKPOINT_RELATIVE
         if checkpoint.is_file():
             return read_checkpoint(checkpoint)
-    return LossHistory(None, problem=f"no {CHECKPOINT_RELATIVE} in the {lab_id} workspace yet (run python train.py there)")
+    return LossHistory(
+        None, problem=f"no {CHECKPOINT_RELATIVE} in the {lab_id} workspace yet (run python train.py there)"
+    )
 
 
 def thin(points: list[tuple[int, float]], limit: int = 400) -> list[tuple[int, float]]:

@@ -53,8 +53,13 @@ def _env(kind: str, cache_dir: Optional[Path] = None):
     kept there (compiling both templates costs about as much as the queries)."""
     import jinja2
 
-    options = dict(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
-                   trim_blocks=True, lstrip_blocks=True, bytecode_cache=_bytecode_cache(cache_dir))
+    options = dict(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(cache_dir),
+    )
     if kind == "html":
         env = jinja2.Environment(autoescape=True, **options)
     else:
@@ -91,20 +96,41 @@ def chart_svgs(report: Report) -> dict[str, str]:
     if burn.start:
         series.append(svg.SvgSeries("plan", list(zip(days, burn.planned)), svg.PALETTE[1], dashed=True))
     charts = {
-        "burnup": svg.line_chart(f"Burn-up: checkpoints done vs the plan (of {burn.total})", series,
-                                 x_label="date", y_label="checkpoints done", x_format=_day, y_min=0,
-                                 y_integer=True),
-        "hours": svg.bar_chart("Study hours per week", [(w.week, w.hours) for w in c.hours.weeks], unit="h",
-                               y_label="hours",
-                               target=(c.hours.target_min, c.hours.target_max) if c.hours.target_min is not None else None),
+        "burnup": svg.line_chart(
+            f"Burn-up: checkpoints done vs the plan (of {burn.total})",
+            series,
+            x_label="date",
+            y_label="checkpoints done",
+            x_format=_day,
+            y_min=0,
+            y_integer=True,
+        ),
+        "hours": svg.bar_chart(
+            "Study hours per week",
+            [(w.week, w.hours) for w in c.hours.weeks],
+            unit="h",
+            y_label="hours",
+            target=(c.hours.target_min, c.hours.target_max) if c.hours.target_min is not None else None,
+        ),
         "calendar": svg.calendar(f"Cadence calendar {report.label}", report.calendar),
-        "grades": svg.line_chart("Grade score per attempt", [
-            svg.SvgSeries(g.lab_id, g.points, svg.PALETTE[(i + 2) % len(svg.PALETTE)]) for i, g in enumerate(c.grades)],
-            x_label="whole attempt number (per lab)", y_label="score (% of gradable points)", y_min=0,
-            empty="no whole grade attempt yet"),
-        "loss": svg.line_chart("MiniGPT loss", [
-            svg.SvgSeries("train", c.loss.train, svg.PALETTE[0]), svg.SvgSeries("val", c.loss.val, svg.PALETTE[2])],
-            x_label="iteration", y_label="cross-entropy loss", empty=c.loss.problem or "no loss history yet"),
+        "grades": svg.line_chart(
+            "Grade score per attempt",
+            [
+                svg.SvgSeries(g.lab_id, g.points, svg.PALETTE[(i + 2) % len(svg.PALETTE)])
+                for i, g in enumerate(c.grades)
+            ],
+            x_label="whole attempt number (per lab)",
+            y_label="score (% of gradable points)",
+            y_min=0,
+            empty="no whole grade attempt yet",
+        ),
+        "loss": svg.line_chart(
+            "MiniGPT loss",
+            [svg.SvgSeries("train", c.loss.train, svg.PALETTE[0]), svg.SvgSeries("val", c.loss.val, svg.PALETTE[2])],
+            x_label="iteration",
+            y_label="cross-entropy loss",
+            empty=c.loss.problem or "no loss history yet",
+        ),
     }
     return {name: charts[name] for name in CHART_NAMES}
 
@@ -116,8 +142,9 @@ def render_html(report: Report, cache_dir: Optional[Path] = None) -> str:
     return _env("html", cache_dir).get_template("report.html.j2").render(r=report, charts=charts)
 
 
-def render_markdown(report: Report, chart_files: Optional[dict[str, str]] = None,
-                    cache_dir: Optional[Path] = None) -> str:
+def render_markdown(
+    report: Report, chart_files: Optional[dict[str, str]] = None, cache_dir: Optional[Path] = None
+) -> str:
     """Markdown; `chart_files` maps chart names to the SVG files beside it
     (relative names), None when printing to stdout (no charts then)."""
     return _env("md", cache_dir).get_template("report.md.j2").render(r=report, chart_files=chart_files)
@@ -149,8 +176,10 @@ def write_report(report: Report, fmt: str, out: Path, *, force: bool, cache_dir:
     targets = [out, *svgs.values()]
     existing = [str(p) for p in targets if p.exists() or p.is_symlink()]
     if existing and not force:
-        raise UserError(f"{existing[0]} exists: not overwritten (--force to replace"
-                        + (f"; {len(existing)} files would be)" if len(existing) > 1 else ")"))
+        raise UserError(
+            f"{existing[0]} exists: not overwritten (--force to replace"
+            + (f"; {len(existing)} files would be)" if len(existing) > 1 else ")")
+        )
     if fmt == "md":
         charts = chart_svgs(report)
         text = render_markdown(report, {name: path.name for name, path in svgs.items()}, cache_dir)

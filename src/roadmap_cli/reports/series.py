@@ -137,8 +137,13 @@ def _grade_series(store, *, until: Optional[date] = None) -> tuple[list[LabGrade
     from roadmap_cli.labs.passing import is_part_attempt
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT lab_id, started_at, outcome, score, max_score, parts FROM grade_attempts "
-                                    "WHERE learner = :learner ORDER BY lab_id, id"), {"learner": store.learner}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT lab_id, started_at, outcome, score, max_score, parts FROM grade_attempts "
+                "WHERE learner = :learner ORDER BY lab_id, id"
+            ),
+            {"learner": store.learner},
+        ).all()
     by_lab: dict[str, list[tuple[int, float]]] = {}
     numbers: dict[str, int] = {}
     part_attempts = 0
@@ -154,8 +159,9 @@ def _grade_series(store, *, until: Optional[date] = None) -> tuple[list[LabGrade
     return [LabGrades(lab, points) for lab, points in sorted(by_lab.items())], part_attempts
 
 
-def all_charts(store, curriculum, *, start: Optional[date], first: date, last: date,
-               loss: Optional[LossHistory] = None) -> Charts:
+def all_charts(
+    store, curriculum, *, start: Optional[date], first: date, last: date, loss: Optional[LossHistory] = None
+) -> Charts:
     """The four charts for `first`..`last` (the burn-up always runs from the start)."""
     loss = loss if loss is not None else minigpt_loss_history(store)
     loss = LossHistory(loss.source, thin(loss.train), thin(loss.val), loss.problem)

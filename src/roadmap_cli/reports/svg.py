@@ -54,14 +54,24 @@ def _open(title: str, width: int = WIDTH, height: int = HEIGHT) -> list[str]:
 
 def _empty(title: str, message: str) -> str:
     parts = _open(title, height=90)
-    parts.append(f'<text x="{WIDTH / 2:.0f}" y="58" text-anchor="middle" font-size="13" fill="#57606a" {FONT}>'
-                 f"{esc(message)}</text>")
+    parts.append(
+        f'<text x="{WIDTH / 2:.0f}" y="58" text-anchor="middle" font-size="13" fill="#57606a" {FONT}>'
+        f"{esc(message)}</text>"
+    )
     return "\n".join(parts + ["</svg>"]) + "\n"
 
 
-def line_chart(title: str, series: list[SvgSeries], *, x_label: str, y_label: str,
-               x_format: Callable[[float], str] = _tick, y_min: Optional[float] = None,
-               empty: str = "no data yet", y_integer: bool = False) -> str:
+def line_chart(
+    title: str,
+    series: list[SvgSeries],
+    *,
+    x_label: str,
+    y_label: str,
+    x_format: Callable[[float], str] = _tick,
+    y_min: Optional[float] = None,
+    empty: str = "no data yet",
+    y_integer: bool = False,
+) -> str:
     """`y_integer`: the y axis counts things (checkpoints): its five ticks are whole numbers."""
     points = [p for s in series for p in s.points]
     if not points:
@@ -89,15 +99,25 @@ def line_chart(title: str, series: list[SvgSeries], *, x_label: str, y_label: st
     for i in range(5):  # horizontal grid lines with y ticks
         value = lo + (hi - lo) * i / 4
         y = py(value)
-        parts.append(f'<line x1="{MARGIN_LEFT}" y1="{_num(y)}" x2="{MARGIN_LEFT + plot_w}" y2="{_num(y)}" stroke="#eaeef2"/>')
-        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{_num(y + 4)}" text-anchor="end" font-size="11" {FONT}>{esc(_tick(round(value, 3)))}</text>')
+        parts.append(
+            f'<line x1="{MARGIN_LEFT}" y1="{_num(y)}" x2="{MARGIN_LEFT + plot_w}" y2="{_num(y)}" stroke="#eaeef2"/>'
+        )
+        parts.append(
+            f'<text x="{MARGIN_LEFT - 6}" y="{_num(y + 4)}" text-anchor="end" font-size="11" {FONT}>{esc(_tick(round(value, 3)))}</text>'
+        )
     parts.append(f'<line x1="{MARGIN_LEFT}" y1="{MARGIN_TOP}" x2="{MARGIN_LEFT}" y2="{bottom}" stroke="#57606a"/>')
     parts.append(f'<line x1="{MARGIN_LEFT}" y1="{bottom}" x2="{MARGIN_LEFT + plot_w}" y2="{bottom}" stroke="#57606a"/>')
     for x, anchor in ((x0, "start"), (x1, "end")):
-        parts.append(f'<text x="{_num(px(x))}" y="{bottom + 16}" text-anchor="{anchor}" font-size="11" {FONT}>{esc(x_format(x))}</text>')
-    parts.append(f'<text x="{MARGIN_LEFT + plot_w / 2:.0f}" y="{bottom + 34}" text-anchor="middle" font-size="12" {FONT}>{esc(x_label)}</text>')
-    parts.append(f'<text transform="translate(14 {MARGIN_TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
-                 f'font-size="12" {FONT}>{esc(y_label)}</text>')
+        parts.append(
+            f'<text x="{_num(px(x))}" y="{bottom + 16}" text-anchor="{anchor}" font-size="11" {FONT}>{esc(x_format(x))}</text>'
+        )
+    parts.append(
+        f'<text x="{MARGIN_LEFT + plot_w / 2:.0f}" y="{bottom + 34}" text-anchor="middle" font-size="12" {FONT}>{esc(x_label)}</text>'
+    )
+    parts.append(
+        f'<text transform="translate(14 {MARGIN_TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
+        f'font-size="12" {FONT}>{esc(y_label)}</text>'
+    )
     for s in series:
         if not s.points:
             continue
@@ -115,8 +135,15 @@ def line_chart(title: str, series: list[SvgSeries], *, x_label: str, y_label: st
     return "\n".join(parts + ["</svg>"]) + "\n"
 
 
-def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, y_label: str,
-              target: Optional[tuple[float, float]] = None, empty: str = "no data yet") -> str:
+def bar_chart(
+    title: str,
+    rows: list[tuple[str, float]],
+    *,
+    unit: str,
+    y_label: str,
+    target: Optional[tuple[float, float]] = None,
+    empty: str = "no data yet",
+) -> str:
     """Vertical bars (one per week); a target range is a shaded band."""
     if not rows:
         return _empty(title, empty)
@@ -130,25 +157,39 @@ def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, y_label: 
 
     parts = _open(title)
     if target:
-        parts.append(f'<rect x="{MARGIN_LEFT}" y="{_num(py(target[1]))}" width="{plot_w}" '
-                     f'height="{_num(max(py(target[0]) - py(target[1]), 1))}" fill="#dafbe1"/>')
-        parts.append(f'<text x="{MARGIN_LEFT + plot_w - 4}" y="{_num(py(target[1]) - 4)}" text-anchor="end" font-size="11" '
-                     f'fill="#1a7f37" {FONT}>target {esc(_tick(target[0]))}–{esc(_tick(target[1]))} {esc(unit)}</text>')
+        parts.append(
+            f'<rect x="{MARGIN_LEFT}" y="{_num(py(target[1]))}" width="{plot_w}" '
+            f'height="{_num(max(py(target[0]) - py(target[1]), 1))}" fill="#dafbe1"/>'
+        )
+        parts.append(
+            f'<text x="{MARGIN_LEFT + plot_w - 4}" y="{_num(py(target[1]) - 4)}" text-anchor="end" font-size="11" '
+            f'fill="#1a7f37" {FONT}>target {esc(_tick(target[0]))}–{esc(_tick(target[1]))} {esc(unit)}</text>'
+        )
     for i in range(5):
         value = top * i / 4
-        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{_num(py(value) + 4)}" text-anchor="end" font-size="11" {FONT}>{esc(_tick(round(value, 1)))}</text>')
+        parts.append(
+            f'<text x="{MARGIN_LEFT - 6}" y="{_num(py(value) + 4)}" text-anchor="end" font-size="11" {FONT}>{esc(_tick(round(value, 1)))}</text>'
+        )
     slot = plot_w / len(rows)
     for i, (label, value) in enumerate(rows):
         x = MARGIN_LEFT + i * slot + slot * 0.15
         met = target is None or value >= target[0]
-        parts.append(f'<rect x="{_num(x)}" y="{_num(py(value))}" width="{_num(slot * 0.7)}" height="{_num(bottom - py(value))}" '
-                     f'fill="{PALETTE[0] if met else "#afb8c1"}"><title>{esc(label)}: {esc(_tick(value))} {esc(unit)}</title></rect>')
+        parts.append(
+            f'<rect x="{_num(x)}" y="{_num(py(value))}" width="{_num(slot * 0.7)}" height="{_num(bottom - py(value))}" '
+            f'fill="{PALETTE[0] if met else "#afb8c1"}"><title>{esc(label)}: {esc(_tick(value))} {esc(unit)}</title></rect>'
+        )
         if len(rows) <= 16 or i % max(len(rows) // 8, 1) == 0:
-            parts.append(f'<text x="{_num(x + slot * 0.35)}" y="{bottom + 14}" text-anchor="middle" font-size="10" {FONT}>{esc(label)}</text>')
+            parts.append(
+                f'<text x="{_num(x + slot * 0.35)}" y="{bottom + 14}" text-anchor="middle" font-size="10" {FONT}>{esc(label)}</text>'
+            )
     parts.append(f'<line x1="{MARGIN_LEFT}" y1="{bottom}" x2="{MARGIN_LEFT + plot_w}" y2="{bottom}" stroke="#57606a"/>')
-    parts.append(f'<text transform="translate(14 {MARGIN_TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
-                 f'font-size="12" {FONT}>{esc(y_label)}</text>')
-    parts.append(f'<text x="{MARGIN_LEFT + plot_w / 2:.0f}" y="{bottom + 34}" text-anchor="middle" font-size="12" {FONT}>ISO week</text>')
+    parts.append(
+        f'<text transform="translate(14 {MARGIN_TOP + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
+        f'font-size="12" {FONT}>{esc(y_label)}</text>'
+    )
+    parts.append(
+        f'<text x="{MARGIN_LEFT + plot_w / 2:.0f}" y="{bottom + 34}" text-anchor="middle" font-size="12" {FONT}>ISO week</text>'
+    )
     return "\n".join(parts + ["</svg>"]) + "\n"
 
 
@@ -167,7 +208,9 @@ def calendar(title: str, cal: dict) -> str:
     parts = _open(title, width=max(width, 320), height=height)
     shades = ("#ebedf0", "#9be9a8", "#40c463", "#30a14e", "#216e39")
     for row, name in ((0, "Mon"), (2, "Wed"), (4, "Fri")):
-        parts.append(f'<text x="{left - 6}" y="{top + row * (CELL + 2) + 9}" text-anchor="end" font-size="9" {FONT}>{name}</text>')
+        parts.append(
+            f'<text x="{left - 6}" y="{top + row * (CELL + 2) + 9}" text-anchor="end" font-size="9" {FONT}>{name}</text>'
+        )
     for i, col in enumerate(weeks):
         x = left + i * (CELL + 2)
         start = col["start"] if isinstance(col["start"], date) else date.fromisoformat(col["start"])
@@ -179,13 +222,19 @@ def calendar(title: str, cal: dict) -> str:
                 continue  # not lived yet
             level = 0 if count <= 0 else 1 if count == 1 else 2 if count == 2 else 3 if count <= 4 else 4
             day = start + timedelta(days=d)
-            parts.append(f'<rect x="{x}" y="{top + d * (CELL + 2)}" width="{CELL}" height="{CELL}" rx="2" '
-                         f'fill="{shades[level]}"><title>{day.isoformat()}: {int(count)} logged</title></rect>')
+            parts.append(
+                f'<rect x="{x}" y="{top + d * (CELL + 2)}" width="{CELL}" height="{CELL}" rx="2" '
+                f'fill="{shades[level]}"><title>{day.isoformat()}: {int(count)} logged</title></rect>'
+            )
         if col["met"]:
-            parts.append(f'<circle cx="{x + CELL / 2}" cy="{top + 7 * (CELL + 2) + 6}" r="3" fill="#1a7f37">'
-                         f"<title>{esc(col['label'])} met every weekly target</title></circle>")
+            parts.append(
+                f'<circle cx="{x + CELL / 2}" cy="{top + 7 * (CELL + 2) + 6}" r="3" fill="#1a7f37">'
+                f"<title>{esc(col['label'])} met every weekly target</title></circle>"
+            )
     days = int(cal["active_days"])
-    parts.append(f'<text x="{left}" y="{height - 8}" font-size="11" {FONT}>{int(cal["total"])} logged on '
-                 f'{days} day{"" if days == 1 else "s"}; {int(cal["weeks_met"])} of {len(weeks)} '
-                 f'week{"" if len(weeks) == 1 else "s"} met every target (●)</text>')
+    parts.append(
+        f'<text x="{left}" y="{height - 8}" font-size="11" {FONT}>{int(cal["total"])} logged on '
+        f"{days} day{'' if days == 1 else 's'}; {int(cal['weeks_met'])} of {len(weeks)} "
+        f"week{'' if len(weeks) == 1 else 's'} met every target (●)</text>"
+    )
     return "\n".join(parts + ["</svg>"]) + "\n"

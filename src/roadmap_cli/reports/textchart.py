@@ -37,9 +37,19 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}" if value != int(value) else f"{int(value)}"
 
 
-def line_chart(title: str, series: list[TextSeries], *, x_label: str, y_label: str, width: int = 80,
-               height: int = 10, x_format: Callable[[float], str] = _fmt, y_min: Optional[float] = None,
-               y_max: Optional[float] = None, y_integer: bool = False) -> list[str]:
+def line_chart(
+    title: str,
+    series: list[TextSeries],
+    *,
+    x_label: str,
+    y_label: str,
+    width: int = 80,
+    height: int = 10,
+    x_format: Callable[[float], str] = _fmt,
+    y_min: Optional[float] = None,
+    y_max: Optional[float] = None,
+    y_integer: bool = False,
+) -> list[str]:
     """A chart of points joined column by column; later series draw over earlier ones. `y_integer`: the
     y axis counts things (checkpoints): its ends are whole numbers, however fractional a plan line is."""
     points = [p for s in series for p in s.points]
@@ -107,8 +117,15 @@ def legend_lines(items: list[str], indent: int, width: int) -> list[str]:
     return [text[:width].rstrip() for text in lines]
 
 
-def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: int = 80,
-              target: Optional[tuple[float, float]] = None, axis_label: str = "") -> list[str]:
+def bar_chart(
+    title: str,
+    rows: list[tuple[str, float]],
+    *,
+    unit: str,
+    width: int = 80,
+    target: Optional[tuple[float, float]] = None,
+    axis_label: str = "",
+) -> list[str]:
     """Horizontal bars, one per row; a target range is drawn as `|` marks at its
     ends and each row says whether it reached the minimum."""
     if not rows:
@@ -140,7 +157,10 @@ def bar_chart(title: str, rows: list[tuple[str, float]], *, unit: str, width: in
         if any(v >= target[0] for _, v in rows):
             legend.append("✓ = minimum reached")
         last, value = rows[-1]
-        legend.append(f"{last}: minimum reached" if value >= target[0] else
-                      f"{last}: {value:g} {unit}, {target[0] - value:g} {unit} short of the minimum")
+        legend.append(
+            f"{last}: minimum reached"
+            if value >= target[0]
+            else f"{last}: {value:g} {unit}, {target[0] - value:g} {unit} short of the minimum"
+        )
         lines += legend_lines(legend, label_w + 1, width)
     return lines

@@ -31,11 +31,19 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_to_text,
-                                        text_to_latex, url_from_bibtex, url_to_bibtex)
+from roadmap_cli.research.latex import (
+    authors_from_bibtex,
+    authors_to_bibtex,
+    latex_to_text,
+    text_to_latex,
+    url_from_bibtex,
+    url_to_bibtex,
+)
 
-MONTH_MACROS = {m: str(i) for i, m in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+MONTH_MACROS = {
+    m: str(i)
+    for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)
+}
 # No real field is this long (a whole paper's abstract is ~2,000 characters):
 # a longer value is refused (the entry is skipped), and one that got there by
 # expanding macros is a macro bomb (the file is refused).
@@ -73,8 +81,7 @@ _QUOTED_RUN = r'[^"{}\\\n]*'
 _QUOTED = re.compile(rf"({_QUOTED_RUN}(?:(?:{_SPECIAL}|\{{{_DEPTH2}\}}){_QUOTED_RUN})*)\"", re.S)
 # `, name = {value}` or `, name = 2023` and the space after it, in one match:
 # most fields of most files; anything else (quotes, macros, '#') takes the steps.
-_SIMPLE_FIELD = re.compile(
-    rf"\s*,\s*([A-Za-z][A-Za-z0-9_\-]*)\s*=\s*(?:\{{({_BODY})\}}|(\d+))\s*", re.S)
+_SIMPLE_FIELD = re.compile(rf"\s*,\s*([A-Za-z][A-Za-z0-9_\-]*)\s*=\s*(?:\{{({_BODY})\}}|(\d+))\s*", re.S)
 # What the fallback scan stops at.
 _BRACE_MARK = re.compile(r"\\.|[{}]|\n[ \t]*@", re.S)
 _QUOTE_MARK = re.compile(r"\\.|[{}\"]|\n[ \t]*@", re.S)
@@ -140,7 +147,7 @@ class _Reader:
         self.skip_space()
         match = pattern.match(self.text, self.pos)
         if not match:
-            found = self.text[self.pos:self.pos + 1] or "end of file"
+            found = self.text[self.pos : self.pos + 1] or "end of file"
             raise _Malformed(self.pos, f"expected {what}, found {found!r}")
         self.pos = match.end()
         return match.group(0)
@@ -178,7 +185,7 @@ class _Reader:
             self.pos = match.end()
             return match.group(1)
         end = self._scan(_BRACE_MARK, self.pos, quoted=False)
-        value, self.pos = self.text[self.pos:end], end + 1
+        value, self.pos = self.text[self.pos : end], end + 1
         return value
 
     def quoted(self) -> str:
@@ -187,7 +194,7 @@ class _Reader:
             self.pos = match.end()
             return match.group(1)
         end = self._scan(_QUOTE_MARK, self.pos, quoted=True)
-        value, self.pos = self.text[self.pos:end], end + 1
+        value, self.pos = self.text[self.pos : end], end + 1
         return value
 
     def value(self) -> str:
@@ -197,7 +204,7 @@ class _Reader:
         while True:
             self.skip_space()
             start = self.pos
-            ch = text[start:start + 1]
+            ch = text[start : start + 1]
             if ch == "{":
                 self.pos += 1
                 part = self.braced()
@@ -213,20 +220,28 @@ class _Reader:
                 part, expanded = self.macros[name], True
                 self.expansion_left -= len(part)
                 if self.expansion_left < 0:
-                    raise _Bomb(start, f"@string macros expand to more than "
-                                       f"{MAX_EXPANSION_BASE + 4 * len(text):,} characters in this file "
-                                       f"(a macro bomb?); nothing was imported")
+                    raise _Bomb(
+                        start,
+                        f"@string macros expand to more than "
+                        f"{MAX_EXPANSION_BASE + 4 * len(text):,} characters in this file "
+                        f"(a macro bomb?); nothing was imported",
+                    )
             else:
-                raise _Malformed(start, f"expected a value ({{...}}, \"...\", a number or a macro), found {ch or 'end of file'!r}")
+                raise _Malformed(
+                    start, f'expected a value ({{...}}, "...", a number or a macro), found {ch or "end of file"!r}'
+                )
             length += len(part)
             if length > MAX_VALUE_CHARS and expanded:
-                raise _Bomb(start, f"value longer than {MAX_VALUE_CHARS:,} characters after expanding "
-                                   f"@string macros (a macro that doubles itself?); nothing was imported")
+                raise _Bomb(
+                    start,
+                    f"value longer than {MAX_VALUE_CHARS:,} characters after expanding "
+                    f"@string macros (a macro that doubles itself?); nothing was imported",
+                )
             if length > MAX_VALUE_CHARS:
                 raise _Malformed(start, f"value longer than {MAX_VALUE_CHARS:,} characters")
             parts.append(part)
             self.skip_space()
-            if text[self.pos:self.pos + 1] != "#":
+            if text[self.pos : self.pos + 1] != "#":
                 return parts[0] if len(parts) == 1 else "".join(parts)
             self.pos += 1
 
@@ -266,7 +281,7 @@ class _Reader:
         while True:
             # (the window: a longer value fails here and is refused by the steps below, in bounded time)
             simple = _SIMPLE_FIELD.match(text, self.pos, self.pos + MAX_VALUE_CHARS + 1_000)
-            if simple is not None and text[simple.end():simple.end() + 1] != "#":
+            if simple is not None and text[simple.end() : simple.end() + 1] != "#":
                 name = simple.group(1).lower()
                 if name in fields:
                     raise _Malformed(simple.start(1), f"field {name!r} appears twice in {entry.key!r}")
@@ -284,7 +299,7 @@ class _Reader:
                 if self.expect("," + close, f"',' or '{close}'") == close:
                     return entry
                 self.skip_space()
-                if text[self.pos:self.pos + 1] == close:  # trailing comma
+                if text[self.pos : self.pos + 1] == close:  # trailing comma
                     self.pos += 1
                     return entry
                 name_at = self.pos
@@ -326,5 +341,15 @@ def parse_bibtex(text: str, *, source: str = "<bibtex>") -> tuple[list[BibEntry]
 
 
 # The LaTeX helpers are re-exported: callers (and older imports) find them here too.
-__all__ = ["BibEntry", "LineIndex", "MAX_VALUE_CHARS", "parse_bibtex", "authors_from_bibtex", "authors_to_bibtex",
-           "latex_to_text", "text_to_latex", "url_from_bibtex", "url_to_bibtex"]
+__all__ = [
+    "BibEntry",
+    "LineIndex",
+    "MAX_VALUE_CHARS",
+    "parse_bibtex",
+    "authors_from_bibtex",
+    "authors_to_bibtex",
+    "latex_to_text",
+    "text_to_latex",
+    "url_from_bibtex",
+    "url_to_bibtex",
+]

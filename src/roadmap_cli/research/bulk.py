@@ -39,9 +39,10 @@ class DuplicateIndex:
 
         self.by = {"arxiv_id": {}, "doi": {}, "title": {}}
         # Papers are reported by the learner's number (research/numbers.py).
-        rows = conn.execute(text("SELECT number, arxiv_id, doi, title_key FROM papers WHERE learner = :l "
-                                 "ORDER BY number"),
-                            {"l": learner})
+        rows = conn.execute(
+            text("SELECT number, arxiv_id, doi, title_key FROM papers WHERE learner = :l ORDER BY number"),
+            {"l": learner},
+        )
         by_arxiv, by_doi, by_title = self.by["arxiv_id"], self.by["doi"], self.by["title"]
         for paper_id, arxiv_id, doi, key in rows:
             if arxiv_id:
@@ -53,8 +54,11 @@ class DuplicateIndex:
 
     @staticmethod
     def _keys(values: dict) -> dict:
-        return {"arxiv_id": values.get("arxiv_id"), "doi": values.get("doi"),
-                "title": duplicate_title_key(values.get("title_key") or "")}
+        return {
+            "arxiv_id": values.get("arxiv_id"),
+            "doi": values.get("doi"),
+            "title": duplicate_title_key(values.get("title_key") or ""),
+        }
 
     def find(self, values: dict) -> Optional[tuple[object, str]]:
         """(the existing paper id or pending entry, reason), or None."""
@@ -93,8 +97,7 @@ def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: 
         # Plain tuples through the driver's executemany: SQLAlchemy's per-row
         # parameter processing would be a tenth of the whole import.
         columns = list(rows[0])
-        sql = (f"INSERT INTO papers (id, {', '.join(columns)}) "
-               f"VALUES (?{', ?' * len(columns)})")
+        sql = f"INSERT INTO papers (id, {', '.join(columns)}) VALUES (?{', ?' * len(columns)})"
         conn.exec_driver_sql(sql, [(pid, *(row[c] for c in columns)) for pid, row in zip(ids, rows)])
     else:
         # sort_by_parameter_order: the ids come back in the order of `rows`.
@@ -102,16 +105,30 @@ def insert_papers(conn, rows: list[dict], tags: list[list[str]], *, created_at: 
         ids = [row[0] for row in result]
     tag_rows = [(pid, tag) for pid, paper_tags in zip(ids, tags) for tag in paper_tags]
     if tag_rows and sqlite:
-        conn.exec_driver_sql("INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, ?, ?)",
-                             [(pid, tag, learner) for pid, tag in tag_rows])
+        conn.exec_driver_sql(
+            "INSERT INTO paper_tags (paper_id, tag, learner) VALUES (?, ?, ?)",
+            [(pid, tag, learner) for pid, tag in tag_rows],
+        )
     elif tag_rows:
-        conn.execute(PaperTag.__table__.insert(),
-                     [{"paper_id": pid, "tag": tag, "learner": learner} for pid, tag in tag_rows])
+        conn.execute(
+            PaperTag.__table__.insert(), [{"paper_id": pid, "tag": tag, "learner": learner} for pid, tag in tag_rows]
+        )
     reproductions = [
-        {"kind": "reproduction", "title": row["title"], "on_date": row["read_on"] or row["added_on"], "hours": None,
-         "paper_id": pid, "stage": row["stage"], "link": None, "lab_id": None, "note": None, "created_at": created_at,
-         "learner": learner}
-        for pid, row in zip(ids, rows) if row["status"] == "reproduced"
+        {
+            "kind": "reproduction",
+            "title": row["title"],
+            "on_date": row["read_on"] or row["added_on"],
+            "hours": None,
+            "paper_id": pid,
+            "stage": row["stage"],
+            "link": None,
+            "lab_id": None,
+            "note": None,
+            "created_at": created_at,
+            "learner": learner,
+        }
+        for pid, row in zip(ids, rows)
+        if row["status"] == "reproduced"
     ]
     if reproductions:
         first_entry = next_number(conn, "cadence_entries", learner)

@@ -122,12 +122,20 @@ def load_activity(store, *, since: Optional[date] = None) -> Activity:
     items: dict[date, dict[str, int]] = defaultdict(dict)
     hours: dict[date, float] = {}
     with store.engine.connect() as conn:
-        papers = conn.execute(text(
-            "SELECT read_on, COUNT(*) FROM papers WHERE status IN ('read', 'reproduced') "
-            "AND read_on IS NOT NULL AND read_on >= :since AND learner = :learner GROUP BY read_on"), params).all()
-        entries = conn.execute(text(
-            "SELECT on_date, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cadence_entries "
-            "WHERE on_date >= :since AND learner = :learner GROUP BY on_date, kind"), params).all()
+        papers = conn.execute(
+            text(
+                "SELECT read_on, COUNT(*) FROM papers WHERE status IN ('read', 'reproduced') "
+                "AND read_on IS NOT NULL AND read_on >= :since AND learner = :learner GROUP BY read_on"
+            ),
+            params,
+        ).all()
+        entries = conn.execute(
+            text(
+                "SELECT on_date, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cadence_entries "
+                "WHERE on_date >= :since AND learner = :learner GROUP BY on_date, kind"
+            ),
+            params,
+        ).all()
         conn.rollback()
     for day, n in papers:
         items[date.fromisoformat(day)]["paper"] = n
@@ -146,8 +154,14 @@ def period_line(period: Period, activity: Activity, targets: Targets) -> dict:
         {"kind": kind, "done": done.get(kind, 0), "target": count, "met": done.get(kind, 0) >= count}
         for kind, count in targets.for_period(period.kind).items()
     ]
-    line = {"period": period.kind, "label": period.label, "start": period.start, "end": period.end,
-            "kinds": kinds, "hours": {"done": hours, "min": None, "max": None}}
+    line = {
+        "period": period.kind,
+        "label": period.label,
+        "start": period.start,
+        "end": period.end,
+        "kinds": kinds,
+        "hours": {"done": hours, "min": None, "max": None},
+    }
     met = all(k["met"] for k in kinds)
     if period.kind == "week" and targets.hours_min is not None:
         line["hours"].update(min=targets.hours_min, max=targets.hours_max)
@@ -173,8 +187,11 @@ def met_labels(kind: str, activity: Activity, targets: Targets, today: date) -> 
     if not targets.has_any(kind):
         return []
     last = period_of(kind, today).label
-    return sorted(label for label, (counts, hours) in activity._buckets(kind).items()
-                  if label <= last and _meets(kind, counts, hours, targets))
+    return sorted(
+        label
+        for label, (counts, hours) in activity._buckets(kind).items()
+        if label <= last and _meets(kind, counts, hours, targets)
+    )
 
 
 def cadence_report(store, curriculum, *, period: str = "week", at: date, today: date, weeks: int = 52) -> dict:
@@ -193,9 +210,14 @@ def cadence_report(store, curriculum, *, period: str = "week", at: date, today: 
     weekly_met = set(met) if period == "week" else set(met_labels("week", activity, targets, at))
     calendar = build_calendar(activity.per_day_total(), end=at, weeks=weeks, met_weeks=weekly_met)
     return {
-        "at": at, "line": period_line(chosen, activity, targets),
-        "streak": {"period": period, "current": streak.current, "longest": streak.longest,
-                   "longest_end": streak.longest_end},
+        "at": at,
+        "line": period_line(chosen, activity, targets),
+        "streak": {
+            "period": period,
+            "current": streak.current,
+            "longest": streak.longest,
+            "longest_end": streak.longest_end,
+        },
         "calendar": calendar,
     }
 
@@ -221,8 +243,11 @@ def cadence_summary(store, curriculum, today: date) -> dict:
         weeks_back *= 4
     line = period_line(week, activity, targets)
     return {
-        "week": week.label, "start": week.start.isoformat(), "end": week.end.isoformat(),
+        "week": week.label,
+        "start": week.start.isoformat(),
+        "end": week.end.isoformat(),
         "kinds": {k["kind"]: {"done": k["done"], "target": k["target"]} for k in line["kinds"]},
-        "hours": line["hours"], "met": line["met"],
+        "hours": line["hours"],
+        "met": line["met"],
         "streak": streak.current,  # in weeks
     }

@@ -56,15 +56,20 @@ def build_calendar(daily: dict[date, int], *, end: date, weeks: int = 52, met_we
         monday = first_monday + timedelta(weeks=i)
         days = [monday + timedelta(days=d) for d in range(7)]
         label = period_of("week", monday).label
-        columns.append({
-            "label": label, "start": monday,
-            "days": [daily.get(d, 0) if d <= end else None for d in days],
-            "met": label in met_weeks,
-        })
+        columns.append(
+            {
+                "label": label,
+                "start": monday,
+                "days": [daily.get(d, 0) if d <= end else None for d in days],
+                "met": label in met_weeks,
+            }
+        )
     counts = [c for col in columns for c in col["days"] if c]
     return {
-        "end": end, "weeks": columns,
-        "total": sum(counts), "active_days": len(counts),
+        "end": end,
+        "weeks": columns,
+        "total": sum(counts),
+        "active_days": len(counts),
         "weeks_met": sum(1 for col in columns if col["met"]),
     }
 
@@ -75,11 +80,13 @@ def _month_row(columns: list[dict]) -> str:
     free_from = 0
     for i, col in enumerate(columns):
         start = col["start"] if isinstance(col["start"], date) else date.fromisoformat(col["start"])
-        first_of_month = next((start + timedelta(days=d) for d in range(7) if (start + timedelta(days=d)).day == 1), None)
+        first_of_month = next(
+            (start + timedelta(days=d) for d in range(7) if (start + timedelta(days=d)).day == 1), None
+        )
         if first_of_month is None or i < free_from:
             continue
         name = MONTHS[first_of_month.month - 1]
-        row[i:i + len(name)] = list(name)
+        row[i : i + len(name)] = list(name)
         free_from = i + len(name) + 1
     return " " * GUTTER + "".join(row).rstrip()
 
@@ -94,6 +101,8 @@ def render_calendar(calendar: dict) -> list[str]:
     lines.append(f"{'met':<{GUTTER}}" + "".join(MET if col["met"] else " " for col in columns).rstrip())
     lines.append(f"{'':<{GUTTER}}less {EMPTY} {' '.join(SHADES)} more   {MET} week met every target")
     days = calendar["active_days"]
-    lines.append(f"{'':<{GUTTER}}{calendar['total']} logged on {days} day{'' if days == 1 else 's'}; "
-                 f"{calendar['weeks_met']} of {len(columns)} week{'' if len(columns) == 1 else 's'} met every target")
+    lines.append(
+        f"{'':<{GUTTER}}{calendar['total']} logged on {days} day{'' if days == 1 else 's'}; "
+        f"{calendar['weeks_met']} of {len(columns)} week{'' if len(columns) == 1 else 's'} met every target"
+    )
     return lines

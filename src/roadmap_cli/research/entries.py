@@ -24,9 +24,14 @@ MAX_HOURS_PER_DAY = 24.0
 
 # What each kind is, for help text and messages ("an experiment", not "a experiment").
 KIND_DESCRIPTIONS = {
-    "reproduction": "a deep reproduction", "experiment": "an experiment", "benchmark": "a benchmark",
-    "report": "a technical report", "blog": "a blog post", "oss": "an open-source project",
-    "workshop-paper": "a workshop paper", "hours": "study hours",
+    "reproduction": "a deep reproduction",
+    "experiment": "an experiment",
+    "benchmark": "a benchmark",
+    "report": "a technical report",
+    "blog": "a blog post",
+    "oss": "an open-source project",
+    "workshop-paper": "a workshop paper",
+    "hours": "study hours",
 }
 
 
@@ -50,7 +55,9 @@ class EntryInput:
 
 def _future(day: date, today: date) -> None:
     if day > today:
-        raise UserError(f"date {day.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+        raise UserError(
+            f"date {day.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen"
+        )
 
 
 def _validate(inp: EntryInput, today: date) -> None:
@@ -82,9 +89,17 @@ def file_link(path: str) -> str:
 def entry_dict(entry, paper_number: Optional[int]) -> dict:
     """An entry as the commands show it: its number, and the cited paper's number."""
     return {
-        "id": entry.number, "kind": entry.kind, "title": entry.title, "on_date": entry.on_date,
-        "hours": entry.hours, "stage": entry.stage, "link": entry.link, "paper_id": paper_number,
-        "lab_id": entry.lab_id, "note": entry.note, "created_at": entry.created_at,
+        "id": entry.number,
+        "kind": entry.kind,
+        "title": entry.title,
+        "on_date": entry.on_date,
+        "hours": entry.hours,
+        "stage": entry.stage,
+        "link": entry.link,
+        "paper_id": paper_number,
+        "lab_id": entry.lab_id,
+        "note": entry.note,
+        "created_at": entry.created_at,
     }
 
 
@@ -103,9 +118,16 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
             else:
                 paper = load_paper(session, inp.paper_id)
         entry = CadenceEntry(
-            kind=inp.kind, title=one_line(inp.title) or None, on_date=inp.on_date.isoformat(),
-            hours=inp.hours, stage=inp.stage, link=inp.link, paper_id=paper.id if paper else None,
-            lab_id=inp.lab_id, note=inp.note, created_at=utc_now_iso(),
+            kind=inp.kind,
+            title=one_line(inp.title) or None,
+            on_date=inp.on_date.isoformat(),
+            hours=inp.hours,
+            stage=inp.stage,
+            link=inp.link,
+            paper_id=paper.id if paper else None,
+            lab_id=inp.lab_id,
+            note=inp.note,
+            created_at=utc_now_iso(),
             number=session_next_number(session, "cadence_entries"),
         )
         session.add(entry)
@@ -115,8 +137,14 @@ def log_entry(store, inp: EntryInput, *, today: date) -> dict:
     return store.write(write)
 
 
-def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = None,
-                 until: Optional[date] = None, limit: Optional[int] = 50) -> dict:
+def list_entries(
+    store,
+    *,
+    kind: Optional[str] = None,
+    since: Optional[date] = None,
+    until: Optional[date] = None,
+    limit: Optional[int] = 50,
+) -> dict:
     """{"total", "shown", "entries"} newest first, optionally of one kind/date range."""
     from sqlmodel import func, select
 
@@ -124,8 +152,11 @@ def list_entries(store, *, kind: Optional[str] = None, since: Optional[date] = N
 
     if kind is not None and kind not in ENTRY_KINDS:
         raise NotFoundError("entry kind", kind, ENTRY_KINDS)
-    query = (select(CadenceEntry, Paper.number).join(Paper, CadenceEntry.paper_id == Paper.id, isouter=True)
-             .where(CadenceEntry.learner == store.learner))
+    query = (
+        select(CadenceEntry, Paper.number)
+        .join(Paper, CadenceEntry.paper_id == Paper.id, isouter=True)
+        .where(CadenceEntry.learner == store.learner)
+    )
     if kind:
         query = query.where(CadenceEntry.kind == kind)
     if since:
@@ -148,11 +179,16 @@ def _load(session, number: int):
     from roadmap_cli.store.tables import CadenceEntry
 
     learner = session.info["store"].learner
-    entry = session.exec(select(CadenceEntry).where(CadenceEntry.learner == learner,
-                                                    CadenceEntry.number == number)).first()
+    entry = session.exec(
+        select(CadenceEntry).where(CadenceEntry.learner == learner, CadenceEntry.number == number)
+    ).first()
     if entry is None:
-        recent = session.exec(select(CadenceEntry.number).where(CadenceEntry.learner == learner)
-                              .order_by(CadenceEntry.number.desc()).limit(20)).all()
+        recent = session.exec(
+            select(CadenceEntry.number)
+            .where(CadenceEntry.learner == learner)
+            .order_by(CadenceEntry.number.desc())
+            .limit(20)
+        ).all()
         raise NotFoundError("entry", str(number), [str(i) for i in recent], hint="see `roadmap log list`")
     return entry
 

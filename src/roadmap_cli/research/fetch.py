@@ -34,8 +34,13 @@ from typing import Callable, Optional
 from urllib.parse import quote
 
 from roadmap_cli.errors import NetworkError
-from roadmap_cli.research.metadata import (MetadataError, PaperMetadata, parse_arxiv_feed, parse_crossref_work,
-                                           parse_datacite_doi)
+from roadmap_cli.research.metadata import (
+    MetadataError,
+    PaperMetadata,
+    parse_arxiv_feed,
+    parse_crossref_work,
+    parse_datacite_doi,
+)
 
 ARXIV_API = "https://export.arxiv.org/api/query"
 CROSSREF_API = "https://api.crossref.org"
@@ -104,9 +109,15 @@ class Fetcher:
     fresh one instead). `today` stamps the cache entries.
     """
 
-    def __init__(self, cache_dir: Optional[Path], *, endpoints: Optional[Endpoints] = None,
-                 budget_s: Optional[float] = None, today: Optional[date] = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        cache_dir: Optional[Path],
+        *,
+        endpoints: Optional[Endpoints] = None,
+        budget_s: Optional[float] = None,
+        today: Optional[date] = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.cache_dir = cache_dir
         self.endpoints = endpoints or Endpoints.from_env()
         self.budget_s = budget_from_env() if budget_s is None else budget_s
@@ -193,17 +204,22 @@ class Fetcher:
                 raise NetworkError(f"{what}: no answer within {self.budget_s:g} s")
             self.network_calls += 1
             try:
-                with httpx.Client(timeout=httpx.Timeout(remaining), follow_redirects=True, max_redirects=3,
-                                  headers=headers) as client:
+                with httpx.Client(
+                    timeout=httpx.Timeout(remaining), follow_redirects=True, max_redirects=3, headers=headers
+                ) as client:
                     with client.stream("GET", url, params=params) as response:
                         if response.status_code in (429, 503):
-                            wait = _retry_after(response.headers.get("Retry-After"), default=1.0 if response.status_code == 503 else 3.0)
+                            wait = _retry_after(
+                                response.headers.get("Retry-After"), default=1.0 if response.status_code == 503 else 3.0
+                            )
                             if attempt < MAX_RETRIES and time.monotonic() + wait < deadline - 0.5:
                                 self._sleep(wait)
                                 continue
                             busy = "rate-limiting requests" if response.status_code == 429 else "unavailable"
-                            raise NetworkError(f"{what}: the registry is {busy} (HTTP {response.status_code}"
-                                               f"{f', asked to wait {wait:g} s' if response.headers.get('Retry-After') else ''})")
+                            raise NetworkError(
+                                f"{what}: the registry is {busy} (HTTP {response.status_code}"
+                                f"{f', asked to wait {wait:g} s' if response.headers.get('Retry-After') else ''})"
+                            )
                         if response.status_code >= 500:
                             raise NetworkError(f"{what}: the registry failed (HTTP {response.status_code})")
                         if response.status_code >= 400:
@@ -241,8 +257,12 @@ class Fetcher:
         lookup = Lookup(metadata, self.today.isoformat(), False)
         path = self._path(key)
         if path is not None:
-            record = {"format": CACHE_FORMAT, "query": key[1], "fetched_on": lookup.fetched_on,
-                      "metadata": metadata.to_json()}
+            record = {
+                "format": CACHE_FORMAT,
+                "query": key[1],
+                "fetched_on": lookup.fetched_on,
+                "metadata": metadata.to_json(),
+            }
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
@@ -294,6 +314,10 @@ def _reason(exc: Exception) -> str:
     text = str(exc).strip()
     if "Connection refused" in text or "Errno 111" in text:
         return "connection refused"
-    if "Name or service not known" in text or "Temporary failure in name resolution" in text or "nodename nor servname" in text:
+    if (
+        "Name or service not known" in text
+        or "Temporary failure in name resolution" in text
+        or "nodename nor servname" in text
+    ):
         return "name not resolved: offline?"
     return text.splitlines()[0][:120] if text else exc.__class__.__name__

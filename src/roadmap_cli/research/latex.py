@@ -14,29 +14,79 @@ import re
 import unicodedata
 
 # Accent commands and the combining character each puts on its letter.
-_ACCENTS = {'"': "\u0308", "'": "\u0301", "`": "\u0300", "^": "\u0302", "~": "\u0303", "=": "\u0304",
-            ".": "\u0307", "c": "\u0327", "v": "\u030c", "u": "\u0306", "H": "\u030b", "r": "\u030a",
-            "k": "\u0328", "d": "\u0323", "b": "\u0331"}
+_ACCENTS = {
+    '"': "\u0308",
+    "'": "\u0301",
+    "`": "\u0300",
+    "^": "\u0302",
+    "~": "\u0303",
+    "=": "\u0304",
+    ".": "\u0307",
+    "c": "\u0327",
+    "v": "\u030c",
+    "u": "\u0306",
+    "H": "\u030b",
+    "r": "\u030a",
+    "k": "\u0328",
+    "d": "\u0323",
+    "b": "\u0331",
+}
 # `\"u`, `{\"u}`, `\"{u}`, `{\"{u}}`, `\c c`, `\"\i`, `\"{\i}`: the letter may be
 # a dotless i/j (`\i`), which takes the accent as a plain i/j.
-_ACCENT = re.compile(
-    r"\{?\\([\"'`^~=.]|[cvuHrkdb](?=[\s{\\]))\s*\{?(\\[ij](?![A-Za-z])|[A-Za-z])\s*\}?\}?")
+_ACCENT = re.compile(r"\{?\\([\"'`^~=.]|[cvuHrkdb](?=[\s{\\]))\s*\{?(\\[ij](?![A-Za-z])|[A-Za-z])\s*\}?\}?")
 # Letters that are commands of their own; `\ss` eats the space after it, as in TeX.
-_LETTERS = {"ss": "ß", "SS": "SS", "o": "ø", "O": "Ø", "aa": "å", "AA": "Å", "ae": "æ", "AE": "Æ",
-            "oe": "œ", "OE": "Œ", "l": "ł", "L": "Ł", "i": "ı", "j": "ȷ", "dh": "ð", "DH": "Ð",
-            "th": "þ", "TH": "Þ", "ng": "ŋ", "NG": "Ŋ",
-            # a few symbols that titles use
-            "textendash": "–", "textemdash": "—", "ldots": "…", "dots": "…", "textellipsis": "…",
-            "textquoteright": "’", "textquoteleft": "‘", "textregistered": "®", "texttrademark": "™",
-            "textdegree": "°", "S": "§", "P": "¶", "LaTeX": "LaTeX", "TeX": "TeX"}
+_LETTERS = {
+    "ss": "ß",
+    "SS": "SS",
+    "o": "ø",
+    "O": "Ø",
+    "aa": "å",
+    "AA": "Å",
+    "ae": "æ",
+    "AE": "Æ",
+    "oe": "œ",
+    "OE": "Œ",
+    "l": "ł",
+    "L": "Ł",
+    "i": "ı",
+    "j": "ȷ",
+    "dh": "ð",
+    "DH": "Ð",
+    "th": "þ",
+    "TH": "Þ",
+    "ng": "ŋ",
+    "NG": "Ŋ",
+    # a few symbols that titles use
+    "textendash": "–",
+    "textemdash": "—",
+    "ldots": "…",
+    "dots": "…",
+    "textellipsis": "…",
+    "textquoteright": "’",
+    "textquoteleft": "‘",
+    "textregistered": "®",
+    "texttrademark": "™",
+    "textdegree": "°",
+    "S": "§",
+    "P": "¶",
+    "LaTeX": "LaTeX",
+    "TeX": "TeX",
+}
 _LETTER = re.compile(r"\\(" + "|".join(sorted(_LETTERS, key=len, reverse=True)) + r")(?![A-Za-z])[ \t]*(?:\{\})?")
 # `\&` and friends are the characters themselves.
 _ESCAPED = re.compile(r"\\([&%$#_{}])")
 # `~` is a non-breaking space in BibTeX: a literal tilde (in a title or a URL)
 # must be written as \textasciitilde{} or it comes back as a space; a literal
 # backslash is \textbackslash{}.
-_SPECIALS = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}",
-             "\\": r"\textbackslash{}"}
+_SPECIALS = {
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "\\": r"\textbackslash{}",
+}
 _TILDE = re.compile(r"\\textasciitilde(?:\{\}|\b)")
 _BACKSLASH = re.compile(r"\\textbackslash(?:\{\}|\b)[ \t]*")
 # What is left: formatting commands (\textbf, \emph, \url, ...) whose argument
@@ -77,8 +127,7 @@ def latex_to_text(value: str, *, keep_lines: bool = False) -> str:
         text = _COMMAND.sub("", text)
         text = _CONTROL_SYMBOL.sub(lambda m: _SYMBOL_TEXT.get(m.group(1), m.group(1)), text)
         text = text.replace("{", "").replace("}", "").replace("~", " ")
-        text = (text.replace(_OPEN, "{").replace(_CLOSE, "}").replace(_TILDE_MARK, "~")
-                .replace(_BACKSLASH_MARK, "\\"))
+        text = text.replace(_OPEN, "{").replace(_CLOSE, "}").replace(_TILDE_MARK, "~").replace(_BACKSLASH_MARK, "\\")
     if keep_lines:
         text = "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
     else:

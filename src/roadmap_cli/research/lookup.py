@@ -54,8 +54,9 @@ def recognise(text: str) -> Optional[PaperRef]:
     return PaperRef("doi", doi) if doi else None
 
 
-def split_title_or_id(text: Optional[str], *, title: Optional[str], arxiv: Optional[str],
-                      doi: Optional[str]) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def split_title_or_id(
+    text: Optional[str], *, title: Optional[str], arxiv: Optional[str], doi: Optional[str]
+) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """`paper log X`: X is a title, or an id or link standing alone.
 
     Returns (title, arxiv, doi). Two different ids of one kind, or two titles,
@@ -130,18 +131,31 @@ def by_hand_command(inp: PaperInput, ref: PaperRef, *, force: bool = False, root
     words = ["roadmap", *root_options, "paper", "log", "--title", '"…"', f"--{ref.kind}", ref.value]
     if inp.doi and ref.kind != "doi":
         words += ["--doi", inp.doi]
-    options = (("--authors", inp.authors), ("--year", inp.year), ("--url", inp.url),
-               ("--tags", ",".join(inp.tags) if inp.tags else None), ("--stage", inp.stage),
-               ("--status", inp.status if inp.status != "read" else None), ("--rating", inp.rating),
-               ("--note", inp.note), ("--date", inp.read_on.isoformat() if inp.read_on else None))
+    options = (
+        ("--authors", inp.authors),
+        ("--year", inp.year),
+        ("--url", inp.url),
+        ("--tags", ",".join(inp.tags) if inp.tags else None),
+        ("--stage", inp.stage),
+        ("--status", inp.status if inp.status != "read" else None),
+        ("--rating", inp.rating),
+        ("--note", inp.note),
+        ("--date", inp.read_on.isoformat() if inp.read_on else None),
+    )
     words += [part for name, value in options if value is not None for part in (name, str(value))]
     if force:
         words.append("--force")
     return " ".join(w if w == '"…"' else shlex.quote(w) for w in words)
 
 
-def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable[[], object],
-             force: bool = False, root_options: Sequence[str] = ()) -> LogPlan:
+def plan_log(
+    inp: PaperInput,
+    *,
+    fetch_metadata: bool,
+    fetcher_factory: Callable[[], object],
+    force: bool = False,
+    root_options: Sequence[str] = (),
+) -> LogPlan:
     """Decide the paper to log from what was typed, fetching when asked.
 
     Raises the fetch's error (one line, saying how to log by hand with every
@@ -152,8 +166,10 @@ def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable
     typed_title = bool((inp.title or "").strip())
     if ref is None:
         if not typed_title:
-            raise UserError("a paper needs a title, or an arXiv id or DOI to fetch one "
-                            "(e.g. roadmap paper log 2307.08691, or roadmap paper log \"Title\")")
+            raise UserError(
+                "a paper needs a title, or an arXiv id or DOI to fetch one "
+                '(e.g. roadmap paper log 2307.08691, or roadmap paper log "Title")'
+            )
         return LogPlan(inp)
     if not fetch_metadata:
         if typed_title:
@@ -164,11 +180,13 @@ def plan_log(inp: PaperInput, *, fetch_metadata: bool, fetcher_factory: Callable
     except RoadmapError as exc:
         if typed_title:
             return LogPlan(inp, notice=f"metadata not fetched ({exc.message}); logged what you typed")
-        raise type(exc)(f"{exc.message} — log it by hand: {by_hand_command(inp, ref, force=force, root_options=root_options)}, "
-                        f"or add --no-fetch to log it under its id now") from None
+        raise type(exc)(
+            f"{exc.message} — log it by hand: {by_hand_command(inp, ref, force=force, root_options=root_options)}, "
+            f"or add --no-fetch to log it under its id now"
+        ) from None
     merged = merge_into(inp, lookup.metadata, lookup.fetched_on)
     if not (merged.title or "").strip():
-        raise UserError(f"{ref} has no title in the registry's record — log it with --title \"…\"")
+        raise UserError(f'{ref} has no title in the registry\'s record — log it with --title "…"')
     return LogPlan(merged, from_cache=lookup.from_cache)
 
 
@@ -208,8 +226,14 @@ def _bare(ref: PaperRef) -> PaperRef:
     return PaperRef("arxiv", str(parse_arxiv(ref.value).id))
 
 
-def refresh_papers(store, paper_ids: Optional[Iterable[int]], fetcher, *, today: date,
-                   on_step: Callable[[dict], None] = lambda row: None) -> dict:
+def refresh_papers(
+    store,
+    paper_ids: Optional[Iterable[int]],
+    fetcher,
+    *,
+    today: date,
+    on_step: Callable[[dict], None] = lambda row: None,
+) -> dict:
     """Fill in missing metadata for the given papers (None: every paper with
     an id). Each paper is looked up once (the cache answers repeats); a
     failure is reported for that paper and the rest go on."""
@@ -238,7 +262,8 @@ def refresh_papers(store, paper_ids: Optional[Iterable[int]], fetcher, *, today:
         rows.append(row)
         on_step(row)
     counts = {k: sum(1 for r in rows if r["result"] == k) for k in ("filled", "up to date", "skipped", "failed")}
-    return {"papers": rows, **{k.replace(" ", "_"): v for k, v in counts.items()},
-            "network_calls": getattr(fetcher, "network_calls", 0)}
-
-
+    return {
+        "papers": rows,
+        **{k.replace(" ", "_"): v for k, v in counts.items()},
+        "network_calls": getattr(fetcher, "network_calls", 0),
+    }

@@ -129,16 +129,23 @@ def _arxiv_entry(entry, ident: str, title: Optional[str]) -> PaperMetadata:
         elif link.get("rel") == "alternate":
             page = page or href
     return PaperMetadata(
-        source="arxiv", title=title, authors=authors, year=year, venue=venue,
-        abstract=clean(entry.findtext(f"{ATOM}summary")), url=_https(page), pdf_url=_https(pdf),
-        doi=clean(entry.findtext(f"{ARXIV_NS}doi")), arxiv_id=ident,
+        source="arxiv",
+        title=title,
+        authors=authors,
+        year=year,
+        venue=venue,
+        abstract=clean(entry.findtext(f"{ATOM}summary")),
+        url=_https(page),
+        pdf_url=_https(pdf),
+        doi=clean(entry.findtext(f"{ARXIV_NS}doi")),
+        arxiv_id=ident,
     )
 
 
 def _https(url: Optional[str]) -> Optional[str]:
     # Older feeds still write http:// links; arXiv serves every page over https.
     if url and url.startswith("http://arxiv.org/"):
-        return "https://" + url[len("http://"):]
+        return "https://" + url[len("http://") :]
     return url
 
 
@@ -178,7 +185,7 @@ def jats_to_text(text: Optional[str]) -> Optional[str]:
 
     value = clean(html.unescape(_TAGS.sub(" ", text)))
     if value and value.lower().startswith("abstract "):
-        value = value[len("abstract "):]  # JATS often opens with a <jats:title>Abstract</jats:title>
+        value = value[len("abstract ") :]  # JATS often opens with a <jats:title>Abstract</jats:title>
     return value
 
 
@@ -197,16 +204,24 @@ def parse_crossref_work(body: bytes) -> PaperMetadata:
             authors.append(clean(name))
     pdf = None
     for link in work.get("link") or []:
-        if isinstance(link, dict) and link.get("content-type") == "application/pdf" and isinstance(link.get("URL"), str):
+        if (
+            isinstance(link, dict)
+            and link.get("content-type") == "application/pdf"
+            and isinstance(link.get("URL"), str)
+        ):
             pdf = link["URL"]
             break
     doi = work.get("DOI")
     return PaperMetadata(
-        source="crossref", title=_first(work.get("title")), authors=authors, year=_year_of(work),
-        venue=_first(work.get("container-title")) or _first(work.get("event", {}).get("name")
-                                                             if isinstance(work.get("event"), dict) else None),
+        source="crossref",
+        title=_first(work.get("title")),
+        authors=authors,
+        year=_year_of(work),
+        venue=_first(work.get("container-title"))
+        or _first(work.get("event", {}).get("name") if isinstance(work.get("event"), dict) else None),
         abstract=jats_to_text(work.get("abstract") if isinstance(work.get("abstract"), str) else None),
-        url=f"https://doi.org/{doi}" if isinstance(doi, str) else None, pdf_url=pdf,
+        url=f"https://doi.org/{doi}" if isinstance(doi, str) else None,
+        pdf_url=pdf,
         doi=doi.lower() if isinstance(doi, str) else None,
     )
 
@@ -228,15 +243,26 @@ def parse_datacite_doi(body: bytes) -> PaperMetadata:
         name = f"{given} {family}" if isinstance(given, str) and isinstance(family, str) else person.get("name")
         if isinstance(name, str) and clean(name):
             authors.append(clean(name))
-    abstracts = [d.get("description") for d in attrs.get("descriptions") or []
-                 if isinstance(d, dict) and d.get("descriptionType") == "Abstract"]
+    abstracts = [
+        d.get("description")
+        for d in attrs.get("descriptions") or []
+        if isinstance(d, dict) and d.get("descriptionType") == "Abstract"
+    ]
     year = attrs.get("publicationYear")
     doi = attrs.get("doi")
     return PaperMetadata(
-        source="datacite", title=_first(titles), authors=authors,
+        source="datacite",
+        title=_first(titles),
+        authors=authors,
         year=int(year) if isinstance(year, (int, str)) and str(year).isdigit() else None,
-        venue=_first(attrs.get("publisher") if isinstance(attrs.get("publisher"), str)
-                     else (attrs.get("publisher") or {}).get("name") if isinstance(attrs.get("publisher"), dict) else None),
-        abstract=_first(abstracts), url=f"https://doi.org/{doi}" if isinstance(doi, str) else None,
+        venue=_first(
+            attrs.get("publisher")
+            if isinstance(attrs.get("publisher"), str)
+            else (attrs.get("publisher") or {}).get("name")
+            if isinstance(attrs.get("publisher"), dict)
+            else None
+        ),
+        abstract=_first(abstracts),
+        url=f"https://doi.org/{doi}" if isinstance(doi, str) else None,
         doi=doi.lower() if isinstance(doi, str) else None,
     )

@@ -37,8 +37,9 @@ def next_number(conn, table: str, learner: str) -> int:
 
     if table not in NUMBERED_TABLES:
         raise ValueError(table)
-    latest = conn.execute(text(f"SELECT MAX(number) FROM {table} WHERE learner = :learner"),
-                          {"learner": learner}).scalar()
+    latest = conn.execute(
+        text(f"SELECT MAX(number) FROM {table} WHERE learner = :learner"), {"learner": learner}
+    ).scalar()
     return (latest or 0) + 1
 
 

@@ -108,7 +108,9 @@ def prepare(inp: PaperInput, *, today: date) -> dict:
         raise UserError("a paper needs a title")
     status = _check_status(inp.status)
     if inp.read_on is not None and inp.read_on > today:
-        raise UserError(f"date {inp.read_on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+        raise UserError(
+            f"date {inp.read_on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen"
+        )
     arxiv = parse_arxiv(inp.arxiv) if inp.arxiv else None
     doi = normalize_doi(inp.doi) if inp.doi else None
     if doi is None and inp.url:
@@ -226,15 +228,24 @@ def _ensure_reproduction_entry(session, paper) -> None:
         select(CadenceEntry.id).where(CadenceEntry.kind == "reproduction", CadenceEntry.paper_id == paper.id)
     ).first()
     if exists is None:
-        session.add(CadenceEntry(kind="reproduction", title=paper.title, on_date=paper.read_on or paper.added_on,
-                                 paper_id=paper.id, stage=paper.stage, created_at=utc_now_iso(),
-                                 number=session_next_number(session, "cadence_entries")))
+        session.add(
+            CadenceEntry(
+                kind="reproduction",
+                title=paper.title,
+                on_date=paper.read_on or paper.added_on,
+                paper_id=paper.id,
+                stage=paper.stage,
+                created_at=utc_now_iso(),
+                number=session_next_number(session, "cadence_entries"),
+            )
+        )
 
 
 def log_paper(store, inp: PaperInput, *, today: date, force: bool = False) -> dict:
     """Log one paper; a duplicate is refused with the existing id unless `force`."""
     values = prepare(inp, today=today)
     tags = normalize_tags(inp.tags)
+
     def write(session):  # run again as a whole if the server reports a conflict (Store.write)
         if not force:
             duplicate = find_duplicate(session, values)
@@ -254,8 +265,9 @@ def load_paper(session, number: int):
     learner = session.info["store"].learner
     paper = session.exec(select(Paper).where(Paper.learner == learner, Paper.number == number)).first()
     if paper is None:
-        nearby = session.exec(select(Paper.number).where(Paper.learner == learner)
-                              .order_by(Paper.number.desc()).limit(20)).all()
+        nearby = session.exec(
+            select(Paper.number).where(Paper.learner == learner).order_by(Paper.number.desc()).limit(20)
+        ).all()
         raise NotFoundError("paper", str(number), [str(i) for i in nearby], hint=PAPER_HINT)
     return paper
 
@@ -265,14 +277,31 @@ def paper_dict(paper, tags: list[str]) -> dict:
     if paper.arxiv_id:
         arxiv = f"{paper.arxiv_id}v{paper.arxiv_version}" if paper.arxiv_version else paper.arxiv_id
     return {
-        "id": paper.number, "title": paper.title, "authors": paper.authors, "year": paper.year,
-        "arxiv": arxiv, "arxiv_id": paper.arxiv_id, "arxiv_version": paper.arxiv_version,
-        "doi": paper.doi, "url": paper.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None),
-        "stage": paper.stage, "status": paper.status, "read_on": paper.read_on, "added_on": paper.added_on,
-        "rating": paper.rating, "tags": tags, "notes": paper.notes, "bibtex_key": paper.bibtex_key,
-        "venue": paper.venue, "abstract": paper.abstract, "pdf_url": paper.pdf_url,
-        "metadata": ({"source": paper.metadata_source, "fetched_on": paper.metadata_fetched_on}
-                     if paper.metadata_source else None),
+        "id": paper.number,
+        "title": paper.title,
+        "authors": paper.authors,
+        "year": paper.year,
+        "arxiv": arxiv,
+        "arxiv_id": paper.arxiv_id,
+        "arxiv_version": paper.arxiv_version,
+        "doi": paper.doi,
+        "url": paper.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None),
+        "stage": paper.stage,
+        "status": paper.status,
+        "read_on": paper.read_on,
+        "added_on": paper.added_on,
+        "rating": paper.rating,
+        "tags": tags,
+        "notes": paper.notes,
+        "bibtex_key": paper.bibtex_key,
+        "venue": paper.venue,
+        "abstract": paper.abstract,
+        "pdf_url": paper.pdf_url,
+        "metadata": (
+            {"source": paper.metadata_source, "fetched_on": paper.metadata_fetched_on}
+            if paper.metadata_source
+            else None
+        ),
     }
 
 
@@ -286,8 +315,9 @@ def get_paper(store, paper_id: int) -> dict:
         paper = load_paper(session, paper_id)
         tags = session.exec(select(PaperTag.tag).where(PaperTag.paper_id == paper.id).order_by(PaperTag.tag)).all()
         entries = session.exec(
-            select(CadenceEntry).where(CadenceEntry.paper_id == paper.id).order_by(CadenceEntry.on_date,
-                                                                                   CadenceEntry.number)
+            select(CadenceEntry)
+            .where(CadenceEntry.paper_id == paper.id)
+            .order_by(CadenceEntry.on_date, CadenceEntry.number)
         ).all()
         data = paper_dict(paper, list(tags))
         data["entries"] = [{"id": e.number, "kind": e.kind, "title": e.title, "on_date": e.on_date} for e in entries]
@@ -297,7 +327,9 @@ def get_paper(store, paper_id: int) -> dict:
 def mark_read(store, paper_id: int, *, on: date, today: date) -> dict:
     """Mark a paper read on `on` (a reproduced paper stays reproduced)."""
     if on > today:
-        raise UserError(f"date {on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen")
+        raise UserError(
+            f"date {on.isoformat()} is in the future (today is {today.isoformat()}): log things once they happen"
+        )
     with store.session() as session:
         paper = load_paper(session, paper_id)
         if paper.status != "reproduced":
@@ -376,8 +408,11 @@ def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool 
             note=paper.notes,
             read_on=changes.get("read_on") or (date.fromisoformat(paper.read_on) if paper.read_on else None),
             bibtex_key=paper.bibtex_key,
-            venue=paper.venue, abstract=paper.abstract, pdf_url=paper.pdf_url,
-            metadata_source=paper.metadata_source, metadata_fetched_on=paper.metadata_fetched_on,
+            venue=paper.venue,
+            abstract=paper.abstract,
+            pdf_url=paper.pdf_url,
+            metadata_source=paper.metadata_source,
+            metadata_fetched_on=paper.metadata_fetched_on,
         )
         values = prepare(merged, today=today)
         values["added_on"] = paper.added_on
@@ -407,15 +442,29 @@ def papers_with_ids(store, paper_ids: Optional[list[int]]) -> list[dict]:
     with store.session() as session:
         if paper_ids is None:
             learner = session.info["store"].learner
-            rows = session.exec(select(Paper).where(Paper.learner == learner)
-                                .where(or_(Paper.arxiv_id.is_not(None), Paper.doi.is_not(None)))
-                                .order_by(Paper.number)).all()
+            rows = session.exec(
+                select(Paper)
+                .where(Paper.learner == learner)
+                .where(or_(Paper.arxiv_id.is_not(None), Paper.doi.is_not(None)))
+                .order_by(Paper.number)
+            ).all()
         else:
             rows = [load_paper(session, pid) for pid in dict.fromkeys(paper_ids)]
-        return [{"id": p.number, "title": p.title, "authors": p.authors, "year": p.year,
-                 "arxiv": (f"{p.arxiv_id}v{p.arxiv_version}" if p.arxiv_version else p.arxiv_id) if p.arxiv_id else None,
-                 "doi": p.doi, "url": p.url, "venue": p.venue, "abstract": p.abstract, "pdf_url": p.pdf_url}
-                for p in rows]
+        return [
+            {
+                "id": p.number,
+                "title": p.title,
+                "authors": p.authors,
+                "year": p.year,
+                "arxiv": (f"{p.arxiv_id}v{p.arxiv_version}" if p.arxiv_version else p.arxiv_id) if p.arxiv_id else None,
+                "doi": p.doi,
+                "url": p.url,
+                "venue": p.venue,
+                "abstract": p.abstract,
+                "pdf_url": p.pdf_url,
+            }
+            for p in rows
+        ]
 
 
 def fill_paper(store, paper_id: int, values: dict, *, source: str, fetched_on: str) -> None:

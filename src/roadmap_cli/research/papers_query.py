@@ -18,8 +18,21 @@ from roadmap_cli.research.papers import COUNTED_STATUSES, STATUSES
 
 DEFAULT_LIMIT = 50
 
-_COLUMNS = ("id", "title", "authors", "year", "arxiv_id", "arxiv_version", "doi", "url", "stage",
-            "status", "read_on", "added_on", "rating")
+_COLUMNS = (
+    "id",
+    "title",
+    "authors",
+    "year",
+    "arxiv_id",
+    "arxiv_version",
+    "doi",
+    "url",
+    "stage",
+    "status",
+    "read_on",
+    "added_on",
+    "rating",
+)
 # A paper's "id" is the learner's own number (research/numbers.py); p.id is the internal key.
 _SELECTED = ", ".join("p.number" if c == "id" else f"p.{c}" for c in _COLUMNS)
 
@@ -86,8 +99,9 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
 
     where, params = _where(flt, store.learner)
     columns = _SELECTED
-    concat = ("GROUP_CONCAT(t.tag, char(31))" if store.engine.dialect.name == "sqlite"
-              else "string_agg(t.tag, chr(31))")  # PostgreSQL spells it so
+    concat = (
+        "GROUP_CONCAT(t.tag, char(31))" if store.engine.dialect.name == "sqlite" else "string_agg(t.tag, chr(31))"
+    )  # PostgreSQL spells it so
     page = (
         f"SELECT {columns}, (SELECT {concat} FROM paper_tags t WHERE t.paper_id = p.id), "
         f"p.notes IS NOT NULL FROM papers p{where}{_ORDER}"
@@ -113,14 +127,16 @@ def list_papers(store, flt: PaperFilter, *, limit: Optional[int] = DEFAULT_LIMIT
 # 100,000 dicts in Python and encoding them was most of the cost of
 # `paper list --all --json`. json() around the tag array and the boolean keeps
 # them JSON (a value's JSON subtype does not cross a subquery).
-_ARXIV_SQL = ("CASE WHEN p.arxiv_id IS NULL THEN NULL WHEN p.arxiv_version IS NULL OR p.arxiv_version = 0"
-              " THEN p.arxiv_id ELSE p.arxiv_id || 'v' || p.arxiv_version END")
+_ARXIV_SQL = (
+    "CASE WHEN p.arxiv_id IS NULL THEN NULL WHEN p.arxiv_version IS NULL OR p.arxiv_version = 0"
+    " THEN p.arxiv_id ELSE p.arxiv_id || 'v' || p.arxiv_version END"
+)
 _JSON_ROW = (
     "json_object("
     + ", ".join(f"'{c}', {'p.number' if c == 'id' else f'p.{c}'}" for c in _COLUMNS)
     + f", 'arxiv', {_ARXIV_SQL}"
     + ", 'tags', json((SELECT json_group_array(s.tag) FROM"
-      " (SELECT t.tag FROM paper_tags t WHERE t.paper_id = p.id ORDER BY t.tag) s))"
+    " (SELECT t.tag FROM paper_tags t WHERE t.paper_id = p.id ORDER BY t.tag) s))"
     + ", 'has_notes', json(CASE WHEN p.notes IS NOT NULL THEN 'true' ELSE 'false' END))"
 )
 _ORDER = " ORDER BY COALESCE(p.read_on, p.added_on) DESC, p.number DESC"
@@ -131,8 +147,9 @@ def _store_error(store, exc: Exception):
     see) as the one-line StoreError every other read gives (exit 3)."""
     from roadmap_cli.errors import StoreError
 
-    return StoreError(f"database error on {store.path or store.url}: {exc}; "
-                      "if it persists, restore from `roadmap export` or a backup")
+    return StoreError(
+        f"database error on {store.path or store.url}: {exc}; if it persists, restore from `roadmap export` or a backup"
+    )
 
 
 def _fetched(store, cursor) -> Iterator[tuple]:
@@ -150,8 +167,9 @@ def _fetched(store, cursor) -> Iterator[tuple]:
 
 
 @contextlib.contextmanager
-def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
-                  as_json_text: bool = False) -> Iterator[tuple[dict, Iterator]]:
+def stream_papers(
+    store, flt: PaperFilter, *, limit: Optional[int] = None, as_json_text: bool = False
+) -> Iterator[tuple[dict, Iterator]]:
     """`list_papers` for big outputs: ({"total", "shown"}, an iterator of the rows).
 
     With `as_json_text` the rows come as compact JSON texts (see _JSON_ROW),
@@ -172,9 +190,14 @@ def stream_papers(store, flt: PaperFilter, *, limit: Optional[int] = None,
         return
     where, params = _where(flt, store.learner)
     columns = _SELECTED
-    select = _JSON_ROW if as_json_text else (
-        f"{columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
-        "p.notes IS NOT NULL")
+    select = (
+        _JSON_ROW
+        if as_json_text
+        else (
+            f"{columns}, (SELECT GROUP_CONCAT(t.tag, char(31)) FROM paper_tags t WHERE t.paper_id = p.id), "
+            "p.notes IS NOT NULL"
+        )
+    )
     page = f"SELECT {select} FROM papers p{where}{_ORDER}"
     if limit is not None:
         page += " LIMIT :limit"
@@ -206,8 +229,12 @@ def current_stage_number(store, curriculum) -> Optional[int]:
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
-        done = {r[0] for r in conn.execute(text("SELECT checkpoint_id FROM checkpoint_progress WHERE learner = :l"),
-                                           {"l": store.learner})}
+        done = {
+            r[0]
+            for r in conn.execute(
+                text("SELECT checkpoint_id FROM checkpoint_progress WHERE learner = :l"), {"l": store.learner}
+            )
+        }
         conn.rollback()
     for stage in sorted(curriculum.stages, key=lambda s: s.number):
         if any(cp.id not in done for cp in stage.checkpoints):
@@ -215,8 +242,9 @@ def current_stage_number(store, curriculum) -> Optional[int]:
     return None
 
 
-def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optional[int] = 10,
-            kind: Optional[str] = None) -> dict:
+def suggest(
+    store, reading_list, current_stage: Optional[int], *, limit: Optional[int] = 10, kind: Optional[str] = None
+) -> dict:
     """Unread papers from the reading list: the current stage's first, then the
     earlier stages' (backlog), then the later ones, each in list order.
 
@@ -228,8 +256,9 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
     from sqlalchemy import text
 
     with store.engine.connect() as conn:
-        rows = conn.execute(text("SELECT id, arxiv_id, title_key, status, url FROM papers WHERE learner = :l"),
-                            {"l": store.learner}).all()
+        rows = conn.execute(
+            text("SELECT id, arxiv_id, title_key, status, url FROM papers WHERE learner = :l"), {"l": store.learner}
+        ).all()
         conn.rollback()
     by_arxiv = {r[1]: r for r in rows if r[1]}
     by_title = {duplicate_title_key(r[2]): r for r in rows}
@@ -246,7 +275,9 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
         from roadmap_cli.errors import NotFoundError
 
         kinds = sorted({item.kind for item in reading_list})
-        raise NotFoundError("reading kind", kind, kinds, hint=f"choose {', '.join(kinds)}" if kinds else "the reading list is empty")
+        raise NotFoundError(
+            "reading kind", kind, kinds, hint=f"choose {', '.join(kinds)}" if kinds else "the reading list is empty"
+        )
     for order, item in enumerate(reading_list):
         if kind is not None and item.kind != kind:
             continue
@@ -256,17 +287,29 @@ def suggest(store, reading_list, current_stage: Optional[int], *, limit: Optiona
                 arxiv_id = parse_arxiv(item.arxiv).id
             except Exception:  # noqa: BLE001 - a bad id in the list must not hide the rest
                 arxiv_id = None
-        logged = ((by_arxiv.get(arxiv_id) if arxiv_id else None)
-                  or by_title.get(duplicate_title_key(title_key(item.title)))
-                  or (by_url.get(_url_key(item.url)) if item.url else None))
+        logged = (
+            (by_arxiv.get(arxiv_id) if arxiv_id else None)
+            or by_title.get(duplicate_title_key(title_key(item.title)))
+            or (by_url.get(_url_key(item.url)) if item.url else None)
+        )
         if logged is not None:
             on_your_list += logged[3] not in COUNTED_STATUSES
             continue
-        items.append(((bucket(item.stage), order), {
-            "reading_id": item.id, "title": item.title, "authors": item.authors, "year": item.year,
-            "arxiv": item.arxiv, "url": item.url or (f"https://arxiv.org/abs/{item.arxiv}" if item.arxiv else None),
-            "stage": item.stage, "kind": item.kind,
-        }))
+        items.append(
+            (
+                (bucket(item.stage), order),
+                {
+                    "reading_id": item.id,
+                    "title": item.title,
+                    "authors": item.authors,
+                    "year": item.year,
+                    "arxiv": item.arxiv,
+                    "url": item.url or (f"https://arxiv.org/abs/{item.arxiv}" if item.arxiv else None),
+                    "stage": item.stage,
+                    "kind": item.kind,
+                },
+            )
+        )
     items.sort(key=lambda pair: pair[0])
     chosen = [data for _, data in items]
     total = len(chosen)

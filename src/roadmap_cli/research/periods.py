@@ -51,7 +51,9 @@ def _month(day: date) -> Period:
 def _quarter(day: date) -> Period:
     quarter = (day.month - 1) // 3 + 1
     first_month = 3 * (quarter - 1) + 1
-    return Period(date(day.year, first_month, 1), _month_end(day.year, first_month + 2), "quarter", f"{day.year}-Q{quarter}")
+    return Period(
+        date(day.year, first_month, 1), _month_end(day.year, first_month + 2), "quarter", f"{day.year}-Q{quarter}"
+    )
 
 
 _BUILDERS: dict[str, Callable[[date], Period]] = {"week": _week, "month": _month, "quarter": _quarter}

@@ -28,10 +28,22 @@ def paper_table(result: dict, console: Console) -> None:
     Table costs more than the whole query, and `paper list` must start fast."""
     papers = result["papers"]
     if not papers:
-        console.print("No papers match." if result["total"] == 0 else f"{result['total']} match; none shown (--limit 0)")
+        console.print(
+            "No papers match." if result["total"] == 0 else f"{result['total']} match; none shown (--limit 0)"
+        )
         return
-    rows = [(str(p["id"]), p["status"], p["read_on"] or "", _ids(p), ",".join(p["tags"]),
-             "" if p["stage"] is None else str(p["stage"]), p["title"]) for p in papers]
+    rows = [
+        (
+            str(p["id"]),
+            p["status"],
+            p["read_on"] or "",
+            _ids(p),
+            ",".join(p["tags"]),
+            "" if p["stage"] is None else str(p["stage"]),
+            p["title"],
+        )
+        for p in papers
+    ]
     header = ("id", "status", "read on", "arXiv/DOI", "tags", "st", "title")
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(6)]
     widths[4] = min(widths[4], 24)
@@ -43,7 +55,9 @@ def paper_table(result: dict, console: Console) -> None:
         lines.append(_fit(row[6], title_width) + "\n")
     console.print(lines, end="", soft_wrap=True, highlight=False)
     if result["shown"] < result["total"]:
-        console.print(f"[dim]{result['shown']} of {result['total']} shown (newest first); --limit N or --all for more[/]")
+        console.print(
+            f"[dim]{result['shown']} of {result['total']} shown (newest first); --limit N or --all for more[/]"
+        )
     else:
         console.print(f"[dim]{result['total']} paper(s)[/]")
 
@@ -51,10 +65,18 @@ def paper_table(result: dict, console: Console) -> None:
 def paper_detail(p: dict, console: Console) -> None:
     console.print(f"[bold]#{p['id']} {esc(p['title'])}[/]", soft_wrap=True)
     rows = [
-        ("authors", p.get("authors")), ("year", p.get("year")), ("venue", p.get("venue")),
-        ("arXiv", p.get("arxiv")), ("DOI", p.get("doi")),
-        ("url", p.get("url")), ("pdf", p.get("pdf_url")), ("status", p["status"]), ("read on", p.get("read_on")), ("added on", p.get("added_on")),
-        ("stage", p.get("stage")), ("rating", "★" * p["rating"] if p.get("rating") else None),
+        ("authors", p.get("authors")),
+        ("year", p.get("year")),
+        ("venue", p.get("venue")),
+        ("arXiv", p.get("arxiv")),
+        ("DOI", p.get("doi")),
+        ("url", p.get("url")),
+        ("pdf", p.get("pdf_url")),
+        ("status", p["status"]),
+        ("read on", p.get("read_on")),
+        ("added on", p.get("added_on")),
+        ("stage", p.get("stage")),
+        ("rating", "★" * p["rating"] if p.get("rating") else None),
         ("tags", ", ".join(p.get("tags") or []) or None),
     ]
     for name, value in rows:
@@ -63,7 +85,9 @@ def paper_detail(p: dict, console: Console) -> None:
     for entry in p.get("entries") or []:
         console.print(f"  [dim]{entry['kind']:<9}[/] #{entry['id']} {entry['on_date']} {esc(entry['title'] or '')}")
     if p.get("metadata"):
-        source = {"arxiv": "arXiv", "crossref": "Crossref", "datacite": "DataCite"}.get(p["metadata"]["source"], p["metadata"]["source"])
+        source = {"arxiv": "arXiv", "crossref": "Crossref", "datacite": "DataCite"}.get(
+            p["metadata"]["source"], p["metadata"]["source"]
+        )
         console.print(f"  [dim]{'fetched':<9}[/] from {source} on {p['metadata']['fetched_on']}")
     if p.get("abstract"):
         console.print("  [dim]abstract[/]")
@@ -78,33 +102,47 @@ def paper_detail(p: dict, console: Console) -> None:
 def refresh_report(result: dict, console: Console) -> None:
     """`paper refresh`: one line a paper, then the counts."""
     for row in result["papers"]:
-        what = {"filled": f"[green]filled[/] {', '.join(row.get('fields', []))}", "up to date": "up to date",
-                "skipped": f"[dim]skipped: {esc(row.get('reason', ''))}[/]",
-                "failed": f"[red]failed:[/] {esc(row.get('reason', ''))}"}[row["result"]]
+        what = {
+            "filled": f"[green]filled[/] {', '.join(row.get('fields', []))}",
+            "up to date": "up to date",
+            "skipped": f"[dim]skipped: {esc(row.get('reason', ''))}[/]",
+            "failed": f"[red]failed:[/] {esc(row.get('reason', ''))}",
+        }[row["result"]]
         console.print(f"#{row['id']} {esc(row['title'])} — {what}", soft_wrap=True)
     total = len(result["papers"])
-    console.print(f"[bold]{total} paper{'s' if total != 1 else ''}[/]: {result['filled']} filled, "
-                  f"{result['up_to_date']} up to date, {result['skipped']} skipped, {result['failed']} failed; "
-                  f"{result['network_calls']} request{'s' if result['network_calls'] != 1 else ''} to the registries")
+    console.print(
+        f"[bold]{total} paper{'s' if total != 1 else ''}[/]: {result['filled']} filled, "
+        f"{result['up_to_date']} up to date, {result['skipped']} skipped, {result['failed']} failed; "
+        f"{result['network_calls']} request{'s' if result['network_calls'] != 1 else ''} to the registries"
+    )
 
 
 def suggestions(result: dict, console: Console) -> None:
     stage = result["current_stage"]
-    console.print(f"[bold]Reading list[/] — current stage: {stage if stage is not None else 'all done'}; "
-                  f"{result['total_unread']} unread")
+    console.print(
+        f"[bold]Reading list[/] — current stage: {stage if stage is not None else 'all done'}; "
+        f"{result['total_unread']} unread"
+    )
     for s in result["suggestions"]:
         link = f"arXiv:{s['arxiv']}" if s.get("arxiv") else (s.get("url") or "")
         console.print(f"  [cyan]stage {s['stage']}[/] {esc(s['title'])} [dim]{esc(link)}[/]", soft_wrap=True)
     if result["suggestions"]:
         first = result["suggestions"][0]
-        hint = f" --arxiv {first['arxiv']}" if first.get("arxiv") else (f" --url {shlex.quote(first['url'])}" if first.get("url") else "")
+        hint = (
+            f" --arxiv {first['arxiv']}"
+            if first.get("arxiv")
+            else (f" --url {shlex.quote(first['url'])}" if first.get("url") else "")
+        )
         hint += f" --authors {shlex.quote(first['authors'])}" if first.get("authors") else ""
         hint += f" --year {first['year']}" if first.get("year") else ""
-        console.print(f"[dim]log one: roadmap paper log {esc(shlex.quote(first['title']))}{hint} --stage {first['stage']}[/]")
+        console.print(
+            f"[dim]log one: roadmap paper log {esc(shlex.quote(first['title']))}{hint} --stage {first['stage']}[/]"
+        )
     waiting = result.get("on_your_list", 0)
     if waiting:
-        console.print(f"[dim]{waiting} more already logged to read (not suggested again): "
-                      "roadmap paper list --status to-read[/]")
+        console.print(
+            f"[dim]{waiting} more already logged to read (not suggested again): roadmap paper list --status to-read[/]"
+        )
 
 
 def entry_table(result: dict, console: Console) -> None:
@@ -116,8 +154,14 @@ def entry_table(result: dict, console: Console) -> None:
         table.add_column(name, overflow="fold" if name.startswith("title") else "ellipsis")
     for e in result["entries"]:
         what = f"{e['hours']:g} h" if e["kind"] == "hours" else (e["title"] or "")
-        table.add_row(str(e["id"]), e["on_date"], e["kind"], Text(what),
-                      f"#{e['paper_id']}" if e["paper_id"] else "", Text(e["link"] or e["lab_id"] or ""))
+        table.add_row(
+            str(e["id"]),
+            e["on_date"],
+            e["kind"],
+            Text(what),
+            f"#{e['paper_id']}" if e["paper_id"] else "",
+            Text(e["link"] or e["lab_id"] or ""),
+        )
     console.print(table)
     if result["shown"] < result["total"]:
         console.print(f"[dim]{result['shown']} of {result['total']} shown; --limit N or --all for more[/]")

@@ -24,15 +24,38 @@ from typing import Optional
 from roadmap_cli.errors import UserError
 from roadmap_cli.research.bibtex import BibEntry, LineIndex, parse_bibtex
 from roadmap_cli.research.ids import doi_from_url, looks_like_arxiv
-from roadmap_cli.research.latex import (authors_from_bibtex, authors_to_bibtex, latex_source_to_bibtex, latex_to_text,
-                                        text_to_latex, url_from_bibtex, url_to_bibtex)
+from roadmap_cli.research.latex import (
+    authors_from_bibtex,
+    authors_to_bibtex,
+    latex_source_to_bibtex,
+    latex_to_text,
+    text_to_latex,
+    url_from_bibtex,
+    url_to_bibtex,
+)
 from roadmap_cli.research.papers import STATUSES, PaperInput, normalize_tags, prepare, utc_now_iso
 
 EXPORT_FORMATS = ("bibtex", "json", "csv")
-CSV_COLUMNS = ("id", "title", "authors", "year", "arxiv", "doi", "url", "stage", "status", "read_on",
-               "added_on", "rating", "tags", "notes", "venue")
+CSV_COLUMNS = (
+    "id",
+    "title",
+    "authors",
+    "year",
+    "arxiv",
+    "doi",
+    "url",
+    "stage",
+    "status",
+    "read_on",
+    "added_on",
+    "rating",
+    "tags",
+    "notes",
+    "venue",
+)
 _ARXIV_IN_TEXT = re.compile(
-    r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+preprint\s+arxiv:)\s*([\w.\-/]+?)(?:\.pdf)?(?:[\s,}]|$)", re.I)
+    r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+preprint\s+arxiv:)\s*([\w.\-/]+?)(?:\.pdf)?(?:[\s,}]|$)", re.I
+)
 _KEYWORD_SPLIT = re.compile(r"[;,]")
 
 
@@ -97,18 +120,33 @@ def entry_to_input(entry: BibEntry, *, default_status: str, today: date) -> Pape
     except ValueError:
         raise BadField("roadmap_read_on", f"has roadmap_read_on = {read_on!r}: expected a date YYYY-MM-DD") from None
     return PaperInput(
-        title=title, authors=authors_from_bibtex(fields["author"]) if fields.get("author") else None,
-        year=int(year) if year.isdigit() else None, arxiv=arxiv, doi=doi, url=url,
+        title=title,
+        authors=authors_from_bibtex(fields["author"]) if fields.get("author") else None,
+        year=int(year) if year.isdigit() else None,
+        arxiv=arxiv,
+        doi=doi,
+        url=url,
         tags=normalize_tags(_KEYWORD_SPLIT.split(latex_to_text(fields.get("keywords", "")))),
         stage=_whole_number(fields, "roadmap_stage", "a stage", 1),
         status=latex_to_text(fields.get("roadmap_status", "")) or default_status,
         rating=_whole_number(fields, "roadmap_rating", "a rating", 1, 5),
-        note=note or None, read_on=read_date, bibtex_key=entry.key,
+        note=note or None,
+        read_on=read_date,
+        bibtex_key=entry.key,
     )
 
 
-def import_bibtex(store, text: str, *, source: str, today: date, default_status: str = "to-read",
-                  tags: Optional[list[str]] = None, force: bool = False, stages: Optional[set[int]] = None) -> dict:
+def import_bibtex(
+    store,
+    text: str,
+    *,
+    source: str,
+    today: date,
+    default_status: str = "to-read",
+    tags: Optional[list[str]] = None,
+    force: bool = False,
+    stages: Optional[set[int]] = None,
+) -> dict:
     """Import every good entry in one transaction; report the rest.
 
     `stages`: the curriculum's stage numbers, when known; a roadmap_stage
@@ -132,8 +170,11 @@ def import_bibtex(store, text: str, *, source: str, today: date, default_status:
             try:
                 inp = entry_to_input(entry, default_status=default_status, today=today)
                 if stages and inp.stage is not None and inp.stage not in stages:
-                    raise BadField("roadmap_stage", f"has roadmap_stage = '{inp.stage}': the curriculum has no such "
-                                                    f"stage (stages {min(stages)} to {max(stages)})")
+                    raise BadField(
+                        "roadmap_stage",
+                        f"has roadmap_stage = '{inp.stage}': the curriculum has no such "
+                        f"stage (stages {min(stages)} to {max(stages)})",
+                    )
                 values = prepare(inp, today=today)
             except UserError as exc:
                 line, col = entry.line, entry.col
@@ -169,13 +210,26 @@ def all_papers(store) -> list[dict]:
 
     papers = list_papers(store, PaperFilter(), limit=None)["papers"]
     with store.engine.connect() as conn:
-        extra = {r[0]: r[1:] for r in conn.execute(
-            text("SELECT number, notes, bibtex_key, venue, abstract, pdf_url, metadata_source FROM papers "
-                 "WHERE learner = :l"), {"l": store.learner})}
+        extra = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                text(
+                    "SELECT number, notes, bibtex_key, venue, abstract, pdf_url, metadata_source FROM papers "
+                    "WHERE learner = :l"
+                ),
+                {"l": store.learner},
+            )
+        }
         conn.rollback()
     for paper in papers:
-        (paper["notes"], paper["bibtex_key"], paper["venue"], paper["abstract"], paper["pdf_url"],
-         paper["metadata_source"]) = extra[paper["id"]]
+        (
+            paper["notes"],
+            paper["bibtex_key"],
+            paper["venue"],
+            paper["abstract"],
+            paper["pdf_url"],
+            paper["metadata_source"],
+        ) = extra[paper["id"]]
         del paper["has_notes"]
     return sorted(papers, key=lambda p: p["id"])
 

@@ -41,15 +41,18 @@ LEDGER = "schema_migrations"
 # quick_check below. Reads (SELECT, PRAGMA) never pay for it.
 _WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "DROP", "REPLACE")
 
-RESTORE_HINT = ("restore it: move the file aside, then `roadmap import` an export (`roadmap export` may still "
-                "read it) or a backup from <home>/backups/")
+RESTORE_HINT = (
+    "restore it: move the file aside, then `roadmap import` an export (`roadmap export` may still "
+    "read it) or a backup from <home>/backups/"
+)
 
 
 class Store:
     """A migrated database. Cheap to pass around; sessions are short."""
 
-    def __init__(self, engine, url: str, path: Path | None, *, read_only: bool = False,
-                 home: Path | None = None) -> None:
+    def __init__(
+        self, engine, url: str, path: Path | None, *, read_only: bool = False, home: Path | None = None
+    ) -> None:
         self.engine = engine
         self.url = url  # passwords hidden (render_as_string(hide_password=True))
         self.path = path
@@ -98,6 +101,7 @@ class Store:
         server, a deadlock or serialization failure runs it again (at most
         `attempts` times, with a growing pause). `body` must only touch the
         database: a rolled-back try leaves nothing behind, so nothing counts twice."""
+
         def once():
             with self.session() as session:
                 return body(session)
@@ -132,7 +136,7 @@ class Store:
             except Exception as exc:  # noqa: BLE001 - only retryable server errors go round again
                 if self.path is not None or attempt == attempts or not _retryable(exc):
                     raise
-            time.sleep(min(1.0, 0.02 * 2 ** attempt) * random.uniform(0.5, 1.5))
+            time.sleep(min(1.0, 0.02 * 2**attempt) * random.uniform(0.5, 1.5))
 
     @contextlib.contextmanager
     def connection(self) -> Iterator["object"]:
@@ -218,13 +222,17 @@ def _vet_file(dbapi_conn: sqlite3.Connection, where: str) -> None:
     if not names:
         return  # a new or 0-byte file: ours to initialise
     if LEDGER not in names:
-        raise StoreError(f"{where} is a SQLite database of some other program (tables: "
-                         f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); it was left untouched — "
-                         "point --home or ROADMAP_HOME elsewhere, or move the file aside")
+        raise StoreError(
+            f"{where} is a SQLite database of some other program (tables: "
+            f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); it was left untouched — "
+            "point --home or ROADMAP_HOME elsewhere, or move the file aside"
+        )
     columns = {row[1] for row in dbapi_conn.execute(f"PRAGMA table_info({LEDGER})")}
     if columns != {"version", "name", "applied_at"}:
-        raise StoreError(f"{where} has a `{LEDGER}` table that is not roadmap's; it was left untouched — "
-                         "point --home or ROADMAP_HOME elsewhere, or move the file aside")
+        raise StoreError(
+            f"{where} has a `{LEDGER}` table that is not roadmap's; it was left untouched — "
+            "point --home or ROADMAP_HOME elsewhere, or move the file aside"
+        )
 
 
 def _writable(home: Path, path: Path) -> bool:
@@ -291,8 +299,10 @@ def _sqlite_engine(path: Path, *, read_only: bool):
         if checked or not statement.lstrip().upper().startswith(_WRITE_VERBS):
             return
         if read_only:
-            raise StoreError(f"{where} is read-only (no write access to the data home): "
-                             "this command needs to save changes (reads still work)")
+            raise StoreError(
+                f"{where} is read-only (no write access to the data home): "
+                "this command needs to save changes (reads still work)"
+            )
         _refuse_if_corrupt(cursor.connection, where)
         checked.append(True)
 
@@ -333,21 +343,30 @@ def _engine_from_url(url: str):
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise StoreError("DATABASE_URL is not a database URL (expected e.g. postgresql://user@host/db "
-                         "or sqlite:////path/to/roadmap.db)") from None
+        raise StoreError(
+            "DATABASE_URL is not a database URL (expected e.g. postgresql://user@host/db "
+            "or sqlite:////path/to/roadmap.db)"
+        ) from None
     if parsed.get_backend_name() == "postgres":
         # postgres://, the form hosting providers print: SQLAlchemy only knows "postgresql".
         driver = parsed.drivername.partition("+")[2]
         parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
     database = str(parsed.database or "")
     if parsed.get_backend_name() == "sqlite" and (
-            database in ("", ":memory:") or ":memory:" in database or "mode=memory" in database
-            or parsed.query.get("mode") == "memory"):
-        raise StoreError("DATABASE_URL points at an in-memory database, which keeps nothing after the command; "
-                         "use a file (sqlite:////path/to/roadmap.db) or unset it")
+        database in ("", ":memory:")
+        or ":memory:" in database
+        or "mode=memory" in database
+        or parsed.query.get("mode") == "memory"
+    ):
+        raise StoreError(
+            "DATABASE_URL points at an in-memory database, which keeps nothing after the command; "
+            "use a file (sqlite:////path/to/roadmap.db) or unset it"
+        )
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "pg8000", "asyncpg"):
-        raise StoreError(f"DATABASE_URL uses the {parsed.get_driver_name()} driver; roadmap speaks psycopg 3: "
-                         "write postgresql+psycopg://user@host/db")
+        raise StoreError(
+            f"DATABASE_URL uses the {parsed.get_driver_name()} driver; roadmap speaks psycopg 3: "
+            "write postgresql+psycopg://user@host/db"
+        )
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")  # psycopg 3, not SQLAlchemy's default psycopg2
     try:
@@ -386,8 +405,10 @@ def _check_foreign_server_db(store: Store) -> None:
         names = set(sa.inspect(conn).get_table_names())
         conn.rollback()
     if names and LEDGER not in names:
-        raise StoreError(f"DATABASE_URL {store.url} holds tables of some other program "
-                         f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it")
+        raise StoreError(
+            f"DATABASE_URL {store.url} holds tables of some other program "
+            f"({', '.join(sorted(names)[:5])}); refusing to add roadmap's tables to it"
+        )
 
 
 def open_store(home: Path, *, migrate: bool = True, url: str | None = None) -> Store:
@@ -426,13 +447,16 @@ def open_store(home: Path, *, migrate: bool = True, url: str | None = None) -> S
         else:
             version = migrations.check_not_newer(store)
             if read_only and migrate and version < migrations.LATEST:
-                raise StoreError(f"{path} needs a schema upgrade but its data home is read-only "
-                                 "(run once with write access)")
+                raise StoreError(
+                    f"{path} needs a schema upgrade but its data home is read-only (run once with write access)"
+                )
     except StoreError:
         engine.dispose()
         raise
     except (DatabaseError, OperationalError) as exc:
         engine.dispose()
         line = describe_sqlite_error(getattr(exc, "orig", exc), str(path or url))
-        raise StoreError(line or f"cannot use database {path or url}: {exc.orig} (the file was left untouched)") from None
+        raise StoreError(
+            line or f"cannot use database {path or url}: {exc.orig} (the file was left untouched)"
+        ) from None
     return store

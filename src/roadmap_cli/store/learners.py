@@ -46,16 +46,23 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+\-]{0,127}")
 def validate_learner(name: str, *, source: str = "learner name") -> str:
     """The name itself, or one clear line saying what is wrong with it."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise UserError(f"{source} {name!r} is not a valid learner id: use 1-128 letters, digits and . _ @ + - "
-                        "(starting with a letter or digit), e.g. ada@example.org")
+        raise UserError(
+            f"{source} {name!r} is not a valid learner id: use 1-128 letters, digits and . _ @ + - "
+            "(starting with a letter or digit), e.g. ada@example.org"
+        )
     return name
 
 
 def git_email() -> Optional[str]:
     """`git config user.email`, when git exists, it is set and is a valid id."""
     try:
-        out = subprocess.run(["git", "config", "--get", "user.email"], capture_output=True, text=True, timeout=5,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            ["git", "config", "--get", "user.email"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     email = out.stdout.strip()
@@ -92,8 +99,10 @@ def saved_learner(store) -> Optional[str]:
 
     try:
         with store.engine.begin() as conn:  # not store.connection(): it asks us first
-            value = conn.execute(sa.text("SELECT value FROM settings WHERE learner = :scope AND key = :key"),
-                                 {"scope": DATABASE_SCOPE, "key": SETTING_KEY}).scalar()
+            value = conn.execute(
+                sa.text("SELECT value FROM settings WHERE learner = :scope AND key = :key"),
+                {"scope": DATABASE_SCOPE, "key": SETTING_KEY},
+            ).scalar()
     except sa.exc.DBAPIError:  # a database from before migration 5 (opened without migrating)
         return None
     if value is None:
@@ -169,12 +178,16 @@ def set_learner(store, name: str) -> str:
         with store.connection() as conn:
             if previous != name:
                 tables = person_tables(conn)
-                taken = any(conn.execute(sa.text(f"SELECT 1 FROM {t} WHERE learner = :n LIMIT 1"), {"n": name}).first()
-                            for t in tables)
+                taken = any(
+                    conn.execute(sa.text(f"SELECT 1 FROM {t} WHERE learner = :n LIMIT 1"), {"n": name}).first()
+                    for t in tables
+                )
                 if not taken:
                     for table in tables:
-                        conn.execute(sa.text(f"UPDATE {table} SET learner = :n WHERE learner = :old"),
-                                     {"n": name, "old": previous})
+                        conn.execute(
+                            sa.text(f"UPDATE {table} SET learner = :n WHERE learner = :old"),
+                            {"n": name, "old": previous},
+                        )
             _pin(conn, name)
     try:
         store._learner = name
@@ -194,8 +207,18 @@ def _pin(conn, name: str) -> None:
 # Tables whose rows belong to a person (migration 5 gave each a `learner`
 # column). Migration 6 (quiz) appends its own; `person_tables` reads the
 # schema so it never goes stale.
-PERSON_TABLES_V5 = ("settings", "checkpoint_progress", "checkpoint_notes", "lab_workspaces", "grade_attempts",
-                    "grade_test_results", "lab_hints", "papers", "paper_tags", "cadence_entries")
+PERSON_TABLES_V5 = (
+    "settings",
+    "checkpoint_progress",
+    "checkpoint_notes",
+    "lab_workspaces",
+    "grade_attempts",
+    "grade_test_results",
+    "lab_hints",
+    "papers",
+    "paper_tags",
+    "cadence_entries",
+)
 
 
 def person_tables(conn) -> list[str]:
@@ -206,5 +229,8 @@ def person_tables(conn) -> list[str]:
     from roadmap_cli.store.queue import TABLE as QUEUE_TABLE
 
     inspector = sa.inspect(conn)
-    return sorted(t for t in inspector.get_table_names()
-                  if t != QUEUE_TABLE and any(c["name"] == "learner" for c in inspector.get_columns(t)))
+    return sorted(
+        t
+        for t in inspector.get_table_names()
+        if t != QUEUE_TABLE and any(c["name"] == "learner" for c in inspector.get_columns(t))
+    )

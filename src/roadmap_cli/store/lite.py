@@ -106,8 +106,9 @@ def open_lite(home: Path) -> Optional[LiteStore]:
         if learner:
             learner = learners.validate_learner(learner, source=f"${learners.ENV_VAR}")
         else:
-            pinned = conn.execute("SELECT value FROM settings WHERE learner = '' AND key = :key",
-                                  {"key": learners.SETTING_KEY}).fetchone()
+            pinned = conn.execute(
+                "SELECT value FROM settings WHERE learner = '' AND key = :key", {"key": learners.SETTING_KEY}
+            ).fetchone()
             if pinned is None:
                 return None  # not pinned yet: the full store looks it up (git) and pins it
             learner = learners.validate_learner(json.loads(pinned[0]), source="the saved learner setting")

@@ -30,19 +30,22 @@ def m001_core_progress(conn: sa.Connection) -> None:
     _create(
         conn,
         sa.Table(
-            "settings", md,
+            "settings",
+            md,
             sa.Column("key", sa.String, primary_key=True),
             sa.Column("value", sa.Text, nullable=False),  # JSON-encoded
         ),
         sa.Table(
-            "checkpoint_progress", md,
+            "checkpoint_progress",
+            md,
             sa.Column("checkpoint_id", sa.String, primary_key=True),
             sa.Column("completed_at", sa.String, nullable=False),  # ISO 8601, UTC
             sa.Column("source", sa.String, nullable=False),  # "self" or "lab:<lab>/<part>"
             sa.Column("evidence", sa.Text),
         ),
         sa.Table(
-            "checkpoint_notes", md,
+            "checkpoint_notes",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             sa.Column("checkpoint_id", sa.String, nullable=False, index=True),
             sa.Column("created_at", sa.String, nullable=False),
@@ -55,7 +58,8 @@ def m002_labs(conn: sa.Connection) -> None:
     """Lab workspaces, grade attempts with per-test results, hints used."""
     md = sa.MetaData()
     attempts = sa.Table(
-        "grade_attempts", md,
+        "grade_attempts",
+        md,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("lab_id", sa.String, nullable=False, index=True),
         sa.Column("started_at", sa.String, nullable=False),
@@ -79,7 +83,8 @@ def m002_labs(conn: sa.Connection) -> None:
     _create(
         conn,
         sa.Table(
-            "lab_workspaces", md,
+            "lab_workspaces",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             sa.Column("lab_id", sa.String, nullable=False, index=True),
             sa.Column("path", sa.Text, nullable=False, unique=True),
@@ -87,9 +92,16 @@ def m002_labs(conn: sa.Connection) -> None:
         ),
         attempts,
         sa.Table(
-            "grade_test_results", md,
+            "grade_test_results",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-            sa.Column("attempt_id", sa.Integer, sa.ForeignKey("grade_attempts.id", ondelete="CASCADE"), nullable=False, index=True),
+            sa.Column(
+                "attempt_id",
+                sa.Integer,
+                sa.ForeignKey("grade_attempts.id", ondelete="CASCADE"),
+                nullable=False,
+                index=True,
+            ),
             sa.Column("nodeid", sa.Text, nullable=False),
             sa.Column("part_id", sa.String, nullable=False),
             sa.Column("outcome", sa.String, nullable=False),  # passed|failed|error|skipped|crashed|timeout
@@ -97,7 +109,8 @@ def m002_labs(conn: sa.Connection) -> None:
             sa.Column("message", sa.Text),
         ),
         sa.Table(
-            "lab_hints", md,
+            "lab_hints",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             sa.Column("lab_id", sa.String, nullable=False, index=True),
             sa.Column("hint_index", sa.Integer, nullable=False),
@@ -110,7 +123,8 @@ def m003_research(conn: sa.Connection) -> None:
     """Papers (with tags) and the other cadence entries."""
     md = sa.MetaData()
     papers = sa.Table(
-        "papers", md,
+        "papers",
+        md,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("title", sa.Text, nullable=False),
         sa.Column("title_key", sa.Text, nullable=False, index=True),  # normalised title for duplicates
@@ -132,12 +146,14 @@ def m003_research(conn: sa.Connection) -> None:
         conn,
         papers,
         sa.Table(
-            "paper_tags", md,
+            "paper_tags",
+            md,
             sa.Column("paper_id", sa.Integer, sa.ForeignKey("papers.id", ondelete="CASCADE"), primary_key=True),
             sa.Column("tag", sa.String, primary_key=True),
         ),
         sa.Table(
-            "cadence_entries", md,
+            "cadence_entries",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             sa.Column("kind", sa.String, nullable=False, index=True),  # reproduction|experiment|...|hours
             sa.Column("title", sa.Text),
@@ -161,8 +177,18 @@ def m004_imported_attempts(conn: sa.Connection) -> None:
 
 
 # Tables whose rows belong to a person, as of migration 5.
-_PERSON_TABLES_V5 = ("settings", "checkpoint_progress", "checkpoint_notes", "lab_workspaces", "grade_attempts",
-                     "grade_test_results", "lab_hints", "papers", "paper_tags", "cadence_entries")
+_PERSON_TABLES_V5 = (
+    "settings",
+    "checkpoint_progress",
+    "checkpoint_notes",
+    "lab_workspaces",
+    "grade_attempts",
+    "grade_test_results",
+    "lab_hints",
+    "papers",
+    "paper_tags",
+    "cadence_entries",
+)
 # Tables whose primary key or unique constraint must include the learner:
 # a rebuild on SQLite (it cannot alter constraints), ALTERs on PostgreSQL.
 _LEARNER_DEFAULT = "local"
@@ -178,13 +204,15 @@ def _v5_rebuilt_tables(md: sa.MetaData, suffix: str = "") -> list[sa.Table]:
     checked a checkpoint, both have a workspace at the same path)."""
     return [
         sa.Table(
-            "settings" + suffix, md,
+            "settings" + suffix,
+            md,
             sa.Column("key", sa.String, primary_key=True),
             sa.Column("value", sa.Text, nullable=False),
             sa.Column("learner", sa.Text, primary_key=True, server_default=_LEARNER_DEFAULT),
         ),
         sa.Table(
-            "checkpoint_progress" + suffix, md,
+            "checkpoint_progress" + suffix,
+            md,
             sa.Column("checkpoint_id", sa.String, primary_key=True),
             sa.Column("completed_at", sa.String, nullable=False),
             sa.Column("source", sa.String, nullable=False),
@@ -192,7 +220,8 @@ def _v5_rebuilt_tables(md: sa.MetaData, suffix: str = "") -> list[sa.Table]:
             sa.Column("learner", sa.Text, primary_key=True, server_default=_LEARNER_DEFAULT),
         ),
         sa.Table(
-            "lab_workspaces" + suffix, md,
+            "lab_workspaces" + suffix,
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             sa.Column("lab_id", sa.String, nullable=False),
             sa.Column("path", sa.Text, nullable=False),
@@ -224,8 +253,9 @@ def m005_learners(conn: sa.Connection) -> None:
             new.create(conn)
             columns = [c.name for c in new.columns if c.name != "learner"]
             cols = ", ".join(columns)
-            conn.execute(sa.text(f"INSERT INTO {new.name} ({cols}, learner) SELECT {cols}, :owner FROM {name}"),
-                         {"owner": owner})
+            conn.execute(
+                sa.text(f"INSERT INTO {new.name} ({cols}, learner) SELECT {cols}, :owner FROM {name}"), {"owner": owner}
+            )
             conn.execute(sa.text(f"DROP TABLE {name}"))
             conn.execute(sa.text(f"ALTER TABLE {new.name} RENAME TO {name}"))
     else:
@@ -233,10 +263,13 @@ def m005_learners(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE {name} ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'"))
             conn.execute(sa.text(f"ALTER TABLE {name} DROP CONSTRAINT {name}_pkey"))
             conn.execute(sa.text(f"ALTER TABLE {name} ADD PRIMARY KEY ({key}, learner)"))
-        conn.execute(sa.text(f"ALTER TABLE lab_workspaces ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'"))
+        conn.execute(
+            sa.text(f"ALTER TABLE lab_workspaces ADD COLUMN learner TEXT NOT NULL DEFAULT '{_LEARNER_DEFAULT}'")
+        )
         conn.execute(sa.text("ALTER TABLE lab_workspaces DROP CONSTRAINT lab_workspaces_path_key"))
-        conn.execute(sa.text("ALTER TABLE lab_workspaces ADD CONSTRAINT uq_lab_workspaces_learner_path "
-                             "UNIQUE (learner, path)"))
+        conn.execute(
+            sa.text("ALTER TABLE lab_workspaces ADD CONSTRAINT uq_lab_workspaces_learner_path UNIQUE (learner, path)")
+        )
     if sqlite:  # the rebuilt lab_workspaces lost its lab_id index: same name as before
         conn.execute(sa.text("CREATE INDEX ix_lab_workspaces_lab_id ON lab_workspaces (lab_id)"))
     for name in _PERSON_TABLES_V5:
@@ -249,14 +282,29 @@ def m005_learners(conn: sa.Connection) -> None:
         # An older `roadmap import` into PostgreSQL inserted explicit ids and
         # left the id sequences behind: move them past the largest id, or the
         # next insert collides.
-        for name in ("checkpoint_notes", "lab_workspaces", "grade_attempts", "grade_test_results", "lab_hints",
-                     "papers", "cadence_entries"):
-            conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
-                                 f"COALESCE((SELECT MAX(id) FROM {name}), 0) + 1, false)"))
+        for name in (
+            "checkpoint_notes",
+            "lab_workspaces",
+            "grade_attempts",
+            "grade_test_results",
+            "lab_hints",
+            "papers",
+            "cadence_entries",
+        ):
+            conn.execute(
+                sa.text(
+                    f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
+                    f"COALESCE((SELECT MAX(id) FROM {name}), 0) + 1, false)"
+                )
+            )
     if sqlite:
         # One home, one person: pin the id chosen now (store/learners.py).
-        conn.execute(sa.text("INSERT INTO settings (learner, key, value) VALUES (:scope, :key, :value)"),
-                     {"scope": DATABASE_SCOPE, "key": SETTING_KEY, "value": json.dumps(owner)})
+        conn.execute(
+            sa.text("INSERT INTO settings (learner, key, value) VALUES (:scope, :key, :value)"),
+            {"scope": DATABASE_SCOPE, "key": SETTING_KEY, "value": json.dumps(owner)},
+        )
+
+
 def m006_quiz_review(conn: sa.Connection) -> None:
     """Quiz attempts (evidence on explain checkpoints) and spaced review:
     one FSRS card per (learner, item) with its next due time, and a log of
@@ -266,7 +314,8 @@ def m006_quiz_review(conn: sa.Connection) -> None:
     _create(
         conn,
         sa.Table(
-            "quiz_attempts", md,
+            "quiz_attempts",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             learner(),
             sa.Column("checkpoint_id", sa.String, nullable=False, index=True),
@@ -277,7 +326,8 @@ def m006_quiz_review(conn: sa.Connection) -> None:
             sa.Column("answers", sa.Text, nullable=False),  # JSON: [{question, kind, answer, correct, rating}]
         ),
         sa.Table(
-            "review_cards", md,
+            "review_cards",
+            md,
             sa.Column("learner", sa.String, primary_key=True, server_default="local"),
             sa.Column("item", sa.String, primary_key=True),  # checkpoint:<id> | question:<id>
             sa.Column("card", sa.Text, nullable=False),  # JSON of fsrs.Card.to_dict()
@@ -286,7 +336,8 @@ def m006_quiz_review(conn: sa.Connection) -> None:
             sa.Column("updated_at", sa.String, nullable=False),
         ),
         sa.Table(
-            "review_logs", md,
+            "review_logs",
+            md,
             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
             learner(),
             sa.Column("item", sa.String, nullable=False, index=True),
@@ -348,8 +399,12 @@ def m011_verified_attempts(conn: sa.Connection) -> None:
         from roadmap_cli.store import roles
 
         # A PostgreSQL view's `*` was expanded when migration 8 made it: show graded_on and verified through it.
-        conn.execute(sa.text("CREATE OR REPLACE VIEW cohort_grade_attempts WITH (security_barrier = true) AS "
-                             "SELECT * FROM grade_attempts"))
+        conn.execute(
+            sa.text(
+                "CREATE OR REPLACE VIEW cohort_grade_attempts WITH (security_barrier = true) AS "
+                "SELECT * FROM grade_attempts"
+            )
+        )
         roles.protect_server_records(conn)
 
 
@@ -382,12 +437,15 @@ def m012_learner_numbers(conn: sa.Connection) -> None:
     if postgres:
         # Invoker's rights: under row-level security a learner's MAX sees their own rows, which are all that
         # count. BEFORE INSERT: NEW can be changed (and the unique index sees the final number).
-        conn.execute(sa.text(
-            "CREATE FUNCTION roadmap_number_new_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            "IF NEW.number = 0 THEN "
-            "EXECUTE 'SELECT COALESCE(MAX(number), 0) + 1 FROM ' || quote_ident(TG_TABLE_SCHEMA) || '.' "
-            "|| quote_ident(TG_TABLE_NAME) || ' WHERE learner = $1' INTO NEW.number USING NEW.learner; "
-            "END IF; RETURN NEW; END $$"))
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION roadmap_number_new_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.number = 0 THEN "
+                "EXECUTE 'SELECT COALESCE(MAX(number), 0) + 1 FROM ' || quote_ident(TG_TABLE_SCHEMA) || '.' "
+                "|| quote_ident(TG_TABLE_NAME) || ' WHERE learner = $1' INTO NEW.number USING NEW.learner; "
+                "END IF; RETURN NEW; END $$"
+            )
+        )
     for table in NUMBERED_TABLES:
         conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN number INTEGER NOT NULL DEFAULT 0"))
         conn.execute(sa.text(f"UPDATE {table} SET number = id"))
@@ -396,19 +454,29 @@ def m012_learner_numbers(conn: sa.Connection) -> None:
         # keep up on each insert instead of two (a 5,000-entry BibTeX import pays for each).
         conn.execute(sa.text(f"DROP INDEX ix_{table}_learner"))
         if postgres:
-            conn.execute(sa.text(f"CREATE TRIGGER number_{table} BEFORE INSERT ON {table} "
-                                 "FOR EACH ROW EXECUTE FUNCTION roadmap_number_new_row()"))
+            conn.execute(
+                sa.text(
+                    f"CREATE TRIGGER number_{table} BEFORE INSERT ON {table} "
+                    "FOR EACH ROW EXECUTE FUNCTION roadmap_number_new_row()"
+                )
+            )
         else:
             # SQLite's triggers cannot change NEW: number the row right after it went in (the 0 it went in
             # with never meets another 0: each is renumbered before the next row is inserted).
-            conn.execute(sa.text(
-                f"CREATE TRIGGER number_{table} AFTER INSERT ON {table} WHEN NEW.number = 0 BEGIN "
-                f"UPDATE {table} SET number = (SELECT COALESCE(MAX(number), 0) + 1 FROM {table} "
-                "WHERE learner = NEW.learner) WHERE id = NEW.id; END"))
+            conn.execute(
+                sa.text(
+                    f"CREATE TRIGGER number_{table} AFTER INSERT ON {table} WHEN NEW.number = 0 BEGIN "
+                    f"UPDATE {table} SET number = (SELECT COALESCE(MAX(number), 0) + 1 FROM {table} "
+                    "WHERE learner = NEW.learner) WHERE id = NEW.id; END"
+                )
+            )
         if postgres:
             # A PostgreSQL view's `*` was expanded when migration 8 made it: show the number through it.
-            conn.execute(sa.text(f"CREATE OR REPLACE VIEW cohort_{table} WITH (security_barrier = true) AS "
-                                 f"SELECT * FROM {table}"))
+            conn.execute(
+                sa.text(
+                    f"CREATE OR REPLACE VIEW cohort_{table} WITH (security_barrier = true) AS SELECT * FROM {table}"
+                )
+            )
 
 
 def m013_narrow_cohort_views(conn: sa.Connection) -> None:
@@ -424,9 +492,16 @@ def m013_narrow_cohort_views(conn: sa.Connection) -> None:
         view = roles.view_name(table)
         readers = []
         if postgres:
-            readers = [r[0] for r in conn.execute(sa.text(
-                "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_name = :view "
-                "AND privilege_type = 'SELECT' AND grantee <> current_user"), {"view": view})]
+            readers = [
+                r[0]
+                for r in conn.execute(
+                    sa.text(
+                        "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_name = :view "
+                        "AND privilege_type = 'SELECT' AND grantee <> current_user"
+                    ),
+                    {"view": view},
+                )
+            ]
         conn.execute(sa.text(f"DROP VIEW {view}"))
         conn.execute(sa.text(f"CREATE VIEW {view}{barrier} AS SELECT {', '.join(columns)} FROM {table}"))
         for reader in readers:
@@ -483,7 +558,8 @@ MIGRATIONS: list[Migration] = [
 LATEST = len(MIGRATIONS)
 
 _LEDGER = sa.Table(
-    "schema_migrations", sa.MetaData(),
+    "schema_migrations",
+    sa.MetaData(),
     sa.Column("version", sa.Integer, primary_key=True),
     sa.Column("name", sa.String, nullable=False),
     sa.Column("applied_at", sa.String, nullable=False),
@@ -537,9 +613,11 @@ def migrate(store, *, target: int | None = None) -> list[str]:
 
             who = session(conn)
             if not who.instructor:
-                raise StoreError(f"the cohort database needs {target - version} schema upgrade(s) that only its "
-                                 f"owner can apply (you are logged in as learner {who.role!r}): ask the instructor "
-                                 "to run `roadmap db status` once with this roadmap version")
+                raise StoreError(
+                    f"the cohort database needs {target - version} schema upgrade(s) that only its "
+                    f"owner can apply (you are logged in as learner {who.role!r}): ask the instructor "
+                    "to run `roadmap db status` once with this roadmap version"
+                )
         if version == 0:
             _LEDGER.create(conn, checkfirst=True)
         for number in range(version + 1, target + 1):

@@ -45,8 +45,10 @@ STATUS_CHECK = "CHECK (status IN (" + ", ".join(f"'{s}'" for s in STATUSES) + ")
 MAX_FILES_BYTES = 21 * 1024 * 1024
 MAX_WAITING = 20  # a learner's submissions queued at once
 LAB_ID_PATTERN = "^[a-z0-9][a-z0-9_-]{0,63}$"
-SIZE_CHECK = (f"CONSTRAINT {TABLE}_bounded CHECK (octet_length(files) <= {MAX_FILES_BYTES} "
-              f"AND lab_id ~ '{LAB_ID_PATTERN}' AND octet_length(coalesce(commit_sha, '')) <= 200)")
+SIZE_CHECK = (
+    f"CONSTRAINT {TABLE}_bounded CHECK (octet_length(files) <= {MAX_FILES_BYTES} "
+    f"AND lab_id ~ '{LAB_ID_PATTERN}' AND octet_length(coalesce(commit_sha, '')) <= 200)"
+)
 ENQUEUE_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION roadmap_enqueue_submission() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = {{schema}}, pg_temp AS $$
@@ -139,8 +141,10 @@ def ensure_queue(conn, *, instructor: bool, learners) -> None:
     if exists(conn):
         return
     if not instructor:
-        raise UserError("the cohort's grading queue is not set up yet: the instructor (the database's owner) "
-                        "runs `roadmap worker` once on the GPU box, then submit again")
+        raise UserError(
+            "the cohort's grading queue is not set up yet: the instructor (the database's owner) "
+            "runs `roadmap worker` once on the GPU box, then submit again"
+        )
     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({QUEUE_LOCK})")
     if exists(conn):  # another process made it while we waited
         return
@@ -167,4 +171,3 @@ def grant_learner(conn, name: str) -> None:
     who = psycopg.sql.Identifier(name).as_string(raw)
     conn.exec_driver_sql(f"GRANT SELECT, INSERT ({', '.join(LEARNER_INSERT_COLUMNS)}) ON {TABLE} TO {who}")
     conn.exec_driver_sql(f"GRANT SELECT ON {VIEW} TO {who}")
-

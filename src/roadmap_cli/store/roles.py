@@ -49,6 +49,7 @@ SELF_GRADED_FUNCTION = "roadmap_record_self_graded"
 LAB_PROVED_POLICY = "roadmap_lab_proved_checkpoints"
 # checkpoint_progress.source of a checkpoint a verified (worker) grade proved, and of one a learner's own grade did.
 from roadmap_cli.store.values import LAB_SOURCE_PREFIX, SELF_GRADED_SOURCE_PREFIX  # noqa: E402  (one definition)
+
 # What a self-graded attempt may say about its outcome (rowcheck.LAB_OUTCOMES plus the engine's own words).
 _SELF_GRADED_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "interrupted")
 
@@ -58,8 +59,21 @@ _SELF_GRADED_OUTCOMES = ("passed", "failed", "error", "timeout", "crash", "inter
 # paper notes, ratings and abstracts, checkpoint evidence and log notes and links (red team route D1).
 COHORT_VIEW_COLUMNS = {
     "checkpoint_progress": ("learner", "checkpoint_id", "completed_at", "source"),
-    "grade_attempts": ("id", "learner", "lab_id", "started_at", "outcome", "score", "max_score", "parts", "perf",
-                       "device", "sandbox", "graded_on", "verified"),
+    "grade_attempts": (
+        "id",
+        "learner",
+        "lab_id",
+        "started_at",
+        "outcome",
+        "score",
+        "max_score",
+        "parts",
+        "perf",
+        "device",
+        "sandbox",
+        "graded_on",
+        "verified",
+    ),
     "papers": ("learner", "status", "read_on"),
     "cadence_entries": ("learner", "kind", "on_date", "hours"),
 }
@@ -79,8 +93,11 @@ def create_cohort_views(conn, person_tables: list[str]) -> None:
         conn.execute(sa.text(f"CREATE VIEW {view_name(table)}{barrier} AS SELECT * FROM {table}"))
     # Every learner with a row anywhere (the database-wide settings scope '' is nobody).
     union = " UNION ".join(f"SELECT learner FROM {t}" for t in person_tables)
-    conn.execute(sa.text(f"CREATE VIEW cohort_learners{barrier} AS SELECT learner FROM ({union}) AS everyone "
-                         "WHERE learner <> ''"))
+    conn.execute(
+        sa.text(
+            f"CREATE VIEW cohort_learners{barrier} AS SELECT learner FROM ({union}) AS everyone WHERE learner <> ''"
+        )
+    )
 
 
 def enable_row_security(conn, person_tables: list[str]) -> None:
@@ -89,8 +106,11 @@ def enable_row_security(conn, person_tables: list[str]) -> None:
 
     for table in person_tables:
         conn.execute(sa.text(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY"))
-        conn.execute(sa.text(f"CREATE POLICY {POLICY} ON {table} USING (learner = current_user) "
-                             "WITH CHECK (learner = current_user)"))
+        conn.execute(
+            sa.text(
+                f"CREATE POLICY {POLICY} ON {table} USING (learner = current_user) WITH CHECK (learner = current_user)"
+            )
+        )
     # The database-wide settings rows (learner '') are readable by everyone, writable by the owner only.
     conn.execute(sa.text(f"CREATE POLICY {SETTINGS_POLICY} ON settings FOR SELECT USING (learner = '')"))
 
@@ -148,12 +168,19 @@ def protect_server_records(conn) -> None:
     from roadmap_cli.store.values import SELF_SOURCES
 
     lab = f"source NOT LIKE '{LAB_SOURCE_PREFIX}%'"
-    own = ("(source IN (" + ", ".join(f"'{s}'" for s in SELF_SOURCES) + ")"
-           f" OR source LIKE '{SELF_GRADED_SOURCE_PREFIX}%/%')")
-    for command, clause in (("INSERT", f"WITH CHECK ({own})"), ("UPDATE", f"USING ({lab}) WITH CHECK ({own})"),
-                            ("DELETE", f"USING ({lab})")):
-        raw.execute(f"CREATE POLICY {LAB_PROVED_POLICY}_{command.lower()} ON checkpoint_progress "  # '%': no params
-                    f"AS RESTRICTIVE FOR {command} {clause}")
+    own = (
+        "(source IN (" + ", ".join(f"'{s}'" for s in SELF_SOURCES) + ")"
+        f" OR source LIKE '{SELF_GRADED_SOURCE_PREFIX}%/%')"
+    )
+    for command, clause in (
+        ("INSERT", f"WITH CHECK ({own})"),
+        ("UPDATE", f"USING ({lab}) WITH CHECK ({own})"),
+        ("DELETE", f"USING ({lab})"),
+    ):
+        raw.execute(
+            f"CREATE POLICY {LAB_PROVED_POLICY}_{command.lower()} ON checkpoint_progress "  # '%': no params
+            f"AS RESTRICTIVE FOR {command} {clause}"
+        )
     for name in learners:
         who = _quote(conn, name)
         conn.exec_driver_sql(f"REVOKE INSERT, UPDATE, DELETE ON {', '.join(SERVER_RECORDED_TABLES)} FROM {who}")
@@ -176,19 +203,26 @@ class Session:
 
 def _table_owner(conn) -> Optional[str]:
     """The role that owns the cohort's tables (the instructor); None before the first migration."""
-    return conn.exec_driver_sql("SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' "
-                                "AND schemaname = current_schema()").scalar()
+    return conn.exec_driver_sql(
+        "SELECT tableowner FROM pg_tables WHERE tablename = 'grade_attempts' AND schemaname = current_schema()"
+    ).scalar()
 
 
 def session(conn) -> Session:
     """The logged-in role, and whether row-level security scopes it."""
     role, privileged = conn.exec_driver_sql(
         "SELECT current_user, "
-        "       COALESCE((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)").one()
+        "       COALESCE((SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user), false)"
+    ).one()
     owner = _table_owner(conn)
     # Before the first migration there are no tables: whoever runs it becomes their owner.
-    instructor = bool(privileged) or owner is None or bool(conn.exec_driver_sql(
-        "SELECT pg_has_role(current_user, %(owner)s, 'MEMBER')", {"owner": owner}).scalar())
+    instructor = (
+        bool(privileged)
+        or owner is None
+        or bool(
+            conn.exec_driver_sql("SELECT pg_has_role(current_user, %(owner)s, 'MEMBER')", {"owner": owner}).scalar()
+        )
+    )
     return Session(role=role, instructor=instructor)
 
 
@@ -197,9 +231,11 @@ def check_claimed_learner(role: Session, claimed: Optional[str], where: str) -> 
     if role.instructor:
         raise AssertionError("an instructor's learner id is not scoped")
     if claimed is not None and claimed != role.role:
-        raise UserError(f"you are logged in to the cohort database as {role.role!r}; acting as {claimed!r} "
-                        f"({where}) is refused: a learner can only write as themselves (unset it, or log in as "
-                        "that learner)")
+        raise UserError(
+            f"you are logged in to the cohort database as {role.role!r}; acting as {claimed!r} "
+            f"({where}) is refused: a learner can only write as themselves (unset it, or log in as "
+            "that learner)"
+        )
     return role.role
 
 
@@ -209,8 +245,10 @@ def check_claimed_learner(role: Session, claimed: Optional[str], where: str) -> 
 def _require_instructor(conn) -> Session:
     who = session(conn)
     if not who.instructor:
-        raise UserError(f"only the cohort's instructor (the role that owns the tables) can manage learners; "
-                        f"you are logged in as {who.role!r}")
+        raise UserError(
+            f"only the cohort's instructor (the role that owns the tables) can manage learners; "
+            f"you are logged in as {who.role!r}"
+        )
     return who
 
 
@@ -228,8 +266,10 @@ def add_learner(conn, name: str, password: str, person_tables: list[str]) -> Non
 
     _require_instructor(conn)
     if conn.exec_driver_sql("SELECT 1 FROM pg_roles WHERE rolname = %(n)s", {"n": name}).first():
-        raise UserError(f"a database role {name!r} already exists: choose another learner id, or "
-                        f"`roadmap cohort remove-learner {name}` first")
+        raise UserError(
+            f"a database role {name!r} already exists: choose another learner id, or "
+            f"`roadmap cohort remove-learner {name}` first"
+        )
     who = _quote(conn, name)
     raw = conn.connection.driver_connection
     literal = psycopg.sql.Literal(password).as_string(raw)
@@ -244,8 +284,9 @@ def add_learner(conn, name: str, password: str, person_tables: list[str]) -> Non
         f"GRANT INSERT, UPDATE, DELETE ON {', '.join(learner_writable_tables(person_tables))} TO {who}",
         f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {who}",
     ]
-    if conn.exec_driver_sql("SELECT to_regprocedure(%(f)s) IS NOT NULL",
-                            {"f": f"{SELF_GRADED_FUNCTION}(jsonb, jsonb)"}).scalar():
+    if conn.exec_driver_sql(
+        "SELECT to_regprocedure(%(f)s) IS NOT NULL", {"f": f"{SELF_GRADED_FUNCTION}(jsonb, jsonb)"}
+    ).scalar():
         statements.append(f"GRANT EXECUTE ON FUNCTION {SELF_GRADED_FUNCTION}(jsonb, jsonb) TO {who}")
     for statement in statements:
         conn.exec_driver_sql(statement)
@@ -263,19 +304,23 @@ def remove_learner(conn, name: str) -> int:
         raise NotFoundError("learner role", name, known)
     if name == session(conn).role:
         raise UserError("you cannot remove the role you are logged in as")
-    rows = sum(conn.exec_driver_sql(f"SELECT count(*) FROM {t} WHERE learner = %(n)s", {"n": name}).scalar()
-               for t in COHORT_TABLES)
+    rows = sum(
+        conn.exec_driver_sql(f"SELECT count(*) FROM {t} WHERE learner = %(n)s", {"n": name}).scalar()
+        for t in COHORT_TABLES
+    )
     who = _quote(conn, name)
     database = _quote(conn, conn.exec_driver_sql("SELECT current_database()").scalar())
     schema = _quote(conn, conn.exec_driver_sql("SELECT current_schema()").scalar())
     # The privileges add_learner granted first (DROP ROLE refuses a role that still holds any; DROP OWNED
     # would need membership in the role, which a CREATEROLE instructor lacks), then the role.
-    for statement in (f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {who}",
-                      f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}",
-                      f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {who}",
-                      f"REVOKE ALL ON SCHEMA {schema} FROM {who}",
-                      f"REVOKE ALL ON DATABASE {database} FROM {who}",
-                      f"DROP ROLE {who}"):
+    for statement in (
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {who}",
+        f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {schema} FROM {who}",
+        f"REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {schema} FROM {who}",
+        f"REVOKE ALL ON SCHEMA {schema} FROM {who}",
+        f"REVOKE ALL ON DATABASE {database} FROM {who}",
+        f"DROP ROLE {who}",
+    ):
         conn.exec_driver_sql(statement)
     return rows
 
@@ -290,5 +335,6 @@ def learner_roles(conn) -> list[dict]:
         "AND NOT pg_has_role(r.rolname, %(owner)s, 'MEMBER') "
         # checkpoint_notes: every learner writes it (grade_attempts no longer, since migration 11).
         "AND has_table_privilege(r.rolname, 'checkpoint_notes', 'INSERT') ORDER BY r.rolname",
-        {"owner": owner}).all()
+        {"owner": owner},
+    ).all()
     return [{"learner": name} for (name,) in rows]

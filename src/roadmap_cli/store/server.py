@@ -34,8 +34,7 @@ def install_postgres_hooks(engine) -> None:
         learner = getattr(store, "_learner", None)
         if learner is None:
             return
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext(%(key)s))",
-                             {"key": "roadmap-learner:" + learner})
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext(%(key)s))", {"key": "roadmap-learner:" + learner})
 
 
 def lock_for_migration(conn) -> None:
@@ -86,17 +85,28 @@ def describe_server_error(exc: BaseException, where: str, *, secret: Optional[st
     state = getattr(exc, "sqlstate", None)
     low = text.lower()
     if state in ("28P01", "28000") or "password authentication failed" in low or "no password supplied" in low:
-        return (f"cannot log in to the database server {host}: authentication failed "
-                "(check the user and password in DATABASE_URL)")
+        return (
+            f"cannot log in to the database server {host}: authentication failed "
+            "(check the user and password in DATABASE_URL)"
+        )
     if state == "3D000" or ("database" in low and "does not exist" in low):
         return f"the database server {host} has no such database ({text.split('FATAL:')[-1].strip()}): create it first"
     if state in RETRYABLE:
-        return (f"the database server {host} kept reporting a conflict ({text}); nothing was saved — "
-                "run the command again")
-    if state in ("57P01", "57P02", "57P03") or "server closed the connection" in low or "terminating connection" in low \
-            or "consuming input failed" in low or "connection is closed" in low or "connection is lost" in low:
-        return (f"lost the connection to the database server {host} (it stopped or restarted); "
-                "this command's change was not saved — run it again once the server is up")
+        return (
+            f"the database server {host} kept reporting a conflict ({text}); nothing was saved — run the command again"
+        )
+    if (
+        state in ("57P01", "57P02", "57P03")
+        or "server closed the connection" in low
+        or "terminating connection" in low
+        or "consuming input failed" in low
+        or "connection is closed" in low
+        or "connection is lost" in low
+    ):
+        return (
+            f"lost the connection to the database server {host} (it stopped or restarted); "
+            "this command's change was not saved — run it again once the server is up"
+        )
     if isinstance(exc, psycopg.OperationalError):
         reason = text.split(" failed: ")[-1] if " failed: " in text else text
         reason = reason.split(" Is the server running")[0].strip()

@@ -16,14 +16,20 @@ KNOWN_SETTINGS = ("start_date", "curriculum", "lang", "weekly_hours")
 
 
 def get_setting(store, key: str, default: Any = None) -> Any:
-    value = store.read_sql(lambda sql: sql.scalar("SELECT value FROM settings WHERE key = :key AND learner = :learner",
-                                                  key=key, learner=store.learner))
+    value = store.read_sql(
+        lambda sql: sql.scalar(
+            "SELECT value FROM settings WHERE key = :key AND learner = :learner", key=key, learner=store.learner
+        )
+    )
     return json.loads(value) if value is not None else default
 
 
 def all_settings(store) -> dict[str, Any]:
-    rows = store.read_sql(lambda sql: sql.rows("SELECT key, value FROM settings WHERE learner = :learner ORDER BY key",
-                                               learner=store.learner))
+    rows = store.read_sql(
+        lambda sql: sql.rows(
+            "SELECT key, value FROM settings WHERE learner = :learner ORDER BY key", learner=store.learner
+        )
+    )
     return {key: json.loads(value) for key, value in rows}
 
 

@@ -38,7 +38,9 @@ class CheckpointNote(SQLModel, table=True):
     checkpoint_id: str = Field(index=True)
     created_at: str
     text: str
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
 
 
 class LabWorkspace(SQLModel, table=True):
@@ -48,7 +50,9 @@ class LabWorkspace(SQLModel, table=True):
     lab_id: str = Field(index=True)
     path: str
     created_at: str
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
 
 
 class GradeAttempt(SQLModel, table=True):
@@ -75,7 +79,9 @@ class GradeAttempt(SQLModel, table=True):
     # True for an attempt restored by `roadmap import` (migration 4): it was
     # not graded here, so it never unlocks a solution by itself.
     imported: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
     # "strong": graded behind the OS wall (bubblewrap); "weak": the in-process sandbox only; None: before migration 7.
     sandbox: Optional[str] = None
     # The remote that graded it (`grade --on NAME`, migration 9); None: graded on this machine.
@@ -95,7 +101,9 @@ class GradeTestResult(SQLModel, table=True):
     outcome: str
     duration_s: float
     message: Optional[str] = None
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
 
 
 class LabHint(SQLModel, table=True):
@@ -104,7 +112,9 @@ class LabHint(SQLModel, table=True):
     lab_id: str = Field(index=True)
     hint_index: int
     shown_at: str
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
 
 
 # The number a learner knows a paper or a log entry by (migration 12): 1..n per
@@ -148,7 +158,9 @@ class PaperTag(SQLModel, table=True):
     __tablename__ = "paper_tags"
     paper_id: int = Field(foreign_key="papers.id", primary_key=True)
     tag: str = Field(primary_key=True)
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
 
 
 class CadenceEntry(SQLModel, table=True):
@@ -176,7 +188,9 @@ class CadenceEntry(SQLModel, table=True):
 class QuizAttempt(SQLModel, table=True):
     __tablename__ = "quiz_attempts"
     id: Optional[int] = Field(default=None, primary_key=True)
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
     checkpoint_id: str = Field(index=True)
     taken_at: str
     correct: int
@@ -198,7 +212,9 @@ class ReviewCard(SQLModel, table=True):
 class ReviewLog(SQLModel, table=True):
     __tablename__ = "review_logs"
     id: Optional[int] = Field(default=None, primary_key=True)
-    learner: Optional[str] = Field(default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"})
+    learner: Optional[str] = Field(
+        default=None, index=True, nullable=False, sa_column_kwargs={"server_default": "local"}
+    )
     item: str = Field(index=True)
     rating: int
     reviewed_at: str

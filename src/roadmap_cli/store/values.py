@@ -80,7 +80,9 @@ def checkpoint_source_problem(source: object) -> str | None:
     if source in SELF_SOURCES:
         return None
     for prefix in (LAB_SOURCE_PREFIX, SELF_GRADED_SOURCE_PREFIX):
-        if isinstance(source, str) and source.startswith(prefix) and "/" in source[len(prefix):]:
+        if isinstance(source, str) and source.startswith(prefix) and "/" in source[len(prefix) :]:
             return None
-    return (f"source {source!r} is not one of {', '.join(SELF_SOURCES)}, {LAB_SOURCE_PREFIX}<lab>/<part> or "
-            f"{SELF_GRADED_SOURCE_PREFIX}<lab>/<part>")
+    return (
+        f"source {source!r} is not one of {', '.join(SELF_SOURCES)}, {LAB_SOURCE_PREFIX}<lab>/<part> or "
+        f"{SELF_GRADED_SOURCE_PREFIX}<lab>/<part>"
+    )

@@ -27,8 +27,15 @@ from typing import Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.labs.history import outcome_fields
-from roadmap_cli.labs.passing import (OWN, SELF_GRADED, VERIFIED, attempt_kind, lab_verdict, passed_parts,
-                                      passing_attempts_sql)
+from roadmap_cli.labs.passing import (
+    OWN,
+    SELF_GRADED,
+    VERIFIED,
+    attempt_kind,
+    lab_verdict,
+    passed_parts,
+    passing_attempts_sql,
+)
 from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
 
 
@@ -76,15 +83,31 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
             done[learner].add(checkpoint)
         # In a cohort a lab counts as passed on verified attempts only (the worker's): a self-graded attempt is the
         # learner's claim (red team: a forged one listed the lab as passed). A solo file's attempts are its own.
-        attempts = conn.execute(sa.text(passing_attempts_sql(
-            "learner, lab_id, parts, outcome", table="cohort_grade_attempts",
-            verified_only=conn.dialect.name != "sqlite"))).all()
-        papers = dict(conn.execute(sa.text(
-            "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
-            "AND read_on >= :start AND read_on <= :end GROUP BY learner"), window).all())
-        entries = conn.execute(sa.text(
-            "SELECT learner, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cohort_cadence_entries "
-            "WHERE on_date >= :start AND on_date <= :end GROUP BY learner, kind"), window).all()
+        attempts = conn.execute(
+            sa.text(
+                passing_attempts_sql(
+                    "learner, lab_id, parts, outcome",
+                    table="cohort_grade_attempts",
+                    verified_only=conn.dialect.name != "sqlite",
+                )
+            )
+        ).all()
+        papers = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT learner, COUNT(*) FROM cohort_papers WHERE status IN ('read', 'reproduced') "
+                    "AND read_on >= :start AND read_on <= :end GROUP BY learner"
+                ),
+                window,
+            ).all()
+        )
+        entries = conn.execute(
+            sa.text(
+                "SELECT learner, kind, COUNT(*), COALESCE(SUM(hours), 0) FROM cohort_cadence_entries "
+                "WHERE on_date >= :start AND on_date <= :end GROUP BY learner, kind"
+            ),
+            window,
+        ).all()
     passed = _passed_labs(attempts, specs)
     items: dict[str, dict[str, int]] = defaultdict(dict)
     hours: dict[str, float] = defaultdict(float)
@@ -101,16 +124,23 @@ def cohort_status(store, curriculum, *, today: date) -> dict:
     for learner in names:
         mine = done[learner] & known
         stage = next((s for s in curriculum.stages if any(cp.id not in mine for cp in s.checkpoints)), None)
-        rows.append({
-            "learner": learner,
-            "stage": stage.number if stage else None,
-            "checkpoints_done": len(mine), "checkpoints_total": len(all_checkpoints),
-            "phase_checkpoints_done": len(done[learner] & phase_checkpoints),
-            "phase_checkpoints_total": len(phase_checkpoints),
-            "labs_passed": sorted(passed[learner]), "labs_total": len(specs),
-            "week": {"papers": int(papers.get(learner, 0)), "items": dict(sorted(items[learner].items())),
-                     "hours": round(hours[learner], 2)},
-        })
+        rows.append(
+            {
+                "learner": learner,
+                "stage": stage.number if stage else None,
+                "checkpoints_done": len(mine),
+                "checkpoints_total": len(all_checkpoints),
+                "phase_checkpoints_done": len(done[learner] & phase_checkpoints),
+                "phase_checkpoints_total": len(phase_checkpoints),
+                "labs_passed": sorted(passed[learner]),
+                "labs_total": len(specs),
+                "week": {
+                    "papers": int(papers.get(learner, 0)),
+                    "items": dict(sorted(items[learner].items())),
+                    "hours": round(hours[learner], 2),
+                },
+            }
+        )
     return {"week": {"start": window["start"], "end": window["end"]}, "learners": rows}
 
 
@@ -128,8 +158,14 @@ def perf_ratio(perf_json: Optional[str]) -> Optional[float]:
         return None
     if not isinstance(figures, list):  # a cohort learner's self-graded row says what it likes: never a crash
         return None
-    summary = [f["value"] for f in figures if isinstance(f, dict) and f.get("unit") == "ratio"
-               and isinstance(f.get("value"), (int, float)) and f["value"] > 0]
+    summary = [
+        f["value"]
+        for f in figures
+        if isinstance(f, dict)
+        and f.get("unit") == "ratio"
+        and isinstance(f.get("value"), (int, float))
+        and f["value"] > 0
+    ]
     if summary:
         return float(summary[-1])
     ratios = []
@@ -158,24 +194,39 @@ def lab_board(store, lab_id: str) -> dict:
     spec = find_lab(lab_id)  # NotFoundError with did-you-mean
     with store.connection() as conn:
         solo = conn.dialect.name == "sqlite"
-        rows = conn.execute(sa.text(
-            "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox, graded_on, verified "
-            "FROM cohort_grade_attempts WHERE lab_id = :lab ORDER BY id"), {"lab": spec.id}).all()
+        rows = conn.execute(
+            sa.text(
+                "SELECT learner, score, max_score, outcome, perf, device, started_at, parts, sandbox, graded_on, verified "
+                "FROM cohort_grade_attempts WHERE lab_id = :lab ORDER BY id"
+            ),
+            {"lab": spec.id},
+        ).all()
     ranked_rows, claimed_rows = [], []
     for row in rows:
         if row.outcome in UNCOUNTED_OUTCOMES:
             continue
         (claimed_rows if attempt_kind(solo, row.verified) == SELF_GRADED else ranked_rows).append(row)
-    return {"lab": spec.id, "max_points": float(sum(p.points for p in spec.parts)),
-            "mode": "solo" if solo else "cohort", "devices": _ranked_by_device(ranked_rows, solo, spec),
-            "self_graded": _self_graded_apart(claimed_rows, spec)}
+    return {
+        "lab": spec.id,
+        "max_points": float(sum(p.points for p in spec.parts)),
+        "mode": "solo" if solo else "cohort",
+        "devices": _ranked_by_device(ranked_rows, solo, spec),
+        "self_graded": _self_graded_apart(claimed_rows, spec),
+    }
 
 
 def _entry(row, kind: str) -> dict:
     # The best attempt's word: "passed-on-cpu" when GPU parts were not graded on it (labs/history.py).
-    return {"learner": row.learner, "best_score": float(row.score), "max_score": float(row.max_score),
-            **outcome_fields(row.outcome, _stored_parts(row.parts)), "perf_ratio": perf_ratio(row.perf),
-            "graded_at": row.started_at, "sandbox": row.sandbox or "unknown", "kind": kind}
+    return {
+        "learner": row.learner,
+        "best_score": float(row.score),
+        "max_score": float(row.max_score),
+        **outcome_fields(row.outcome, _stored_parts(row.parts)),
+        "perf_ratio": perf_ratio(row.perf),
+        "graded_at": row.started_at,
+        "sandbox": row.sandbox or "unknown",
+        "kind": kind,
+    }
 
 
 def _best_per(rows, key, kind: str) -> dict:
@@ -199,17 +250,23 @@ def _with_lab_state(entry: dict, verdict: dict) -> dict:
     attempt's scope: a one-part attempt never reads as a passed lab. A learner on the board has attempts: with
     no part passed yet, that is "attempted, failing" (their best beside it), never "not started"."""
     text = "attempted, failing" if verdict["state"] == "in-progress" else verdict["state_text"]
-    return {**entry, "lab_state": verdict["state"], "lab_state_text": text,
-            "lab_parts_passed": len(verdict["parts_passed"]),
-            "lab_parts": len(verdict["parts_passed"]) + len(verdict["parts_open"])}
+    return {
+        **entry,
+        "lab_state": verdict["state"],
+        "lab_state_text": text,
+        "lab_parts_passed": len(verdict["parts_passed"]),
+        "lab_parts": len(verdict["parts_passed"]) + len(verdict["parts_open"]),
+    }
 
 
 def _verdicts(rows, spec) -> dict[str, dict]:
     by_learner: dict[str, list] = defaultdict(list)
     for row in rows:
         by_learner[row.learner].append((row.outcome, row.parts))
-    return {learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None, n_attempts=len(mine))
-            for learner, mine in by_learner.items()}
+    return {
+        learner: lab_verdict(spec.parts, passed_parts(mine), cuda=None, n_attempts=len(mine))
+        for learner, mine in by_learner.items()
+    }
 
 
 def _ranked_by_device(rows, solo: bool, spec) -> list[dict]:
@@ -223,8 +280,9 @@ def _ranked_by_device(rows, solo: bool, spec) -> list[dict]:
     for device in sorted(groups, key=lambda d: (-len(groups[d]), d)):
         # A result graded behind the OS wall ranks above every weak-sandbox (or unknown) one, whatever the scores:
         # a weak sandbox cannot prove the learner's code did not reach the references.
-        ranked = sorted(groups[device], key=lambda e: (_weak(e), -e["best_score"], -(e["perf_ratio"] or 0.0),
-                                                       e["learner"]))
+        ranked = sorted(
+            groups[device], key=lambda e: (_weak(e), -e["best_score"], -(e["perf_ratio"] or 0.0), e["learner"])
+        )
         for rank, entry in enumerate(ranked, start=1):
             entry["rank"] = rank
         out.append({"device": device, "learners": ranked})
@@ -234,9 +292,13 @@ def _ranked_by_device(rows, solo: bool, spec) -> list[dict]:
 def _self_graded_apart(rows, spec) -> list[dict]:
     """Each learner's best self-graded attempt, unranked: by learner id."""
     verdicts = _verdicts(rows, spec)
-    return sorted((_with_lab_state(entry, verdicts[entry["learner"]])
-                   for entry in _best_per(rows, lambda r: r.learner, SELF_GRADED).values()),
-                  key=lambda e: e["learner"])
+    return sorted(
+        (
+            _with_lab_state(entry, verdicts[entry["learner"]])
+            for entry in _best_per(rows, lambda r: r.learner, SELF_GRADED).values()
+        ),
+        key=lambda e: e["learner"],
+    )
 
 
 def _stored_parts(text) -> list:
@@ -253,15 +315,21 @@ def _weak(entry: dict) -> bool:
 
 def _better(new: dict, old: dict) -> bool:
     """A learner's best: a strong-sandbox result beats any weak one, then the score, then performance."""
-    return ((not _weak(new), not new["part_attempt"], new["best_score"], new["perf_ratio"] or 0.0)
-            > (not _weak(old), not old["part_attempt"], old["best_score"], old["perf_ratio"] or 0.0))
+    return (not _weak(new), not new["part_attempt"], new["best_score"], new["perf_ratio"] or 0.0) > (
+        not _weak(old),
+        not old["part_attempt"],
+        old["best_score"],
+        old["perf_ratio"] or 0.0,
+    )
 
 
 def cohort_export(store, curriculum, *, today: date) -> dict:
     from roadmap_cli.labs.spec import lab_ids
 
-    return {"status": cohort_status(store, curriculum, today=today),
-            "boards": [lab_board(store, lab) for lab in sorted(lab_ids())]}
+    return {
+        "status": cohort_status(store, curriculum, today=today),
+        "boards": [lab_board(store, lab) for lab in sorted(lab_ids())],
+    }
 
 
 # ---------------------------------------------------------------- the instructor's learner roles
@@ -269,8 +337,10 @@ def cohort_export(store, curriculum, *, today: date) -> dict:
 
 def _server_only(store, what: str) -> None:
     if store.path is not None:
-        raise UserError(f"{what} needs a cohort database (DATABASE_URL=postgresql+psycopg://...); this is the "
-                        f"SQLite file {store.path}, which is one person's")
+        raise UserError(
+            f"{what} needs a cohort database (DATABASE_URL=postgresql+psycopg://...); this is the "
+            f"SQLite file {store.path}, which is one person's"
+        )
 
 
 class _as_instructor:
@@ -286,8 +356,10 @@ class _as_instructor:
         from roadmap_cli.store.server import sqlstate
 
         if exc is not None and sqlstate(exc) == "42501":
-            raise UserError(f"the database refused to {self.what}: your role needs CREATEROLE (a superuser runs "
-                            "`ALTER ROLE <you> CREATEROLE`) and must own the cohort's tables") from None
+            raise UserError(
+                f"the database refused to {self.what}: your role needs CREATEROLE (a superuser runs "
+                "`ALTER ROLE <you> CREATEROLE`) and must own the cohort's tables"
+            ) from None
         return False
 
 

@@ -33,8 +33,10 @@ def completed(store) -> dict[str, str]:
     import sqlalchemy as sa
 
     with store.connection() as conn:
-        rows = conn.execute(sa.text("SELECT checkpoint_id, completed_at FROM checkpoint_progress WHERE learner = :learner"),
-                            {"learner": store.learner}).all()
+        rows = conn.execute(
+            sa.text("SELECT checkpoint_id, completed_at FROM checkpoint_progress WHERE learner = :learner"),
+            {"learner": store.learner},
+        ).all()
     return {cid: when for cid, when in rows}
 
 
@@ -42,41 +44,68 @@ def mark_done(session, checkpoint_id: str, source: str, evidence: Optional[str] 
     """`mark_done_sql` inside an ORM session's transaction."""
     from roadmap_cli.store.sql import AlchemySql
 
-    return mark_done_sql(AlchemySql(session.connection()), session.info["store"].learner, checkpoint_id, source,
-                         evidence)
+    return mark_done_sql(
+        AlchemySql(session.connection()), session.info["store"].learner, checkpoint_id, source, evidence
+    )
 
 
-def mark_done_sql(sql, learner: str, checkpoint_id: str, source: str,
-                  evidence: Optional[str] = None) -> tuple[str, bool]:
+def mark_done_sql(
+    sql, learner: str, checkpoint_id: str, source: str, evidence: Optional[str] = None
+) -> tuple[str, bool]:
     """Insert the completion row unless one exists; return (completed_at, already_done).
 
     The first completion date is kept: checking again never moves it; an
     evidence link fills an empty one. `sql` is a store/sql.py Sql inside a write
     transaction (plain SQL: `roadmap grade` records without SQLAlchemy, store/lite.py).
     """
-    row = sql.rows("SELECT completed_at, evidence, source FROM checkpoint_progress "
-                   "WHERE checkpoint_id = :cid AND learner = :learner", cid=checkpoint_id, learner=learner)
+    row = sql.rows(
+        "SELECT completed_at, evidence, source FROM checkpoint_progress "
+        "WHERE checkpoint_id = :cid AND learner = :learner",
+        cid=checkpoint_id,
+        learner=learner,
+    )
     if row:
         completed_at, kept, was = row[0]
         if source.startswith("lab:") and (was or "").startswith("self-graded:"):
             # A cohort worker's verified grade proves what the learner's own grade only claimed (store/roles.py).
-            sql.execute("UPDATE checkpoint_progress SET source = :source, evidence = :evidence "
-                        "WHERE checkpoint_id = :cid AND learner = :learner",
-                        source=source, evidence=evidence, cid=checkpoint_id, learner=learner)
+            sql.execute(
+                "UPDATE checkpoint_progress SET source = :source, evidence = :evidence "
+                "WHERE checkpoint_id = :cid AND learner = :learner",
+                source=source,
+                evidence=evidence,
+                cid=checkpoint_id,
+                learner=learner,
+            )
         elif evidence and not kept:
-            sql.execute("UPDATE checkpoint_progress SET evidence = :evidence "
-                        "WHERE checkpoint_id = :cid AND learner = :learner",
-                        evidence=evidence, cid=checkpoint_id, learner=learner)
+            sql.execute(
+                "UPDATE checkpoint_progress SET evidence = :evidence WHERE checkpoint_id = :cid AND learner = :learner",
+                evidence=evidence,
+                cid=checkpoint_id,
+                learner=learner,
+            )
         return completed_at, True
     now = utc_now_iso()
-    sql.execute("INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
-                "VALUES (:cid, :now, :source, :evidence, :learner)",
-                cid=checkpoint_id, now=now, source=source, evidence=evidence, learner=learner)
+    sql.execute(
+        "INSERT INTO checkpoint_progress (checkpoint_id, completed_at, source, evidence, learner) "
+        "VALUES (:cid, :now, :source, :evidence, :learner)",
+        cid=checkpoint_id,
+        now=now,
+        source=source,
+        evidence=evidence,
+        learner=learner,
+    )
     return now, False
 
 
-def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
-          evidence: Optional[str] = None, force: bool = False) -> CheckResult:
+def check(
+    store,
+    curriculum,
+    checkpoint_id: str,
+    *,
+    note: Optional[str] = None,
+    evidence: Optional[str] = None,
+    force: bool = False,
+) -> CheckResult:
     """Mark a checkpoint done by the learner (with an optional note/evidence)."""
     from roadmap_cli.store.tables import CheckpointNote
 
@@ -90,6 +119,7 @@ def check(store, curriculum, checkpoint_id: str, *, note: Optional[str] = None,
     from roadmap_cli.store.tables import CheckpointProgress
 
     source = "self" if checkpoint.kind == "explain" else "self (forced)"
+
     def write(session):  # run again as a whole if the server reports a conflict (Store.write)
         completed_at, already = mark_done(session, checkpoint.id, source, evidence)
         notes = [note] if note else []
@@ -120,8 +150,9 @@ def notes_for(store, checkpoint_id: str) -> list[dict]:
 
     with store.session() as session:
         rows = session.exec(
-            select(CheckpointNote).where(CheckpointNote.checkpoint_id == checkpoint_id,
-                                         CheckpointNote.learner == store.learner).order_by(CheckpointNote.id)
+            select(CheckpointNote)
+            .where(CheckpointNote.checkpoint_id == checkpoint_id, CheckpointNote.learner == store.learner)
+            .order_by(CheckpointNote.id)
         ).all()
     return [{"created_at": r.created_at, "text": r.text} for r in rows]
 
@@ -136,16 +167,25 @@ def checkpoint_records(store, checkpoint_ids: list[str]) -> dict[str, dict]:
     records: dict[str, dict] = {}
     with store.session() as session:
         mine = CheckpointProgress.learner == store.learner
-        for row in session.exec(select(CheckpointProgress).where(CheckpointProgress.checkpoint_id.in_(checkpoint_ids), mine)):
-            records[row.checkpoint_id] = {"completed_at": row.completed_at, "source": row.source,
-                                          "evidence": row.evidence, "notes": []}
-        notes = session.exec(select(CheckpointNote).where(CheckpointNote.checkpoint_id.in_(checkpoint_ids),
-                                                          CheckpointNote.learner == store.learner)
-                             .order_by(CheckpointNote.id))
+        for row in session.exec(
+            select(CheckpointProgress).where(CheckpointProgress.checkpoint_id.in_(checkpoint_ids), mine)
+        ):
+            records[row.checkpoint_id] = {
+                "completed_at": row.completed_at,
+                "source": row.source,
+                "evidence": row.evidence,
+                "notes": [],
+            }
+        notes = session.exec(
+            select(CheckpointNote)
+            .where(CheckpointNote.checkpoint_id.in_(checkpoint_ids), CheckpointNote.learner == store.learner)
+            .order_by(CheckpointNote.id)
+        )
         for note in notes:
             empty = {"completed_at": None, "source": None, "evidence": None, "notes": []}
             records.setdefault(note.checkpoint_id, empty)["notes"].append(
-                {"created_at": note.created_at, "text": note.text})
+                {"created_at": note.created_at, "text": note.text}
+            )
     return records
 
 
@@ -161,10 +201,14 @@ def uncheck(store, curriculum, checkpoint_id: str) -> bool:
         if row is None:
             return False
         if row.source.startswith("lab:") and scoped:
-            raise UserError(f"{checkpoint.id} was proved by a grade the cohort's server verified ({row.source}): "
-                            "it is the cohort's record, and only the instructor can undo it")
+            raise UserError(
+                f"{checkpoint.id} was proved by a grade the cohort's server verified ({row.source}): "
+                "it is the cohort's record, and only the instructor can undo it"
+            )
         if row.evidence:
-            session.add(CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=f"evidence: {row.evidence}"))
+            session.add(
+                CheckpointNote(checkpoint_id=checkpoint.id, created_at=utc_now_iso(), text=f"evidence: {row.evidence}")
+            )
         session.delete(row)
     return True
 
@@ -223,8 +267,9 @@ def _command(curriculum, cp, started_labs: frozenset[str] = frozenset()) -> str:
 _WEEKS_PER_MONTH = 52 / 12
 
 
-def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5,
-                 started_labs: frozenset[str] = frozenset()) -> list[NextAction]:
+def next_actions(
+    curriculum, done: dict[str, str], lang: str, limit: int = 5, started_labs: frozenset[str] = frozenset()
+) -> list[NextAction]:
     """The next unfinished checkpoints in curriculum order, each with the command that advances it.
 
     The stages' checkpoints in their order; a plan phase's own checkpoints (work the ten stages do not
@@ -238,17 +283,36 @@ def next_actions(curriculum, done: dict[str, str], lang: str, limit: int = 5,
     for stage in curriculum.stages:
         for cp in stage.checkpoints:
             if cp.id not in done:
-                order.append((week, len(order), NextAction(cp.id, stage.number, cp.kind, cp.text.get(lang),
-                                                            _command(curriculum, cp, started_labs))))
+                order.append(
+                    (
+                        week,
+                        len(order),
+                        NextAction(
+                            cp.id, stage.number, cp.kind, cp.text.get(lang), _command(curriculum, cp, started_labs)
+                        ),
+                    )
+                )
         week += stage.planned_weeks
     after_stages = week
     for plan, phase, cp in curriculum.phase_checkpoints():
         if cp.id in done:
             continue
         starts = after_stages if phase.start_month is None else phase.start_month * _WEEKS_PER_MONTH
-        order.append((starts, len(order), NextAction(cp.id, None, cp.kind, cp.text.get(lang),
-                                                     _command(curriculum, cp, started_labs),
-                                                     phase=f"{plan.id}/{phase.id}", phase_title=phase.title.get(lang))))
+        order.append(
+            (
+                starts,
+                len(order),
+                NextAction(
+                    cp.id,
+                    None,
+                    cp.kind,
+                    cp.text.get(lang),
+                    _command(curriculum, cp, started_labs),
+                    phase=f"{plan.id}/{phase.id}",
+                    phase_title=phase.title.get(lang),
+                ),
+            )
+        )
     # A phase starting in the same week as a stage comes after that stage's work (ties: stage work first).
     order.sort(key=lambda item: (item[0] + (1e-9 if item[2].stage is None else 0.0), item[1]))
     return [action for _week, _n, action in order[:limit]]

@@ -130,22 +130,36 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
     for stage in curriculum.stages:
         n = sum(1 for cp in stage.checkpoints if cp.id in done)
         total = len(stage.checkpoints)
-        state = "done" if n == total else ("current" if stage_now is not None and stage.number == stage_now.number else "upcoming")
+        state = (
+            "done"
+            if n == total
+            else ("current" if stage_now is not None and stage.number == stage_now.number else "upcoming")
+        )
         stages.append(StageLine(stage.number, stage.id, stage.title.get(lang), n, total, state))
     by_number = {s.number: s for s in stages}
     milestones = []
     for m in curriculum.milestones:
         n = sum(by_number[s].done for s in m.stages if s in by_number)
         total = sum(by_number[s].total for s in m.stages if s in by_number)
-        milestones.append(MilestoneLine(m.id, m.number, m.title.get(lang), list(m.stages), n, total, total > 0 and n == total))
+        milestones.append(
+            MilestoneLine(m.id, m.number, m.title.get(lang), list(m.stages), n, total, total > 0 and n == total)
+        )
 
     phases: list[PhaseLine] = []
     for plan in curriculum.plans:
         for phase in plan.phases:
             if phase.checkpoints:
-                phases.append(PhaseLine(plan.id, phase.id, phase.number, phase.title.get(lang),
-                                        phase.span.get(lang) if phase.span else None,
-                                        sum(1 for cp in phase.checkpoints if cp.id in done), len(phase.checkpoints)))
+                phases.append(
+                    PhaseLine(
+                        plan.id,
+                        phase.id,
+                        phase.number,
+                        phase.title.get(lang),
+                        phase.span.get(lang) if phase.span else None,
+                        sum(1 for cp in phase.checkpoints if cp.id in done),
+                        len(phase.checkpoints),
+                    )
+                )
     notes: list[str] = []
 
     def labs():
@@ -179,10 +193,14 @@ def build_status(store, curriculum, *, lang: str, start_date: Optional[date], to
         current_stage=stage_now.number if stage_now else None,
         stages=stages,
         milestones=milestones,
-        schedule=_schedule(curriculum, done, start_date, today, stage_now.number if stage_now else None) if start_date else None,
+        schedule=_schedule(curriculum, done, start_date, today, stage_now.number if stage_now else None)
+        if start_date
+        else None,
         labs=_optional_section(labs, notes, "labs"),
         cadence=_optional_section(cadence, notes, "cadence"),
-        next=next_actions(curriculum, done, lang, limit=3, started_labs=_optional_section(started, notes, "labs") or frozenset()),
+        next=next_actions(
+            curriculum, done, lang, limit=3, started_labs=_optional_section(started, notes, "labs") or frozenset()
+        ),
         notes=notes,
         reviews=_optional_section(reviews, notes, "reviews"),
         phases=phases,

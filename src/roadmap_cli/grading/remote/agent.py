@@ -178,7 +178,7 @@ def apply_files(ws, blob, delete, want):
 
 def missing_requirements(venv_python, wheel_dir):
     """The wheel's requirements the managed venv cannot import a distribution for (run inside the venv)."""
-    code = r'''
+    code = r"""
 import importlib.metadata as md, json, re, sys
 meta = md.distribution("roadmap-cli")
 missing = []
@@ -194,7 +194,7 @@ for req in meta.requires or []:
     except md.PackageNotFoundError:
         missing.append(name.strip().replace(" ", ""))
 print(json.dumps(missing))
-'''
+"""
     proc = subprocess.run([venv_python, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
         fail("the managed venv cannot read roadmap's requirements: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
@@ -220,8 +220,12 @@ def nvidia_driver():
         pass
     if shutil.which("nvidia-smi"):
         try:
-            proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=20)
+            proc = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
             lines = proc.stdout.split()
             if proc.returncode == 0 and lines:
                 return lines[0]
@@ -253,9 +257,11 @@ def no_ensurepip_line(python=None):
     """One line: this python cannot give a venv pip, and which Debian/Ubuntu package fixes that."""
     major, minor = sys.version_info[:2]
     package = f"python{major}.{minor}-venv"
-    return (f"{python or sys.executable} (Python {major}.{minor}) has no ensurepip, so a venv made with it has no "
-            f"pip to install roadmap's dependencies: install it there with `sudo apt install {package}` "
-            f"(Debian/Ubuntu; python3-venv on the default python3)")
+    return (
+        f"{python or sys.executable} (Python {major}.{minor}) has no ensurepip, so a venv made with it has no "
+        f"pip to install roadmap's dependencies: install it there with `sudo apt install {package}` "
+        f"(Debian/Ubuntu; python3-venv on the default python3)"
+    )
 
 
 def has_ensurepip():
@@ -276,9 +282,23 @@ def last_pip_line(text):
 def pip_install(venv_python, args, what, kind="pip"):
     """pip install ARGS in the managed venv, its progress summarised as progress lines (a package being
     collected at most every few seconds: a first install takes a minute or more)."""
-    proc = subprocess.Popen([venv_python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                             "--progress-bar", "off", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            venv_python,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            *args,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     tail = []
     last_said = 0.0
     for line in proc.stdout:
@@ -295,8 +315,11 @@ def pip_install(venv_python, args, what, kind="pip"):
 
 def torch_build(venv_python):
     """(version, CUDA version or None) of the torch the venv imports."""
-    proc = subprocess.run([venv_python, "-c", "import json, torch; print(json.dumps([torch.__version__, "
-                           "torch.version.cuda]))"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [venv_python, "-c", "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         fail("torch was installed but does not import: " + last_pip_line(proc.stderr))
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -319,8 +342,12 @@ def install(root, tag, wheel_name, wheel, has_torch, torch_setting=None):
             return
         shutil.rmtree(env, ignore_errors=True)
         reuse = has_torch
-        say({"progress": f"creating the managed venv {env}" + (" (reusing this python's packages: it imports torch)"
-                                                                if reuse else "")})
+        say(
+            {
+                "progress": f"creating the managed venv {env}"
+                + (" (reusing this python's packages: it imports torch)" if reuse else "")
+            }
+        )
         # Without pip for now: when this python's packages cover every requirement, none is needed (and
         # ensurepip costs seconds); it is added below only when something must be installed.
         cmd = [sys.executable, "-m", "venv", "--without-pip"] + (["--system-site-packages"] if reuse else []) + [env]
@@ -328,8 +355,12 @@ def install(root, tag, wheel_name, wheel, has_torch, torch_setting=None):
         if proc.returncode != 0:
             fail("cannot create the managed venv: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
         venv_python = os.path.join(env, "bin", "python")
-        site = subprocess.run([venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        site = subprocess.run(
+            [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         if reuse and sys.prefix != sys.base_prefix:
             # This python is itself a venv: --system-site-packages would show its base's packages, not
             # the ones (torch & co.) it imports. Its own site-packages are added after the managed one's.
@@ -351,27 +382,44 @@ def install(root, tag, wheel_name, wheel, has_torch, torch_setting=None):
             say({"progress": "missing here: " + ", ".join(missing)})
             # venv's own way of giving a venv pip (what `python -m venv` without --without-pip runs).
             if not has_ensurepip():
-                fail(no_ensurepip_line(), kind="no-ensurepip", python=sys.executable,
-                     version="%d.%d" % sys.version_info[:2])
-            proc = subprocess.run([venv_python, "-m", "ensurepip", "--upgrade", "--default-pip"],
-                                  capture_output=True, text=True)
+                fail(
+                    no_ensurepip_line(),
+                    kind="no-ensurepip",
+                    python=sys.executable,
+                    version="%d.%d" % sys.version_info[:2],
+                )
+            proc = subprocess.run(
+                [venv_python, "-m", "ensurepip", "--upgrade", "--default-pip"], capture_output=True, text=True
+            )
             if proc.returncode != 0:
                 fail("ensurepip could not give the managed venv pip: " + last_pip_line(proc.stderr or proc.stdout))
             torch_req = next((m for m in missing if re.match(r"torch\b(?![-_.])", m.lower())), None)
             if torch_req is not None:
                 args, index, why = torch_plan(torch_req, torch_setting, nvidia_driver())
-                say({"progress": f"torch is not importable by {sys.executable}: installing {args[0]} with pip"
-                                 + (f" from {index}" if index else "") + f" ({why})"})
+                say(
+                    {
+                        "progress": f"torch is not importable by {sys.executable}: installing {args[0]} with pip"
+                        + (f" from {index}" if index else "")
+                        + f" ({why})"
+                    }
+                )
                 pip_install(venv_python, args, args[0], kind="torch-install")
                 version, cuda = torch_build(venv_python)
-                say({"progress": f"installed torch {version}: "
-                                 + (f"the CUDA {cuda} build" if cuda else "the CPU build (no CUDA)")})
+                say(
+                    {
+                        "progress": f"installed torch {version}: "
+                        + (f"the CUDA {cuda} build" if cuda else "the CPU build (no CUDA)")
+                    }
+                )
                 missing = missing_requirements(venv_python, site)
             if missing:
                 say({"progress": "installing with pip: " + ", ".join(missing)})
                 pip_install(venv_python, missing, ", ".join(missing))
-        check = subprocess.run([venv_python, "-c", "import roadmap_cli, os; print(os.path.realpath(roadmap_cli.__file__))"],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            [venv_python, "-c", "import roadmap_cli, os; print(os.path.realpath(roadmap_cli.__file__))"],
+            capture_output=True,
+            text=True,
+        )
         if check.returncode != 0 or not check.stdout.strip().startswith(os.path.realpath(site)):
             fail("the managed venv does not import the roadmap it was given: " + (check.stderr or check.stdout).strip())
         with open(os.path.join(env, "ready"), "w") as f:
@@ -410,9 +458,15 @@ def start_agent(root, tag, env):
     log_path = os.path.join(agents, tag + ".log")
     try:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        subprocess.Popen([os.path.join(root, "envs", tag, "bin", "python"), "-m", "roadmap_cli.grading.remote.daemon",
-                          root, tag], env=env, cwd=os.path.expanduser("~"), stdin=subprocess.DEVNULL, stdout=fd,
-                         stderr=fd, start_new_session=True)
+        subprocess.Popen(
+            [os.path.join(root, "envs", tag, "bin", "python"), "-m", "roadmap_cli.grading.remote.daemon", root, tag],
+            env=env,
+            cwd=os.path.expanduser("~"),
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+        )
         os.close(fd)
     except OSError:
         pass  # no agent: the next grade comes through a login again
@@ -506,9 +560,23 @@ def main():
     running = agent is not None and agent_running(root, tag)
     # Only to set up a venv: whether torch's CUDA build could use a GPU here, and whether pip can be had.
     driver = None if ready or has_torch else nvidia_driver()
-    say({"hello": {"venv": ready, "key": os.path.exists(key_path), "files": files, "torch": has_torch,
-                   "nvidia_driver": driver, "ensurepip": ready or has_ensurepip(),
-                   "python": sys.version.split()[0], "executable": sys.executable, "root": root, "agent": agent, "agent_running": running}})
+    say(
+        {
+            "hello": {
+                "venv": ready,
+                "key": os.path.exists(key_path),
+                "files": files,
+                "torch": has_torch,
+                "nvidia_driver": driver,
+                "ensurepip": ready or has_ensurepip(),
+                "python": sys.version.split()[0],
+                "executable": sys.executable,
+                "root": root,
+                "agent": agent,
+                "agent_running": running,
+            }
+        }
+    )
     wheel = wheel_name = None
     want = files
     while True:
@@ -538,18 +606,37 @@ def main():
         fail("no result key here (it was not sent)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROADMAP_") or k in req.get("pass_env", ())}
     env.update(ROADMAP_HOME=home)
-    for k in ("ROADMAP_LABS_DIR", "ROADMAP_DEVICE", "ROADMAP_DEV_UNLOCKED", "ROADMAP_SANDBOX", "ROADMAP_REQUIRE_BWRAP",
-              "ROADMAP_WARM_GRADERS", "ROADMAP_FAR_AGENT_IDLE_S"):  # the last two: for the far agent itself
+    for k in (
+        "ROADMAP_LABS_DIR",
+        "ROADMAP_DEVICE",
+        "ROADMAP_DEV_UNLOCKED",
+        "ROADMAP_SANDBOX",
+        "ROADMAP_REQUIRE_BWRAP",
+        "ROADMAP_WARM_GRADERS",
+        "ROADMAP_FAR_AGENT_IDLE_S",
+    ):  # the last two: for the far agent itself
         if os.environ.get(k):
             env[k] = os.environ[k]  # what the far side's own sshd or profile sets for its grades
     # grading/remote/far.py's events_main: `roadmap grade --events` with the grader started before the
     # command line's imports (typer, pydantic).
-    cmd = [os.path.join(env_dir, "bin", "python"), "-m", "roadmap_cli.grading.remote.far", *req["argv"],
-           "--events-workspace", ws, "--events-key", key_path, "--events-nonce", req["nonce"]]
+    cmd = [
+        os.path.join(env_dir, "bin", "python"),
+        "-m",
+        "roadmap_cli.grading.remote.far",
+        *req["argv"],
+        "--events-workspace",
+        ws,
+        "--events-key",
+        key_path,
+        "--events-nonce",
+        req["nonce"],
+    ]
     start = None
     if agent is not None and not running:
+
         def start():
             start_agent(root, tag, env)
+
     run_grade(cmd, env, stdin, after=start)
 
 

@@ -172,8 +172,9 @@ class Agent:
 
     def _handle(self, sock: socket.socket) -> None:
         try:
-            pid, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                              struct.calcsize("3i")))
+            pid, uid, _ = struct.unpack(
+                "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            )
             if uid != os.getuid():
                 return  # only the user this agent runs as (sshd, acting for them) may talk to it
             conn = _Conn(sock)
@@ -183,8 +184,9 @@ class Agent:
                 conn.say({"error": f"the far agent refused the request: {exc}"})
         except Exception as exc:  # noqa: BLE001 - one grade's failure never ends the agent
             try:
-                sock.sendall((json.dumps({"error": f"the far agent failed: {type(exc).__name__}: {exc}"}) + "\n")
-                             .encode())
+                sock.sendall(
+                    (json.dumps({"error": f"the far agent failed: {type(exc).__name__}: {exc}"}) + "\n").encode()
+                )
             except OSError:
                 pass
         finally:
@@ -215,9 +217,20 @@ class Agent:
         manifest_path = ws + ".manifest.json"
         os.makedirs(ws, exist_ok=True)
         files = agent.current_files(ws, manifest_path)
-        conn.say({"hello": {"venv": True, "key": os.path.exists(key_path), "files": files, "torch": None,
-                            "python": sys.version.split()[0], "root": self.root, "agent": self.path,
-                            "agent_pid": os.getpid()}})
+        conn.say(
+            {
+                "hello": {
+                    "venv": True,
+                    "key": os.path.exists(key_path),
+                    "files": files,
+                    "torch": None,
+                    "python": sys.version.split()[0],
+                    "root": self.root,
+                    "agent": self.path,
+                    "agent_pid": os.getpid(),
+                }
+            }
+        )
         while True:
             msg = conn.line()
             if msg is None:
@@ -258,8 +271,17 @@ class Agent:
         rc = self._grade(conn, lab_id, Path(ws), part, timeout, key, req["nonce"], cancel)
         conn.say({"exit": rc})
 
-    def _grade(self, conn: _Conn, lab_id: str, workspace: Path, part: Optional[str], timeout: Optional[float],
-               key: bytes, nonce: str, cancel: threading.Event) -> int:
+    def _grade(
+        self,
+        conn: _Conn,
+        lab_id: str,
+        workspace: Path,
+        part: Optional[str],
+        timeout: Optional[float],
+        key: bytes,
+        nonce: str,
+        cancel: threading.Event,
+    ) -> int:
         """What `roadmap grade --events` does (grading/remote/far.events_grade), in a thread of this agent:
         its lines through `conn`, the signed run last."""
         from roadmap_cli.errors import RoadmapError
@@ -271,8 +293,15 @@ class Agent:
         try:
             spec = find_lab(lab_id)
             problem = precheck.check_workspace(workspace)
-            job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout, device=self.device,
-                           warm=self.warm, cancel=cancel)
+            job = GradeJob(
+                spec,
+                workspace,
+                parts=[part] if part else None,
+                timeout=timeout,
+                device=self.device,
+                warm=self.warm,
+                cancel=cancel,
+            )
         except RoadmapError as exc:
             conn.say({"error": str(exc)})
             return int(getattr(exc, "exit_code", 1))

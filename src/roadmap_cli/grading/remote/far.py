@@ -24,8 +24,9 @@ from typing import Optional
 from roadmap_cli.errors import UserError
 
 
-def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: Optional[float], key_path: Path,
-                 nonce: str) -> int:
+def events_grade(
+    lab_id: str, workspace: Path, *, part: Optional[str], timeout: Optional[float], key_path: Path, nonce: str
+) -> int:
     """Grade `workspace` with the engine (pre-check, GradeJob: manifest check, sandbox, OS wall), print each
     channel event as a JSON line, then the run signed with the key. Records nothing here: the near side does."""
     import sys
@@ -54,8 +55,9 @@ def events_grade(lab_id: str, workspace: Path, *, part: Optional[str], timeout: 
         spec = find_lab(lab_id)
         # A grader started by events_main (before this module's imports) pre-checked this very folder.
         problem = None if prestart.prechecked(workspace) else precheck.check_workspace(workspace)
-        job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout,
-                       device=prestart.started_device())
+        job = GradeJob(
+            spec, workspace, parts=[part] if part else None, timeout=timeout, device=prestart.started_device()
+        )
     except BaseException:
         prestart.discard()
         raise
@@ -84,8 +86,16 @@ def signed_result(key: bytes, nonce: str, run, problem) -> dict:
 
     from roadmap_cli import __version__
 
-    body = json.dumps({"nonce": nonce, "run": asdict(run), "precheck": asdict(problem) if problem else None,
-                       "roadmap": __version__, "python": sys.version.split()[0]}, sort_keys=True)
+    body = json.dumps(
+        {
+            "nonce": nonce,
+            "run": asdict(run),
+            "precheck": asdict(problem) if problem else None,
+            "roadmap": __version__,
+            "python": sys.version.split()[0],
+        },
+        sort_keys=True,
+    )
     return {"signed": body, "sig": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}
 
 
@@ -95,8 +105,13 @@ def events_main(argv: list[str]) -> None:
     the grader started first, from the lab's plan, before typer, rich and pydantic are imported
     (grading/prestart.py): the learner waits for that import on every grade --on otherwise. Anything this
     reader does not expect goes through the command line as before, which reports it."""
-    known = {"--part": "part", "--timeout": "timeout", "--events-workspace": "workspace", "--events-key": "key",
-             "--events-nonce": "nonce"}
+    known = {
+        "--part": "part",
+        "--timeout": "timeout",
+        "--events-workspace": "workspace",
+        "--events-key": "key",
+        "--events-nonce": "nonce",
+    }
     opts: dict = {}
     rest = list(argv)
     lab_id = rest.pop(0) if rest and not rest[0].startswith("-") else None
@@ -108,8 +123,12 @@ def events_main(argv: list[str]) -> None:
         timeout = float(opts["timeout"]) if "timeout" in opts else None
     except ValueError:
         rest.append("?")
-    if rest or lab_id is None or not {"workspace", "key", "nonce"} <= set(opts) or (timeout is not None
-                                                                                    and not timeout >= 1):
+    if (
+        rest
+        or lab_id is None
+        or not {"workspace", "key", "nonce"} <= set(opts)
+        or (timeout is not None and not timeout >= 1)
+    ):
         import sys
 
         # The command line says what is wrong, in one line (this process becomes it: same pid, same pipes).
@@ -121,8 +140,9 @@ def events_main(argv: list[str]) -> None:
     from roadmap_cli.errors import RoadmapError
 
     try:
-        code = events_grade(lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]),
-                            nonce=opts["nonce"])
+        code = events_grade(
+            lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]), nonce=opts["nonce"]
+        )
     except RoadmapError as exc:  # one line on stderr, as the command line would say it
         import sys
 

@@ -36,8 +36,14 @@ from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
 from roadmap_cli.grading.remote.registry import RemoteError
-from roadmap_cli.grading.remote.session import (STOP_WAIT_S, AgentSession, SshSession, agent_state,
-                                                connect_agent, save_agent_state)
+from roadmap_cli.grading.remote.session import (
+    STOP_WAIT_S,
+    AgentSession,
+    SshSession,
+    agent_state,
+    connect_agent,
+    save_agent_state,
+)
 from roadmap_cli.grading.remote.wheel import build_tag
 
 MAX_UPLOAD_BYTES = 200 * 2**20  # a workspace is source code; anything near this is a mistake (a dataset, a checkpoint)
@@ -48,8 +54,10 @@ def workspace_hashes(path: Path) -> dict[str, str]:
     at MAX_UPLOAD_BYTES): what the far side is asked about, and sent when it lacks them."""
     from roadmap_cli.grading.snapshot import workspace_files
 
-    return {rel: hashlib.sha256((path / rel).read_bytes()).hexdigest()
-            for rel, _ in workspace_files(path, max_bytes=MAX_UPLOAD_BYTES, carried_by="grade --on sends")}
+    return {
+        rel: hashlib.sha256((path / rel).read_bytes()).hexdigest()
+        for rel, _ in workspace_files(path, max_bytes=MAX_UPLOAD_BYTES, carried_by="grade --on sends")
+    }
 
 
 def _tar(path: Path, rels: list[str]) -> bytes:
@@ -97,8 +105,9 @@ class _Opened:
     """A grade's session (the far agent's connection, or a new ssh session), opened and sent its request:
     what the hello will be compared against."""
 
-    def __init__(self, home: Path, remote, lab_id: str, path: Path, part: Optional[str],
-                 timeout: Optional[float]) -> None:
+    def __init__(
+        self, home: Path, remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]
+    ) -> None:
         import secrets
 
         from roadmap_cli.grading.remote import registry
@@ -115,13 +124,22 @@ class _Opened:
         self.home = home
         self.control = registry.control_path(home, remote)
         # "agent": the session may start the far agent (it is reached through the shared connection only).
-        self.request = {"tag": self.tag, "key_id": key_id, "ws": self.ws_id, "argv": argv, "nonce": self.nonce,
-                        "agent": self.control is not None and os.environ.get("ROADMAP_FAR_AGENT") != "0",
-                        # Where a first install gets torch when the far python has none (remote add --torch ...).
-                        "torch": {"spec": remote.torch, "index": remote.torch_index}}
+        self.request = {
+            "tag": self.tag,
+            "key_id": key_id,
+            "ws": self.ws_id,
+            "argv": argv,
+            "nonce": self.nonce,
+            "agent": self.control is not None and os.environ.get("ROADMAP_FAR_AGENT") != "0",
+            # Where a first install gets torch when the far python has none (remote add --torch ...).
+            "torch": {"spec": remote.torch, "index": remote.torch_index},
+        }
         sock = connect_agent(home, remote, self.control, self.tag)
-        self.session = (AgentSession(sock, remote, self.request) if sock is not None
-                        else SshSession(remote, self.request, control=self.control))
+        self.session = (
+            AgentSession(sock, remote, self.request)
+            if sock is not None
+            else SshSession(remote, self.request, control=self.control)
+        )
         # No far agent of this build known there: most likely its first use, whose hello asks for the wheel.
         # Building it (pip wheel of a checkout: seconds) overlaps with the login and the far python's start
         # instead of following the hello; a cached wheel makes this a file check.
@@ -185,15 +203,27 @@ class _Opened:
         return self.session
 
     def matches(self, remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]) -> bool:
-        return (self.remote == remote and self.lab_id == lab_id and self.path == path and self.part == part
-                and (self.timeout or None) == (timeout or None))
+        return (
+            self.remote == remote
+            and self.lab_id == lab_id
+            and self.path == path
+            and self.part == part
+            and (self.timeout or None) == (timeout or None)
+        )
 
 
 _early: Optional[_Opened] = None  # opened by start_early (before typer loads), until grade_on takes it
 
 
-def start_early(home: Path, remote_name: str, lab_id: str, path: Path, *, part: Optional[str] = None,
-                timeout: Optional[float] = None) -> bool:
+def start_early(
+    home: Path,
+    remote_name: str,
+    lab_id: str,
+    path: Path,
+    *,
+    part: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> bool:
     """`roadmap grade --on NAME`, called by grading/prestart.py before the command line is parsed: open the
     ssh session now, so the connection, the far login and the far agent's start overlap with this side's
     imports (typer, rich, pydantic). grade_on takes it only when it is for the very same grade; anything
@@ -221,8 +251,15 @@ def start_early_args(args: list[str]) -> bool:
     if _early is not None:
         return True  # the console script opened it already
     options = prestart._read(args)
-    if options is None or options["on"] is None or os.environ.get("_ROADMAP_COMPLETE") \
-            or options["keyword"] or options["tests"] or options["first_failure"] or options["verbose"]:
+    if (
+        options is None
+        or options["on"] is None
+        or os.environ.get("_ROADMAP_COMPLETE")
+        or options["keyword"]
+        or options["tests"]
+        or options["first_failure"]
+        or options["verbose"]
+    ):
         return False  # not a plain --on grade (or one the command refuses: it says so)
     try:
         from roadmap_cli.labs.service import locate_workspace, workspaces_fast
@@ -271,10 +308,19 @@ def _run_from(data: dict):
     return GradeRun(**run)
 
 
-def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_id: Optional[str], cwd: Path, *,
-             part: Optional[str] = None, timeout: Optional[float] = None,
-             on_event: Optional[Callable[[dict], None]] = None,
-             on_progress: Optional[Callable[[str], None]] = None, cancel=None):
+def grade_on(
+    get_store: Callable[[], object],
+    home: Path,
+    remote_name: str,
+    lab_id: Optional[str],
+    cwd: Path,
+    *,
+    part: Optional[str] = None,
+    timeout: Optional[float] = None,
+    on_event: Optional[Callable[[dict], None]] = None,
+    on_progress: Optional[Callable[[str], None]] = None,
+    cancel=None,
+):
     """Send, grade there, record here. Returns a grade.GradeOutcome (with `.sent`: files sent, deleted).
     `cancel`: a threading.Event that stops the grade there (`roadmap watch --on`: a save during a run); the
     attempt is then recorded as interrupted, as a cancelled local grade is."""
@@ -339,33 +385,59 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
             # What this session says of the far agent: where it listens (started after this grade when it
             # did not run), or nothing (no agent there: its path is too long, or agents are off).
             previous = agent_state(home, remote)
-            save_agent_state(home, remote, None if not hello.get("agent") else {
-                "socket": hello["agent"], "tag": tag,
-                # Unreachable while the agent that was not reached still runs (e.g. the server forbids
-                # forwarding); a new one gets a new try.
-                "unreachable": bool(previous.get("unreachable") and previous.get("socket") == hello["agent"]
-                                    and hello.get("agent_running"))})
+            save_agent_state(
+                home,
+                remote,
+                None
+                if not hello.get("agent")
+                else {
+                    "socket": hello["agent"],
+                    "tag": tag,
+                    # Unreachable while the agent that was not reached still runs (e.g. the server forbids
+                    # forwarding); a new one gets a new try.
+                    "unreachable": bool(
+                        previous.get("unreachable")
+                        and previous.get("socket") == hello["agent"]
+                        and hello.get("agent_running")
+                    ),
+                },
+            )
         theirs = hello["files"]
         changed = [rel for rel, sha in files.items() if theirs.get(rel) != sha]
         deleted = sorted(set(theirs) - set(files))
         if early is not None and "sent" in early:
             if early["sent"]["changed"] or early["sent"]["deleted"]:
-                say(f"sent {early['sent']['changed']} changed file(s) ({early['sent']['bytes'] / 1024:.0f} KiB)"
+                say(
+                    f"sent {early['sent']['changed']} changed file(s) ({early['sent']['bytes'] / 1024:.0f} KiB)"
                     + (f", deleting {early['sent']['deleted']}" if early["sent"]["deleted"] else "")
-                    + f" to {remote.name}")
+                    + f" to {remote.name}"
+                )
             sent.update(early["sent"])
         elif not hello["venv"]:
             if not hello.get("torch") and hello.get("ensurepip") is False:
                 # Without torch everything must come from pip, and this python cannot give a venv pip.
-                _raise({"error": "", "kind": "no-ensurepip", "python": hello.get("executable"),
-                        "version": ".".join(str(hello.get("python", "3")).split(".")[:2])}, remote)
+                _raise(
+                    {
+                        "error": "",
+                        "kind": "no-ensurepip",
+                        "python": hello.get("executable"),
+                        "version": ".".join(str(hello.get("python", "3")).split(".")[:2]),
+                    },
+                    remote,
+                )
             wheel = make_wheel()
             from roadmap_cli.grading.remote.registry import torch_install_plan
 
-            say(f"first use of {remote.name}: sending roadmap {tag} ({wheel.stat().st_size / 2**20:.1f} MB) to set up "
-                f"its managed venv" + ("" if hello.get("torch") else
-                                       f" (its python has no torch: pip installs "
-                                       f"{torch_install_plan(remote, bool(hello.get('nvidia_driver')))})"))
+            say(
+                f"first use of {remote.name}: sending roadmap {tag} ({wheel.stat().st_size / 2**20:.1f} MB) to set up "
+                f"its managed venv"
+                + (
+                    ""
+                    if hello.get("torch")
+                    else f" (its python has no torch: pip installs "
+                    f"{torch_install_plan(remote, bool(hello.get('nvidia_driver')))})"
+                )
+            )
             session.put("wheel", wheel.read_bytes(), name=wheel.name.split(".whl")[0][:40] + ".whl")
             sent["installed"] = True
         if early is None or "sent" not in early:
@@ -373,8 +445,11 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
                 session.put("key", key.hex().encode() + b"\n")
             if changed or deleted:
                 blob = _tar(path, changed)
-                say(f"sending {len(changed)} changed file(s) ({len(blob) / 1024:.0f} KiB)"
-                    + (f", deleting {len(deleted)}" if deleted else "") + f" to {remote.name}")
+                say(
+                    f"sending {len(changed)} changed file(s) ({len(blob) / 1024:.0f} KiB)"
+                    + (f", deleting {len(deleted)}" if deleted else "")
+                    + f" to {remote.name}"
+                )
                 session.put("files", blob, delete=deleted, manifest=files)
                 sent.update(changed=len(changed), deleted=len(deleted), bytes=len(blob))
             session.send(b'{"go": true}\n')
@@ -413,8 +488,10 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
         expected = hmac.new(key, signed["signed"].encode(), hashlib.sha256).hexdigest()
         body = json.loads(signed["signed"])
         if not hmac.compare_digest(expected, str(signed.get("sig"))) or body.get("nonce") != nonce:
-            raise RemoteError(f"the result from remote {remote.name!r} is not signed with its key (or is a replay): "
-                              "nothing was recorded")
+            raise RemoteError(
+                f"the result from remote {remote.name!r} is not signed with its key (or is a replay): "
+                "nothing was recorded"
+            )
         run = _run_from(body["run"])
         run.workspace = str(path)
         if body.get("precheck"):
@@ -428,15 +505,19 @@ def grade_on(get_store: Callable[[], object], home: Path, remote_name: str, lab_
     sha, dirty = head_info(path)
     store = get_store()
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty, graded_on=remote.name)
-    outcome: GradeOutcome = grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, "en", problem=precheck_problem)
+    outcome: GradeOutcome = grade_outcome(
+        store, spec, attempt_id, run, sha, dirty, marked, "en", problem=precheck_problem
+    )
     outcome.sent = sent  # type: ignore[attr-defined]
     outcome.graded_on = remote.name  # type: ignore[attr-defined]
     # The footers of `grade --on` and `watch --on` say where the grade ran (not on this machine).
     address = remote.url.split("://", 1)[1]
     outcome.graded_where = f"graded remotely on {remote.name} ({address})"  # type: ignore[attr-defined]
     if signed is None and not interrupted:
-        raise RemoteError(f"the connection to remote {remote.name!r} was lost during the grade: attempt "
-                          f"{outcome.attempt_number} of {spec.id} is recorded as interrupted")
+        raise RemoteError(
+            f"the connection to remote {remote.name!r} was lost during the grade: attempt "
+            f"{outcome.attempt_number} of {spec.id} is recorded as interrupted"
+        )
     return outcome
 
 
@@ -449,14 +530,18 @@ def _raise(msg: dict, remote) -> bool:
         # Debian and Ubuntu ship ensurepip apart from python itself (python3.X-venv): name that package, and
         # the exact commands that fix it (installing it there, or using another python there).
         package = f"python{msg.get('version') or '3'}-venv"
-        raise RemoteError(f"remote {remote.name!r}: {msg.get('python') or remote.python or 'python3'} has no "
-                          f"ensurepip, so roadmap cannot install torch and its other dependencies there: run "
-                          f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}` (Debian/Ubuntu), "
-                          f"or use another python there: `{remote.add_command(python='PATH')}`")
+        raise RemoteError(
+            f"remote {remote.name!r}: {msg.get('python') or remote.python or 'python3'} has no "
+            f"ensurepip, so roadmap cannot install torch and its other dependencies there: run "
+            f"`{remote.ssh_command('sudo', 'apt-get', 'install', '-y', package, tty=True)}` (Debian/Ubuntu), "
+            f"or use another python there: `{remote.add_command(python='PATH')}`"
+        )
     if msg.get("kind") == "torch-install" and remote.torch_index != "pip":
         # Most often a box that cannot reach the index torch's build comes from (a firewall, a mirror only).
-        raise RemoteError(f"remote {remote.name!r}: {msg['error']} (to take torch from the mirror or wheels pip "
-                          f"is configured with there: `{remote.add_command(torch_index='pip')}`)")
+        raise RemoteError(
+            f"remote {remote.name!r}: {msg['error']} (to take torch from the mirror or wheels pip "
+            f"is configured with there: `{remote.add_command(torch_index='pip')}`)"
+        )
     raise RemoteError(f"remote {remote.name!r}: {msg['error']}")
 
 
@@ -467,8 +552,13 @@ def _interrupted_run(spec, path: Path, device: dict, part: Optional[str], events
 
     from roadmap_cli.grading.results import assemble, mark_interrupted
 
-    dev = SimpleNamespace(cuda=bool(device.get("cuda")), name=device.get("name") or "?", capability=None,
-                          torch_version=None, triton_version=None)
+    dev = SimpleNamespace(
+        cuda=bool(device.get("cuda")),
+        name=device.get("name") or "?",
+        capability=None,
+        torch_version=None,
+        triton_version=None,
+    )
     selected = [p.id for p in spec.parts if (part is None or p.id == part) and (dev.cuda or not p.needs_cuda)]
     run = assemble(spec, path, dev, selected, events, None, False, 0.0, "")
     mark_interrupted(run)
@@ -476,4 +566,3 @@ def _interrupted_run(spec, path: Path, device: dict, part: Optional[str], events
     run.duration_s = round(time.monotonic() - t0, 3)
     run.grader_sha256 = ""
     return run
-

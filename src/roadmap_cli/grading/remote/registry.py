@@ -73,15 +73,30 @@ class Remote:
         command that is not interactive would hang, so keys or an agent are
         required (BatchMode) and the line says so when they are missing.
         `control`: the socket of a shared connection (control_path())."""
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout_s}",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
+        argv = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={connect_timeout_s}",
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+        ]
         if control is not None:
             # OpenSSH's connection sharing: the first grade's ssh leaves a master connection behind (its own
             # session, stdio on /dev/null) for CONTROL_PERSIST_S; the next grades open a session on it and
             # skip the TCP and key exchange. A socket left by a master that is gone is removed by ssh
             # itself (ControlMaster=auto unlinks a refused socket and connects afresh).
-            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={control}",
-                     "-o", f"ControlPersist={CONTROL_PERSIST_S}"]
+            argv += [
+                "-o",
+                "ControlMaster=auto",
+                "-o",
+                f"ControlPath={control}",
+                "-o",
+                f"ControlPersist={CONTROL_PERSIST_S}",
+            ]
         config = os.environ.get(SSH_CONFIG_VAR)
         if config:
             argv += ["-F", config]
@@ -126,8 +141,9 @@ def parse_url(url: str) -> tuple[Optional[str], str, Optional[int]]:
     if parts.scheme.lower() != "ssh":
         raise UserError(f"remote URL {url!r} uses {parts.scheme!r}; only ssh:// is supported")
     if parts.password is not None:
-        raise UserError("a remote URL must not carry a password: use an ssh key or ssh-agent "
-                        "(roadmap never stores passwords)")
+        raise UserError(
+            "a remote URL must not carry a password: use an ssh key or ssh-agent (roadmap never stores passwords)"
+        )
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise UserError(f"remote URL {url!r} has a path or query; give only ssh://user@host[:port]")
     try:
@@ -164,22 +180,36 @@ def load(home: Path) -> dict[str, Remote]:
         data = json.loads(raw)
         if data.get("version") != FORMAT_VERSION:
             raise ValueError(f"unknown version {data.get('version')!r}")
-        return {name: Remote(name=name, host=entry["host"], user=entry.get("user"), port=entry.get("port"),
-                             added=entry.get("added", ""), python=entry.get("python"), torch=entry.get("torch"),
-                             torch_index=entry.get("torch_index"))
-                for name, entry in data["remotes"].items()}
+        return {
+            name: Remote(
+                name=name,
+                host=entry["host"],
+                user=entry.get("user"),
+                port=entry.get("port"),
+                added=entry.get("added", ""),
+                python=entry.get("python"),
+                torch=entry.get("torch"),
+                torch_index=entry.get("torch_index"),
+            )
+            for name, entry in data["remotes"].items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StoreError(f"{path} is not a remotes file roadmap can read ({exc}); fix or delete it, then add "
-                         "the remotes again") from None
+        raise StoreError(
+            f"{path} is not a remotes file roadmap can read ({exc}); fix or delete it, then add the remotes again"
+        ) from None
 
 
 def _save(home: Path, remotes: dict[str, Remote]) -> None:
     """Written to a temporary file and renamed over the old one: a crash
     mid-write never leaves half a file (and never loses the other remotes)."""
     path = _path(home)
-    body = {"version": FORMAT_VERSION,
-            "remotes": {name: {k: v for k, v in asdict(r).items() if k != "name" and v is not None}
-                        for name, r in sorted(remotes.items())}}
+    body = {
+        "version": FORMAT_VERSION,
+        "remotes": {
+            name: {k: v for k, v in asdict(r).items() if k != "name" and v is not None}
+            for name, r in sorted(remotes.items())
+        },
+    }
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
@@ -191,31 +221,58 @@ def _save(home: Path, remotes: dict[str, Remote]) -> None:
 def get(home: Path, name: str) -> Remote:
     remotes = load(home)
     if name not in remotes:
-        raise NotFoundError("remote", name, remotes, hint="see `roadmap remote list`; add one with "
-                            "`roadmap remote add NAME ssh://user@host`")
+        raise NotFoundError(
+            "remote",
+            name,
+            remotes,
+            hint="see `roadmap remote list`; add one with `roadmap remote add NAME ssh://user@host`",
+        )
     return remotes[name]
 
 
-def add(home: Path, name: str, url: str, *, replace: bool = False, python: Optional[str] = None,
-        torch: Optional[str] = None, torch_index: Optional[str] = None) -> Remote:
+def add(
+    home: Path,
+    name: str,
+    url: str,
+    *,
+    replace: bool = False,
+    python: Optional[str] = None,
+    torch: Optional[str] = None,
+    torch_index: Optional[str] = None,
+) -> Remote:
     if not NAME_PATTERN.match(name):
-        raise UserError(f"remote name {name!r}: use letters, digits, '.', '_' or '-' (at most 40, starting "
-                        "with a letter or digit)")
+        raise UserError(
+            f"remote name {name!r}: use letters, digits, '.', '_' or '-' (at most 40, starting with a letter or digit)"
+        )
     user, host, port = parse_url(url)
     remotes = load(home)
     if name in remotes and not replace:
-        raise UserError(f"remote {name!r} already exists ({remotes[name].url}); use --replace to point it "
-                        "elsewhere, or choose another name")
+        raise UserError(
+            f"remote {name!r} already exists ({remotes[name].url}); use --replace to point it "
+            "elsewhere, or choose another name"
+        )
     if python is not None and (not python.startswith("/") or any(c.isspace() or c in "'\"$`\\;&|<>" for c in python)):
-        raise UserError(f"--python {python!r}: give the absolute path of the far side's python (no spaces or "
-                        "shell characters), e.g. /usr/bin/python3")
+        raise UserError(
+            f"--python {python!r}: give the absolute path of the far side's python (no spaces or "
+            "shell characters), e.g. /usr/bin/python3"
+        )
     if torch is not None and (not torch.strip() or torch.strip().startswith("-")):
         raise UserError(f"--torch {torch!r}: give a pip requirement, e.g. torch==2.13.0 (or a wheel's path there)")
     if torch_index is not None and torch_index != "pip" and not re.match(r"^(https?|file)://\S+$", torch_index):
-        raise UserError(f"--torch-index {torch_index!r}: give an index URL (https://…, file://…), or `pip` for "
-                        "pip's own configuration on the remote")
-    remote = Remote(name=name, host=host, user=user, port=port, added=utc_now_iso(), python=python,
-                    torch=torch.strip() if torch else None, torch_index=torch_index)
+        raise UserError(
+            f"--torch-index {torch_index!r}: give an index URL (https://…, file://…), or `pip` for "
+            "pip's own configuration on the remote"
+        )
+    remote = Remote(
+        name=name,
+        host=host,
+        user=user,
+        port=port,
+        added=utc_now_iso(),
+        python=python,
+        torch=torch.strip() if torch else None,
+        torch_index=torch_index,
+    )
     if name in remotes:
         close_shared(home, remotes[name])  # replaced: its shared connection goes to the old machine
     remotes[name] = remote
@@ -251,8 +308,9 @@ def control_path(home: Path, remote: Remote) -> Optional[Path]:
         return None
     import hashlib
 
-    ident = "\0".join([remote.name, remote.user or "", remote.host, str(remote.port or ""),
-                       os.environ.get(SSH_CONFIG_VAR, "")])
+    ident = "\0".join(
+        [remote.name, remote.user or "", remote.host, str(remote.port or ""), os.environ.get(SSH_CONFIG_VAR, "")]
+    )
     folder = home / CONTROL_DIR
     path = folder / hashlib.sha256(ident.encode()).hexdigest()[:12]
     if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
@@ -271,8 +329,12 @@ def close_shared(home: Path, remote: Remote) -> None:
     if path is None or not path.exists():
         return
     try:
-        subprocess.run(remote.ssh_argv("true", control=path)[:-3] + ["-O", "exit", "--", remote.host],
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        subprocess.run(
+            remote.ssh_argv("true", control=path)[:-3] + ["-O", "exit", "--", remote.host],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         pass
     try:
@@ -322,8 +384,9 @@ def key(home: Path, name: str) -> bytes:
             again = get(home, name).add_command()
         except RoadmapError:
             again = f"roadmap remote add {name} URL --replace"
-        raise StoreError(f"the key of remote {name!r} ({_key_path(home, name)}) is unreadable ({exc}); "
-                         f"`{again}` makes a new one") from None
+        raise StoreError(
+            f"the key of remote {name!r} ({_key_path(home, name)}) is unreadable ({exc}); `{again}` makes a new one"
+        ) from None
 
 
 # ---------------------------------------------------------------- what is on the far side
@@ -331,7 +394,7 @@ def key(home: Path, name: str) -> bytes:
 # Runs on the remote with its own python3, whatever roadmap version (if any) is
 # installed there: standard library only, and torch only if it imports. One
 # JSON line on stdout, so nothing a login banner prints can be mistaken for it.
-_PROBE = r'''
+_PROBE = r"""
 import json, os, platform, shutil, subprocess, sys
 out = {"python": platform.python_version(), "executable": sys.executable, "os": platform.platform(),
        "hostname": platform.node(), "cpus": os.cpu_count(),
@@ -363,7 +426,7 @@ except Exception as exc:
     out["torch"] = None
     out["torch_error"] = type(exc).__name__
 print("ROADMAP-PROBE " + json.dumps(out))
-'''
+"""
 _PROBE_MARK = "ROADMAP-PROBE "
 
 
@@ -419,8 +482,10 @@ def ssh_failure(remote: Remote, stderr: str) -> RemoteError:
     last = lines[-1].strip() if lines else "ssh exited without a message"
     hint = ""
     if "Permission denied" in last:
-        hint = (" (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config, "
-                f"so that `{remote.ssh_command()}` logs in without a password)")
+        hint = (
+            " (roadmap runs ssh without prompting: load your key into ssh-agent or name it in ~/.ssh/config, "
+            f"so that `{remote.ssh_command()}` logs in without a password)"
+        )
     elif "Host key verification failed" in last:
         hint = f" (connect once with `{remote.ssh_command()}` to accept the host key)"
     return RemoteError(f"cannot reach remote {remote.name!r} ({remote.url}): {last}{hint}")
@@ -434,11 +499,17 @@ def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = 
     remote = get(home, name)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(remote.ssh_argv(_probe_command(remote.python, tag)), input=_PROBE, capture_output=True,
-                              text=True, timeout=timeout_s)
+        proc = subprocess.run(
+            remote.ssh_argv(_probe_command(remote.python, tag)),
+            input=_PROBE,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except FileNotFoundError:
-        raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
-                          "package openssh-client)") from None
+        raise RemoteError(
+            "the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian package openssh-client)"
+        ) from None
     except subprocess.TimeoutExpired:
         raise RemoteError(f"remote {name!r} ({remote.url}) did not answer within {timeout_s:.0f} s") from None
     elapsed = time.perf_counter() - start
@@ -448,10 +519,25 @@ def check(home: Path, name: str, *, timeout_s: float = 60, tag: Optional[str] = 
     if line is None:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RemoteError(f"remote {name!r} answered, but its probe did not run (exit {proc.returncode}): {tail}")
-    data = json.loads(line[len(_PROBE_MARK):])
-    fields = {k: data.get(k) for k in ("python", "hostname", "os", "cpus", "torch", "torch_cuda", "cuda_available",
-                                       "gpus", "disk_free_bytes", "executable", "ensurepip", "nvidia_driver",
-                                       "managed_venv")}
+    data = json.loads(line[len(_PROBE_MARK) :])
+    fields = {
+        k: data.get(k)
+        for k in (
+            "python",
+            "hostname",
+            "os",
+            "cpus",
+            "torch",
+            "torch_cuda",
+            "cuda_available",
+            "gpus",
+            "disk_free_bytes",
+            "executable",
+            "ensurepip",
+            "nvidia_driver",
+            "managed_venv",
+        )
+    }
     facts = RemoteFacts(name=name, url=remote.url, reachable=True, round_trip_s=round(elapsed, 3), **fields)
     if facts.python and not facts.torch and not facts.managed_venv:
         facts.torch_install = torch_install_plan(remote, bool(facts.nvidia_driver))

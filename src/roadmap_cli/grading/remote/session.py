@@ -35,11 +35,18 @@ class SshSession:
         self.remote = remote
         try:
             # Its own session: a Ctrl-C in the terminal reaches us only; we end the far grade in order.
-            self.proc = subprocess.Popen(remote.ssh_argv(command, control=control), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, start_new_session=True)
+            self.proc = subprocess.Popen(
+                remote.ssh_argv(command, control=control),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except FileNotFoundError:
-            raise RemoteError("the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
-                              "package openssh-client)") from None
+            raise RemoteError(
+                "the `ssh` command is not installed here (install OpenSSH's client, e.g. the Debian "
+                "package openssh-client)"
+            ) from None
         self.stderr = b""
         import threading
 
@@ -81,8 +88,10 @@ class SshSession:
             return ssh_failure(self.remote, text)
         last = (text.strip().splitlines() or [f"exit status {rc}"])[-1].strip()
         if rc == 127:
-            return RemoteError(f"remote {self.remote.name!r} has no {self.remote.python or 'python3'} ({last}); "
-                               f"point `{self.remote.add_command(python='PATH')}` at one")
+            return RemoteError(
+                f"remote {self.remote.name!r} has no {self.remote.python or 'python3'} ({last}); "
+                f"point `{self.remote.add_command(python='PATH')}` at one"
+            )
         return RemoteError(f"remote {self.remote.name!r}: the connection ended ({last})")
 
     def end_input(self) -> None:
@@ -199,8 +208,14 @@ def connect_agent(home: Path, remote, control: Optional[Path], tag: str):
 
     state = agent_state(home, remote)
     far = state.get("socket")
-    if control is None or not far or state.get("tag") != tag or state.get("unreachable") \
-            or os.environ.get("ROADMAP_FAR_AGENT") == "0" or ":" in str(control):
+    if (
+        control is None
+        or not far
+        or state.get("tag") != tag
+        or state.get("unreachable")
+        or os.environ.get("ROADMAP_FAR_AGENT") == "0"
+        or ":" in str(control)
+    ):
         return None
     local = _local_agent_socket(control, far)
 
@@ -221,9 +236,13 @@ def connect_agent(home: Path, remote, control: Optional[Path], tag: str):
             local.unlink(missing_ok=True)  # left by a master that is gone: ssh cannot bind over it
             # The master (if alive) listens on `local` and opens a channel to `far` for each connection:
             # one ssh command, once per shared connection.
-            proc = subprocess.run(remote.ssh_argv("true", control=control)[:-3]
-                                  + ["-O", "forward", "-L", f"{local}:{far}", "--", remote.host],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+            proc = subprocess.run(
+                remote.ssh_argv("true", control=control)[:-3]
+                + ["-O", "forward", "-L", f"{local}:{far}", "--", remote.host],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=10,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         if proc.returncode != 0:
@@ -280,8 +299,13 @@ def stop_far_agent(home: Path, remote) -> str:
         # connection behind for a remote that is being removed.
         python = shlex.quote(remote.python or "python3")
         command = f"{python} -c {shlex.quote(_STOP_AGENT)} {shlex.quote(far)}"
-        proc = subprocess.run(remote.ssh_argv(command, connect_timeout_s=5), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            remote.ssh_argv(command, connect_timeout_s=5),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         words = proc.stdout.split()
         if proc.returncode == 0 and words:
             return "stopped" if words[-1] == "stopped" else "none"

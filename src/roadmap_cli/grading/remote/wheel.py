@@ -45,8 +45,9 @@ def build_tag(home: Path) -> tuple[str, Callable[[], Path]]:
             return _cached(cache, fp, lambda out: _repack(dist, out))
     else:
         files = _fingerprint_files(root)
-        stat_sig = hashlib.sha256(repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
-                                  .encode()).hexdigest()
+        stat_sig = hashlib.sha256(
+            repr([(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]).encode()
+        ).hexdigest()
         memo = cache / "fingerprints.json"
         try:
             known = json.loads(memo.read_text())
@@ -63,6 +64,7 @@ def build_tag(home: Path) -> tuple[str, Callable[[], Path]]:
 
         def make() -> Path:
             return _cached(cache, fp, lambda out: _build_checkout(root, out))
+
     return f"{__version__}-{fp[:12]}", make
 
 
@@ -80,13 +82,19 @@ def _build_checkout(root: Path, cache: Path) -> Path:
     import tempfile
 
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                               "-w", tmp, str(root)], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp, str(root)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         wheels = list(Path(tmp).glob("roadmap_cli-*.whl"))
         if proc.returncode != 0 or not wheels:
             last = (proc.stderr.strip().splitlines() or ["no wheel was written"])[-1]
-            raise RemoteError(f"cannot build this roadmap's wheel to send (pip wheel {root}): {last} "
-                              "(a checkout needs hatchling: pip install -e '.[dev]')")
+            raise RemoteError(
+                f"cannot build this roadmap's wheel to send (pip wheel {root}): {last} "
+                "(a checkout needs hatchling: pip install -e '.[dev]')"
+            )
         out = cache / (wheels[0].name + ".part")
         os.replace(wheels[0], out)
         return out
@@ -100,8 +108,11 @@ def _repack(dist, cache: Path) -> Path:
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as whl:
         for f in dist.files or []:
             name = str(f)
-            if name.startswith(("roadmap_cli/", "roadmap_cli-")) and "__pycache__" not in name \
-                    and not name.endswith((".pyc", "/RECORD", "/INSTALLER", "/direct_url.json")):
+            if (
+                name.startswith(("roadmap_cli/", "roadmap_cli-"))
+                and "__pycache__" not in name
+                and not name.endswith((".pyc", "/RECORD", "/INSTALLER", "/direct_url.json"))
+            ):
                 whl.write(dist.locate_file(f), name)
     return out
 
