@@ -123,7 +123,7 @@ def test_cadence_line_without_hour_targets():
     """A curriculum without weekly hours still renders this week's line."""
     from rich.console import Console
 
-    from roadmap_cli.cli.cadence_line import render_cadence_line
+    from roadmap_cli.cli.status_render import render_cadence_line
 
     console = Console(record=True, width=120)
     render_cadence_line(

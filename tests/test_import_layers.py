@@ -170,7 +170,7 @@ def test_no_import_circles():
 @pytest.mark.parametrize(
     "source, bad",
     [
-        ("from roadmap_cli.cli import labs\n", "roadmap_cli.cli.labs"),
+        ("from roadmap_cli.cli import lab\n", "roadmap_cli.cli.lab"),
         ("def f():\n    from roadmap_cli import context\n", "roadmap_cli.context"),
     ],
 )

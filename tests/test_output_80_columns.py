@@ -214,7 +214,7 @@ def test_the_grade_table_keeps_points_and_tests_at_80_columns_with_long_part_tit
 
     from rich.console import Console
 
-    from roadmap_cli.cli.labs_render import grade_report
+    from roadmap_cli.cli.grade_render import grade_report
     from roadmap_cli.labs.spec import find_lab
 
     lab = find_lab("minigpt")

@@ -60,7 +60,7 @@ def test_failure_messages_and_paths_with_brackets_are_shown_verbatim(
 def test_lab_list_never_breaks_an_id(run_cli) -> None:
     from rich.console import Console
 
-    from roadmap_cli.cli import labs_render
+    from roadmap_cli.cli import lab_render
 
     row = {
         "id": "paged-kv-cache",
@@ -73,7 +73,7 @@ def test_lab_list_never_breaks_an_id(run_cli) -> None:
         "parts_not_gradable_here": ["performance"],
     }
     console = Console(width=60, record=True, color_system=None)
-    labs_render.lab_list(console, {"device": "cpu", "labs": [row], "invalid": {}})
+    lab_render.lab_list(console, {"device": "cpu", "labs": [row], "invalid": {}})
     assert "paged-kv-cache" in console.export_text()
 
 

@@ -68,11 +68,11 @@ COMMAND_MODULES = {
     "db": "db",
     "export": "db",
     "import": "db",
-    "lab": "labs",
-    "grade": "labs",
-    "watch": "labs",
-    "doctor": "labs",
-    "dev": "labs",
+    "lab": "lab",
+    "grade": "grade",
+    "watch": "grade",
+    "doctor": "grade",
+    "dev": "dev",
     "paper": "research",
     "log": "research",
     "cadence": "research",
@@ -100,7 +100,9 @@ def _register(module_name: str) -> None:
 
 def register_all() -> typer.Typer:
     """Register every command group (for --help, tests, docs); returns the app."""
-    for module_name in sorted(set(COMMAND_MODULES.values())):
+    # `roadmap --help` lists commands and groups in the order they were registered: by module name,
+    # except that the `dev` group (lab authors) follows the `lab` group it serves.
+    for module_name in sorted(set(COMMAND_MODULES.values()), key=lambda name: "lab~" if name == "dev" else name):
         _register(module_name)
     return app
 

@@ -113,7 +113,7 @@ def status(as_json: JsonOpt = False) -> None:
         use_cache(None)  # only this command: another in the same process (tests) reads the specs afresh
 
     def render(console):
-        from roadmap_cli.cli.status_view import render_status
+        from roadmap_cli.cli.status_render import render_status
 
         render_status(console, report)
 

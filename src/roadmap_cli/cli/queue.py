@@ -30,11 +30,11 @@ def submit(
     """Send the workspace's files to the cohort's GPU box: a job in the queue on the cohort's PostgreSQL.
 
     The files git tracks plus the untracked ones it does not ignore (never .git), at most 20 MB. A worker (`roadmap worker`) grades it and records the attempt as yours; `roadmap submissions` follows it."""
-    from roadmap_cli.cli.labs import _cwd
+    from roadmap_cli.cli.workdir import current_dir
     from roadmap_cli.grading.queue import submit as do_submit
     from roadmap_cli.formats.output import emit
 
-    data = do_submit(context.current().store(), lab_id, _cwd())
+    data = do_submit(context.current().store(), lab_id, current_dir())
 
     def render(console):
         ahead = data["position"] - 1

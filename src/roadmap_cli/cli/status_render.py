@@ -1,4 +1,4 @@
-"""Rendering `roadmap status` for people (the JSON comes from the same report)."""
+"""Rendering `roadmap status` for people (the JSON comes from the same report), with its cadence line."""
 
 from __future__ import annotations
 
@@ -67,8 +67,6 @@ def render_status(console: Console, report) -> None:
 
     console.print("[bold]This week's cadence[/]")
     if report.cadence:
-        from roadmap_cli.cli.cadence_line import render_cadence_line
-
         render_cadence_line(console, report.cadence)
     else:
         console.print("  [dim]nothing logged yet — roadmap paper log TITLE[/]")
@@ -107,3 +105,27 @@ def _schedule_line(sch, total: int) -> str:
         f"[bold]Schedule[/] started {sch.start_date}, week {sch.weeks_elapsed:g}: {where} and "
         f"{sch.expected_done} of {total} checkpoints; you have {sch.done} — [bold]{sch.verdict}[/]"
     )
+
+
+def render_cadence_line(console: Console, summary: dict) -> None:
+    """This week's cadence in one compact line under the dashboard. The summary comes from
+    `roadmap_cli.research.cadence_summary`; missing keys are tolerated."""
+    label = summary.get("week") or summary.get("label") or ""
+    parts = []
+    for kind, value in (summary.get("kinds") or summary.get("targets") or {}).items():
+        done, target = value.get("done", 0), value.get("target", 0)
+        style = "green" if target and done >= target else "yellow"
+        parts.append(f"[{style}]{kind} {done}/{target}[/]")
+    hours = summary.get("hours")
+    if hours:
+        low, high = hours.get("min"), hours.get("max")
+        goal = (
+            f"/{low:g}"
+            if low is not None and high in (None, low)
+            else (f"/{low:g}–{high:g}" if low is not None else "")
+        )
+        parts.append(f"hours {hours.get('done') or 0:g}{goal}")
+    streak = summary.get("streak")
+    if streak is not None:
+        parts.append(f"streak {streak}")
+    console.print(f"  {label}  " + "  ".join(parts))
