@@ -232,7 +232,7 @@ def test_quiz_text_wraps_at_the_terminal_width_with_indented_continuations(cur):
     (between words), and an option's or a feedback line's continuation stays under its own indent."""
     import io
 
-    from roadmap_cli.cli.quiz_prompt import show_question, show_verdict
+    from roadmap_cli.cli.quiz_render import show_question, show_verdict
     from roadmap_cli.formats.output import AdaptiveConsole
     from roadmap_cli.quiz.checking import Verdict
 

@@ -55,7 +55,7 @@ def quiz(
         ]
         emit("quiz", {"checkpoints": listing}, as_json=True, render=None)
         return
-    from roadmap_cli.cli.quiz_prompt import ask, show_verdict, verdict_json
+    from roadmap_cli.cli.quiz_render import ask, show_verdict, verdict_json
 
     questions = [q for _, quiz in chosen for q in quiz.questions]
     if answers is not None:
@@ -154,10 +154,10 @@ def review(
         ]
         emit("review", {"due": listing}, as_json=True, render=None)
         return
-    from roadmap_cli.cli.review_run import render_summary, run_review
+    from roadmap_cli.cli.quiz_render import review_summary
     from roadmap_cli.quiz.session import load_answers
 
-    data = run_review(
+    data = _run_review(
         console,
         store,
         cur,
@@ -168,4 +168,75 @@ def review(
         answers=None if answers is None else load_answers(answers),
         quiet=as_json,
     )
-    emit("review", data, as_json=as_json, render=lambda out: render_summary(out, data))
+    emit("review", data, as_json=as_json, render=lambda out: review_summary(out, data))
+
+
+# ------------------------------------------------------------------ a review session
+
+
+def _rate_from_file(cur, item, given: str, lang: str):
+    """(rating, verdict or None) for one item answered in a file."""
+    from roadmap_cli.errors import UserError
+    from roadmap_cli.quiz.checking import AnswerProblem, check, parse_rating
+    from roadmap_cli.quiz.review import QUESTION
+
+    try:
+        if item.kind == QUESTION:
+            verdict = check(cur.question(item.ref)[0], given, lang)
+            return verdict.rating, verdict
+        return parse_rating(given), None
+    except AnswerProblem as problem:
+        raise UserError(f"answer to {item.item}: {problem}; nothing was recorded") from None
+
+
+def _run_review(console, store, cur, learner: str, due: list, now, lang: str, *, answers, quiet: bool) -> dict:
+    """A `roadmap review` session: ask each due item, rate it, reschedule.
+
+    A question item is asked like in `roadmap quiz` and its checked answer gives
+    the rating (quiz/checking.py documents the mapping); a checkpoint item asks
+    the learner to explain it (aloud, on paper) and rate themselves
+    Again / Hard / Good / Easy. With answers from a file, items the file does
+    not mention stay due; ratings are stored together at the end, so an
+    unreadable answer or an interrupted session records nothing."""
+    from roadmap_cli.cli.quiz_render import ask_review_item, show_verdict, verdict_json
+    from roadmap_cli.quiz import records, review
+    from roadmap_cli.quiz.checking import RATING_NAMES
+
+    rated = []  # (item, rating, verdict)
+    for n, item in enumerate(due, 1):
+        if answers is not None:
+            given = answers.get(item.item, answers.get(item.ref))
+            if given is None:
+                continue
+            rating, verdict = _rate_from_file(cur, item, given, lang)
+            if verdict is not None and not quiet:
+                show_verdict(console, verdict)
+        else:
+            rating, verdict = ask_review_item(console, cur, item, lang, f"[{n}/{len(due)}]")
+        rated.append((item, rating, verdict))
+    if answers is not None:
+        known = {d.item for d in due} | {d.ref for d in due}
+        unknown = sorted(k for k in answers if k not in known)
+    else:
+        unknown = []
+    reviewed = []
+    with store.connection() as conn:  # one transaction for the whole session
+        for item, rating, verdict in rated:
+            next_due = review.apply_rating(conn, learner, item.item, rating, now, "review")
+            reviewed.append(
+                {
+                    "item": item.item,
+                    "rating": RATING_NAMES[rating],
+                    "due": next_due,
+                    "next": review.next_due_text(next_due, now),
+                    **({"answer": verdict_json(verdict)} if verdict is not None else {}),
+                }
+            )
+    until = records.iso(review.end_of_local_day(now))
+    still_due = [i for i, d in records.cards_due(store, learner, until)]
+    return {
+        "reviewed": reviewed,
+        "due_left_today": len(still_due),
+        "not_due": unknown,
+        "left_out": max(len(due) - len(rated), 0),
+    }

@@ -94,7 +94,7 @@ def paper_log(
     Refuses a paper already logged, unless --force."""
     from roadmap_cli.research.lookup import plan_log, split_title_or_id
     from roadmap_cli.research.papers import PaperInput, log_paper, normalize_tags, refuse_logged
-    from roadmap_cli.research.render import paper_detail
+    from roadmap_cli.cli.research_render import paper_detail
 
     check_stage(stage)
     typed_title, arxiv, doi = split_title_or_id(title_or_id, title=title, arxiv=arxiv, doi=doi)
@@ -163,7 +163,7 @@ def paper_list(
 ) -> None:
     """List logged papers, newest first, with filters."""
     from roadmap_cli.research.papers_query import PaperFilter, list_papers
-    from roadmap_cli.research.render import paper_table
+    from roadmap_cli.cli.research_render import paper_table
 
     check_stage(stage)
     flt = PaperFilter(
@@ -203,7 +203,7 @@ def paper_show(
 ) -> None:
     """Show one paper: ids, status, tags, notes and the entries that cite it."""
     from roadmap_cli.research.papers import get_paper, parse_paper_id
-    from roadmap_cli.research.render import paper_detail
+    from roadmap_cli.cli.research_render import paper_detail
 
     emit_result("paper show", get_paper(context.current().store(), parse_paper_id(paper_id)), as_json, paper_detail)
 
@@ -238,7 +238,7 @@ def paper_note(
 ) -> None:
     """Add to a paper's notes (`roadmap paper note 5 "text"`, or --text), or edit them in $EDITOR."""
     from roadmap_cli.errors import UserError
-    from roadmap_cli.research.papers import current_notes, edit_in_editor, parse_paper_id, set_notes
+    from roadmap_cli.research.papers import current_notes, parse_paper_id, set_notes
 
     if note is not None and text is not None:
         raise UserError("give the note once: as TEXT or with --text, not both")
@@ -246,7 +246,7 @@ def paper_note(
     store, pid = context.current().store(), parse_paper_id(paper_id)
     if text is None:
         current = current_notes(store, pid)
-        edited = edit_in_editor(current)
+        edited = _edit_in_editor(current)
         if edited.strip() == current.strip():
             typer.echo(f"notes of #{pid} unchanged")
             return
@@ -254,6 +254,31 @@ def paper_note(
     else:
         set_notes(store, pid, text, append=not replace)
     typer.echo(f"notes of #{pid} saved")
+
+
+def _edit_in_editor(text: str) -> str:
+    """Open `text` in $VISUAL/$EDITOR and return what was saved."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from roadmap_cli.errors import UserError
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        raise UserError("no editor: set $EDITOR (or pass --text)")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "notes.md"
+        path.write_text(text, encoding="utf-8")
+        try:
+            code = subprocess.call([*shlex.split(editor), str(path)])
+        except OSError as exc:
+            raise UserError(f"cannot run editor {editor!r}: {exc.strerror or exc}") from None
+        if code != 0:
+            raise UserError(f"editor {editor!r} exited with status {code}; notes not changed")
+        return path.read_text(encoding="utf-8")
 
 
 @paper_app.command("edit")
@@ -275,7 +300,7 @@ def paper_edit(
 ) -> None:
     """Change a paper's fields (only those given)."""
     from roadmap_cli.research.papers import edit_paper, parse_paper_id
-    from roadmap_cli.research.render import paper_detail
+    from roadmap_cli.cli.research_render import paper_detail
 
     check_stage(stage)
     given = {
@@ -320,7 +345,7 @@ def paper_refresh(
     from roadmap_cli.errors import NetworkError, UserError
     from roadmap_cli.research.lookup import refresh_papers
     from roadmap_cli.research.papers import parse_paper_id
-    from roadmap_cli.research.render import refresh_report
+    from roadmap_cli.cli.research_render import refresh_report
 
     if bool(paper_ids) == every:
         raise UserError("give paper ids, or --all (not both)")
@@ -371,7 +396,7 @@ def paper_import(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.research.render import import_report
+    from roadmap_cli.cli.research_render import import_report
     from roadmap_cli.research.transfer import import_bibtex
 
     path = Path(file).expanduser()
@@ -441,7 +466,7 @@ def paper_suggest(
 ) -> None:
     """Unread papers from the curriculum's reading list, current stage first."""
     from roadmap_cli.research.papers_query import current_stage_number, suggest
-    from roadmap_cli.research.render import suggestions
+    from roadmap_cli.cli.research_render import suggestions
 
     ctx = context.current()
     curriculum = ctx.curriculum()

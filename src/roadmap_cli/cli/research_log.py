@@ -132,7 +132,7 @@ def log_list(
 ) -> None:
     """List logged cadence entries, newest first."""
     from roadmap_cli.research.entries import list_entries
-    from roadmap_cli.research.render import entry_table
+    from roadmap_cli.cli.research_render import entry_table
 
     from roadmap_cli.errors import UserError
 
@@ -215,7 +215,7 @@ def cadence(
     """
     from roadmap_cli.errors import UserError
     from roadmap_cli.research.cadence import cadence_report
-    from roadmap_cli.research.render import cadence as render_cadence
+    from roadmap_cli.cli.research_render import cadence as render_cadence
 
     if week + month + quarter > 1:
         raise UserError("choose one of --week, --month, --quarter")

@@ -363,29 +363,6 @@ def current_notes(store, paper_id: int) -> str:
         return load_paper(session, paper_id).notes or ""
 
 
-def edit_in_editor(text: str) -> str:
-    """Open `text` in $VISUAL/$EDITOR and return what was saved."""
-    import os
-    import shlex
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
-    if not editor:
-        raise UserError("no editor: set $EDITOR (or pass --text)")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "notes.md"
-        path.write_text(text, encoding="utf-8")
-        try:
-            code = subprocess.call([*shlex.split(editor), str(path)])
-        except OSError as exc:
-            raise UserError(f"cannot run editor {editor!r}: {exc.strerror or exc}") from None
-        if code != 0:
-            raise UserError(f"editor {editor!r} exited with status {code}; notes not changed")
-        return path.read_text(encoding="utf-8")
-
-
 def edit_paper(store, paper_id: int, changes: dict, *, today: date, force: bool = False) -> dict:
     """Change the given fields (None values are left alone); same checks as log."""
     from sqlmodel import delete

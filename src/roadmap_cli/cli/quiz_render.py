@@ -1,6 +1,7 @@
-"""Asking one question in the terminal (rich prompts) and showing the verdict.
+"""Quizzes and review in the terminal: asking one question (rich prompts), showing the verdict, a
+review session's summary.
 
-Shared by `roadmap quiz` and `roadmap review`. An answer that cannot be
+Asking and showing are shared by `roadmap quiz` and `roadmap review`. An answer that cannot be
 read at all ("banana" for a number) is asked again; a wrong answer is not.
 End of input (Ctrl-D, or a piped script that runs out) stops the session
 with one line, before anything is recorded.
@@ -117,3 +118,35 @@ def verdict_json(verdict: Verdict) -> dict:
         "expected": verdict.expected,
         "feedback": verdict.feedback,
     }
+
+
+def ask_review_item(console, cur, item, lang: str, heading: str):
+    """(rating, verdict or None) for one review item asked in the terminal: a question is asked as in a quiz;
+    a checkpoint is explained aloud or on paper, then rated by the learner."""
+    from roadmap_cli.quiz.review import QUESTION
+
+    if item.kind == QUESTION:
+        verdict = ask(console, cur.question(item.ref)[0], lang, heading)
+        return verdict.rating, verdict
+    checkpoint = cur.checkpoint(item.ref)
+    console.print(f"\n[bold]{e(heading)}[/] [dim]checkpoint · {item.ref}[/]")
+    console.print(f"Explain, aloud or on paper: [bold]{e(checkpoint.text.get(lang))}[/]")
+    read_line(console, "press Enter when you have explained it")
+    return ask_rating(console, "how well could you explain it? again / hard / good / easy"), None
+
+
+def review_summary(console, data: dict) -> None:
+    """What a review session did: each item's rating and next due date, what is left for later."""
+    if not data["reviewed"]:
+        console.print(
+            "Nothing due for review. [dim](done explain checkpoints and answered quiz questions come "
+            "back here when FSRS says so: roadmap quiz, roadmap check)[/]"
+        )
+    else:
+        console.print(f"\n[bold]Reviewed {len(data['reviewed'])}[/]")
+        for r in data["reviewed"]:
+            console.print(f"  {r['item']}  {r['rating']}  → next {r['next']}", soft_wrap=True)
+    if data["due_left_today"]:
+        console.print(f"[dim]{data['due_left_today']} more due later today (each item is asked once per session)[/]")
+    if data["not_due"]:
+        console.print(f"[dim]not due now, left alone: {', '.join(data['not_due'])}[/]", soft_wrap=True)

@@ -1,4 +1,4 @@
-"""Rich rendering of the research log's results (the CLI calls these through
+"""Rich rendering for `paper ...`, `log ...` and `cadence` (the commands call these through
 `output.emit(..., render=...)`, with the same data the JSON envelope holds)."""
 
 from __future__ import annotations
