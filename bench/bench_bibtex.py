@@ -11,7 +11,7 @@ alternates in one process:
 
   bibtexparser   bibtexparser.parse_string(text)
   our parse      roadmap_cli.research.bibtex.parse_bibtex(text)
-  our import     roadmap_cli.research.transfer.import_bibtex(...) into a fresh store
+  our import     roadmap_cli.research.papers_transfer.import_bibtex(...) into a fresh store
 
 timing CPU seconds (this box is shared; CPU time is what the code costs, wall
 time is printed too). It prints medians, the ratios to bibtexparser, and the
@@ -120,7 +120,7 @@ def main() -> None:
     except ImportError:
         sys.exit('bibtexparser 2 is needed for the baseline: pip install -e ".[dev]"')
     from roadmap_cli.research.bibtex import parse_bibtex
-    from roadmap_cli.research.transfer import import_bibtex
+    from roadmap_cli.research.papers_transfer import import_bibtex
     from roadmap_cli.store import open_store
 
     # Warm up: the first import pays for loading the table classes and SQLAlchemy's statement caches.

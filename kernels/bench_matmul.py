@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from roadmap_cli.grading_kit import timing
-    from roadmap_cli.grading_kit.devices import current_device_peak
+    from roadmap_cli.grading_kit.gpu_peaks import current_device_peak
 
     triton_matmul = _load(HERE / "triton" / "matmul.py", "bench_triton_matmul").matmul
     triton_add = _load(HERE / "triton" / "vector_add.py", "bench_triton_vector_add").vector_add

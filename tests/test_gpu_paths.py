@@ -82,16 +82,16 @@ def test_the_measured_roofline_admits_cublas_on_every_gpu_in_the_device_table() 
     """gpu-architecture's impossible-time bound for torch.matmul at 4096^3 fp16 (issue 37: the tiled
     traffic model, 63 FLOP/B without cache reuse, called cuBLAS's real speed on an H100 'the timing is
     wrong'). Pure arithmetic over the device table."""
-    from roadmap_cli.grading_kit import devices
+    from roadmap_cli.grading_kit import gpu_peaks
 
     ref = _load(ROOT / "labs" / "gpu-architecture" / "tests" / "reference.py", "ga_reference_under_test")
     size = 4096
-    for _, peak in devices._TABLE:
+    for _, peak in gpu_peaks._TABLE:
         ceiling = ref.matmul_ceiling_tflops(size, size, size, 2, peak.fp16_tflops, peak.hbm_gbps)
         published = PUBLISHED_GEMM_TFLOPS.get(peak.name, 0.95 * peak.fp16_tflops)
         assert published <= ceiling * 1.05, f"{peak.name}: cuBLAS's {published} TFLOP/s would be 'impossible'"
         assert 2 * peak.fp16_tflops > ceiling * 1.05, f"{peak.name}: twice the peak must still be refused"
-    h100 = devices.device_peak("NVIDIA H100 80GB HBM3")
+    h100 = gpu_peaks.device_peak("NVIDIA H100 80GB HBM3")
     flops, nbytes = ref.matmul_traffic(size, size, size, 128, 128, 2)
     tiled = ref.attainable(flops / nbytes, h100.fp16_tflops, h100.hbm_gbps)
     assert tiled * 1.05 < PUBLISHED_GEMM_TFLOPS["H100 SXM"], "the old bound (tiled traffic) rejected cuBLAS"

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from roadmap_cli.grading_kit import devices, timing
+from roadmap_cli.grading_kit import gpu_peaks, timing
 from roadmap_cli.grading_kit.timing import StopRule
 
 
@@ -151,7 +151,7 @@ def test_compare_alternates_order_and_shares_inputs():
         timer=timer,
         clock=clock,
         warmup_ms=0,
-        peak=devices.device_peak("NVIDIA H100 80GB HBM3"),
+        peak=gpu_peaks.device_peak("NVIDIA H100 80GB HBM3"),
         flops=2 * 1024**3,
     )
     timed = timer.calls[-20:]
@@ -243,12 +243,12 @@ def test_flush_buffer_is_twice_l2_or_256mb():
     ],
 )
 def test_device_peak_lookup(torch_name, expected):
-    assert devices.device_peak(torch_name).name == expected
+    assert gpu_peaks.device_peak(torch_name).name == expected
 
 
 def test_unknown_device_and_dtype_peaks():
-    assert devices.device_peak("Some Future Accelerator") is None
-    h100 = devices.device_peak("NVIDIA H100 80GB HBM3")
+    assert gpu_peaks.device_peak("Some Future Accelerator") is None
+    h100 = gpu_peaks.device_peak("NVIDIA H100 80GB HBM3")
     assert h100.tflops_for("torch.float16") == h100.tflops_for("bf16") == 989.4
     assert h100.tflops_for("float32") == h100.tf32_tflops
     assert h100.tflops_for("fp32-simt") == h100.fp32_tflops == 66.9
@@ -257,30 +257,30 @@ def test_unknown_device_and_dtype_peaks():
 
 
 def test_impossible_times_are_rejected():
-    h100 = devices.device_peak("NVIDIA H100 80GB HBM3")
+    h100 = gpu_peaks.device_peak("NVIDIA H100 80GB HBM3")
     flops = 2 * 4096**3  # 137 GFLOP: at least 0.139 ms at 989 TFLOP/s
-    assert devices.roofline_ms(h100, flops=flops) == pytest.approx(flops / 989.4e12 * 1e3)
-    assert not devices.is_impossible(0.2, h100, flops=flops)
-    assert devices.is_impossible(0.05, h100, flops=flops)
-    assert devices.is_impossible(0.0, h100, flops=flops)
+    assert gpu_peaks.roofline_ms(h100, flops=flops) == pytest.approx(flops / 989.4e12 * 1e3)
+    assert not gpu_peaks.is_impossible(0.2, h100, flops=flops)
+    assert gpu_peaks.is_impossible(0.05, h100, flops=flops)
+    assert gpu_peaks.is_impossible(0.0, h100, flops=flops)
     # memory bound: 1 GB at 3.35 TB/s takes >= 0.3 ms
-    assert devices.is_impossible(0.1, h100, bytes_moved=1e9)
+    assert gpu_peaks.is_impossible(0.1, h100, bytes_moved=1e9)
     # an unknown GPU is held to twice the fastest known card, never looser
-    assert devices.is_impossible(0.001, None, flops=flops)
-    assert not devices.is_impossible(0.1, None, flops=flops)
+    assert gpu_peaks.is_impossible(0.001, None, flops=flops)
+    assert not gpu_peaks.is_impossible(0.1, None, flops=flops)
 
 
 def test_comparison_flags_an_impossible_learner():
     fast = timing.summarize([0.01] * 10, [0.02] * 10)
     base = timing.summarize([0.3] * 10, [0.31] * 10)
     cmp = timing.build_comparison(
-        fast, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200"), device_name="H200 SXM"
+        fast, base, flops=2 * 4096**3, peak=gpu_peaks.device_peak("NVIDIA H200"), device_name="H200 SXM"
     )
     assert cmp.impossible
     assert "IMPOSSIBLE" in cmp.summary()
     honest = timing.summarize([0.3] * 10, [0.31] * 10)
     assert not timing.build_comparison(
-        honest, base, flops=2 * 4096**3, peak=devices.device_peak("NVIDIA H200")
+        honest, base, flops=2 * 4096**3, peak=gpu_peaks.device_peak("NVIDIA H200")
     ).impossible
 
 
@@ -288,7 +288,7 @@ def test_learner_with_hidden_work_is_scored_with_host_time():
     learner = timing.summarize([0.1] * 10, [2.0] * 10)  # events see 0.1 ms, the host waited 2 ms
     baseline = timing.summarize([1.0] * 10, [1.1] * 10)
     cmp = timing.build_comparison(
-        learner, baseline, flops=2 * 1024**3, peak=devices.device_peak("NVIDIA H100 80GB HBM3")
+        learner, baseline, flops=2 * 1024**3, peak=gpu_peaks.device_peak("NVIDIA H100 80GB HBM3")
     )
     assert cmp.ratio == pytest.approx(0.5)  # 1.0 / 2.0, not 1.0 / 0.1
     assert cmp.tflops == pytest.approx(2 * 1024**3 / 2e-3 / 1e12)

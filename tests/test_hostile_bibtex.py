@@ -244,7 +244,7 @@ def _statements_to_import(tmp_path: Path, n: int, existing: int) -> int:
     from sqlalchemy import event
 
     from roadmap_cli.research.papers import PaperInput, log_paper
-    from roadmap_cli.research.transfer import import_bibtex
+    from roadmap_cli.research.papers_transfer import import_bibtex
     from roadmap_cli.store import open_store
 
     (tmp_path / f"home-{n}").mkdir()

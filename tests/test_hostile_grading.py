@@ -147,7 +147,7 @@ def test_patching_pytest_from_the_learner_module_has_no_effect(run_cli, wrong_ws
 
 
 def test_an_object_that_equals_everything_does_not_pass(run_cli, wrong_ws: Path) -> None:
-    # Not plain data: it comes back as a remote reference, and `==` on a
+    # Not plain data: it comes back as a learner proxy, and `==` on a
     # reference is identity in the grader process (its __eq__ never runs there).
     (wrong_ws / "adder.py").write_text(
         textwrap.dedent("""

@@ -25,6 +25,6 @@ def test_comparison_facts_are_plain_data():
     assert all(isinstance(v, allowed) for v in facts.values())
 
     def no_refs(obj):
-        raise AssertionError(f"{obj!r} would cross the pipe as a remote reference, not as data")
+        raise AssertionError(f"{obj!r} would cross the pipe as a learner proxy, not as data")
 
     assert wire.encode(facts, no_refs) == facts

@@ -1,4 +1,4 @@
-"""transfer.OwnRows.replace_or_refuse: the one count / refuse / back up / delete that `import --replace` and
+"""archive.OwnRows.replace_or_refuse: the one count / refuse / back up / delete that `import --replace` and
 `db copy --to --replace` share (they each had a copy of it)."""
 
 from __future__ import annotations

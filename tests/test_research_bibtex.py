@@ -173,7 +173,7 @@ def test_import_of_missing_file_is_one_line(run_cli, tmp_path):
 
 def test_dates_in_import_are_local_dates():
     from roadmap_cli.research.bibtex import BibEntry
-    from roadmap_cli.research.transfer import entry_to_input
+    from roadmap_cli.research.papers_transfer import entry_to_input
 
     entry = BibEntry("misc", "k", {"title": "T", "roadmap_status": "read", "roadmap_read_on": "2024-02-29"})
     assert entry_to_input(entry, default_status="to-read", today=date(2024, 3, 1)).read_on == date(2024, 2, 29)

@@ -65,7 +65,7 @@ def test_encoded_rows_join_as_they_are_and_refuse_indentation():
 
 def test_export_shaped_documents_stream_to_the_same_bytes(run_cli, roadmap_home: Path):
     """The helper `roadmap export` can call: every table's rows as `Rows`,
-    written with indent=2 and sorted keys, equals `transfer.dumps` today."""
+    written with indent=2 and sorted keys, equals `archive.dumps` today."""
     from roadmap_cli import context
     from roadmap_cli.portable.archive import dumps, export_data
 

@@ -269,7 +269,7 @@ def test_a_live_learner_process(live) -> None:
         assert int(facts["caps"], 16) == 0  # no capability left: cannot read the grader's memory or descriptors
 
     box = mod.make(7)
-    assert isinstance(box, kit.RemoteRef) and box.get() == 7 and box.v == 7
+    assert isinstance(box, kit.LearnerProxy) and box.get() == 7 and box.v == 7
     assert len(box) == 3 and box[2] == 20 and list(box) == [7, 8] and mod.unwrap(box) == 14
     with pytest.raises(ValueError, match=r"bad shape \(3, 4\)") as info:
         mod.boom()

@@ -58,7 +58,7 @@ def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 @learner_side
 def train_bpe(text: str, vocab_size: int, special_tokens=()):
-    """The learner's trained BPETokenizer (a remote reference under the sandbox)."""
+    """The learner's trained BPETokenizer (a learner proxy under the sandbox)."""
     return learner_module("tokenizer").BPETokenizer().train(text, vocab_size, list(special_tokens))
 
 

@@ -5,7 +5,7 @@ behind HTTP).
 Every `@learner_side` function runs in the learner process and returns plain
 data; the tests decide pass or fail in the grader process. Whole traces run in
 ONE call (a round trip costs ~0.3 ms; a trace of 200 operations through
-remote references would cost far more).
+learner proxies would cost far more).
 
 The learner's router program (serve.py) is a third process: `start_router`
 forks it from the learner process (no torch is imported here: the fork is a

@@ -234,5 +234,5 @@ def import_(
     notes: list[str] = []
     counts = import_data(store, data, home=ctx.home, replace=replace, validated=True, notes=notes)
     typer.echo(f"imported {sum(counts.values())} rows into {len(counts)} tables")
-    for note in notes:  # rows a learner's cohort login may not write, left out (transfer.insert_own_history)
+    for note in notes:  # rows a learner's cohort login may not write, left out (archive.insert_own_history)
         typer.echo(note)

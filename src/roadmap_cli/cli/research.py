@@ -397,7 +397,7 @@ def paper_import(
 
     from roadmap_cli.errors import UserError
     from roadmap_cli.cli.research_render import import_report
-    from roadmap_cli.research.transfer import import_bibtex
+    from roadmap_cli.research.papers_transfer import import_bibtex
 
     path = Path(file).expanduser()
     try:
@@ -436,7 +436,7 @@ def paper_export(
     from pathlib import Path
 
     from roadmap_cli.errors import UserError
-    from roadmap_cli.research.transfer import export_papers
+    from roadmap_cli.research.papers_transfer import export_papers
 
     text = export_papers(context.current().store(), fmt)
     if output:

@@ -15,7 +15,7 @@ layout `output.emit` prints. `tests/test_research_stream.py` checks both. Uses:
 
 - `write_envelope`: the versioned `{"roadmap": 1, "command", "data"}` of
   `--json` output (`output.envelope`), e.g. `paper list --all --json`;
-- `write_json`: any document, e.g. `roadmap export`, whose `transfer.dumps`
+- `write_json`: any document, e.g. `roadmap export`, whose `portable.archive.dumps`
   is `json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True)`: the
   same bytes come from `write_json(out, data, indent=2, sort_keys=True)` with
   each table's list given as `Rows(iterator of row dicts)`.

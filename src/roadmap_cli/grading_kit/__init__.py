@@ -11,7 +11,7 @@ from roadmap_cli.grading_kit.guards import (
     inputs_unchanged,
 )
 from roadmap_cli.grading_kit.learner_errors import LearnerCrashed, LearnerError, LearnerTimeout, LearnerViolation
-from roadmap_cli.grading_kit.sandbox import RemoteRef, learner_side
+from roadmap_cli.grading_kit.sandbox import LearnerProxy, learner_side
 from roadmap_cli.grading_kit.learner import (
     cuda_capability,
     device,
@@ -34,8 +34,8 @@ _LAZY = {
     "benchmark": ("roadmap_cli.grading_kit.timing", "benchmark"),
     "compare_to_baseline": ("roadmap_cli.grading_kit.timing", "compare_to_baseline"),
     "score_fraction": ("roadmap_cli.grading_kit.timing", "score_fraction"),
-    "DevicePeak": ("roadmap_cli.grading_kit.devices", "DevicePeak"),
-    "device_peak": ("roadmap_cli.grading_kit.devices", "device_peak"),
+    "DevicePeak": ("roadmap_cli.grading_kit.gpu_peaks", "DevicePeak"),
+    "device_peak": ("roadmap_cli.grading_kit.gpu_peaks", "device_peak"),
     # Where the learner returned a tensor (grading_kit/placement.py; the grader's own tensors stay on the CPU
     # and kit.to_device hands them over). Loaded on use: placement imports torch.
     "learner_device": ("roadmap_cli.grading_kit.placement", "learner_device"),
@@ -63,7 +63,7 @@ __all__ = [
     "LearnerError",
     "LearnerTimeout",
     "LearnerViolation",
-    "RemoteRef",
+    "LearnerProxy",
     "Timing",
     "assert_close",
     "assert_nontrivial",

@@ -28,13 +28,13 @@ def learner_module(name: str) -> ModuleType:
 
     The workspace goes first on sys.path so a same-named module elsewhere can
     never shadow the learner's file. In a sandboxed grader process this
-    returns a remote proxy of the module, imported in the learner process
+    returns a proxy of the module, imported in the learner process
     (see sandbox.py): call learner code inside `@kit.learner_side` functions.
     """
     from roadmap_cli.grading_kit import sandbox
 
     if sandbox.active():
-        return sandbox.remote_module(name)  # type: ignore[return-value]
+        return sandbox.proxy_module(name)  # type: ignore[return-value]
     root = str(workspace())
     known = _verified.get(name)
     if known is not None and known[1] == root and sys.modules.get(name) is known[0] and sys.path[0] == root:

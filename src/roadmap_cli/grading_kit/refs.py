@@ -1,8 +1,8 @@
 """The learner process's reference table: learner-side objects the grader
-holds a `RemoteRef` to (remote.py), by id.
+holds a `LearnerProxy` to (learner_proxy.py), by id.
 
 It lives in its own importable module, below both ends: `_learner_main`
-fills it as replies are encoded (wire.encode's `remember`), and a RemoteRef
+fills it as replies are encoded (wire.encode's `remember`), and a LearnerProxy
 pickled back as an argument names `resolve_ref` here, which the learner
 process's unpickler calls to get the object again. (Not `__main__`: the
 learner process is started with `-c`, and a pickled reference must name a
@@ -31,8 +31,8 @@ def release(ref_id: int) -> None:
 
 
 def resolve_ref(ref_id: int) -> Any:
-    """Unpickling hook: a grader-side RemoteRef passed back as an argument."""
+    """Unpickling hook: a grader-side LearnerProxy passed back as an argument."""
     try:
         return _objects[ref_id]
     except KeyError:
-        raise LookupError(f"remote reference #{ref_id} was released") from None
+        raise LookupError(f"learner proxy #{ref_id} was released") from None

@@ -5,7 +5,7 @@ in a child, the *learner process* (`_learner_main.py`), started lazily (or
 early, while pytest collects) and reused across tests. `@learner_side`
 functions of the lab's `tests/adapter.py` run there; in the grader process a
 call becomes a request over a private pipe and the answer comes back as
-plain data (copies) or `RemoteRef`s (proxies), never as a learner object.
+plain data (copies) or `LearnerProxy`s (proxies), never as a learner object.
 
 Without a configured sandbox (a lab's tests run by hand) every decorator is a
 no-op and `learner_module` imports in-process, as before.
@@ -33,7 +33,7 @@ from roadmap_cli.grading_kit.learner_errors import (
     LearnerViolation,
     rebuild,
 )
-from roadmap_cli.grading_kit.remote import RemoteRef
+from roadmap_cli.grading_kit.learner_proxy import LearnerProxy
 
 _REQUESTS = [0]  # requests sent to any learner process in this grader (plugin.py: skips after one)
 
@@ -124,7 +124,7 @@ def learner_side(fn: Optional[Callable] = None, *, timeout_s: Optional[float] = 
     `@kit.learner_side` or `@kit.learner_side(timeout_s=20)` (a call past the
     limit raises `kit.LearnerTimeout`; without it only the grade's own time
     limit applies). Arguments are pickled to the learner process; the
-    return value comes back as plain data or remote references.
+    return value comes back as plain data or learner proxies.
     """
 
     def wrap(func: Callable) -> Callable:
@@ -145,7 +145,7 @@ def learner_side(fn: Optional[Callable] = None, *, timeout_s: Optional[float] = 
     return wrap(fn) if fn is not None else wrap
 
 
-def remote_module(name: str) -> "RemoteRef":
+def proxy_module(name: str) -> "LearnerProxy":
     return client().request("import", (name,), None, name)
 
 
@@ -354,7 +354,7 @@ class LearnerClient:
 
     def check_generation(self, gen: int) -> None:
         if gen != self.generation or self.proc is None:
-            raise LearnerCrashed("this remote reference belongs to a learner process that crashed or was restarted")
+            raise LearnerCrashed("this learner proxy belongs to a learner process that crashed or was restarted")
 
     # --- messages -------------------------------------------------------
     def _recv(self, deadline: Optional[float]) -> bytes:
@@ -438,7 +438,7 @@ class LearnerClient:
         limit = self.config.get("memory_limit_mb")
         return wire.decode(
             reply[1],
-            lambda ref_id, type_name: RemoteRef(self, self.generation, ref_id, type_name, label),
+            lambda ref_id, type_name: LearnerProxy(self, self.generation, ref_id, type_name, label),
             limit_bytes=int(limit) << 20 if limit else None,
         )
 

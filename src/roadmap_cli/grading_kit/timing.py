@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-from roadmap_cli.grading_kit.devices import DevicePeak, current_device_peak, is_impossible, roofline_ms
+from roadmap_cli.grading_kit.gpu_peaks import DevicePeak, current_device_peak, is_impossible, roofline_ms
 
 DEFAULT_FLUSH_BYTES = 256 * 1024 * 1024  # when the L2 size is unknown (triton.testing does the same)
 # How long the spin kernel queued before each start event runs: far longer than a launch from Python
@@ -360,7 +360,7 @@ def compare_to_baseline(
 
     `flops` / `bytes_moved` describe one call (matmul: 2*M*N*K flops); they give
     TFLOP/s, % of peak, and the impossible-time check. `peak` defaults to the
-    current device's entry in devices.py.
+    current device's entry in gpu_peaks.py.
     """
     if peak is None and timer is None:
         peak = current_device_peak()

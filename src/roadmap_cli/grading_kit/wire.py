@@ -5,7 +5,7 @@ the learner process may unpickle grader-defined classes.
 
 Replies (learner -> grader) are untrusted bytes. The learner side first turns
 its return value into *plain data* (`encode`): builtins, and a few `Tagged`
-records for tensors, numpy arrays, dtypes and remote references. The grader
+records for tensors, numpy arrays, dtypes and learner proxies. The grader
 side reads them with `RestrictedUnpickler`, which can build nothing but
 builtin containers, `complex` and `Tagged`; then `decode` turns the records
 back into fresh tensors/arrays it owns. A learner-defined class is never
@@ -386,7 +386,7 @@ def _feed(h, value: Any, depth: int) -> None:
         arr = np.ascontiguousarray(value)
         h.update(f"ndarray:{arr.dtype.str}:{arr.shape}:".encode() + arr.tobytes())
         return
-    ref_type = getattr(type(value), "_roadmap_remote_type", None)
+    ref_type = getattr(type(value), "_roadmap_proxy_type", None)
     if ref_type is not None:
         h.update(f"ref:{ref_type(value)}".encode())
         return

@@ -345,7 +345,7 @@ def validate_export(tables_data: dict, tables: dict, *, lab_ids: Optional[set], 
                 if column.name == "learner" and "learner" not in row:
                     continue  # an export from before migration 5: the importing learner's rows
                 if column.name == "number" and "number" not in row and name in NUMBERED_TABLES:
-                    continue  # an export from before migration 12: the number is the id (transfer.with_learner_numbers)
+                    continue  # an export from before migration 12: the number is the id (archive.with_learner_numbers)
                 if column.name == "learner" and isinstance(row["learner"], str) and row["learner"]:
                     from roadmap_cli.store.learners import validate_learner
 

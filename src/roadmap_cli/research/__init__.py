@@ -6,10 +6,10 @@ ISO week / month / quarter, streaks and a 52-week calendar.
 Modules: ids (parsing), numbers (each learner's own paper and entry numbers,
 the ids every command shows), periods (calendar maths, streaks), papers (log/edit),
 papers_query (list/suggest, and the streamed read behind `paper list --json`),
-bibtex (reader, bounded macros), latex (LaTeX <-> text), transfer
-(import/export), bulk (one-query duplicate index, batched inserts), entries
-(other items), cadence (targets vs done), calendar (rendering data), render
-(rich output for the CLI). Streaming JSON itself is `roadmap_cli.formats.jsonstream`.
+bibtex (reader, bounded macros), latex (LaTeX <-> text), papers_transfer
+(paper import/export), bulk (one-query duplicate index, batched inserts), entries
+(other items), cadence (targets vs done), calendar (rendering data). Their rich
+output for people is cli/research_render.py. Streaming JSON itself is `roadmap_cli.formats.jsonstream`.
 
 This package's top level stays import-light: `roadmap status` calls
 `cadence_summary` and must not pay for anything else.

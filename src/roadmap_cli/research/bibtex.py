@@ -20,7 +20,7 @@ itself twice, forty times over (`@string{b = a # a}`, `@string{c = b # b}`,
 MAX_VALUE_CHARS, or more than MAX_EXPANSION_CHARS expanded in one file, stops
 the import with one `file:line:col` line (a hostile file is refused whole).
 
-Writing lives in `transfer.py`; LaTeX <-> text in `latex.py`.
+Writing lives in `papers_transfer.py`; LaTeX <-> text in `latex.py`.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def find_duplicate(session, values: dict, exclude_id: Optional[int] = None) -> O
 
     Titles compare without spaces (`duplicate_title_key`), so "Paged-Attention"
     and "PagedAttention" are one paper. Importing many papers uses
-    `transfer.DuplicateIndex` instead: one query for the whole file.
+    `bulk.DuplicateIndex` instead: one query for the whole file.
     """
     from sqlalchemy import func
     from sqlmodel import select

@@ -1,7 +1,7 @@
-"""Remote references: learner-side objects seen from the grader process.
+"""Learner proxies: learner-side objects seen from the grader process.
 
 A learner function's return value that is not plain data (see wire.py)
-stays in the learner process; the grader gets a `RemoteRef` that forwards
+stays in the learner process; the grader gets a `LearnerProxy` that forwards
 attribute reads, calls, len, [], iteration and `in` as requests, and that
 turns back into the learner-side object when passed as an argument. Every
 operation is a round trip (~0.3 ms), so bound methods are cached per
@@ -13,17 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 
-def _ref_type(ref: "RemoteRef") -> str:
+def _ref_type(ref: "LearnerProxy") -> str:
     return object.__getattribute__(ref, "_type")
 
 
-class RemoteRef:
+class LearnerProxy:
     """A learner-side object seen from the grader process. Supports attribute
     reads, calls, len, [], iteration and `in`; passed back as an argument it
     becomes the learner-side object again. Every operation is a round trip."""
 
     __slots__ = ("_client", "_gen", "_id", "_type", "_label", "_methods", "_is_method", "__weakref__")
-    _roadmap_remote_type = staticmethod(_ref_type)
+    _roadmap_proxy_type = staticmethod(_ref_type)
 
     def __init__(self, owner: Any, gen: int, ref_id: int, type_name: str, label: str = "") -> None:
         object.__setattr__(self, "_client", owner)
@@ -33,7 +33,7 @@ class RemoteRef:
         object.__setattr__(self, "_label", label or type_name)  # e.g. "mul.mul": named in crash messages
         object.__setattr__(
             self, "_methods", None
-        )  # name -> RemoteRef of a bound method (one round trip saved per call)
+        )  # name -> LearnerProxy of a bound method (one round trip saved per call)
         object.__setattr__(self, "_is_method", False)
 
     def _mark_method(self) -> None:
@@ -52,7 +52,7 @@ class RemoteRef:
         if methods is not None and name in methods:
             return methods[name]
         value = self._do("getattr", name, label=f"{object.__getattribute__(self, '_label')}.{name}")
-        if type(value) is RemoteRef and object.__getattribute__(value, "_is_method"):
+        if type(value) is LearnerProxy and object.__getattribute__(value, "_is_method"):
             if methods is None:
                 methods = {}
                 object.__setattr__(self, "_methods", methods)
