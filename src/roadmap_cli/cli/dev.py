@@ -1,6 +1,6 @@
 """`roadmap dev check|rules|build-starter|mutate`: commands for lab authors and CI.
 
-Thin commands: parse, call `roadmap_cli.authoring.*`, render (cli/dev_render.py, cli/mutate_render.py).
+Thin commands: parse, call `roadmap_cli.authoring.*`, render (cli/dev_render.py).
 Anything heavy is imported inside the command bodies so `roadmap --help` stays fast.
 """
 
@@ -228,7 +228,7 @@ def dev_mutate(
     as_json: JsonOpt = False,
 ) -> None:
     """Grade mechanical mutants of the reference solution: kill rate per part; exit 1 below 95%."""
-    from roadmap_cli.cli import mutate_render as render
+    from roadmap_cli.cli import dev_render as render
     from roadmap_cli.authoring.mutate import report_dict, run_mutate
     from roadmap_cli.labs.spec import find_lab
     from roadmap_cli.formats.output import emit
@@ -246,7 +246,7 @@ def dev_mutate(
             on_start=progress.on_start,
             on_result=progress.on_result,
         )
-    emit("dev mutate", report_dict(rep), as_json=as_json, render=lambda c: render.report(c, rep, show_survivors))
+    emit("dev mutate", report_dict(rep), as_json=as_json, render=lambda c: render.mutate_report(c, rep, show_survivors))
     if not rep.ok:
         raise typer.Exit(1)
 
