@@ -242,23 +242,19 @@ def start_early(
     return True
 
 
-def start_early_args(args: list[str]) -> bool:
-    """`roadmap grade ARGS` with `--on NAME` (the plain forms grading/prestart.py reads): start_early for the
-    workspace the command will grade. Called by the console script and cli.main before typer parses;
-    never raises (the normal path reports every problem)."""
-    from roadmap_cli.grading import prestart
-
+def start_early_args(read: dict) -> bool:
+    """`roadmap grade ... --on NAME`, as grading/options.read gives it: start_early for the workspace the
+    command will grade. Called by the console script (roadmap_cli/entry.py) before typer loads; never
+    raises (the normal path reports every problem)."""
     if _early is not None:
-        return True  # the console script opened it already
-    options = prestart._read(args)
+        return True
     if (
-        options is None
-        or options["on"] is None
+        read["on"] is None
         or os.environ.get("_ROADMAP_COMPLETE")
-        or options["keyword"]
-        or options["tests"]
-        or options["first_failure"]
-        or options["verbose"]
+        or read["keyword"]
+        or read["test"]
+        or read["first_failure"]
+        or read["verbose"]
     ):
         return False  # not a plain --on grade (or one the command refuses: it says so)
     try:
@@ -269,10 +265,10 @@ def start_early_args(args: list[str]) -> bool:
         rows = workspaces_fast(home)
         if rows is None:
             return False  # another database, or none yet: the store is needed first
-        lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+        lab_id, path = locate_workspace(None, read["lab_id"], Path.cwd(), rows)
     except Exception:  # noqa: BLE001
         return False
-    return start_early(home, options["on"], lab_id, path, part=options["part"], timeout=options["timeout"])
+    return start_early(home, read["on"], lab_id, path, part=read["part"], timeout=read["timeout"])
 
 
 def discard_early() -> None:
