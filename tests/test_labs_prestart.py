@@ -69,28 +69,7 @@ def test_anything_else_is_left_to_typer(args):
     assert _read(args) is None
 
 
-def _run_console_script(*args: str) -> tuple[int, dict]:
-    """`roadmap ARGS` in-process through the console script (roadmap_cli/entry.py), whose fast path
-    starts the grader; cli.main, which run_cli calls, does not."""
-    import json
-    import sys
-
-    from typer.testing import CliRunner
-
-    from roadmap_cli import entry
-
-    with CliRunner().isolation() as streams:
-        try:
-            entry.main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        sys.stdout.flush()
-        out = streams[0].getvalue().decode()
-    return code, json.loads(out)
-
-
-def test_grade_takes_the_job_started_before_parsing(workspace, monkeypatch):
+def test_grade_takes_the_job_started_before_parsing(run_console_script, workspace, monkeypatch):
     from roadmap_cli.grading import grade
     from roadmap_cli.grading.runner import GradeJob
 
@@ -99,9 +78,9 @@ def test_grade_takes_the_job_started_before_parsing(workspace, monkeypatch):
     monkeypatch.setattr(GradeJob, "start", lambda self: started.append(self) or real_start(self))
     monkeypatch.setattr(prestart, "take", lambda *a, **k: taken.append(real_take(*a, **k)) or taken[-1])
     monkeypatch.setattr(grade, "resolve_workspace", lambda *a, **k: resolved.append(a) or (None, None))
-    code, out = _run_console_script("grade", "--part", "add", "--json")
-    assert code == 0, out
-    assert out["data"]["parts"][0]["status"] == "passed"
+    result = run_console_script("grade", "--part", "add", "--json")
+    assert result.exit_code == 0, result
+    assert result.json()["data"]["parts"][0]["status"] == "passed"
     # One grader, started before the command line was parsed, and that is the one graded: the lab and
     # workspace it resolved were handed on, never resolved a second time.
     assert len(started) == 1 and taken == started and resolved == []
