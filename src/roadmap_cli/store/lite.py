@@ -101,8 +101,8 @@ def open_lite(home: Path, *, read_only: bool = False) -> Optional[LiteStore]:
     if os.environ.get("DATABASE_URL"):
         return None
     path = Path(home) / full.DB_FILENAME
-    if not path.is_file() or not full._writable(Path(home), path):
-        return None  # (read_only too: a grade in a home it cannot write to is the full store's one line)
+    if not path.is_file() or (not read_only and not full._writable(Path(home), path)):
+        return None
     try:
         conn = _connect(path, vet=True, read_only=read_only)
     except (sqlite3.Error, RoadmapError):
