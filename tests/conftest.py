@@ -69,12 +69,7 @@ class CliResult:
         return f"<CliResult exit={self.exit_code} stdout={self.stdout[-800:]!r} stderr={self.stderr[-800:]!r}>"
 
 
-@pytest.fixture
-def run_cli():
-    """Invoke `roadmap ARGS...` in-process through the same entry point as the
-    console script (`cli.main`), so our error handling is what is tested."""
-    from roadmap_cli.cli import main
-
+def _in_process(main):
     runner = CliRunner()
 
     def run(*args: str, input: str | None = None) -> CliResult:
@@ -94,6 +89,26 @@ def run_cli():
         return CliResult(exit_code, stdout, stderr, exception)
 
     return run
+
+
+@pytest.fixture
+def run_cli():
+    """Invoke `roadmap ARGS...` in-process through `cli.main`: the console
+    script's run without its early start of a grade, so our error handling is
+    what is tested."""
+    from roadmap_cli.cli import main
+
+    return _in_process(main)
+
+
+@pytest.fixture
+def run_console_script():
+    """Invoke `roadmap ARGS...` in-process through the console script itself
+    (roadmap_cli/entry.py): with the fast path that starts `roadmap grade`'s
+    grader (or `--on`'s ssh session) before typer loads."""
+    from roadmap_cli.entry import main
+
+    return _in_process(main)
 
 
 # ---------------------------------------------------------------- PostgreSQL (cohort mode)

@@ -407,9 +407,11 @@ def test_grades_share_one_ssh_connection_a_stale_socket_is_harmless_and_remove_c
     assert _masters(roadmap_home) == [] and not control.exists()
 
 
-def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli, monkeypatch: pytest.MonkeyPatch):
-    """grading/prestart.py opens the grade's ssh session before typer parses (grading/remote/near.start_early), and
-    grade_on takes that very session: one session per grade, opened early."""
+def test_the_ssh_session_opens_before_the_command_line_is_parsed(
+    remote, run_console_script, monkeypatch: pytest.MonkeyPatch
+):
+    """The console script (roadmap_cli/entry.py) opens the grade's ssh session before typer parses
+    (grading/remote/near.start_early), and grade_on takes that very session: one session per grade, opened early."""
     from roadmap_cli.grading.remote import near
 
     openers: list[str] = []
@@ -420,10 +422,10 @@ def test_the_ssh_session_opens_before_the_command_line_is_parsed(remote, run_cli
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(near._Opened, "__init__", spy)
-    assert run_cli("grade", "--on", "box", "--part", "mul").exit_code == 1
+    assert run_console_script("grade", "--on", "box", "--part", "mul").exit_code == 1
     assert openers == ["start_early"] and near._early is None
     # An option --on refuses: nothing is opened early, and the refusal is one line.
-    result = run_cli("grade", "--on", "box", "-x")
+    result = run_console_script("grade", "--on", "box", "-x")
     assert result.exit_code == 2 and openers == ["start_early"] and "Traceback" not in result.stderr
 
 

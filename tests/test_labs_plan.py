@@ -1,5 +1,5 @@
 """labs/plan.py: the lab as `roadmap grade` needs it to start pytest early,
-read without pydantic; never the authority (prestart.claim compares it with
+read without pydantic; never the authority (prestart.validated compares it with
 the validated spec)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from roadmap_cli.labs import plan
-from roadmap_cli.grading import prestart
+from roadmap_cli.grading import options, prestart
 from roadmap_cli.labs.spec import find_lab, lab_ids
 
 FIXTURES = Path(__file__).parent / "fixtures_labs"
@@ -76,25 +76,21 @@ def test_a_plan_that_disagrees_with_the_spec_is_never_graded(solved_adder, monke
     """A plan read differently from the validated spec (here: another time
     limit) starts a job the normal path refuses: it is killed and the spec's
     own job runs."""
-    from roadmap_cli.grading.runner import GradeJob
-
     real = plan.read_plan
     monkeypatch.setattr(plan, "read_plan", lambda d: dataclasses.replace(real(d), time_limit_s=7.0))
-    assert prestart.start([])
-    early = prestart._started
-    assert early.timeout == 7.0
-    job = GradeJob(find_lab("adder"), solved_adder)
-    assert prestart.claim(job) is job and early.proc.poll() is not None
+    assert prestart.start(options.read([]))
+    early = prestart.take(None, part=None, timeout=None)
+    assert early is not None and early.timeout == 7.0
+    assert prestart.validated(early, find_lab("adder")) is None and early.proc.poll() is not None
 
 
 def test_a_claimed_job_carries_the_validated_spec(solved_adder):
-    from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.spec import LabSpec
 
-    assert prestart.start([])
+    assert prestart.start(options.read([]))
     assert isinstance(prestart._started.spec, plan.LabPlan)
     spec = find_lab("adder")
-    claimed = prestart.claim(GradeJob(spec, solved_adder))
+    claimed = prestart.validated(prestart.take(None, part=None, timeout=None), spec)
     assert claimed.proc is not None and claimed.spec is spec and isinstance(claimed.spec, LabSpec)
     claimed.abort()
 
@@ -102,8 +98,8 @@ def test_a_claimed_job_carries_the_validated_spec(solved_adder):
 def test_pytest_starts_before_pydantic_or_typer_is_imported(solved_adder):
     probe = (
         "import sys\n"
-        "from roadmap_cli.grading import prestart\n"
-        "ok = prestart.start([])\n"
+        "from roadmap_cli.grading import options, prestart\n"
+        "ok = prestart.start(options.read([]))\n"
         "print(ok, sorted(m for m in ('pydantic', 'typer', 'rich', 'sqlalchemy') if m in sys.modules))\n"
         "prestart.discard()\n"
     )

@@ -217,6 +217,69 @@ def test_it_declines_what_the_full_store_must_handle(tmp_path: Path, monkeypatch
     assert lite.open_lite(ours).learner == "grace"
 
 
+def _set_pinned(home: Path, raw: str) -> None:
+    con = sqlite3.connect(home / "roadmap.db")
+    con.execute("UPDATE settings SET value = ? WHERE learner = '' AND key = 'learner'", (raw,))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize(
+    "env, pinned, want",
+    [
+        (None, '"ada@example.org"', "ada@example.org"),  # the id pinned in the home
+        (None, "ada-plain", "ada-plain"),  # an old plain (not JSON) setting
+        ("grace", '"ada@example.org"', "grace"),  # $ROADMAP_LEARNER first
+    ],
+)
+def test_the_lean_lookup_and_the_full_store_agree_on_the_learner(tmp_path: Path, monkeypatch, env, pinned, want):
+    """store/learners.known_learner is the one order: the console script's workspace lookup (a read-only
+    lean store), the lean store that records a grade and the full store all say the same learner."""
+    from roadmap_cli.labs.service import workspaces_fast
+    from roadmap_cli.store import open_store
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
+    home = tmp_path / "home"
+    _home_with_store(home)
+    _set_pinned(home, pinned)
+    if env:
+        monkeypatch.setenv("ROADMAP_LEARNER", env)
+    full = open_store(home)
+    assert full.learner == want
+    assert lite.open_lite(home).learner == want and lite.open_lite(home, read_only=True).learner == want
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    from roadmap_cli.labs.service import record_workspace
+
+    record_workspace(full, "adder", ws)
+    assert workspaces_fast(home) == [("adder", ws)]  # the row of that learner, found by the lean lookup
+
+
+def test_the_workspace_lookup_takes_no_write_lock(tmp_path: Path, monkeypatch):
+    """The early start's lookup is a read: another process holding the write lock (a grade recording
+    its attempt) does not make it wait, and the lean store opened to read refuses to write."""
+    import time
+
+    from roadmap_cli.labs.service import workspaces_fast
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("ROADMAP_LEARNER", raising=False)
+    home = tmp_path / "home"
+    _home_with_store(home)
+    writer = sqlite3.connect(home / "roadmap.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        assert workspaces_fast(home) == []
+        assert time.monotonic() - t0 < 5  # a write lock would wait for the 30 s busy timeout
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    with pytest.raises(StoreError):
+        lite.open_lite(home, read_only=True).write_sql(lambda sql: sql.execute("DELETE FROM settings"))
+
+
 def test_a_corrupted_database_refuses_the_write_in_one_line(tmp_path: Path, monkeypatch):
     from test_hostile_store import _corrupt_table_root
 

@@ -142,7 +142,16 @@ def _complete(args: list[str]) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    """Entry point: run the app; user errors become one line and an exit code.
+    """The command line run in-process (tests, `python -c`): the console script's
+    run (roadmap_cli/entry.py) without its early start of `roadmap grade`'s
+    grader, which is the console script's alone. The root options given after
+    the command move in front of it by the same function the console script uses."""
+    run(hoist_root_options(list(sys.argv[1:] if argv is None else argv)))
+
+
+def run(args: list[str]) -> None:
+    """Run the app on `args` (root options already hoisted); user errors become
+    one line and an exit code.
 
     typer runs outside its standalone mode so that its usage errors (exit 2)
     are one line here too; a command's typer.Exit code is the exit code;
@@ -150,30 +159,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     """
     import os
 
-    args = hoist_root_options(list(sys.argv[1:] if argv is None else argv))
     if os.environ.get("_ROADMAP_COMPLETE"):
         _complete(args)  # a TAB: no output module, only the group being completed
         return
-    prestarted = opened_early = False
-    if args[:1] == ["grade"]:
-        # The grader starts now, while typer parses and rich loads (grading/prestart.py);
-        # the console script (roadmap_cli/entry.py) started it earlier still, before typer was imported.
-        from roadmap_cli.grading import prestart
-
-        prestarted = prestart.start(args[1:])
-        if any(a == "--on" or a.startswith("--on=") for a in args):
-            from roadmap_cli.grading.remote import near  # `grade --on`: its ssh session opens now
-
-            opened_early = near.start_early_args(args[1:])
-    try:
-        _run(args)
-    finally:
-        if prestarted:
-            prestart.discard()  # not claimed: the command failed before grading
-        if opened_early:
-            from roadmap_cli.grading.remote import near
-
-            near.discard_early()  # not taken: the command failed before grading
+    _run(args)
 
 
 def _plain_status(args: list[str]):

@@ -17,60 +17,59 @@ from roadmap_cli.cli.workdir import current_dir
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON envelope instead of tables.")]
 
 
-PartOpt = Annotated[Optional[str], typer.Option("--part", help="Grade only this part.")]
+def _opt(dest: str, **kwargs):
+    """A grade option named as grading/options.py declares it (the console script's early start reads the
+    command line with the same table; tests/test_grade_options.py holds the two together)."""
+    from roadmap_cli.grading.options import flags, option
+
+    number_min = option(dest).number_min
+    return typer.Option(*flags(dest), **({"min": number_min} if number_min is not None else {}), **kwargs)
 
 
 def grade_command(
     lab_id: Annotated[
         Optional[str], typer.Argument(metavar="[ID]", help="Lab id (default: the workspace you are in).")
     ] = None,
-    part: PartOpt = None,
+    part: Annotated[Optional[str], _opt("part", help="Grade only this part.")] = None,
     keyword: Annotated[
         Optional[str],
-        typer.Option(
-            "-k", help="Only tests matching this pytest -k expression (a filtered run never completes a part)."
-        ),
+        _opt("keyword", help="Only tests matching this pytest -k expression (a filtered run never completes a part)."),
     ] = None,
     test: Annotated[
         Optional[list[str]],
-        typer.Option("--test", metavar="NODEID", help="Only this test, e.g. test_model.py::test_causal (repeatable)."),
+        _opt("test", metavar="NODEID", help="Only this test, e.g. test_model.py::test_causal (repeatable)."),
     ] = None,
-    first_failure: Annotated[
-        bool, typer.Option("-x", "--first-failure", help="Stop at the first failing test.")
-    ] = False,
+    first_failure: Annotated[bool, _opt("first_failure", help="Stop at the first failing test.")] = False,
     verbose: Annotated[
         bool,
-        typer.Option(
-            "-v", "--verbose", help="Full assertion diff and the traceback through your code and the test's check."
-        ),
+        _opt("verbose", help="Full assertion diff and the traceback through your code and the test's check."),
     ] = False,
     watch: Annotated[
-        bool, typer.Option("--watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")
+        bool, _opt("watch", help="Keep watching: re-grade on every save (same as `roadmap watch`).")
     ] = False,
     timeout: Annotated[
-        Optional[float],
-        typer.Option("--timeout", min=1, help="Hard time limit in seconds (default: the lab's time_limit_s)."),
+        Optional[float], _opt("timeout", help="Hard time limit in seconds (default: the lab's time_limit_s).")
     ] = None,
     on: Annotated[
         Optional[str],
-        typer.Option(
-            "--on",
+        _opt(
+            "on",
             metavar="REMOTE",
             help="Grade on a remote machine over ssh (see `roadmap remote add`): only changed files are sent; the attempt is recorded here.",
         ),
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[bool, _opt("as_json", help="Print a JSON envelope instead of tables.")] = False,
     events: Annotated[
-        bool, typer.Option("--events", hidden=True, help="The far side of --on: JSON lines, signed result.")
+        bool, _opt("events", hidden=True, help="The far side of --on: JSON lines, signed result.")
     ] = False,
     events_workspace: Annotated[
-        Optional[str], typer.Option("--events-workspace", hidden=True, help="The far side's copy of the workspace.")
+        Optional[str], _opt("events_workspace", hidden=True, help="The far side's copy of the workspace.")
     ] = None,
     events_key: Annotated[
-        Optional[str], typer.Option("--events-key", hidden=True, help="The result key's file (signs the run).")
+        Optional[str], _opt("events_key", hidden=True, help="The result key's file (signs the run).")
     ] = None,
     events_nonce: Annotated[
-        Optional[str], typer.Option("--events-nonce", hidden=True, help="The near side's nonce for this grade.")
+        Optional[str], _opt("events_nonce", hidden=True, help="The near side's nonce for this grade.")
     ] = None,
 ) -> None:
     """Run the lab's grader on your workspace (or on a remote with --on). Exit 0: every gradable part passes; 1: a test failed; 4: grader error or timeout; 5: remote unreachable or lost; 130: interrupted."""

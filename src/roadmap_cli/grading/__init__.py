@@ -1,6 +1,6 @@
 """The grading engine: `roadmap grade`, `roadmap watch` and `roadmap doctor`.
 
-prestart.py starts the grader before typer loads; precheck.py compiles the
+options.py declares grade's options once; prestart.py starts the grader before typer loads; precheck.py compiles the
 workspace; runner.py runs pytest under the supervisor (_supervisor.py) with the
 plugin (plugin.py) reporting over an authenticated channel (channel.py);
 results.py turns its events into part results; grade.py records the attempt;

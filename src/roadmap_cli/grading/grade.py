@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.labs.service import resolve_workspace, start_command, workspace_at, workspaces, workspaces_fast
+from roadmap_cli.labs.service import (
+    find_lab,
+    resolve_workspace,
+    start_command,
+    workspace_at,
+    workspaces,
+    workspaces_fast,
+)
 
 if TYPE_CHECKING:
     from roadmap_cli.labs.spec import LabSpec
@@ -59,49 +66,42 @@ def grade(
     """
     from roadmap_cli.grading import precheck, prestart
 
-    rows = workspaces_fast(home)
-    if rows is None:
-        rows = workspaces(get_store())
-    # The pre-check needs only the folder: it runs before the lab spec is
-    # loaded (pydantic) and the report is shown at once; recording the
-    # attempt (git, the database) comes after the learner has read it.
-    here = workspace_at(None, cwd, rows)
-    early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
-    # (A grader started before the command line was parsed passed the same pre-check a moment ago.)
-    problem = precheck.check_workspace(early) if early is not None and not prestart.prechecked(early) else None
-    if problem is not None and on_event:
-        on_event({"event": "precheck", "problem": problem})
+    # The console script resolved this grade's lab and workspace from the same command line, pre-checked it
+    # and started its grader before typer loaded (grading/prestart.py): handed on here, not resolved again.
+    early = prestart.take(lab_id, part=part, timeout=timeout, focus=focus) if warm is None else None
+    if early is not None:
+        try:
+            spec, path = find_lab(early.spec.id), early.workspace
+        except BaseException:
+            early.abort()
+            raise
+        problem = None
+    else:
+        spec, path, problem = _resolve(get_store, home, lab_id, cwd, part, on_event)
     from roadmap_cli.grading.runner import GradeJob
     from roadmap_cli.labs.workspace import head_info
 
-    spec, path = resolve_workspace(None, lab_id, cwd, rows)
-    if not path.is_dir():
-        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
-    if part:
-        spec.part(part)
-    if early is None and not prestart.prechecked(path):
-        problem = precheck.check_workspace(path)
-    job = GradeJob(
-        spec,
-        path,
-        parts=[part] if part else None,
-        timeout=timeout,
-        focus=focus,
-        cancel=cancel,
-        device=prestart.started_device(),
-        warm=warm,
-    )
+    job = prestart.validated(early, spec) if early is not None else None
+    if job is None:
+        job = GradeJob(
+            spec,
+            path,
+            parts=[part] if part else None,
+            timeout=timeout,
+            focus=focus,
+            cancel=cancel,
+            device=early.device if early is not None else None,  # detected once (the GPU driver is slow to ask)
+            warm=warm,
+        )
+    elif cancel is not None:
+        job.cancel_event = cancel  # the caller's stop button
     if problem is not None:
-        prestart.discard()
         # A file that does not parse (or imports what does not exist): one report, no pytest.
         run = precheck.failed_run(job, problem)
         sha, dirty = head_info(path)
         store = get_store()
         attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
         return grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, problem=problem)
-    # The job cli.main started before parsing the command line (grading/prestart.py), when it is
-    # exactly this one; otherwise start it now.
-    job = prestart.claim(job)
     if job.proc is None:
         job.start()
     cuda_checks = None
@@ -121,6 +121,31 @@ def grade(
     attempt_id, marked = record_attempt(store, spec, run, sha, dirty)
     checks = cuda_checks.result() if cuda_checks is not None else []
     return grade_outcome(store, spec, attempt_id, run, sha, dirty, marked, lang, cuda_checks=checks)
+
+
+def _resolve(get_store, home: Path, lab_id: Optional[str], cwd: Path, part: Optional[str], on_event):
+    """(spec, workspace, pre-check problem or None) of a grade nothing was started early for."""
+    from roadmap_cli.grading import precheck
+
+    rows = workspaces_fast(home)
+    if rows is None:
+        rows = workspaces(get_store())
+    # The pre-check needs only the folder: it runs before the lab spec is
+    # loaded (pydantic) and the report is shown at once; recording the
+    # attempt (git, the database) comes after the learner has read it.
+    here = workspace_at(None, cwd, rows)
+    early = here[1] if here and (lab_id is None or lab_id == here[0]) and here[1].is_dir() else None
+    problem = precheck.check_workspace(early) if early is not None else None
+    if problem is not None and on_event:
+        on_event({"event": "precheck", "problem": problem})
+    spec, path = resolve_workspace(None, lab_id, cwd, rows)
+    if not path.is_dir():
+        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
+    if part:
+        spec.part(part)
+    if early is None:
+        problem = precheck.check_workspace(path)
+    return spec, path, problem
 
 
 def _focus_words(focus) -> str:

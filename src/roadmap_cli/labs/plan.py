@@ -9,7 +9,7 @@ module reads exactly those, with the same bounded YAML loader (yamlsafe), and
 nothing else.
 
 It is never the authority: the normal path still loads and validates the
-spec, and prestart.claim() takes a job started from a plan only when the
+spec, and prestart.validated() keeps a job started from a plan only when the
 plan's `fingerprint` equals the validated spec's (anything else is killed and
 started again). A spec that does not read cleanly here gives None: nothing is
 started early. The same defaults as LabSpec apply (time_limit_s 300, no

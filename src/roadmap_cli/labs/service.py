@@ -98,44 +98,28 @@ def started_labs(store) -> frozenset[str]:
 
 
 def workspaces_fast(home: Path) -> Optional[list[tuple[str, Path]]]:
-    """The same rows read with the stdlib sqlite3, without importing SQLAlchemy.
+    """The same rows through the lean store, read-only (store/lite.py: the stdlib
+    sqlite3, without importing SQLAlchemy, and the learner found as the full
+    store finds it: store/learners.known_learner).
 
     `roadmap grade` needs the workspace before it can start pytest, and
     importing SQLAlchemy costs ~0.3 s (more on a busy machine); the store is
-    opened afterwards, while pytest runs. The lab_workspaces table is as of
-    migration 5 (rows carry their learner). None means "ask the store" (another database, or any
-    problem: the store gives the proper error).
+    opened afterwards, while pytest runs. None means "ask the store" (another
+    database, one a migration is due on, or any problem: the store gives the
+    proper error).
     """
-    import os
     import sqlite3
-    from urllib.parse import quote
 
-    from roadmap_cli.store.engine import DB_FILENAME
+    from roadmap_cli.errors import RoadmapError
+    from roadmap_cli.store.lite import open_lite
 
-    if os.environ.get("DATABASE_URL"):
-        return None
-    db = Path(home) / DB_FILENAME
-    if not db.is_file():
+    store = open_lite(home, read_only=True)
+    if store is None:
         return None
     try:
-        # Quoted: a home folder named like "a?b" or "50%#1" must not end the path early
-        # (an unquoted "?" starts the URI's query, a "#" its fragment, "%" an escape).
-        con = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=30)
-        try:
-            # The learner: $ROADMAP_LEARNER, else the id pinned in this home (store/learners.py).
-            learner = os.environ.get("ROADMAP_LEARNER")
-            if not learner:
-                pinned = con.execute("SELECT value FROM settings WHERE learner = '' AND key = 'learner'").fetchone()
-                if pinned is None:
-                    return None
-                learner = json.loads(pinned[0])
-            rows = con.execute("SELECT lab_id, path FROM lab_workspaces WHERE learner = ? "
-                               "ORDER BY created_at DESC, id DESC", (learner,)).fetchall()
-        finally:
-            con.close()
-    except (sqlite3.Error, ValueError):
+        return workspaces(store)
+    except (RoadmapError, sqlite3.Error):
         return None
-    return [(lab, Path(path)) for lab, path in rows]
 
 
 def workspace_at(store, cwd: Path, rows: Optional[list[tuple[str, Path]]] = None) -> Optional[tuple[str, Path]]:

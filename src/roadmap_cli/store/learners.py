@@ -27,7 +27,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
 
@@ -37,6 +37,8 @@ SETTING_KEY = "learner"
 # Settings rows that belong to the database, not to a person: the pinned id.
 DATABASE_SCOPE = ""
 HOME_FILE = "learner"
+# The id a SQLite database holds for its one person (`roadmap init --learner`, or pinned by migration 5).
+SAVED_LEARNER_SQL = "SELECT value FROM settings WHERE learner = :scope AND key = :key"
 
 # E-mail addresses and handles: letters, digits and . _ @ + -, not starting
 # with punctuation (a leading '-' would read as an option in scripts).
@@ -99,12 +101,14 @@ def saved_learner(store) -> Optional[str]:
 
     try:
         with store.engine.begin() as conn:  # not store.connection(): it asks us first
-            value = conn.execute(
-                sa.text("SELECT value FROM settings WHERE learner = :scope AND key = :key"),
-                {"scope": DATABASE_SCOPE, "key": SETTING_KEY},
-            ).scalar()
+            value = conn.execute(sa.text(SAVED_LEARNER_SQL), {"scope": DATABASE_SCOPE, "key": SETTING_KEY}).scalar()
     except sa.exc.DBAPIError:  # a database from before migration 5 (opened without migrating)
         return None
+    return saved_value(value)
+
+
+def saved_value(value: Optional[str]) -> Optional[str]:
+    """The learner id of the settings row SAVED_LEARNER_SQL read (a JSON string; an old plain one too)."""
     if value is None:
         return None
     try:
@@ -112,6 +116,17 @@ def saved_learner(store) -> Optional[str]:
     except ValueError:
         name = value
     return validate_learner(name, source="the saved learner setting")
+
+
+def known_learner(saved: Callable[[], Optional[str]]) -> Optional[str]:
+    """Which learner this process is, without asking git: $ROADMAP_LEARNER, else the id saved in this
+    home (`saved()`, only asked when the environment names none); None when neither says. The one order
+    of the two for both stores: the lean one (store/lite.py: None, the full store must open) and the full
+    one (current_learner, which then falls back to git's user.email, then `local`)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return validate_learner(env, source=f"${ENV_VAR}")
+    return saved()
 
 
 def _scoped_role(store):
@@ -151,7 +166,7 @@ def current_learner(store) -> str:
             check_claimed_learner(scoped, saved, f"the learner saved in {_home_file(store)}")
         name = validate_learner(scoped.role, source="your database login")
     else:
-        name = validate_learner(env, source=f"${ENV_VAR}") if env else (saved_learner(store) or default_learner())
+        name = known_learner(lambda: saved_learner(store)) or default_learner()
     try:
         store._learner = name
     except AttributeError:  # a stand-in store object without attributes

@@ -16,12 +16,16 @@ migrates or says what is wrong in one line. The full store's rules hold here
 too, through the same functions: the file is vetted before any pragma, WAL and
 busy timeout as in store/engine.py, every transaction BEGIN IMMEDIATE, a
 quick_check before the first write, and SQLite errors become one line (StoreError).
+
+Opened to read (`open_lite(home, read_only=True)`), it is also how the console
+script finds the workspace to grade before anything else is loaded
+(labs/service.workspaces_fast): no write lock taken, and the learner found by
+the one function both stores use (store/learners.known_learner).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -43,16 +47,17 @@ class LiteStore:
 
     lite = True
 
-    def __init__(self, path: Path, learner: str) -> None:
+    def __init__(self, path: Path, learner: str, *, read_only: bool = False) -> None:
         self.path = path
         self.learner = learner
         self.where = str(path)
+        self.read_only = read_only  # opened to read (the console script's workspace lookup): no write lock
         self._checked = False  # quick_check done (once per store, as the full store does per engine)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         try:
-            conn = _connect(self.path)
+            conn = _connect(self.path, read_only=self.read_only)
         except sqlite3.Error as exc:
             raise _store_error(exc, self.where) from None
         try:
@@ -69,9 +74,11 @@ class LiteStore:
     def _transaction(self, body, *, write: bool):
         with self._connection() as conn:
             try:
+                if write and self.read_only:
+                    raise StoreError(f"{self.where} was opened to read only")  # a bug, not a user's mistake
                 # Read or write, BEGIN IMMEDIATE as the full store does: a read
-                # that later writes never has to upgrade its lock.
-                conn.execute("BEGIN IMMEDIATE")
+                # that later writes never has to upgrade its lock. A read-only store only reads.
+                conn.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
                 if write and not self._checked:
                     full._refuse_if_corrupt(conn, self.where)
                     self._checked = True
@@ -86,46 +93,46 @@ class LiteStore:
                 raise
 
 
-def open_lite(home: Path) -> Optional[LiteStore]:
-    """The lean store for `home`, or None when the full store must open it."""
+def open_lite(home: Path, *, read_only: bool = False) -> Optional[LiteStore]:
+    """The lean store for `home`, or None when the full store must open it. `read_only`: for a lookup
+    before anything is graded (the console script's workspace rows), which takes no write lock."""
     from roadmap_cli.store import learners
 
     if os.environ.get("DATABASE_URL"):
         return None
     path = Path(home) / full.DB_FILENAME
-    if not path.is_file() or not full._writable(Path(home), path):
+    if not path.is_file() or (not read_only and not full._writable(Path(home), path)):
         return None
     try:
-        conn = _connect(path, vet=True)
+        conn = _connect(path, vet=True, read_only=read_only)
     except (sqlite3.Error, RoadmapError):
         return None  # the full store opens it again and gives the proper one-line error
     try:
         if conn.execute(f"SELECT coalesce(max(version), 0) FROM {full.LEDGER}").fetchone()[0] != SCHEMA_VERSION:
             return None  # a migration is due (or the file is newer than us): the full store's business
-        learner = os.environ.get(learners.ENV_VAR)
-        if learner:
-            learner = learners.validate_learner(learner, source=f"${learners.ENV_VAR}")
-        else:
-            pinned = conn.execute(
-                "SELECT value FROM settings WHERE learner = '' AND key = :key", {"key": learners.SETTING_KEY}
+
+        def saved() -> Optional[str]:
+            row = conn.execute(
+                learners.SAVED_LEARNER_SQL, {"scope": learners.DATABASE_SCOPE, "key": learners.SETTING_KEY}
             ).fetchone()
-            if pinned is None:
-                return None  # not pinned yet: the full store looks it up (git) and pins it
-            learner = learners.validate_learner(json.loads(pinned[0]), source="the saved learner setting")
+            return learners.saved_value(row[0]) if row is not None else None
+
+        # Not pinned yet: None, and the full store looks it up (git) and pins it.
+        learner = learners.known_learner(saved)
     except (sqlite3.Error, RoadmapError, ValueError):
         return None  # the full store opens it again and gives the proper one-line error
     finally:
         conn.close()
-    return LiteStore(path, learner)
+    return LiteStore(path, learner, read_only=read_only) if learner is not None else None
 
 
-def _connect(path: Path, *, vet: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(full._connect_uri(path, False), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
+def _connect(path: Path, *, vet: bool = False, read_only: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(full._connect_uri(path, read_only), uri=True, timeout=full.BUSY_TIMEOUT_MS / 1000)
     try:
         if vet:
             full._vet_file(conn, str(path))  # before any pragma: a foreign file stays byte-identical
         conn.isolation_level = None  # we issue BEGIN ourselves (store/engine.py's connect hook does the same)
-        full.configure_connection(conn, read_only=False)
+        full.configure_connection(conn, read_only=read_only)
     except BaseException:
         conn.close()
         raise

@@ -51,22 +51,24 @@ def events_grade(
     except (OSError, ValueError) as exc:
         prestart.discard()
         raise UserError(f"no usable result key at {key_path}: {exc}") from None
+    # A grader events_main started (before this module's imports) for this very lab and workspace,
+    # pre-checked then; kept when the lab's plan is its validated spec.
+    early = prestart.take(lab_id, part=part, timeout=timeout, workspace=workspace)
     try:
         spec = find_lab(lab_id)
-        # A grader started by events_main (before this module's imports) pre-checked this very folder.
-        problem = None if prestart.prechecked(workspace) else precheck.check_workspace(workspace)
-        job = GradeJob(
-            spec, workspace, parts=[part] if part else None, timeout=timeout, device=prestart.started_device()
-        )
+        job = prestart.validated(early, spec) if early is not None else None
+        problem = None if job is not None else precheck.check_workspace(workspace)
+        if job is None:
+            device = early.device if early is not None else None
+            job = GradeJob(spec, workspace, parts=[part] if part else None, timeout=timeout, device=device)
     except BaseException:
-        prestart.discard()
+        if early is not None:
+            early.abort()
         raise
     emit({"event": "remote-device", "cuda": job.device.cuda, "name": job.device.name})
     if problem is not None:
-        prestart.discard()
         run = precheck.failed_run(job, problem)
     else:
-        job = prestart.claim(job)  # the early one when it is exactly this job
         if job.proc is None:
             job.start()
         try:
@@ -105,43 +107,33 @@ def events_main(argv: list[str]) -> None:
     the grader started first, from the lab's plan, before typer, rich and pydantic are imported
     (grading/prestart.py): the learner waits for that import on every grade --on otherwise. Anything this
     reader does not expect goes through the command line as before, which reports it."""
-    known = {
-        "--part": "part",
-        "--timeout": "timeout",
-        "--events-workspace": "workspace",
-        "--events-key": "key",
-        "--events-nonce": "nonce",
-    }
-    opts: dict = {}
-    rest = list(argv)
-    lab_id = rest.pop(0) if rest and not rest[0].startswith("-") else None
-    while len(rest) >= 2 and rest[0] in known and known[rest[0]] not in opts:
-        name, value = rest.pop(0), rest.pop(0)
-        opts[known[name]] = value
-    timeout: Optional[float] = None
-    try:
-        timeout = float(opts["timeout"]) if "timeout" in opts else None
-    except ValueError:
-        rest.append("?")
+    from roadmap_cli.grading.options import FAR_SIDE, read
+
+    opts = read(argv, accept=FAR_SIDE)  # grade's own option table (grading/options.py), as the CLI declares it
     if (
-        rest
-        or lab_id is None
-        or not {"workspace", "key", "nonce"} <= set(opts)
-        or (timeout is not None and not timeout >= 1)
+        opts is None
+        or opts["lab_id"] is None
+        or not (opts["events_workspace"] and opts["events_key"] and opts["events_nonce"])
     ):
         import sys
 
         # The command line says what is wrong, in one line (this process becomes it: same pid, same pipes).
         os.execv(sys.executable, [sys.executable, "-m", "roadmap_cli", "grade", *argv, "--events"])
+    lab_id, timeout = opts["lab_id"], opts["timeout"]
     from roadmap_cli.grading import prestart
 
-    workspace = Path(opts["workspace"])
+    workspace = Path(opts["events_workspace"])
     prestart.start_job(lab_id, workspace, part=opts.get("part"), timeout=timeout)
     from roadmap_cli.errors import RoadmapError
 
     try:
         code = events_grade(
-            lab_id, workspace, part=opts.get("part"), timeout=timeout, key_path=Path(opts["key"]), nonce=opts["nonce"]
+            lab_id,
+            workspace,
+            part=opts.get("part"),
+            timeout=timeout,
+            key_path=Path(opts["events_key"]),
+            nonce=opts["events_nonce"],
         )
     except RoadmapError as exc:  # one line on stderr, as the command line would say it
         import sys

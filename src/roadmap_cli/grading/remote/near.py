@@ -242,23 +242,19 @@ def start_early(
     return True
 
 
-def start_early_args(args: list[str]) -> bool:
-    """`roadmap grade ARGS` with `--on NAME` (the plain forms grading/prestart.py reads): start_early for the
-    workspace the command will grade. Called by the console script and cli.main before typer parses;
-    never raises (the normal path reports every problem)."""
-    from roadmap_cli.grading import prestart
-
+def start_early_args(read: dict) -> bool:
+    """`roadmap grade ... --on NAME`, as grading/options.read gives it: start_early for the workspace the
+    command will grade. Called by the console script (roadmap_cli/entry.py) before typer loads; never
+    raises (the normal path reports every problem)."""
     if _early is not None:
-        return True  # the console script opened it already
-    options = prestart._read(args)
+        return True
     if (
-        options is None
-        or options["on"] is None
+        read["on"] is None
         or os.environ.get("_ROADMAP_COMPLETE")
-        or options["keyword"]
-        or options["tests"]
-        or options["first_failure"]
-        or options["verbose"]
+        or read["keyword"]
+        or read["test"]
+        or read["first_failure"]
+        or read["verbose"]
     ):
         return False  # not a plain --on grade (or one the command refuses: it says so)
     try:
@@ -269,10 +265,10 @@ def start_early_args(args: list[str]) -> bool:
         rows = workspaces_fast(home)
         if rows is None:
             return False  # another database, or none yet: the store is needed first
-        lab_id, path = locate_workspace(None, options["lab_id"], Path.cwd(), rows)
+        lab_id, path = locate_workspace(None, read["lab_id"], Path.cwd(), rows)
     except Exception:  # noqa: BLE001
         return False
-    return start_early(home, options["on"], lab_id, path, part=options["part"], timeout=options["timeout"])
+    return start_early(home, read["on"], lab_id, path, part=read["part"], timeout=read["timeout"])
 
 
 def discard_early() -> None:
@@ -285,14 +281,20 @@ def discard_early() -> None:
         opened.settle()
 
 
-def _take_early(remote, lab_id: str, path: Path, part: Optional[str], timeout: Optional[float]):
+def _take_early(remote, lab_id: Optional[str], part: Optional[str], timeout: Optional[float]):
+    """The session start_early opened, handed to the grade asking for it: its lab and workspace (resolved from
+    the same command line by the console script) are the grade's, not resolved again. None when none was
+    opened or it is for another remote, lab, part or time limit (a caller other than that command line):
+    that one is closed."""
     global _early
     opened, _early = _early, None
-    if opened is not None and not opened.matches(remote, lab_id, path, part, timeout):
-        opened.session.close(2.0)
-        opened.settle()
+    if opened is None:
         return None
-    return opened
+    if opened.matches(remote, lab_id or opened.lab_id, opened.path, part, timeout):
+        return opened
+    opened.session.close(2.0)
+    opened.settle()
+    return None
 
 
 def _state_path(home: Path, remote: str, ws_id: str) -> Path:
@@ -326,21 +328,33 @@ def grade_on(
     attempt is then recorded as interrupted, as a cancelled local grade is."""
     from roadmap_cli.grading.remote import registry
     from roadmap_cli.grading.grade import GradeOutcome, grade_outcome, record_attempt
-    from roadmap_cli.labs.service import resolve_workspace, start_command, workspaces, workspaces_fast
+    from roadmap_cli.labs.service import find_lab, resolve_workspace, start_command, workspaces, workspaces_fast
     from roadmap_cli.labs.workspace import head_info
 
     say = on_progress or (lambda line: None)
     remote = registry.get(home, remote_name)
-    rows = workspaces_fast(home)
-    if rows is None:
-        rows = workspaces(get_store())
-    spec, path = resolve_workspace(None, lab_id, cwd, rows)
-    if not path.is_dir():
-        raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
-    if part:
-        spec.part(part)
-    # The session opened before the command line was parsed (start_early) when it is for this grade.
-    opened = _take_early(remote, spec.id, path, part, timeout) or _Opened(home, remote, spec.id, path, part, timeout)
+    # The session opened before the command line was parsed (start_early), with the lab and workspace it
+    # resolved, when it is for this grade.
+    opened = _take_early(remote, lab_id, part, timeout)
+    if opened is not None:
+        try:
+            spec, path = find_lab(opened.lab_id), opened.path
+            if part:
+                spec.part(part)
+        except BaseException:
+            opened.session.close(2.0)
+            opened.settle()
+            raise
+    else:
+        rows = workspaces_fast(home)
+        if rows is None:
+            rows = workspaces(get_store())
+        spec, path = resolve_workspace(None, lab_id, cwd, rows)
+        if not path.is_dir():
+            raise UserError(f"workspace {path} is gone: run `{start_command(home, spec.id, path)}`")
+        if part:
+            spec.part(part)
+        opened = _Opened(home, remote, spec.id, path, part, timeout)
     key, ws_id, files, tag, make_wheel = opened.key, opened.ws_id, opened.files, opened.tag, opened.wheel
     nonce, t0, session = opened.nonce, opened.t0, opened.session
     events: list[dict] = []
