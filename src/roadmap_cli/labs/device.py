@@ -76,7 +76,9 @@ def query_gpus() -> tuple[list[tuple[str, Optional[str]]], str]:
         try:
             proc = subprocess.run(
                 [exe, f"--query-gpu={fields}", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=15,
+                capture_output=True,
+                text=True,
+                timeout=15,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return [], f"nvidia-smi failed: {exc}"
@@ -89,12 +91,14 @@ def query_gpus() -> tuple[list[tuple[str, Optional[str]]], str]:
     return [], f"nvidia-smi failed: {proc.stderr.strip()[:200]}"
 
 
-_PROBE = ("import json, sys, warnings\n"
-          "warnings.simplefilter('always')\n"
-          "with warnings.catch_warnings(record=True) as seen:\n"
-          "    import torch\n"
-          "    ok = torch.cuda.is_available()\n"
-          "print(json.dumps([ok, [str(w.message).splitlines()[0] for w in seen][-1:]]))\n")
+_PROBE = (
+    "import json, sys, warnings\n"
+    "warnings.simplefilter('always')\n"
+    "with warnings.catch_warnings(record=True) as seen:\n"
+    "    import torch\n"
+    "    ok = torch.cuda.is_available()\n"
+    "print(json.dumps([ok, [str(w.message).splitlines()[0] for w in seen][-1:]]))\n"
+)
 
 
 def _probe_key(gpus: list) -> str:
@@ -105,8 +109,14 @@ def _probe_key(gpus: list) -> str:
         driver = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8", errors="replace")
     except OSError:
         driver = ""
-    parts = [sys.executable, _version("torch") or "", torch_built_with_cuda() or "", repr(gpus), driver,
-             os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")]
+    parts = [
+        sys.executable,
+        _version("torch") or "",
+        torch_built_with_cuda() or "",
+        repr(gpus),
+        driver,
+        os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"),
+    ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -133,13 +143,18 @@ def torch_sees_cuda(gpus: list) -> tuple[bool, str]:
         except (OSError, ValueError, KeyError, AttributeError):
             pass
     try:
-        proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=180,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
+        )
         ok, warned = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return False, f"importing torch to ask torch.cuda.is_available() failed: {exc}"  # not cached: may pass later
-    why = "" if ok else "torch.cuda.is_available() is False" + (f" ({warned[0]})" if warned else
-                                                                  " (a driver older than the wheel's CUDA?)")
+    why = (
+        ""
+        if ok
+        else "torch.cuda.is_available() is False"
+        + (f" ({warned[0]})" if warned else " (a driver older than the wheel's CUDA?)")
+    )
     if cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

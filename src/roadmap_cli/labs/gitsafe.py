@@ -57,22 +57,38 @@ _DRIVER_KEY = re.compile(r"^(filter\.(.+)\.(clean|smudge|process)|diff\.(.+)\.(t
 def env(base: Optional[dict] = None) -> dict:
     """The environment for git in a workspace: the caller's, less GIT_*, with no system or global config."""
     out = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("GIT_")}
-    out.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_ATTR_NOSYSTEM="1",
-               GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="false", SSH_ASKPASS="false", GIT_EDITOR="false",
-               GIT_PAGER="cat")
+    out.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="false",
+        SSH_ASKPASS="false",
+        GIT_EDITOR="false",
+        GIT_PAGER="cat",
+    )
     return out
 
 
 def drivers(cwd: Path, environ: Optional[dict] = None) -> list[str]:
     """`key=` for every program-naming driver key in the repository's config (includes followed)."""
     try:
-        proc = subprocess.run(["git", "config", "--list", "--includes", "--name-only"], cwd=cwd,
-                              env=env(environ), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", "config", "--list", "--includes", "--name-only"],
+            cwd=cwd,
+            env=env(environ),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     keys = sorted({line.strip() for line in proc.stdout.splitlines() if _DRIVER_KEY.match(line.strip())})
     out = [f"{key}=" for key in keys]
-    out += sorted({f"filter.{m.group(2)}.required=false" for key in keys if (m := _DRIVER_KEY.match(key)) and m.group(2)})
+    out += sorted(
+        {f"filter.{m.group(2)}.required=false" for key in keys if (m := _DRIVER_KEY.match(key)) and m.group(2)}
+    )
     return out
 
 

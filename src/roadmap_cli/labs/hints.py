@@ -41,9 +41,13 @@ def _graded_states(store, lab_id: str) -> tuple[dict[str, tuple[str, int]], set[
     labs/passing.py says (counted attempts, a later failure does not take a pass back)."""
     from roadmap_cli.labs import passing
 
-    rows = store.read_sql(lambda sql: sql.rows(
-        "SELECT id, outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner ORDER BY id DESC",
-        lab=lab_id, learner=store.learner))
+    rows = store.read_sql(
+        lambda sql: sql.rows(
+            "SELECT id, outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner ORDER BY id DESC",
+            lab=lab_id,
+            learner=store.learner,
+        )
+    )
     latest: dict[str, tuple[str, int]] = {}
     for attempt_id, outcome, parts in rows:
         if outcome in NOT_COUNTED:
@@ -55,18 +59,30 @@ def _graded_states(store, lab_id: str) -> tuple[dict[str, tuple[str, int]], set[
 
 
 def _failing_tests(store, attempt_id: int, part: str) -> list[str]:
-    return [nodeid for nodeid, part_id in store.read_sql(lambda sql: sql.rows(
-        "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
-        "('failed', 'error', 'crashed', 'timeout') ORDER BY id", a=attempt_id)) if part_id == part]
+    return [
+        nodeid
+        for nodeid, part_id in store.read_sql(
+            lambda sql: sql.rows(
+                "SELECT nodeid, part_id FROM grade_test_results WHERE attempt_id = :a AND outcome IN "
+                "('failed', 'error', 'crashed', 'timeout') ORDER BY id",
+                a=attempt_id,
+            )
+        )
+        if part_id == part
+    ]
 
 
 def passed_parts(store, lab_id: str) -> set[str]:
     """Parts that any counted attempt passed (labs/passing.py: a timed-out or interrupted run proves nothing)."""
     from roadmap_cli.labs import passing
 
-    rows = store.read_sql(lambda sql: sql.rows(
-        "SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner",
-        lab=lab_id, learner=store.learner))
+    rows = store.read_sql(
+        lambda sql: sql.rows(
+            "SELECT outcome, parts FROM grade_attempts WHERE lab_id = :lab AND learner = :learner",
+            lab=lab_id,
+            learner=store.learner,
+        )
+    )
     return set(passing.passed_parts(rows))
 
 
@@ -90,8 +106,15 @@ def _for(hint, part: Optional[str], tests: list[str]) -> bool:
     return bool((part and part in hint.parts) or any(prefix_matches(p, t) for p in hint.tests for t in tests))
 
 
-def choose(spec: LabSpec, seen: set[int], part: Optional[str], tests: list[str], *,
-           any_part: bool = True, open_parts: frozenset[str] = frozenset()) -> Optional[int]:
+def choose(
+    spec: LabSpec,
+    seen: set[int],
+    part: Optional[str],
+    tests: list[str],
+    *,
+    any_part: bool = True,
+    open_parts: frozenset[str] = frozenset(),
+) -> Optional[int]:
     """Index of the next unseen hint: for the failing part/tests, then general,
     then (with `any_part`) one for a part still open, then any other."""
     unseen = [i for i in range(len(spec.hints)) if i not in seen]
@@ -112,9 +135,13 @@ def seen_indexes(store, lab_id: str) -> set[int]:
 def seen_order(store, lab_id: str) -> list[int]:
     """Indexes of the hints seen, in the order they were first shown."""
     order: dict[int, None] = {}
-    for (i,) in store.read_sql(lambda sql: sql.rows(
+    for (i,) in store.read_sql(
+        lambda sql: sql.rows(
             "SELECT hint_index FROM lab_hints WHERE lab_id = :lab AND learner = :learner ORDER BY id",
-            lab=lab_id, learner=store.learner)):
+            lab=lab_id,
+            learner=store.learner,
+        )
+    ):
         order.setdefault(int(i), None)
     return list(order)
 
@@ -137,15 +164,26 @@ def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict
     want = part or failed
     base = {"lab": spec.id, "total": total, "for_part": want}
     if total == 0:
-        return {**base, "index": 0, "text": None, "new": False, "seen": 0, "parts": [],
-                "part_hints": 0, "part_used_up": False, "other_part": False}
+        return {
+            **base,
+            "index": 0,
+            "text": None,
+            "new": False,
+            "seen": 0,
+            "parts": [],
+            "part_hints": 0,
+            "part_used_up": False,
+            "other_part": False,
+        }
     order = seen_order(store, spec.id)
     seen = set(order)
     mine = [i for i, h in enumerate(spec.hints) if _for(h, want, tests)]
     index = next((i for i in mine if i not in seen), None)
     if index is None:
         # general hints first, then those of the parts not passed yet, then the others, in file order
-        index = choose(spec, seen, None, [], open_parts=frozenset(p.id for p in spec.parts) - passed_parts(store, spec.id))
+        index = choose(
+            spec, seen, None, [], open_parts=frozenset(p.id for p in spec.parts) - passed_parts(store, spec.id)
+        )
     new = index is not None
     if not new:
         # Every hint seen: repeat the most relevant one rather than nothing.
@@ -157,11 +195,18 @@ def next_hint(store, lab_id: str, lang: str, part: Optional[str] = None) -> dict
         order.append(index)
     hint = spec.hints[index]
     # "index": its place in lab.yaml; "number": its place in the order shown (what people read).
-    return {**base, "index": index + 1, "number": order.index(index) + 1 if index in order else len(order) + 1,
-            "text": hint.get(lang), "new": new, "seen": len(seen),
-            "parts": list(hint.parts), "part_hints": len(mine),
-            "part_used_up": bool(want) and (index not in mine or not new),
-            "other_part": bool(want) and index not in mine and bool(hint.parts or hint.tests)}
+    return {
+        **base,
+        "index": index + 1,
+        "number": order.index(index) + 1 if index in order else len(order) + 1,
+        "text": hint.get(lang),
+        "new": new,
+        "seen": len(seen),
+        "parts": list(hint.parts),
+        "part_hints": len(mine),
+        "part_used_up": bool(want) and (index not in mine or not new),
+        "other_part": bool(want) and index not in mine and bool(hint.parts or hint.tests),
+    }
 
 
 def lines(data: dict) -> list[str]:
@@ -171,8 +216,11 @@ def lines(data: dict) -> list[str]:
     want, out = data["for_part"], []
     if want and data["part_used_up"]:
         n = data["part_hints"]
-        out.append(f"{want}: {'its hint is' if n == 1 else f'all {n} of its hints are'} used up."
-                   if n else f"{want} has no hints of its own.")
+        out.append(
+            f"{want}: {'its hint is' if n == 1 else f'all {n} of its hints are'} used up."
+            if n
+            else f"{want} has no hints of its own."
+        )
     label = ", ".join(data["parts"]) or "any part"
     if data["other_part"]:
         head = f"Hint {data['number']}/{data['total']}, for part {label} (not {want})"
@@ -188,9 +236,14 @@ def offer_line(store, spec: LabSpec, lang: str = "en") -> Optional[str]:
     """After two failed grades of the same part in a row, one line offering a hint (if one is left)."""
     if not spec.hints:
         return None
-    rows = store.read_sql(lambda sql: sql.rows(
-        "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
-        "AND learner = :learner ORDER BY id DESC LIMIT 2", lab=spec.id, learner=store.learner))
+    rows = store.read_sql(
+        lambda sql: sql.rows(
+            "SELECT parts FROM grade_attempts WHERE lab_id = :lab AND outcome NOT IN ('interrupted', 'error') "
+            "AND learner = :learner ORDER BY id DESC LIMIT 2",
+            lab=spec.id,
+            learner=store.learner,
+        )
+    )
     if len(rows) < 2:
         return None
     failed = [{p["id"] for p in json.loads(parts or "[]") if p.get("status") == "failed"} for (parts,) in rows]

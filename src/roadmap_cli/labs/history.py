@@ -10,8 +10,16 @@ from __future__ import annotations
 import json
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.labs.passing import (PART_PASSED, PASSED_ON_CPU, attempt_kind, attempt_scope, focused_parts,
-                                      graded_parts, is_part_attempt, stored_parts)
+from roadmap_cli.labs.passing import (
+    PART_PASSED,
+    PASSED_ON_CPU,
+    attempt_kind,
+    attempt_scope,
+    focused_parts,
+    graded_parts,
+    is_part_attempt,
+    stored_parts,
+)
 
 # README's rule ("GPU first, CPU honest"; "When is a lab passed?", labs/passing.py): an attempt is
 # "passed" only when every part was graded and passed. Stored rows keep the engine's "passed" (old rows
@@ -60,8 +68,13 @@ def outcome_text(outcome: str, parts) -> str:
 
 def outcome_fields(outcome: str, parts) -> dict:
     """The keys every --json view of an attempt carries (README, "Grading words")."""
-    return {"outcome": outcome_word(outcome, parts), "outcome_text": outcome_text(outcome, parts),
-            "parts_not_graded_here": not_graded_count(parts), **attempt_scope(parts)}
+    return {
+        "outcome": outcome_word(outcome, parts),
+        "outcome_text": outcome_text(outcome, parts),
+        "parts_not_graded_here": not_graded_count(parts),
+        **attempt_scope(parts),
+    }
+
 
 _NUMBERED = (
     "SELECT * FROM (SELECT ROW_NUMBER() OVER (ORDER BY id) AS number, id, started_at, duration_s, outcome, "
@@ -79,39 +92,59 @@ def lab_history(store, lab_id: str, limit: int = 20) -> dict:
     spec = find_lab(lab_id)
     with store.connection() as conn:
         mine = {"lab": spec.id, "learner": store.learner}
-        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
-                             mine).scalar()
+        total = conn.execute(
+            sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"), mine
+        ).scalar()
         rows = conn.execute(sa.text(_NUMBERED + " ORDER BY number DESC LIMIT :n"), {**mine, "n": limit}).all()
         solo = conn.dialect.name == "sqlite"
     attempts = []
     for r in rows:
         parts = json.loads(r.parts or "[]")
-        attempts.append({
-            "number": r.number, "id": r.id, "started_at": r.started_at, "duration_s": r.duration_s,
-            **outcome_fields(r.outcome, parts), "score": r.score, "max_score": r.max_score, "device": r.device,
-            "interpret_mode": bool(r.interpret_mode), "commit_sha": r.commit_sha, "dirty": r.dirty,
-            "counted": r.outcome not in ("timeout", "interrupted"), "message": r.message,
-            "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
-            "graded_on": r.graded_on,  # the remote's name (`grade --on NAME`); None: graded on this machine
-            # In a cohort: verified (the worker graded it, the server vouches) or self-graded (a claim); solo: own.
-            "kind": attempt_kind(solo, r.verified),
-            "parts": [{k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
-                      for p in parts],
-        })
+        attempts.append(
+            {
+                "number": r.number,
+                "id": r.id,
+                "started_at": r.started_at,
+                "duration_s": r.duration_s,
+                **outcome_fields(r.outcome, parts),
+                "score": r.score,
+                "max_score": r.max_score,
+                "device": r.device,
+                "interpret_mode": bool(r.interpret_mode),
+                "commit_sha": r.commit_sha,
+                "dirty": r.dirty,
+                "counted": r.outcome not in ("timeout", "interrupted"),
+                "message": r.message,
+                "sandbox": r.sandbox,  # strong | weak | None (recorded before migration 7)
+                "graded_on": r.graded_on,  # the remote's name (`grade --on NAME`); None: graded on this machine
+                # In a cohort: verified (the worker graded it, the server vouches) or self-graded (a claim); solo: own.
+                "kind": attempt_kind(solo, r.verified),
+                "parts": [
+                    {k: p.get(k) for k in ("id", "status", "points", "max_points", "tests_passed", "tests_total")}
+                    for p in parts
+                ],
+            }
+        )
     return {"lab": spec.id, "total": int(total or 0), "attempts": attempts, "part_ids": [p.id for p in spec.parts]}
 
 
 def _attempt(conn, lab_id: str, number: int, learner: str):
     import sqlalchemy as sa
 
-    row = conn.execute(sa.text(_NUMBERED + " WHERE number = :num"),
-                       {"lab": lab_id, "num": number, "learner": learner}).first()
+    row = conn.execute(
+        sa.text(_NUMBERED + " WHERE number = :num"), {"lab": lab_id, "num": number, "learner": learner}
+    ).first()
     if row is None:
-        total = conn.execute(sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
-                             {"lab": lab_id, "learner": learner}).scalar()
+        total = conn.execute(
+            sa.text("SELECT count(*) FROM grade_attempts WHERE lab_id = :lab AND learner = :learner"),
+            {"lab": lab_id, "learner": learner},
+        ).scalar()
         raise UserError(f"{lab_id} has no attempt #{number} (it has {total}: see `roadmap lab history {lab_id}`)")
-    tests = dict(conn.execute(sa.text("SELECT nodeid, outcome FROM grade_test_results WHERE attempt_id = :a"),
-                              {"a": row.id}).all())
+    tests = dict(
+        conn.execute(
+            sa.text("SELECT nodeid, outcome FROM grade_test_results WHERE attempt_id = :a"), {"a": row.id}
+        ).all()
+    )
     return row, tests
 
 
@@ -139,11 +172,26 @@ def diff(store, lab_id: str, first: int, second: int) -> dict:
     summary = {k: sum(c["kind"] == k for c in changed) for k in ("fixed", "broken", "other")}
     return {
         "lab": spec.id,
-        "a": {"number": first, **outcome_fields(row_a.outcome, json.loads(row_a.parts or "[]")), "score": row_a.score, "max_score": row_a.max_score,
-              "commit_sha": row_a.commit_sha, "started_at": row_a.started_at},
-        "b": {"number": second, **outcome_fields(row_b.outcome, json.loads(row_b.parts or "[]")), "score": row_b.score, "max_score": row_b.max_score,
-              "commit_sha": row_b.commit_sha, "started_at": row_b.started_at},
-        "changed": changed, "unchanged": same, "not_comparable": unknown, "summary": summary,
+        "a": {
+            "number": first,
+            **outcome_fields(row_a.outcome, json.loads(row_a.parts or "[]")),
+            "score": row_a.score,
+            "max_score": row_a.max_score,
+            "commit_sha": row_a.commit_sha,
+            "started_at": row_a.started_at,
+        },
+        "b": {
+            "number": second,
+            **outcome_fields(row_b.outcome, json.loads(row_b.parts or "[]")),
+            "score": row_b.score,
+            "max_score": row_b.max_score,
+            "commit_sha": row_b.commit_sha,
+            "started_at": row_b.started_at,
+        },
+        "changed": changed,
+        "unchanged": same,
+        "not_comparable": unknown,
+        "summary": summary,
     }
 
 

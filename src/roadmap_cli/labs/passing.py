@@ -82,8 +82,11 @@ def is_part_attempt(parts) -> bool:
 
 def attempt_scope(parts) -> dict:
     """What an attempt graded, for --json and the views: part_attempt, graded_parts, parts_left_out."""
-    return {"part_attempt": is_part_attempt(parts), "graded_parts": graded_parts(parts),
-            "parts_left_out": left_out_parts(parts)}
+    return {
+        "part_attempt": is_part_attempt(parts),
+        "graded_parts": graded_parts(parts),
+        "parts_left_out": left_out_parts(parts),
+    }
 
 
 # ---------------------------------------------------------------- a lab, across attempts
@@ -102,19 +105,25 @@ def passed_parts(attempts: Iterable[tuple[str, object]]) -> dict[str, float]:
     return best
 
 
-def passing_attempts_sql(columns: str, *, where: str = "", table: str = "grade_attempts",
-                         verified_only: bool = False) -> str:
+def passing_attempts_sql(
+    columns: str, *, where: str = "", table: str = "grade_attempts", verified_only: bool = False
+) -> str:
     """The SELECT of the attempts that can have passed a part (what passed_parts is fed): counted ones
     (not timed out, not interrupted) that scored (an attempt with no point passed nothing, so its JSON is
     never parsed). `where`: more conditions (`learner = :learner`); `table`: cohort_grade_attempts for
     everyone's; `verified_only`: in a cohort, the worker's attempts only (a self-graded one is a claim)."""
-    conditions = [f"outcome NOT IN {UNCOUNTED_SQL}", "score > 0", *([where] if where else []),
-                  *(["verified"] if verified_only else [])]
+    conditions = [
+        f"outcome NOT IN {UNCOUNTED_SQL}",
+        "score > 0",
+        *([where] if where else []),
+        *(["verified"] if verified_only else []),
+    ]
     return f"SELECT {columns} FROM {table} WHERE " + " AND ".join(conditions)
 
 
-def lab_verdict(spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_attempts: int = 0,
-                has_workspace: bool = False) -> dict:
+def lab_verdict(
+    spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_attempts: int = 0, has_workspace: bool = False
+) -> dict:
     """The lab's state from the best points of its passed parts (`passed_parts`).
 
     `spec_parts`: the lab's parts (anything with .id, .points, .needs_cuda). `cuda`: False on a machine
@@ -139,7 +148,9 @@ def lab_verdict(spec_parts, best: dict[str, float], *, cuda: Optional[bool], n_a
     if cuda is False and not cpu_parts and state != "passed":  # nothing to grade here: say why, not just "0/0"
         text = f"{state} (every part needs a CUDA GPU)"
     return {
-        "state": state, "state_text": text, "passed": state == "passed",
+        "state": state,
+        "state_text": text,
+        "passed": state == "passed",
         "best_score": round(sum(best.get(p.id, 0.0) for p in required), 3),
         "max_score": round(sum(p.points for p in required), 3),
         "parts_passed": [p.id for p in spec_parts if p.id in best],

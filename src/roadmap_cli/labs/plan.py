@@ -87,11 +87,16 @@ def project_root() -> Path:
 
 def fingerprint(spec) -> tuple:
     """Everything of a LabSpec or LabPlan that shapes the grader's command and config."""
-    return (spec.id, str(Path(spec.root).resolve()),
-            tuple((p.id, tuple(p.tests), bool(p.needs_cuda)) for p in spec.parts),
-            float(spec.time_limit_s), spec.memory_limit_mb,
-            tuple(sorted((str(k), str(v)) for k, v in dict(spec.solution_files).items())),
-            tuple(spec.learner_side), repr(getattr(spec, "lab_code", None)))
+    return (
+        spec.id,
+        str(Path(spec.root).resolve()),
+        tuple((p.id, tuple(p.tests), bool(p.needs_cuda)) for p in spec.parts),
+        float(spec.time_limit_s),
+        spec.memory_limit_mb,
+        tuple(sorted((str(k), str(v)) for k, v in dict(spec.solution_files).items())),
+        tuple(spec.learner_side),
+        repr(getattr(spec, "lab_code", None)),
+    )
 
 
 def solution_sources(solution_dir: Path, solution_files: dict[str, str]) -> dict[str, Path]:
@@ -136,21 +141,36 @@ def _read_plan(lab_dir: Path, path: Path) -> Optional[LabPlan]:
     try:
         check_file_size(path)
         data = load_yaml(path.read_bytes())
-        parts = tuple(PartPlan(id=_text(p["id"]), tests=tuple(_text(t) for t in p["tests"]),
-                               needs_cuda=_flag(p.get("needs_cuda", False))) for p in data["parts"])
+        parts = tuple(
+            PartPlan(
+                id=_text(p["id"]),
+                tests=tuple(_text(t) for t in p["tests"]),
+                needs_cuda=_flag(p.get("needs_cuda", False)),
+            )
+            for p in data["parts"]
+        )
         time_limit = data.get("time_limit_s", DEFAULT_TIME_LIMIT_S)
         memory = data.get("memory_limit_mb")
         files = data.get("solution_files") or {}
         learner_side = tuple(_text(name) for name in data.get("learner_side") or ())
-        if (not parts or isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                or not (memory is None or (isinstance(memory, int) and not isinstance(memory, bool)))
-                or not isinstance(files, dict)):
+        if (
+            not parts
+            or isinstance(time_limit, bool)
+            or not isinstance(time_limit, (int, float))
+            or not (memory is None or (isinstance(memory, int) and not isinstance(memory, bool)))
+            or not isinstance(files, dict)
+        ):
             return None
-        return LabPlan(id=_text(data["id"]), root=Path(lab_dir).resolve(), parts=parts,
-                       time_limit_s=float(time_limit), memory_limit_mb=memory,
-                       solution_files=tuple((_text(k), _text(v)) for k, v in files.items()),
-                       learner_side=learner_side,
-                       lab_code=data.get("lab_code") if isinstance(data.get("lab_code"), dict) else None)
+        return LabPlan(
+            id=_text(data["id"]),
+            root=Path(lab_dir).resolve(),
+            parts=parts,
+            time_limit_s=float(time_limit),
+            memory_limit_mb=memory,
+            solution_files=tuple((_text(k), _text(v)) for k, v in files.items()),
+            learner_side=learner_side,
+            lab_code=data.get("lab_code") if isinstance(data.get("lab_code"), dict) else None,
+        )
     except (OSError, YamlProblem, KeyError, TypeError, AttributeError, ValueError):
         return None
 

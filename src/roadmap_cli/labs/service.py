@@ -38,12 +38,11 @@ def load_all():
 
     return load()
 
+
 # "passed-on-cpu": every part that runs without a GPU passed, but the
 # needs_cuda parts never did. Never shown as plain "passed" (the GPU parts'
 # checkpoints stay open too).
 STATES = ("not-started", "in-progress", "partial", "passed-on-cpu", "passed")
-# Attempts that prove nothing about the learner's code: never part of "best".
-from roadmap_cli.store.values import UNCOUNTED_OUTCOMES  # noqa: E402 - beside its comment
 
 
 # ---------------------------------------------------------------- workspaces
@@ -70,8 +69,9 @@ def record_workspace(store, lab_id: str, path: Path) -> None:
     from roadmap_cli.store.tables import LabWorkspace
 
     with store.session() as s:
-        row = s.exec(select(LabWorkspace).where(LabWorkspace.path == str(path),
-                                                LabWorkspace.learner == store.learner)).first()
+        row = s.exec(
+            select(LabWorkspace).where(LabWorkspace.path == str(path), LabWorkspace.learner == store.learner)
+        ).first()
         if row is None:
             s.add(LabWorkspace(lab_id=lab_id, path=str(path), created_at=utc_now_iso()))
         else:
@@ -86,8 +86,9 @@ def workspaces(store, lab_id: Optional[str] = None) -> list[tuple[str, Path]]:
     """
     statement = "SELECT lab_id, path FROM lab_workspaces WHERE learner = :learner"
     statement += " AND lab_id = :lab" if lab_id else ""
-    rows = store.read_sql(lambda sql: sql.rows(statement + " ORDER BY created_at DESC, id DESC",
-                                               lab=lab_id, learner=store.learner))
+    rows = store.read_sql(
+        lambda sql: sql.rows(statement + " ORDER BY created_at DESC, id DESC", lab=lab_id, learner=store.learner)
+    )
     return [(lab, Path(path)) for lab, path in rows]
 
 
@@ -133,16 +134,18 @@ def workspace_at(store, cwd: Path, rows: Optional[list[tuple[str, Path]]] = None
     return best
 
 
-def resolve_workspace(store, lab_id: Optional[str], cwd: Path,
-                      rows: Optional[list[tuple[str, Path]]] = None) -> tuple[LabSpec, Path]:
+def resolve_workspace(
+    store, lab_id: Optional[str], cwd: Path, rows: Optional[list[tuple[str, Path]]] = None
+) -> tuple[LabSpec, Path]:
     """The lab and workspace a command is about: from the id, or from the current directory."""
     spec = find_lab(lab_id) if lab_id is not None else None  # an unknown id: a did-you-mean, before the lookup
     found, path = locate_workspace(store, spec.id if spec else None, cwd, rows)
     return spec or find_lab(found), path
 
 
-def locate_workspace(store, lab_id: Optional[str], cwd: Path,
-                     rows: Optional[list[tuple[str, Path]]] = None) -> tuple[str, Path]:
+def locate_workspace(
+    store, lab_id: Optional[str], cwd: Path, rows: Optional[list[tuple[str, Path]]] = None
+) -> tuple[str, Path]:
     """(lab id, workspace) as resolve_workspace finds them, without loading the
     lab's spec (grading/prestart.py starts a grade from this); UserError when there is none."""
     rows = rows if rows is not None else workspaces(store)
@@ -224,18 +227,28 @@ def _progress_by_lab(store) -> dict[str, tuple[dict[str, float], int]]:
     out: dict[str, tuple[dict[str, float], int]] = {}
     with store.connection() as conn:
         mine = {"learner": store.learner}
-        counts = dict(conn.execute(sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner "
-                                           "GROUP BY lab_id"), mine).all())
-        scored = conn.execute(sa.text(passing_attempts_sql("lab_id, parts, outcome", where="learner = :learner")),
-                              mine).all()
+        counts = dict(
+            conn.execute(
+                sa.text("SELECT lab_id, count(*) FROM grade_attempts WHERE learner = :learner GROUP BY lab_id"), mine
+            ).all()
+        )
+        scored = conn.execute(
+            sa.text(passing_attempts_sql("lab_id, parts, outcome", where="learner = :learner")), mine
+        ).all()
     for lab_id, n in counts.items():
         best, _ = _progress(row for row in scored if row.lab_id == lab_id)
         out[lab_id] = (best, n)
     return out
 
 
-def _summary(spec: LabSpec, best: dict[str, float], n_attempts: int, has_workspace: bool,
-             cuda: Optional[bool], lang: Optional[str] = None) -> dict:
+def _summary(
+    spec: LabSpec,
+    best: dict[str, float],
+    n_attempts: int,
+    has_workspace: bool,
+    cuda: Optional[bool],
+    lang: Optional[str] = None,
+) -> dict:
     """State from every attempt, by parts (labs/passing.py: the one meaning of "passed").
 
     "passed" needs every part, the GPU ones included; when only the parts
@@ -289,8 +302,12 @@ def lab_list(store, lang: str) -> dict:
 
     device = detect_device()
     broken = load_all()[1]
-    return {"device": device.name, "cuda": device.cuda, "labs": _summaries(store, device.cuda, lang),
-            "invalid": {lab: [exc.message, *exc.details] for lab, exc in broken.items()}}
+    return {
+        "device": device.name,
+        "cuda": device.cuda,
+        "labs": _summaries(store, device.cuda, lang),
+        "invalid": {lab: [exc.message, *exc.details] for lab, exc in broken.items()},
+    }
 
 
 def lab_status(store, lab_id: Optional[str], cwd: Path, lang: str) -> dict:
@@ -323,11 +340,24 @@ def _attempt_dict(a, number: Optional[int] = None) -> dict:
 
     parts = json.loads(a.parts or "[]")
     return {
-        "id": a.id, "number": number, "started_at": a.started_at, **outcome_fields(a.outcome, parts), "score": a.score,
-        "max_score": a.max_score, "duration_s": a.duration_s, "parts": parts, "perf": json.loads(a.perf or "[]"),
-        "device": a.device, "device_capability": a.device_capability, "torch_version": a.torch_version,
-        "triton_version": a.triton_version, "interpret_mode": a.interpret_mode, "commit_sha": a.commit_sha,
-        "dirty": a.dirty, "grader_sha256": a.grader_sha256, "message": a.message,
+        "id": a.id,
+        "number": number,
+        "started_at": a.started_at,
+        **outcome_fields(a.outcome, parts),
+        "score": a.score,
+        "max_score": a.max_score,
+        "duration_s": a.duration_s,
+        "parts": parts,
+        "perf": json.loads(a.perf or "[]"),
+        "device": a.device,
+        "device_capability": a.device_capability,
+        "torch_version": a.torch_version,
+        "triton_version": a.triton_version,
+        "interpret_mode": a.interpret_mode,
+        "commit_sha": a.commit_sha,
+        "dirty": a.dirty,
+        "grader_sha256": a.grader_sha256,
+        "message": a.message,
         "sandbox": getattr(a, "sandbox", None),
     }
 
@@ -353,8 +383,10 @@ def solution(store, lab_id: str) -> dict:
     graded_here = [a for a in _attempt_rows(store, spec.id) if not getattr(a, "imported", False)]
     summary = _summary(spec, *_progress(graded_here), False, cuda)
     if summary["state"] != "passed" and not (summary["state"] == "passed-on-cpu" and not cuda):
-        raise UserError(f"the solution of {spec.id} is shown once the lab has passed "
-                        f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`")
+        raise UserError(
+            f"the solution of {spec.id} is shown once the lab has passed "
+            f"(best {summary['best_score']:g}/{summary['max_score']:g}); keep going: `roadmap lab hint {spec.id}`"
+        )
     from roadmap_cli.labs.starter_build import solution_text
 
     files = {}
@@ -372,8 +404,15 @@ def show(lab_id: str, lang: str = "en") -> dict:
     spec = find_lab(lab_id)
     translated = spec.root / f"README.{lang}.md"
     readme = translated if lang != "en" and translated.is_file() else spec.readme
-    return {"lab": spec.id, "title": spec.title.model_dump(), "summary": spec.summary.model_dump(), "stage": spec.stage,
-            "readme": readme.read_text(encoding="utf-8"), "path": str(readme), "translated": readme != spec.readme}
+    return {
+        "lab": spec.id,
+        "title": spec.title.model_dump(),
+        "summary": spec.summary.model_dump(),
+        "stage": spec.stage,
+        "readme": readme.read_text(encoding="utf-8"),
+        "path": str(readme),
+        "translated": readme != spec.readme,
+    }
 
 
 def lab_path(store, home: Path, lab_id: str) -> Path:

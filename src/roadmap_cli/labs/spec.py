@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, fiel
 from pydantic import ValidationError as PydanticValidationError
 
 from roadmap_cli.errors import NotFoundError, ValidationError
+
 if TYPE_CHECKING:
     import yaml  # imported where a spec is parsed: `roadmap status` reads validated specs from a cache
 
@@ -336,8 +337,10 @@ def _cross_check(spec: LabSpec, node: yaml.Node, path: Path) -> list[str]:
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             problems.append(f"{at('learner_side', i)}: {name!r} must be a file name in tests/ (no folders)")
         elif name == "conftest.py" or name.startswith("test_") or not name.endswith(".py"):
-            problems.append(f"{at('learner_side', i)}: {name!r} cannot be learner-side: only helper modules "
-                            f"(*.py, not a test_*.py or conftest.py) are shown to the learner process")
+            problems.append(
+                f"{at('learner_side', i)}: {name!r} cannot be learner-side: only helper modules "
+                f"(*.py, not a test_*.py or conftest.py) are shown to the learner process"
+            )
         elif not (spec.tests_dir / name).is_file():
             problems.append(f"{at('learner_side', i)}: {name!r} not found in tests/")
     for target, source in spec.solution_files.items():
@@ -390,8 +393,7 @@ def _cache_key(dirs: list[Path]) -> str:
 
     from roadmap_cli import __version__
 
-    digest = hashlib.sha256(f"{CACHE_FORMAT}|{__version__}|{pydantic.VERSION}|{labs_root()}|{project_root()}"
-                            .encode())
+    digest = hashlib.sha256(f"{CACHE_FORMAT}|{__version__}|{pydantic.VERSION}|{labs_root()}|{project_root()}".encode())
     for module in (__file__,):
         st = os.stat(module)
         digest.update(f"|{st.st_size}:{st.st_mtime_ns}".encode())
@@ -481,11 +483,16 @@ def lab_code_problems(data) -> list[str]:
     if not isinstance(data, dict) or set(data) - {"imports", "forbid", "unpickle", "check", "why"}:
         return ["must be a mapping with `imports:` and/or `forbid:`"]
     unpickle = data.get("unpickle")
-    if unpickle is not None and (not isinstance(unpickle, dict) or set(unpickle) != {"files", "why"}
-                                 or not isinstance(unpickle["files"], list) or not str(unpickle["why"]).strip()):
+    if unpickle is not None and (
+        not isinstance(unpickle, dict)
+        or set(unpickle) != {"files", "why"}
+        or not isinstance(unpickle["files"], list)
+        or not str(unpickle["why"]).strip()
+    ):
         problems.append("unpickle: {files: [...], why: ...} (given code that loads full pickles)")
-    if "check" in data and (not isinstance(data["check"], bool)
-                            or not data["check"] and not str(data.get("why") or "").strip()):
+    if "check" in data and (
+        not isinstance(data["check"], bool) or not data["check"] and not str(data.get("why") or "").strip()
+    ):
         problems.append("check: true or false; `check: false` needs a `why:` (only the engine's test fixtures)")
     for i, entry in enumerate(data.get("imports") or []):
         if not isinstance(entry, dict) or set(entry) - {"module", "files", "attributes", "why"}:
@@ -494,26 +501,35 @@ def lab_code_problems(data) -> list[str]:
         module = entry.get("module")
         if not isinstance(module, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", module):
             problems.append(f"imports[{i}].module: a dotted module name")
-        elif module.split(".")[0] in ("sys", "builtins", "importlib", "gc", "inspect", "roadmap_cli") \
-                and entry.get("attributes") is None:
-            problems.append(f"imports[{i}]: {module} reaches into the grading process; list the `attributes:` "
-                            "the handout's code needs")
+        elif (
+            module.split(".")[0] in ("sys", "builtins", "importlib", "gc", "inspect", "roadmap_cli")
+            and entry.get("attributes") is None
+        ):
+            problems.append(
+                f"imports[{i}]: {module} reaches into the grading process; list the `attributes:` "
+                "the handout's code needs"
+            )
         if not isinstance(entry.get("why"), str) or not entry["why"].strip():
             problems.append(f"imports[{i}].why: say why the handout's code needs it")
         for key in ("files", "attributes"):
-            if entry.get(key) is not None and (not isinstance(entry[key], list)
-                                               or not all(isinstance(x, str) for x in entry[key])):
+            if entry.get(key) is not None and (
+                not isinstance(entry[key], list) or not all(isinstance(x, str) for x in entry[key])
+            ):
                 problems.append(f"imports[{i}].{key}: a list of names")
     for i, entry in enumerate(data.get("forbid") or []):
         if not isinstance(entry, dict) or set(entry) - {"names", "files", "why"}:
             problems.append(f"forbid[{i}]: keys are names, files, why")
             continue
-        if not isinstance(entry.get("names"), list) or not entry["names"] or \
-                not all(isinstance(x, str) and x for x in entry["names"]):
+        if (
+            not isinstance(entry.get("names"), list)
+            or not entry["names"]
+            or not all(isinstance(x, str) and x for x in entry["names"])
+        ):
             problems.append(f"forbid[{i}].names: a list of dotted names")
         if not isinstance(entry.get("why"), str) or not entry["why"].strip():
             problems.append(f"forbid[{i}].why: quote the handout's reason")
-        if entry.get("files") is not None and (not isinstance(entry["files"], list)
-                                               or not all(isinstance(x, str) for x in entry["files"])):
+        if entry.get("files") is not None and (
+            not isinstance(entry["files"], list) or not all(isinstance(x, str) for x in entry["files"])
+        ):
             problems.append(f"forbid[{i}].files: a list of workspace file names")
     return problems

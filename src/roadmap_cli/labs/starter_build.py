@@ -40,8 +40,16 @@ from typing import Optional
 from roadmap_cli.errors import ValidationError
 
 BEGIN, STARTER, END = "BEGIN SOLUTION", "STARTER", "END SOLUTION"
-COMMENT_PREFIXES = {".py": "#", ".cu": "//", ".cuh": "//", ".c": "//", ".cc": "//", ".cpp": "//", ".h": "//",
-                    ".hpp": "//"}
+COMMENT_PREFIXES = {
+    ".py": "#",
+    ".cu": "//",
+    ".cuh": "//",
+    ".c": "//",
+    ".cc": "//",
+    ".cpp": "//",
+    ".h": "//",
+    ".hpp": "//",
+}
 
 
 def comment_prefix(path: str | Path) -> Optional[str]:
@@ -124,7 +132,7 @@ def _uncomment(line: str, prefix: str) -> Optional[str]:
 def comment_out(line: str, prefix: str) -> str:
     """The inverse of `_uncomment` (used when marking a file)."""
     body = line.rstrip("\r\n")
-    eol = line[len(body):]
+    eol = line[len(body) :]
     if not body:
         return prefix + eol
     if not body.strip():
@@ -143,8 +151,8 @@ def _views(text: str, path: str | Path) -> tuple[str, str]:
     solution: list[str] = []
     at = 0
     for region in regions:
-        starter.extend(lines[at:region.begin])
-        solution.extend(lines[at:region.begin])
+        starter.extend(lines[at : region.begin])
+        solution.extend(lines[at : region.begin])
         solution.extend(lines[i] for i in region.solution_lines)
         starter.extend(_uncomment(lines[i], prefix) for i in region.starter_lines)
         at = region.end + 1
@@ -187,8 +195,11 @@ def generated_starter(spec) -> dict[str, str]:
 def _checked_in(spec) -> dict[str, Path]:
     if not spec.starter_dir.is_dir():
         return {}
-    return {p.relative_to(spec.starter_dir).as_posix(): p for p in sorted(spec.starter_dir.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(spec.starter_dir).as_posix(): p
+        for p in sorted(spec.starter_dir.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def stale_files(spec) -> list[str]:

@@ -43,8 +43,10 @@ def _git():
     try:
         import git
     except ImportError:
-        raise UserError("git is not installed or not on PATH: lab workspaces are git repositories "
-                        "(install git, then retry; `roadmap doctor` checks it)") from None
+        raise UserError(
+            "git is not installed or not on PATH: lab workspaces are git repositories "
+            "(install git, then retry; `roadmap doctor` checks it)"
+        ) from None
     return git
 
 
@@ -60,8 +62,10 @@ def _commit_all(repo, message: str) -> str:
     try:
         repo.git.add(A=True)
     except _git().GitCommandError as exc:
-        raise UserError(f"cannot save the work in {repo.working_tree_dir} with git ({_problem(exc)}); "
-                        "nothing was changed: fix that, then retry") from None
+        raise UserError(
+            f"cannot save the work in {repo.working_tree_dir} with git ({_problem(exc)}); "
+            "nothing was changed: fix that, then retry"
+        ) from None
     actor = _actor()
     # These are roadmap's own save points: a learner's hooks (a global
     # init.templateDir with a linting pre-commit, say) must not stop the
@@ -83,8 +87,10 @@ def _has_changes(repo) -> bool:
     try:
         return repo.is_dirty(untracked_files=True) or not repo.head.is_valid()
     except (_git().GitError, ValueError) as exc:
-        raise UserError(f"cannot read the git repository in {repo.working_tree_dir} ({_problem(exc)}); "
-                        "nothing was changed: repair it, or move the folder aside yourself") from None
+        raise UserError(
+            f"cannot read the git repository in {repo.working_tree_dir} ({_problem(exc)}); "
+            "nothing was changed: repair it, or move the folder aside yourself"
+        ) from None
 
 
 # ---------------------------------------------------------------- never outside the workspace
@@ -112,13 +118,17 @@ def _refuse_links(dest: Path, rels: list[Path], tracked: set[str] = frozenset())
         if link is not None and link.relative_to(dest).as_posix() not in tracked:
             raise UserError(
                 f"{link} is a symbolic link (to {os.readlink(link)}) where roadmap would write {rel.as_posix()}; "
-                "roadmap never writes through links, so nothing was changed: move the link away, then retry")
+                "roadmap never writes through links, so nothing was changed: move the link away, then retry"
+            )
 
 
 def _starter_targets(spec: LabSpec) -> list[Path]:
     """Every path (relative to the workspace) that write_starter may write."""
-    rels = [path.relative_to(spec.starter_dir) for path in spec.starter_dir.rglob("*")
-            if "__pycache__" not in path.parts and path.suffix != ".pyc"]
+    rels = [
+        path.relative_to(spec.starter_dir)
+        for path in spec.starter_dir.rglob("*")
+        if "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
     return sorted(rels + [Path(".gitignore")])
 
 
@@ -150,8 +160,9 @@ def _remove_committed(repo, path: Path) -> None:
         target = path / rel
         if rel and _link_in_path(path, Path(rel).parent) is None and (target.is_file() or target.is_symlink()):
             target.unlink()  # a link itself is removed, never what it points to
-    folders = [p for p in path.rglob("*") if p.is_dir() and not p.is_symlink()
-               and ".git" not in p.relative_to(path).parts]
+    folders = [
+        p for p in path.rglob("*") if p.is_dir() and not p.is_symlink() and ".git" not in p.relative_to(path).parts
+    ]
     for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
         if not any(folder.iterdir()):
             folder.rmdir()
@@ -187,8 +198,13 @@ def write_solution(spec: LabSpec, dest: Path, overrides: Optional[dict[str, str]
 def apply_patch(patch: Path, dest: Path) -> None:
     """`git apply` a wrong variant (paths a/<file> b/<file> relative to `dest`)."""
     env = dict(gitsafe.env(), GIT_CEILING_DIRECTORIES=str(dest.parent))  # never apply into an enclosing repo
-    proc = subprocess.run(gitsafe.command(dest, "apply", "--whitespace=nowarn", str(patch), environ=env), cwd=dest, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        gitsafe.command(dest, "apply", "--whitespace=nowarn", str(patch), environ=env),
+        cwd=dest,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise UserError(f"cannot apply {patch.name}: {proc.stderr.strip() or proc.stdout.strip()}")
 
@@ -207,8 +223,10 @@ def _refuse_dangerous_dir(dest: Path, data_home: Optional[Path]) -> None:
     for place, what in protected:
         if _is_within(place, dest):
             where = "is" if place == dest else "contains"
-            raise UserError(f"{dest} {where} {what} ({place}); choose a new or empty folder for the workspace "
-                            "(the default is fine: leave out --dir)")
+            raise UserError(
+                f"{dest} {where} {what} ({place}); choose a new or empty folder for the workspace "
+                "(the default is fine: leave out --dir)"
+            )
     if dest.parent == dest or os.path.ismount(dest):
         raise UserError(f"{dest} is a file-system root or mount point; choose a new or empty folder for the workspace")
 
@@ -253,11 +271,15 @@ def start(spec: LabSpec, dest: Path, *, data_home: Path, force: bool = False) ->
     if non_empty:
         repo = _enclosing_repo(dest)
         if repo is not None and not _made_by_roadmap(repo):
-            raise UserError(f"{dest} is in a git repository roadmap did not create ({repo.working_tree_dir}); "
-                            "refusing to empty or move it: choose a new or empty folder for the workspace")
+            raise UserError(
+                f"{dest} is in a git repository roadmap did not create ({repo.working_tree_dir}); "
+                "refusing to empty or move it: choose a new or empty folder for the workspace"
+            )
         if repo is not None and Path(repo.working_tree_dir).resolve() != dest:
-            raise UserError(f"{dest} is inside another workspace's repository ({repo.working_tree_dir}); "
-                            "choose a new or empty folder for the workspace")
+            raise UserError(
+                f"{dest} is inside another workspace's repository ({repo.working_tree_dir}); "
+                "choose a new or empty folder for the workspace"
+            )
         if repo is not None:
             if _has_changes(repo):
                 result.saved_commit = _commit_all(repo, f"roadmap: save work before restarting {spec.id}")
@@ -302,11 +324,15 @@ def reset(spec: LabSpec, path: Path, restart_hint: Optional[str] = None) -> tupl
     try:
         repo = gitsafe.harden(Repo(path))
     except InvalidGitRepositoryError:
-        raise UserError(f"{path} is not a git repository, so its files cannot be saved in a commit; refusing to "
-                        f"reset (`{restart_hint}` moves them aside and starts over)") from None
+        raise UserError(
+            f"{path} is not a git repository, so its files cannot be saved in a commit; refusing to "
+            f"reset (`{restart_hint}` moves them aside and starts over)"
+        ) from None
     if Path(repo.working_tree_dir).resolve() != path or not _made_by_roadmap(repo):
-        raise UserError(f"{path} is not a git repository created by roadmap; refusing to reset it "
-                        f"(`{restart_hint}` in a new folder starts over)")
+        raise UserError(
+            f"{path} is not a git repository created by roadmap; refusing to reset it "
+            f"(`{restart_hint}` in a new folder starts over)"
+        )
     saved = _commit_all(repo, f"roadmap: save work before resetting {spec.id}") if _has_changes(repo) else None
     # After the save commit every file roadmap removes is in git; a link git
     # does not track (an ignored one) would be written through: refuse first.
@@ -335,10 +361,22 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
     env["LC_ALL"] = "C"
     try:
         # --no-optional-locks: never take index.lock (a git command of the learner's may be running).
-        proc = subprocess.run(gitsafe.command(path, "--no-optional-locks", "status", "--porcelain=v2", "--branch",
-                                              "--untracked-files=normal", environ=env), cwd=path, env=env,
-                              stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=30)
+        proc = subprocess.run(
+            gitsafe.command(
+                path,
+                "--no-optional-locks",
+                "status",
+                "--porcelain=v2",
+                "--branch",
+                "--untracked-files=normal",
+                environ=env,
+            ),
+            cwd=path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):  # no git executable, a hung repository
         return None, None
     if proc.returncode != 0:
@@ -356,9 +394,14 @@ def head_info(path: Path) -> tuple[Optional[str], Optional[bool]]:
 def _head_sha_only(path: Path, env: dict) -> Optional[str]:
     """HEAD's sha when `git status` cannot run (a damaged index), else None."""
     try:
-        proc = subprocess.run(gitsafe.command(path, "--no-optional-locks", "rev-parse", "--verify", "-q", "HEAD",
-                                              environ=env), cwd=path,
-                              env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        proc = subprocess.run(
+            gitsafe.command(path, "--no-optional-locks", "rev-parse", "--verify", "-q", "HEAD", environ=env),
+            cwd=path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     sha = proc.stdout.decode("ascii", errors="replace").strip()
@@ -395,5 +438,6 @@ def add_handout(spec: LabSpec, path: Path, lang: str = "en") -> Optional[str]:
         return None
     repo.index.add([HANDOUT])
     actor = _actor()
-    return repo.index.commit(f"roadmap: the {spec.id} handout ({HANDOUT})", author=actor, committer=actor,
-                             skip_hooks=True).hexsha
+    return repo.index.commit(
+        f"roadmap: the {spec.id} handout ({HANDOUT})", author=actor, committer=actor, skip_hooks=True
+    ).hexsha

@@ -36,7 +36,7 @@ from roadmap_cli.labs.passing import (
     passed_parts,
     passing_attempts_sql,
 )
-from roadmap_cli.labs.service import UNCOUNTED_OUTCOMES
+from roadmap_cli.store.values import UNCOUNTED_OUTCOMES  # attempts that prove nothing: never part of "best"
 
 
 def learners(conn) -> list[str]:
