@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from reaper import die_with_parent
+
 TEST_NAME = "test_dev_check_every_lab"
 
 
@@ -46,15 +48,6 @@ class BackgroundDevCheck:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _die_with_parent() -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: stop() at the session's end still ends it
-
-
 def start() -> BackgroundDevCheck:
     folder = Path(tempfile.mkdtemp(prefix="roadmap-devcheck-"))
     env = dict(os.environ, ROADMAP_HOME=str(folder / "home"), PYTHONUNBUFFERED="1")
@@ -68,6 +61,6 @@ def start() -> BackgroundDevCheck:
             env=env,
             cwd=folder,
             start_new_session=True,  # its own group: stop() kills every grade it started
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # not Linux: stop() at the session's end still ends it
         )  # a pytest killed outright (no stop()) takes it along
     return BackgroundDevCheck(proc, folder)

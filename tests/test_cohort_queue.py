@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from cohort_helpers import add_learner as _add_learner, as_login as _as, sql as _sql
+from reaper import die_with_parent
 
 PASSWORD = "queue-Pa55word-long"
 _counter = itertools.count()
@@ -69,6 +70,7 @@ class WorkerProc:
             stderr=subprocess.PIPE,
             text=True,
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,  # a killed test run takes its workers along (tests/reaper.py)
         )
         self.events: list[dict] = []
         self.changed = threading.Condition()
