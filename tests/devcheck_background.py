@@ -1,12 +1,13 @@
-"""The suite's one `dev check` over every lab, started in the background as
-soon as collection is done, so it runs beside the rest of the suite instead
-of after it (test_labs_dev_check.py waits for it and reads its report).
+"""The one `dev check` over every lab, started in the background as soon as
+collection is done, so it runs beside the other tests instead of after them
+(test_labs_dev_check.py waits for it and reads its report). It is an `e2e`
+test: .ci/run's `pytest -m e2e` runs it, beside the other end-to-end proofs,
+after README's test command.
 
-Why: the dev check is ~5 minutes of the suite's ~11, and most of the other
-~1,200 tests spend their time waiting on a subprocess, a socket or a
-database, leaving a core idle. Started first and read last, the two overlap
-on this 2-core machine; nothing is skipped and the check is the same command
-with the same flags. Its output goes to files (never a pipe nobody reads
+Why: the dev check is ~5 minutes on 2 cores, and most other tests spend their
+time waiting on a subprocess, a socket or a database, leaving a core idle.
+Started first and read last, the two overlap; nothing is skipped and the check
+is the same command with the same flags. Its output goes to files (never a pipe nobody reads
 until the end, which would stall it once full), and a session that ends
 early (-x, Ctrl-C) kills it with the whole process group it started.
 """
