@@ -105,6 +105,7 @@ class WorkerProc:
         return [e for e in list(self.events) if e["event"] == kind]
 
 
+@pytest.mark.e2e  # a load test: 40 real grades, two workers, a kill
 @pytest.mark.slow
 def test_two_workers_grade_forty_submissions_exactly_once_through_a_kill(run_cli, cohort, monkeypatch, tmp_path):
     teacher_url = cohort["url"]
