@@ -7,9 +7,10 @@ after README's test command.
 Why: the dev check is ~5 minutes on 2 cores, and most other tests spend their
 time waiting on a subprocess, a socket or a database, leaving a core idle.
 Started first and read last, the two overlap; nothing is skipped and the check
-is the same command with the same flags. Its output goes to files (never a pipe nobody reads
-until the end, which would stall it once full), and a session that ends
-early (-x, Ctrl-C) kills it with the whole process group it started.
+is the same command with the same flags. Its output goes to files (never a
+pipe nobody reads until the end, which would stall it once full), and a
+session that ends early (-x, Ctrl-C) kills it with the whole process group it
+started.
 """
 
 from __future__ import annotations
