@@ -21,7 +21,7 @@ one of the `marks` (a folder of that test's own).
 `guard(...)` returns a handle whose `release()` stops the reaper when the test
 stops the server itself; the normal path costs one short-lived process.
 
-Run as a script: `python reaper.py SPEC_JSON` (guard does that).
+Run as a script: `python reaper.py < SPEC_JSON` (guard does that).
 """
 
 from __future__ import annotations
@@ -67,13 +67,17 @@ def guard(
         "marks": [str(m) for m in marks],
     }
     proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), json.dumps(spec)],
-        stdin=subprocess.DEVNULL,
+        [sys.executable, os.path.abspath(__file__)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
     )
+    # The spec goes through stdin, not the command line: a test that looks for processes naming its folder must
+    # not find the reaper.
+    proc.stdin.write(json.dumps(spec).encode())
+    proc.stdin.close()
     return Reaper(proc)
 
 
@@ -186,7 +190,7 @@ def _reap(spec: dict) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
+    spec = json.loads(sys.stdin.read())
     # release() sends SIGTERM: leave quietly, touching nothing.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal goes to pytest, not here
