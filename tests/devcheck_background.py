@@ -1,14 +1,16 @@
-"""The suite's one `dev check` over every lab, started in the background as
-soon as collection is done, so it runs beside the rest of the suite instead
-of after it (test_labs_dev_check.py waits for it and reads its report).
+"""The one `dev check` over every lab, started in the background as soon as
+collection is done, so it runs beside the other tests instead of after them
+(test_labs_dev_check.py waits for it and reads its report). It is an `e2e`
+test: .ci/run's `pytest -m e2e` runs it, beside the other end-to-end proofs,
+after README's test command.
 
-Why: the dev check is ~5 minutes of the suite's ~11, and most of the other
-~1,200 tests spend their time waiting on a subprocess, a socket or a
-database, leaving a core idle. Started first and read last, the two overlap
-on this 2-core machine; nothing is skipped and the check is the same command
-with the same flags. Its output goes to files (never a pipe nobody reads
-until the end, which would stall it once full), and a session that ends
-early (-x, Ctrl-C) kills it with the whole process group it started.
+Why: the dev check is ~5 minutes on 2 cores, and most other tests spend their
+time waiting on a subprocess, a socket or a database, leaving a core idle.
+Started first and read last, the two overlap; nothing is skipped and the check
+is the same command with the same flags. Its output goes to files (never a
+pipe nobody reads until the end, which would stall it once full), and a
+session that ends early (-x, Ctrl-C) kills it with the whole process group it
+started.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from reaper import die_with_parent
 
 TEST_NAME = "test_dev_check_every_lab"
 
@@ -46,15 +50,6 @@ class BackgroundDevCheck:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _die_with_parent() -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # not Linux: stop() at the session's end still ends it
-
-
 def start() -> BackgroundDevCheck:
     folder = Path(tempfile.mkdtemp(prefix="roadmap-devcheck-"))
     env = dict(os.environ, ROADMAP_HOME=str(folder / "home"), PYTHONUNBUFFERED="1")
@@ -68,6 +63,6 @@ def start() -> BackgroundDevCheck:
             env=env,
             cwd=folder,
             start_new_session=True,  # its own group: stop() kills every grade it started
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # not Linux: stop() at the session's end still ends it
         )  # a pytest killed outright (no stop()) takes it along
     return BackgroundDevCheck(proc, folder)

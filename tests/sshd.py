@@ -36,8 +36,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, sshd: str, extra_config: tuple[str, ...] = (), forwarding: str = "no") -> None:
+    def __init__(
+        self, sshd: str, extra_config: tuple[str, ...] = (), forwarding: str = "no", marks: tuple[str, ...] = ()
+    ) -> None:
         self.sshd = sshd
+        # Folders that name what its sessions leave running (the far agent's managed folder): a killed test run
+        # takes those processes along too (tests/reaper.py).
+        self.marks = [str(m) for m in marks]
         # AllowTcpForwarding: "local" lets a client forward to a unix socket here (grade --on's far agent).
         self.forwarding = forwarding
         self.extra_config = list(extra_config)  # more sshd_config lines (e.g. SetEnv for the far side's grades)
@@ -116,8 +121,9 @@ class Server:
         )
         from reaper import guard
 
-        # A test process killed outright (no stop()) takes the server and its folder along.
-        self._reaper = guard(pids=[self.proc.pid], paths=[str(self.root)])
+        # A test process killed outright (no stop()) takes the server, its sessions' processes and its folder
+        # along; the client side's ssh processes are marked by ROADMAP_SSH_CONFIG, a file in the folder.
+        self._reaper = guard(pids=[self.proc.pid], paths=[str(self.root)], marks=[str(self.root), *self.marks])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -167,6 +173,7 @@ def far_side(root: Path, *, more_env: tuple[str, ...] = ()) -> Server:
     server = Server(
         sshd,
         forwarding="local",
+        marks=(str(root),),  # the far agent runs in a session of its own, with ROOT on its command line
         extra_config=(
             f"SetEnv ROADMAP_REMOTE_ROOT={root} ROADMAP_LABS_DIR={FIXTURE_LABS / 'labs'} ROADMAP_DEVICE=cpu "
             "ROADMAP_DEV_UNLOCKED=1" + "".join(f" {word}" for word in more_env),

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from cohort_helpers import add_learner as _add_learner, as_login as _as, sql as _sql
+from reaper import die_with_parent
 
 PASSWORD = "queue-Pa55word-long"
 _counter = itertools.count()
@@ -69,6 +70,7 @@ class WorkerProc:
             stderr=subprocess.PIPE,
             text=True,
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,  # a killed test run takes its workers along (tests/reaper.py)
         )
         self.events: list[dict] = []
         self.changed = threading.Condition()
@@ -103,6 +105,7 @@ class WorkerProc:
         return [e for e in list(self.events) if e["event"] == kind]
 
 
+@pytest.mark.e2e  # a load test: 40 real grades, two workers, a kill
 @pytest.mark.slow
 def test_two_workers_grade_forty_submissions_exactly_once_through_a_kill(run_cli, cohort, monkeypatch, tmp_path):
     teacher_url = cohort["url"]

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from reaper import die_with_parent
+
 _counter = itertools.count()
 
 PROBE = """
@@ -198,6 +200,7 @@ def _start_worker(instructor: dict, data_home: Path) -> tuple[subprocess.Popen, 
         stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # a killed test run takes its worker along (tests/reaper.py)
     )
     events: list[dict] = []
 

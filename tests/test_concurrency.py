@@ -34,6 +34,7 @@ def _writer(home: str, worker: int, barrier) -> None:
             )
 
 
+@pytest.mark.e2e  # a load test: 16 processes
 @pytest.mark.slow
 def test_sixteen_processes_record_800_notes(tmp_path: Path):
     ctx = mp.get_context("spawn")

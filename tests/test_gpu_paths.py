@@ -161,6 +161,7 @@ print("twice", ext.twice(21), round(time.perf_counter() - start, 2))
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.slow  # one torch extension build: ~30 s on an idle core
 def test_load_inline_builds_and_loads_behind_the_wall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A C++ load_inline from inside the wall on the CPU, with the folder rules CUDA's builds use (issue 37:

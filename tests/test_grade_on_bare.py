@@ -141,6 +141,7 @@ def test_remote_check_honours_python_and_names_a_missing_one(ssh_env, run_cli, r
         run_cli("remote", "remove", "nopy")
 
 
+@pytest.mark.e2e  # a whole install on the far side
 @pytest.mark.slow
 def test_first_grade_on_a_bare_python_installs_torch_cpu_and_the_rest_and_the_second_reuses(
     ssh_env, run_cli, adder_workspace: Path, roadmap_home: Path

@@ -86,6 +86,7 @@ def _library_worker(home: str, worker: int, barrier) -> None:
                     raise RuntimeError(f"worker {worker} call {i}: exit {exc.code}") from None
 
 
+@pytest.mark.e2e  # a load test: 8 processes
 @pytest.mark.slow  # ~100 s on the shared 2-core box; fails (2 of 8 workers crash) with the old header check
 def test_library_style_calls_from_eight_processes_keep_the_database_intact(tmp_path: Path):
     home = tmp_path / "lib-home"

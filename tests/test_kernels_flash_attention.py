@@ -148,6 +148,7 @@ print("compiled")
 """
 
 
+@pytest.mark.e2e  # every kernel through ptxas
 @pytest.mark.slow
 def test_kernels_compile_for_a_hopper_gpu(tmp_path):
     """The interpreter accepts things the GPU compiler rejects: compile each kernel for

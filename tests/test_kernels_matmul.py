@@ -242,6 +242,7 @@ print("OK")
 """
 
 
+@pytest.mark.e2e  # every kernel through ptxas
 @pytest.mark.slow
 def test_reference_kernels_compile_for_a_hopper_gpu(tmp_path):
     """The interpreter accepts code the GPU compiler rejects: compile both

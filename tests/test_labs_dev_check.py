@@ -1,7 +1,9 @@
 """Every real lab's grader passes its reference solution and fails its starter
 and each known-wrong variant (`roadmap dev check`, every lab in one run; a
 failure names its lab in each row). This is the project's proof that the
-graders can fail."""
+graders can fail. It is an end-to-end proof (marker `e2e`): README's test
+command leaves it out, .ci/run runs it; by hand:
+`.venv/bin/python -m pytest -m e2e tests/test_labs_dev_check.py`."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def test_there_are_labs():
     } <= set(LAB_IDS)
 
 
+@pytest.mark.e2e  # every lab's grader, every variant
 @pytest.mark.slow
 def test_dev_check_every_lab(background_dev_check):
     """One `dev check` over every lab, not one per lab: its two jobs share one

@@ -113,6 +113,7 @@ def _processes_in(folder: Path) -> list[int]:
     return out
 
 
+@pytest.mark.e2e  # a real lab's part graded whole
 @pytest.mark.slow
 def test_grade_leaves_no_server_behind(tmp_path: Path):
     env = dict(os.environ, ROADMAP_HOME=str(tmp_path / "home"), ROADMAP_DEVICE="cpu", OMP_NUM_THREADS="1")

@@ -185,16 +185,14 @@ ADDER_TABLES = [
 ]
 
 
-def test_lab_tables_at_80_columns(run_cli, terminal, roadmap_home, graded_adder) -> None:
+def test_lab_tables_at_80_columns_and_piped_within_100(run_cli, terminal, roadmap_home, graded_adder, monkeypatch):
+    """Both layouts of the same four grades (one test: the fixture's grades are its cost)."""
     for args in ADDER_TABLES:
         text = check_terminal(run_cli, terminal, graded_adder.parent, *args)
         if args[:2] == ("lab", "history"):
             assert "when (UTC)" in text and "passed-on-cpu" in text  # the date column and the outcome, whole
             rows = [line for line in text.splitlines() if line.strip()[:2] in ("1 ", "2 ", "3 ", "4 ")]
             assert len(rows) == 4 and all(len(line.split()) >= 4 for line in rows), text  # a date in every row
-
-
-def test_lab_tables_piped_stay_within_100_columns(run_cli, roadmap_home, graded_adder, monkeypatch) -> None:
     for args in ADDER_TABLES:
         check_piped(run_cli, monkeypatch, graded_adder.parent, *args)
 

@@ -167,6 +167,7 @@ def _cli(args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e  # a real lab graded like a learner
 @pytest.mark.slow
 def test_llm_serving_parts_solved_without_the_server_grade_and_are_recorded(tmp_path: Path) -> None:
     """Issue 26's report: quantization solved first, then `roadmap grade`, gave
@@ -208,6 +209,7 @@ def test_llm_serving_parts_solved_without_the_server_grade_and_are_recorded(tmp_
 CHEAP_WALK_LABS = ["gpu-architecture"]
 
 
+@pytest.mark.e2e  # a real lab's walk
 @pytest.mark.slow
 @pytest.mark.parametrize("lab_id", CHEAP_WALK_LABS)
 def test_first_step_of_each_walk_grades_cleanly(lab_id: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.e2e  # a wheel built
 @pytest.mark.slow
 def test_wheel_carries_the_report_templates(tmp_path: Path):
     dist = tmp_path / "dist"

@@ -15,6 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.e2e  # a whole install from a wheel
 @pytest.mark.slow
 def test_wheel_install_runs_status(tmp_path: Path):
     dist = tmp_path / "dist"
