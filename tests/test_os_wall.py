@@ -396,3 +396,58 @@ open({str(basetemp / "test_x0" / "fine.txt")!r}, "w").write("ok")
     assert out.stdout.split("\n")[:2] == ["REFUSED True", "REFUSED True"], out.stdout
     assert victim.read_text() == "precious" and not (victim_dir / "new.txt").exists()
     assert (basetemp / "test_x0" / "fine.txt").read_text() == "ok"
+
+
+def test_the_grade_network_is_made_before_a_conftest_that_imports_torch(tmp_path: Path) -> None:
+    """The grader enters the grade's own network as its plugin is imported, before any conftest.py: a lab
+    conftest that imports torch starts a thread (the OpenMP pool, OMP_NUM_THREADS unset, several cores), and a
+    process with two threads cannot unshare a user namespace. Made in pytest_configure instead, it failed, and
+    the learner's server sat in a network of its own: llm-serving's reference failed every grade."""
+    import subprocess
+    import sys
+
+    from roadmap_cli.grading.runner import GRADE_NETWORK_VAR
+    from roadmap_cli.grading_kit import oswall
+
+    if oswall.status()[0] != oswall.STRONG:
+        pytest.skip("needs user namespaces (bubblewrap's)")
+    (tmp_path / "conftest.py").write_text("import torch  # noqa: F401  (as llm-serving's does)\n")
+    (tmp_path / "test_net.py").write_text(
+        textwrap.dedent("""
+        import os
+        import sys
+
+        def test_in_the_grade_network():
+            plugin = sys.modules["roadmap_cli.grading.plugin"]
+            assert plugin._early_network is True
+            assert os.readlink("/proc/self/ns/net") != os.environ["HOST_NET"]
+            assert "ROADMAP_GRADE_NETWORK" not in os.environ  # read once, never passed on
+        """)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env.update({GRADE_NETWORK_VAR: "1", "HOST_NET": os.readlink("/proc/self/ns/net"), "PYTEST_ADDOPTS": ""})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "roadmap_cli.grading.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -93,6 +93,18 @@ class _State:
 
 _state = _State()
 
+# The grade's network (grading_kit/oswall.enter_grade_network) is made here, as this module is imported (`-p`, before
+# any conftest.py): unshare(CLONE_NEWUSER) refuses a process with more than one thread, and a lab's conftest.py that
+# imports torch starts one (the OpenMP pool, on a machine with several cores and OMP_NUM_THREADS unset). Made later,
+# in pytest_configure, it failed for every such grade: the learner's server then sat in a network of its own, and
+# the reference of llm-serving failed ("GET /health did not answer"). None: not asked for (or a warm grader forked
+# after this import: pytest_configure makes it then, in a child that has one thread).
+_early_network: Optional[bool] = None
+if os.environ.pop("ROADMAP_GRADE_NETWORK", None) == "1":
+    from roadmap_cli.grading_kit import oswall as _oswall
+
+    _early_network = _oswall.enter_grade_network()
+
 
 def _read_engine_config() -> Optional[dict]:
     fd_text = os.environ.pop("ROADMAP_GRADE_FD", None)
@@ -192,7 +204,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # (it runs the project's own code, never a learner's): its grades stay there to reach it.
             from roadmap_cli.grading_kit import oswall
 
-            wall["shared_net"] = oswall.enter_grade_network()
+            wall["shared_net"] = _early_network if _early_network is not None else oswall.enter_grade_network()
         _not_dumpable()
         _state.out = Emitter(int(spec["results_fd"]), bytes.fromhex(spec["key"]))
         os.environ["ROADMAP_SECRET_SEED"] = str(spec.get("secret_seed", "0"))  # not in /proc/<pid>/environ

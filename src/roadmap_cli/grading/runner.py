@@ -145,6 +145,10 @@ def grader_python(code: str) -> list[str]:
     return [sys.executable, "-I", "-S", *pycache_args(), "-u", "-c", boot]
 
 
+# Set for a grader whose learner processes are walled: it enters the grade's own network before anything else
+# (grading/plugin.py reads it at import; grading_kit/oswall.enter_grade_network).
+GRADE_NETWORK_VAR = "ROADMAP_GRADE_NETWORK"
+
 _PYTEST_MAIN = "import runpy; sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
 
 
@@ -424,6 +428,9 @@ class GradeJob:
             # The warm learner's socket, at the same number in the grader (grading_kit/warm_learner.py).
             env.update(self.learners.grade_env())
             pass_fds += (self.learners.fd,)
+        elif self.sandbox == STRONG:
+            # The grader makes the grade's network as it starts, while it has one thread (grading/plugin.py).
+            env[GRADE_NETWORK_VAR] = "1"
         try:
             self.proc = self._spawn_warm(pytest_args, env, tmpdir, out_w, pass_fds)
             if self.proc is None:
