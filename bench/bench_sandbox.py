@@ -15,7 +15,10 @@ With `--baseline REV` the comparison is this checkout's wall against the wall
 of commit REV instead of against the weak sandbox (issue 35: the allow-list
 wall must cost <= 1.15x the wall it replaced): REV's tree is exported to a
 temp folder and run by a copy of this virtual environment (hard links, its
-editable path pointed at the export), in the same run, alternating.
+editable path pointed at the export), in the same run, alternating. Each side
+grades its own commit's reference solution in its own data home (the baseline's schema is older): the
+ratio is then the cost of a whole grade then and now, walls and the lab's tests both (a lab whose tests grew
+since REV shows that growth too; compare the tests each side ran before blaming the wall).
 """
 
 from __future__ import annotations
@@ -73,6 +76,21 @@ def baseline_python(rev: str, where: Path) -> str:
     return str(venv / "bin" / "python")
 
 
+def start_with(python: str, lab_id: str, workspace: Path, env: dict) -> None:
+    """`lab start` and the reference solution written, by the roadmap that `python` runs (the baseline's)."""
+    subprocess.run(
+        [python, "-m", "roadmap_cli", "lab", "start", lab_id, "--dir", str(workspace)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    code = (
+        "import sys; from pathlib import Path; from roadmap_cli.labs import workspace as ws; "
+        "from roadmap_cli.labs.spec import find_lab; ws.write_solution(find_lab(sys.argv[1]), Path(sys.argv[2]))"
+    )
+    subprocess.run([python, "-c", code, lab_id, str(workspace)], env=env, check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("labs", nargs="*", help="lab ids (default: every lab)")
@@ -104,7 +122,11 @@ def main() -> None:
             # The baseline's grades are authored code at another commit: no manifest to verify there.
             base["ROADMAP_DEV_UNLOCKED"] = "1"
             other_python, other_name = baseline_python(args.baseline, Path(tmp) / "baseline"), args.baseline
-            weak_env = dict(base, ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-baseline"))
+            # Its own data home (its schema is older than ours) and its own workspace, holding the
+            # reference solution of its own labs: each side grades what its commit shipped.
+            weak_env = dict(
+                base, ROADMAP_HOME=str(Path(tmp) / "home-baseline"), ROADMAP_CPP_CACHE=str(Path(tmp) / "cpp-baseline")
+            )
         for lab_id in args.labs or lab_ids():
             spec = find_lab(lab_id)
             workspace = Path(tmp) / lab_id
@@ -115,9 +137,13 @@ def main() -> None:
                 stdout=subprocess.DEVNULL,
             )
             ws.write_solution(spec, workspace)
+            other_workspace = workspace
+            if args.baseline:
+                other_workspace = Path(tmp) / "baseline-workspaces" / lab_id
+                start_with(other_python, lab_id, other_workspace, weak_env)
             # warm: C++ builds, the grader's bytecode cache (not counted)
             grade(lab_id, workspace, base)
-            grade(lab_id, workspace, weak_env, other_python)
+            grade(lab_id, other_workspace, weak_env, other_python)
             strong, weak, false_fails, seen = [], [], 0, set()
             for round_ in range(args.rounds):
                 # Alternate which goes first: a machine that gets busier over time penalises neither.
@@ -127,8 +153,8 @@ def main() -> None:
                     else [("weak", weak_env), ("strong", base)]
                 )
                 for name, env in order:
-                    python = other_python if name == "weak" else sys.executable
-                    wall, passed, recorded, why = grade(lab_id, workspace, env, python)
+                    python, where = (other_python, other_workspace) if name == "weak" else (sys.executable, workspace)
+                    wall, passed, recorded, why = grade(lab_id, where, env, python)
                     seen.add((name, "weak" if recorded == "strong" and name == "weak" and args.baseline else recorded))
                     (strong if name == "strong" else weak).append(wall)
                     if not passed:
