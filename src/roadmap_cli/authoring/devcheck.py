@@ -35,8 +35,9 @@ from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
-from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
-from roadmap_cli.grading.runner import warm_graders, warm_learners
+from roadmap_cli.grading.launch import warm_graders, warm_learners
+from roadmap_cli.grading.runner import GradeRun, grade_workspace
+from roadmap_cli.grading.selection import gradable_parts
 from roadmap_cli.grading.warm import WarmGraders, WarmLearners
 from roadmap_cli.grading_kit.cpp_build import PCH_VAR
 from roadmap_cli.labs.spec import LabSpec

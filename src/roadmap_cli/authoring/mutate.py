@@ -52,8 +52,9 @@ from roadmap_cli.authoring.mutant_rows import MutantResult, all_mutants, explain
 from roadmap_cli.authoring.mutants import Mutant
 from roadmap_cli.authoring.mutate_coverage import Coverage, measure
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
-from roadmap_cli.grading.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
-from roadmap_cli.grading.runner import warm_graders
+from roadmap_cli.grading.launch import warm_graders
+from roadmap_cli.grading.runner import GradeRun, grade_workspace, tests_sha256
+from roadmap_cli.grading.selection import gradable_parts
 from roadmap_cli.grading.warm import WarmGraders
 from roadmap_cli.labs.spec import LabSpec
 

@@ -328,7 +328,7 @@ def runtime_roots() -> list[str]:
         found.append(site.getusersitepackages())
     from roadmap_cli.grading_kit.oswall import site_paths
 
-    found += site_paths()  # exactly what the grader's sys.path adds to the stdlib (runner.grader_python)
+    found += site_paths()  # exactly what the grader's sys.path adds to the stdlib (launch.grader_python)
     prefixes = tuple(os.path.realpath(p) + os.sep for p in {sys.prefix, sys.base_prefix})
     found += [p for p in sys.path if p and os.path.realpath(p).startswith(prefixes)]  # lib-dynload, the zip
     roots = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})

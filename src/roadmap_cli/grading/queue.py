@@ -208,7 +208,7 @@ def submissions(store, *, everyone: bool = False, limit: int = 50) -> dict:
 def grade_home_env(scratch: Path) -> dict[str, str]:
     """A submission's grade gets a fresh, empty HOME of its own (and XDG folders inside it), never the
     instructor's: no ~/.pgpass, no dotfile, nothing an earlier submission left. The credentials themselves never
-    leave this process: grader_env drops DATABASE_URL and PG* (grading/runner.py), and every process is started
+    leave this process: grader_env drops DATABASE_URL and PG* (grading/launch.py), and every process is started
     with only the descriptors it is passed."""
     home = scratch / "home"
     home.mkdir(mode=0o700, exist_ok=True)
@@ -507,7 +507,7 @@ class Worker:
         import asyncio
 
         from roadmap_cli.grading.isolation import not_dumpable
-        from roadmap_cli.grading.runner import warm_graders
+        from roadmap_cli.grading.launch import warm_graders
 
         _quiet_library_logs()
         # It holds the cohort's credential (DATABASE_URL in its /proc/PID/environ, the password in its memory):

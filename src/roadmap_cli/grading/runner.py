@@ -41,20 +41,18 @@ from roadmap_cli.grading.isolation import (
     learner_view,
     not_dumpable,
     void,
-    warm_learner_view,
     write_and_close,
 )
 from roadmap_cli.grading_kit.oswall import STRONG
+from roadmap_cli.grading.launch import PYTEST_INI, PYTEST_MAIN, SUPERVISOR, child_env, grader_python
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
+from roadmap_cli.grading.selection import gradable_parts, parts_of_tests
 
 if TYPE_CHECKING:  # pragma: no cover - the spec's pydantic models are not needed to start pytest (labs/plan.py)
     from roadmap_cli.grading.warm import WarmGraders, WarmLearners, WarmProc
     from roadmap_cli.labs.spec import LabSpec
 
 POLL_S = 0.05
-
-# Our own pytest config: the workspace's pytest.ini/conftest.py/pyproject are never read.
-PYTEST_INI = "[pytest]\naddopts =\npython_files = test_*.py\n"
 
 
 def tests_sha256(tests_dir: Path) -> str:
@@ -69,31 +67,6 @@ def tests_sha256(tests_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def gradable_parts(spec: LabSpec, device: DeviceInfo) -> list[str]:
-    return [p.id for p in spec.parts if device.cuda or not p.needs_cuda]
-
-
-def parts_of_tests(spec: LabSpec, tests: list[str]) -> list[str]:
-    """The parts the node ids of `--test` belong to; an id of no part is a user mistake."""
-    from roadmap_cli.labs.nodeids import part_for
-
-    parts: list[str] = []
-    for nodeid in tests:
-        part = part_for(nodeid, spec.part_prefixes())
-        if part is None:
-            owned = next((p.id for p in spec.parts for prefix in p.tests if prefix.startswith(nodeid)), None)
-            part = owned
-        if part is None:
-            files = sorted({t.split("::")[0] for p in spec.parts for t in p.tests})
-            raise UserError(
-                f"test {nodeid!r} is in no part of {spec.id}: node ids are relative to the grader's "
-                f"tests/ folder, e.g. {files[0]}::test_name (files: {', '.join(files)})"
-            )
-        if part not in parts:
-            parts.append(part)
-    return parts
-
-
 # Learner-process memory (RLIMIT_AS) when lab.yaml sets no memory_limit_mb:
 # torch + triton (interpreter) peak at ~0.8 GB of address space on CPU,
 # leaving ~3 GB for the learner's tensors. Not applied with CUDA: the driver
@@ -104,121 +77,6 @@ LEARNER_NOFILE = 1024
 # the kernel exempts root, see grading_kit/oswall.py). gloo workers, a server and torch's threads fit well inside.
 LEARNER_NPROC = 512
 FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
-SUPERVISOR = Path(__file__).with_name("_supervisor.py")
-# Variables a grader process must not inherit from the user's shell.
-_DROP_ENV = (
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-    "TRITON_INTERPRET",
-    "ROADMAP_RESULTS",
-    "ROADMAP_PARTS",
-    "ROADMAP_SECRET_SEED",
-    "ROADMAP_GRADE_FD",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "PYTHONHOME",
-    "ROADMAP_WARM_LEARNER_FD",
-    "ROADMAP_WARM_LEARNER_ROOT",
-)
-
-
-def pycache_args() -> list[str]:
-    """`-X pycache_prefix=DIR`: the grader reads and writes bytecode only in a
-    cache of its own (kept across grades, or torch would be compiled again
-    every time); `-B` (nothing written) when no such folder can be made."""
-    from roadmap_cli.grading.manifest import pycache_dir
-
-    where = pycache_dir()
-    return ["-X", f"pycache_prefix={where}"] if where is not None else ["-B"]
-
-
-def grader_python(code: str) -> list[str]:
-    """argv for the grader's interpreter running `code`: isolated (-I), and
-    with no `site` (-S): no .pth file runs, whoever wrote it (a weak grade's
-    learner code can write site-packages); sys.path is the standard library
-    and exactly the folders `site` would add (grading_kit/oswall.py
-    `site_paths`), fixed by the engine. Bytecode only from the grader's
-    private cache (pycache_args)."""
-    from roadmap_cli.grading_kit.oswall import site_paths
-
-    boot = f"import sys; sys.path.extend({site_paths()!r}); " + code
-    return [sys.executable, "-I", "-S", *pycache_args(), "-u", "-c", boot]
-
-
-_PYTEST_MAIN = "import runpy; sys.argv[0] = 'pytest'; runpy.run_module('pytest', run_name='__main__', alter_sys=True)"
-
-
-# A grade never opens the database: no credential for it reaches a grader (nor, through it, learner code). libpq
-# reads every PG* variable (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, ...); DATABASE_URL holds roadmap's own.
-_CREDENTIAL_ENV = ("DATABASE_URL",)
-_CREDENTIAL_PREFIX = "PG"
-
-
-def is_credential_var(name: str) -> bool:
-    return name in _CREDENTIAL_ENV or name.startswith(_CREDENTIAL_PREFIX)
-
-
-def grader_env(device: DeviceInfo) -> dict:
-    """Every grader process's environment on this device, less what is per
-    grade: also the environment a warm grader (grading/warm.py) starts with."""
-    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV and not is_credential_var(k)}
-    env.update(
-        ROADMAP_DEVICE="cuda" if device.cuda else "cpu",
-        # Only our plugin: third-party plugins (e.g. hypothesis, ~0.5 s) stay out of
-        # the grader unless a test imports them itself.
-        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-    )
-    if not device.cuda:
-        env["TRITON_INTERPRET"] = "1"  # set before triton is imported: kernels run on CPU tensors
-    else:
-        # What graders ask of the GPU (bf16 only from capability 8, the device table), from the engine's own
-        # probe: a grader that asked torch would open a CUDA context of its own (grading_kit/placement.py).
-        env["ROADMAP_GPU_NAME"] = device.name
-        if device.capability:
-            env["ROADMAP_GPU_CAPABILITY"] = device.capability
-    return env
-
-
-def warm_graders(device: DeviceInfo) -> "WarmGraders":
-    """A warm grader (grading/warm.py) for many grades on `device`, started
-    with the same interpreter flags and environment as a cold grader."""
-    from roadmap_cli.grading.warm import WarmGraders
-
-    return WarmGraders(grader_env(device), grader_python)
-
-
-def warm_learners(specs: list["LabSpec"], device: DeviceInfo) -> Optional["WarmLearners"]:
-    """A warm learner for dev check's grades of `specs` on `device`, with the
-    environment a learner process gets there; None without the OS wall (a
-    warm learner only ever runs behind it)."""
-    from roadmap_cli.grading.warm import WarmLearners
-    from roadmap_cli.grading_kit import oswall
-    from roadmap_cli.grading_kit.sandbox import _KEEP_ENV, walled_env
-
-    try:
-        if oswall.status()[0] != oswall.STRONG:
-            return None
-    except oswall.WallUnavailable:
-        return None
-    env = {k: v for k, v in grader_env(device).items() if k in _KEEP_ENV or k.startswith("LC_")}
-    # What learner_env sets for every learner that glibc or Python read only at start-up.
-    env.setdefault("MALLOC_ARENA_MAX", "4")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop("TRITON_HOME", None)
-    env.update(walled_env({}))  # its own empty HOME and name, as every learner behind the wall
-    root = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-check-"))
-    # The labs' adapter shims, outside the root: the learners see them read-only (GradeJob makes each there).
-    shims = os.path.realpath(tempfile.mkdtemp(prefix="roadmap-shims-"))
-    return WarmLearners(env, warm_learner_view(specs, root, shims), root, shims=shims)
-
-
-def _child_env(workspace: Path, device: DeviceInfo, config_fd: int) -> dict:
-    env = grader_env(device)
-    env.update(
-        ROADMAP_WORKSPACE=str(workspace),
-        ROADMAP_GRADE_FD=str(config_fd),  # a descriptor number, read once and closed by the plugin
-    )
-    return env
 
 
 def grade_workspace(
@@ -408,9 +266,9 @@ class GradeJob:
             *targets,
         ]
         # A private bytecode cache: a .pyc planted in a __pycache__ beside a grader module is never read.
-        grader = [*grader_python(_PYTEST_MAIN), *pytest_args]
+        grader = [*grader_python(PYTEST_MAIN), *pytest_args]
         cmd = [sys.executable, "-I", "-S", "-B", str(SUPERVISOR), "--", *grader]
-        env = _child_env(self.workspace, self.device, config_r)
+        env = child_env(self.workspace, self.device, config_r)
         env.update(self.extra_env)  # e.g. ROADMAP_OUTPUT_DIGESTS for dev mutate (the grader process reads it)
         # The GPU build cache, named once: the wall's read-write folders (learner_view, here) and the learner's
         # TORCH_EXTENSIONS_DIR/TRITON_CACHE_DIR (the grader, from its own environment) must be the same folders,
