@@ -162,21 +162,21 @@ def test_a_weak_grade_that_rewrites_the_shared_cpp_cache_is_void(
 def test_a_weak_grade_builds_into_a_private_cache_never_the_shared_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from roadmap_cli.grading_kit import cpp_build, sandbox
+    from roadmap_cli.grading_kit import cpp_cache, sandbox
 
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "shared"))
     artefacts = tmp_path / "grade-artefacts"
     artefacts.mkdir()
-    monkeypatch.setattr(cpp_build, "_PRIVATE", [])
+    monkeypatch.setattr(cpp_cache, "_PRIVATE", [])
     try:
         sandbox.configure({"os_wall": None, "artefacts": str(artefacts)})  # a weak grade's grader
-        weak = cpp_build.cache_root()
-        assert weak.parent == artefacts and weak != cpp_build.shared_cache_root()
+        weak = cpp_cache.cache_root()
+        assert weak.parent == artefacts and weak != cpp_cache.shared_cache_root()
         sandbox.configure({"os_wall": {"view": "strong"}, "artefacts": str(artefacts)})
-        assert cpp_build.cache_root() == tmp_path / "shared"
+        assert cpp_cache.cache_root() == tmp_path / "shared"
     finally:
         sandbox.configure(None)
-    assert cpp_build.cache_root() == tmp_path / "shared"  # outside a grade: the engine's shared cache
+    assert cpp_cache.cache_root() == tmp_path / "shared"  # outside a grade: the engine's shared cache
 
 
 def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(run_cli, cohort, monkeypatch) -> None:

@@ -395,9 +395,9 @@ def tree_changes(before: dict[str, tuple], after: dict[str, tuple], cache: str |
 
 
 def cpp_cache_root() -> str:
-    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.grading_kit import cpp_cache
 
-    return str(cpp_build.shared_cache_root())
+    return str(cpp_cache.shared_cache_root())
 
 
 def judge_roots() -> list[str]:
