@@ -184,7 +184,7 @@ def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(ru
     rank it) and what it passed proves checkpoints only as the learner's claim."""
     from pg_writer import fake_run
     from roadmap_cli import context
-    from roadmap_cli.grading import queue
+    from roadmap_cli.grading import queue, submissions
     from roadmap_cli.labs.spec import find_lab
 
     from test_cohort_verified import _add, _sql
@@ -194,7 +194,7 @@ def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(ru
     _add(run_cli, cohort, ada)
     context.reset()
     store = context.current().store()
-    queue._ensure_queue(store)
+    submissions.ensure_queue(store)
     lab = find_lab("adder")
     worker = object.__new__(queue.Worker)
     worker.store, worker.options = store, queue.WorkerOptions(name="box:1")
