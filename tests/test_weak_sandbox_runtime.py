@@ -75,9 +75,9 @@ def _append_from_learner_code(path: Path) -> str:
 def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv_bin() -> None:
     import sys
 
-    from roadmap_cli.grading import integrity
+    from roadmap_cli.grading import weak_runtime
 
-    roots = integrity.runtime_roots()
+    roots = weak_runtime.runtime_roots()
 
     def covered(path: str) -> bool:
         real = os.path.realpath(path)
@@ -90,7 +90,7 @@ def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv
 
     assert covered(_pytest.reports.__file__)
     # And the comparison sees an append deep inside a tree (same inode, a new size and ctime).
-    snap = integrity.tree_snapshot([os.path.dirname(_pytest.reports.__file__)])
+    snap = weak_runtime.tree_snapshot([os.path.dirname(_pytest.reports.__file__)])
     assert snap[_pytest.reports.__file__][0] == os.stat(_pytest.reports.__file__).st_ino
 
 

@@ -186,7 +186,7 @@ class GradeJob:
             raise GraderError(str(exc)) from None
 
     def start(self) -> "GradeJob":
-        from roadmap_cli.grading import channel, integrity, manifest
+        from roadmap_cli.grading import channel, integrity, manifest, weak_content, weak_runtime, weak_taint, weak_watch
         from roadmap_cli.grading_kit.boundedlog import PipeDrain
 
         spec, tests_dir = self.spec, self.spec.tests_dir
@@ -194,28 +194,28 @@ class GradeJob:
             verdict = manifest.verify(spec.root)  # what judges must be what was installed (grading/manifest.py)
             if not verdict.ok:
                 raise GraderError(verdict.line())
-        taint = integrity.taint_line()  # an earlier weak grade left something a judge would run
+        taint = weak_taint.taint_line()  # an earlier weak grade left something a judge would run
         if taint is not None:
             raise GraderError(taint)
         # Once a weak grade has run here, every grade first checks the runtime (and the shared C++ cache)
         # against what that grade left: a process it left behind may have edited a file since.
-        runtime_now, changed_since = integrity.verify_runtime()
+        runtime_now, changed_since = weak_taint.verify_runtime()
         if changed_since is not None:
             raise GraderError(changed_since)
-        # Around a weak grade the engine watches what a later grade's judge runs (grading/integrity.py); the
+        # Around a weak grade the engine watches what a later grade's judge runs (grading/weak_watch.py); the
         # margin covers the kernel's coarse file-time clock.
-        self.weak_watch = integrity.weak_watch() if self.sandbox != STRONG else None
+        self.weak_watch = weak_watch.weak_watch() if self.sandbox != STRONG else None
         self.weak_t0 = time.time_ns() - 50_000_000
         self.runtime_before = None
         self.reaper = None
         self.reaper_was_active = False
         self.judge_before: dict[str, str] = {}
         if self.sandbox != STRONG:
-            self.runtime_before = runtime_now or integrity.tree_snapshot(integrity.judge_roots())
+            self.runtime_before = runtime_now or weak_runtime.tree_snapshot(weak_runtime.judge_roots())
             # What judges beyond the runtime: the lab folder (tests/, data/) and the checkout's git state, by
             # content, held here where the grade cannot rewrite it (git HEAD is no baseline: learner code can
             # commit).
-            self.judge_before = integrity.judge_hashes(spec.root)
+            self.judge_before = weak_content.judge_hashes(spec.root)
             from roadmap_cli.grading.orphans import Reaper
 
             self.reaper = Reaper()  # the engine adopts the grade's orphans, and kills them when it ends
@@ -388,7 +388,7 @@ class GradeJob:
         return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
-        from roadmap_cli.grading import integrity
+        from roadmap_cli.grading import integrity, weak_content, weak_runtime, weak_taint, weak_watch
 
         proc = self.proc
         assert proc is not None, "start() first"
@@ -466,28 +466,30 @@ class GradeJob:
         if self.weak_watch is not None:
             # Every process of the grade is dead by now (orphans included, where the engine is a subreaper):
             # what changed in this window is this grade's doing, and only that is attributed to it.
-            left = integrity.written_since(self.weak_t0, self.weak_watch)
-            runtime_after = integrity.tree_snapshot(integrity.judge_roots())
-            judged = integrity.judge_changes(self.judge_before, integrity.judge_hashes(self.spec.root))
+            left = weak_watch.written_since(self.weak_t0, self.weak_watch)
+            runtime_after = weak_runtime.tree_snapshot(weak_runtime.judge_roots())
+            judged = weak_content.judge_changes(self.judge_before, weak_content.judge_hashes(self.spec.root))
             left = sorted(
                 set(left)
-                | set(integrity.tree_changes(self.runtime_before or {}, runtime_after, integrity.cpp_cache_root()))
+                | set(
+                    weak_runtime.tree_changes(self.runtime_before or {}, runtime_after, weak_runtime.cpp_cache_root())
+                )
                 | set(judged)
             )
             if self.reaper_was_active:
-                integrity.drop_runtime_record()  # nothing of the grade is left to write later
+                weak_runtime.drop_runtime_record()  # nothing of the grade is left to write later
             else:
-                integrity.save_runtime_record(runtime_after)  # no subreaper: later grades check against it
+                weak_runtime.save_runtime_record(runtime_after)  # no subreaper: later grades check against it
             if left:
                 # A judged file is repaired when its content is what it was before this grade.
-                integrity.record_taint(
+                weak_taint.record_taint(
                     left,
-                    {p: self.judge_before.get(p, integrity.ABSENT) for p in judged},
-                    integrity.judge_repos(self.judge_before),
+                    {p: self.judge_before.get(p, weak_content.ABSENT) for p in judged},
+                    weak_content.judge_repos(self.judge_before),
                 )
-                voids.append(integrity.taint_line() or f"learner code wrote {left[0]}")
-        elif integrity.has_runtime_record():
-            integrity.refresh_cache_record()  # this strong grade's own C++ builds, made behind the wall
+                voids.append(weak_taint.taint_line() or f"learner code wrote {left[0]}")
+        elif weak_runtime.has_runtime_record():
+            weak_runtime.refresh_cache_record()  # this strong grade's own C++ builds, made behind the wall
         if voids:
             void(run, voids)
         run.started_at, run.grader_sha256 = self.started_at, self.sha

@@ -63,7 +63,7 @@ def cache_root() -> Path:
     """Where this process's builds are cached. A weak-sandbox grade (its test binaries and the learner's code
     run unwalled, as the user) neither reads nor writes the shared cache: it builds into a folder of its own,
     in the grade's scratch folder (gone with it), so nothing it leaves can become a later grade's artefact; the
-    engine also watches the shared cache around and after a weak grade (grading/integrity.py)."""
+    engine also watches the shared cache around and after a weak grade (grading/weak_runtime.py)."""
     from roadmap_cli.grading_kit import sandbox
 
     grade = sandbox.config()
