@@ -17,7 +17,6 @@ results.py's business: this module runs processes and reads the channel.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import select
@@ -35,15 +34,9 @@ from roadmap_cli.errors import GraderError, UserError
 from roadmap_cli.grading_kit.boundedlog import crash_tail
 from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.grading.focus import Focus, focus_pytest_args  # noqa: F401 - re-exported
-from roadmap_cli.grading.isolation import (
-    forbidden_sources,
-    learner_shim,
-    learner_view,
-    not_dumpable,
-    void,
-    write_and_close,
-)
+from roadmap_cli.grading.isolation import not_dumpable, void, write_and_close
 from roadmap_cli.grading_kit.oswall import STRONG
+from roadmap_cli.grading.grade_config import grade_config
 from roadmap_cli.grading.launch import PYTEST_INI, PYTEST_MAIN, SUPERVISOR, child_env, grader_python
 from roadmap_cli.grading.results import GradeRun, assemble, mark_focused, mark_interrupted
 from roadmap_cli.grading.selection import gradable_parts, parts_of_tests
@@ -67,15 +60,6 @@ def tests_sha256(tests_dir: Path) -> str:
     return digest.hexdigest()
 
 
-# Learner-process memory (RLIMIT_AS) when lab.yaml sets no memory_limit_mb:
-# torch + triton (interpreter) peak at ~0.8 GB of address space on CPU,
-# leaving ~3 GB for the learner's tensors. Not applied with CUDA: the driver
-# reserves tens of GB of virtual address space at initialisation.
-DEFAULT_MEMORY_LIMIT_MB = 4096
-LEARNER_NOFILE = 1024
-# Processes the learner's tree may have at once behind the OS wall (RLIMIT_NPROC counts per user namespace there;
-# the kernel exempts root, see grading_kit/oswall.py). gloo workers, a server and torch's threads fit well inside.
-LEARNER_NPROC = 512
 FINISH_GRACE_S = 0.05  # after the plugin's "finish" event, how long the grader may take to exit by itself
 
 
@@ -309,7 +293,7 @@ class GradeJob:
         self.reader = channel.Reader(results_r, self.key)
         self.output = PipeDrain(out_r)
         try:
-            blob = self._config(results_w)
+            blob = grade_config(self, results_w)
         except BaseException:
             os.close(config_w)  # the plugin sees an empty config and fails: nothing hangs
             self.abort()
@@ -336,56 +320,6 @@ class GradeJob:
         except WarmUnavailable:
             self.warm = None
             return None
-
-    def _config(self, results_w: int) -> bytes:
-        """The engine's config for the plugin (and, in "sandbox", for the learner process)."""
-        from roadmap_cli.grading import integrity, manifest
-
-        spec, tests_dir = self.spec, self.spec.tests_dir
-        memory = getattr(spec, "memory_limit_mb", None) or (None if self.device.cuda else DEFAULT_MEMORY_LIMIT_MB)
-        # What the learner process sees of the grader: the adapter and the lab's declared learner-side files,
-        # copied out of tests/ (never tests/ itself: it holds reference models and expected values).
-        shims = getattr(self.learners, "shims", None) if self.learners is not None else None
-        # Never inside the scratch folder: the learner writes there, and could swap the shim for a link to
-        # anywhere before the next bwrap binds it (grading_kit/oswall.py `_mounts`).
-        shim = learner_shim(spec, shims or self.shim_parent.name)
-        config = {
-            "key": self.key.hex(),
-            "results_fd": results_w,
-            "secret_seed": str(self.secret_seed),
-            "parts": [{"id": p.id, "tests": p.tests} for p in spec.parts],
-            "selected": self.selected,
-            "stop_part_on_fail": self.stop_part_on_fail,
-            "verbose": self.focus.verbose,
-            "sandbox": {
-                "workspace": str(self.workspace),
-                "tests_dir": shim,
-                "memory_limit_mb": memory,
-                "nofile": LEARNER_NOFILE,
-                "forbidden_read": forbidden_sources(spec),
-                "forbidden_write": [
-                    str(tests_dir.resolve()),
-                    *(str(p) for p in integrity.GRADER_CODE),
-                    *(str(p) for p in [manifest.pycache_dir()] if p is not None),
-                ],
-                "preload": ["adapter"] if (Path(shim) / "adapter.py").is_file() else [],
-                # What lab code may import and use: checked in the learner process before its first import.
-                "lab_code": getattr(spec, "lab_code", None),
-                "learner_side": [Path(name).stem for name in getattr(spec, "learner_side", ())],
-                "grade_token": self.grade_token,
-                # Behind the OS wall (bubblewrap) when it works here; None: the in-process sandbox only.
-                # This grade's C++ builds, linked here by the grader (grading_kit/cpp_build.py): never the
-                # whole cache, which holds other learners' compiled work.
-                "artefacts": self.artefacts,
-                "os_wall": (
-                    learner_view(spec, str(self.workspace), self.tmp.name, shim, self.artefacts, self.gpu_cache)
-                    if self.sandbox == STRONG
-                    else None
-                ),
-                "nproc": LEARNER_NPROC,
-            },
-        }
-        return json.dumps(config).encode()
 
     def finish(self, on_event: Optional[Callable[[dict], None]] = None) -> GradeRun:
         from roadmap_cli.grading import integrity, weak_content, weak_runtime, weak_taint, weak_watch
