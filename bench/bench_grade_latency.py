@@ -182,7 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     args.watch = args.watch or args.watch_only
 
-    from roadmap_cli.grading.runner import gradable_parts
+    from roadmap_cli.grading.selection import gradable_parts
     from roadmap_cli.labs import workspace as ws
     from roadmap_cli.labs.device import detect_device
     from roadmap_cli.labs.spec import find_lab, lab_ids

@@ -65,7 +65,7 @@ def main() -> None:
         os.environ["ROADMAP_LABS_DIR"] = str(FAKE_LABS)
     from roadmap_cli.labs import workspace as ws
     from roadmap_cli.labs.device import detect_device
-    from roadmap_cli.grading.runner import gradable_parts
+    from roadmap_cli.grading.selection import gradable_parts
     from roadmap_cli.labs.spec import find_lab
 
     spec = find_lab(args.lab)

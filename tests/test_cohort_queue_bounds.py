@@ -16,12 +16,12 @@ from test_cohort_verified import _add, _sql, cohort  # noqa: F401 - fixture
 
 def _queue_ready(run_cli):
     from roadmap_cli import context
-    from roadmap_cli.grading import queue
+    from roadmap_cli.grading import submissions
 
     assert run_cli("db", "status").exit_code == 0
     context.reset()
     store = context.current().store()
-    queue._ensure_queue(store)
+    submissions.ensure_queue(store)
     return store
 
 

@@ -303,7 +303,7 @@ def test_no_grader_inherits_a_database_credential_and_a_worker_grade_gets_an_emp
     """Without a server: the environment every grader starts with (cold or warm) holds no DATABASE_URL nor any
     PG* variable libpq would read; a worker's grade gets a fresh, private, empty HOME."""
     from roadmap_cli.grading.queue import grade_home_env
-    from roadmap_cli.grading.runner import grader_env
+    from roadmap_cli.grading.launch import grader_env
     from roadmap_cli.labs.device import detect_device
 
     for name in ("DATABASE_URL", "PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGUSER", "PGHOST"):

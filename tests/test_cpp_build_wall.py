@@ -26,11 +26,11 @@ MAIN = '#include <cstdio>\n#include "lib.h"\nint main(int, char**) { std::printf
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cpp-cache"
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(root))
-    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.grading_kit import cpp_cache
 
-    cpp_build._hashed.clear()
+    cpp_cache._hashed.clear()
     yield root
-    cpp_build._hashed.clear()
+    cpp_cache._hashed.clear()
 
 
 @pytest.fixture
@@ -85,12 +85,12 @@ def test_a_learner_header_cannot_include_or_incbin_what_the_wall_does_not_show(
 
 
 def test_the_cache_key_covers_every_included_file_and_artefacts_are_checked_on_use(tmp_path: Path, cache: Path) -> None:
-    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.grading_kit import cpp_build, cpp_cache
 
     grader, ws = _project(tmp_path)
 
     def build_and_run() -> tuple[bool, str]:
-        cpp_build._hashed.clear()  # a new grade: a new grader process
+        cpp_cache._hashed.clear()  # a new grade: a new grader process
         result = cpp_build.asan_binary(grader / "main.cpp", ws, [ws / "lib.h"])
         out = subprocess.run([str(result.path)], capture_output=True, text=True).stdout.strip()
         return result.cached, out
@@ -103,7 +103,7 @@ def test_the_cache_key_covers_every_included_file_and_artefacts_are_checked_on_u
     # The same code from another workspace hits the cache (dev check's temporary folders).
     other = tmp_path / "ws2"
     shutil.copytree(ws, other)
-    cpp_build._hashed.clear()
+    cpp_cache._hashed.clear()
     assert cpp_build.asan_binary(grader / "main.cpp", other, [other / "lib.h"]).cached
     # An artefact that is not what was built (a planted or damaged file) is built again, never used.
     entry = next(cache.glob("asan-*/asan"))

@@ -307,7 +307,7 @@ def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path,
     import os
 
     from roadmap_cli.errors import GraderError
-    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.grading_kit import cpp_cache
     from roadmap_cli.paths import private_dir
 
     mine = tmp_path / "mine"
@@ -332,7 +332,7 @@ def test_temp_folder_caches_refuse_a_folder_another_account_made(tmp_path: Path,
         private_dir(link)
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(other))
     with pytest.raises(GraderError):
-        cpp_build.shared_cache_root()
+        cpp_cache.shared_cache_root()
 
 
 # ------------------------------------------------------------ one build cache for dev check --gpu

@@ -164,8 +164,8 @@ def test_the_grader_never_reads_bytecode_planted_beside_its_modules(run_cli, tmp
     assert data["parts"][0]["status"] == "passed", data["parts"][0]
 
     # Without the private prefix (the grader's old `-B`), the planted file is what runs: the test above can fail.
-    from roadmap_cli.grading import runner
+    from roadmap_cli.grading import launch
 
-    monkeypatch.setattr(runner, "pycache_args", lambda: ["-B"])
+    monkeypatch.setattr(launch, "pycache_args", lambda: ["-B"])
     data = run_cli("grade", "--part", "add", "--json").json()["data"]
     assert data["parts"][0]["status"] == "failed" and "planted bytecode ran" in data["parts"][0]["message"]

@@ -427,7 +427,7 @@ def test_a_cpu_grade_of_a_gpu_lab_passes_under_the_guard(tmp_path: Path, cpu_lab
 def test_the_grader_learns_the_gpu_from_the_engine_not_from_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a CUDA grade the grader's has_cuda/device/cuda_capability come from the engine's environment; torch
     is never asked (even is_available loads the driver in the grader)."""
-    from roadmap_cli.grading.runner import grader_env
+    from roadmap_cli.grading.launch import grader_env
     from roadmap_cli.labs.device import DeviceInfo
 
     env = grader_env(DeviceInfo("cuda", "NVIDIA A10", "8.6"))

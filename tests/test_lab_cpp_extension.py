@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.grading_kit import cpp_build
+from roadmap_cli.grading_kit import cpp_build, cpp_cache
 from test_curriculum_cli import mark_done
 
 S6 = ("s6-read-modern-cpp-projects", "s6-read-vllm-cpp-extensions")
@@ -37,7 +37,7 @@ GCC_LOG = """In file included from /ws/block_pool_test.cpp:7:
 
 
 def test_first_compiler_error_is_file_line_col_relative_to_the_workspace():
-    text = cpp_build.first_compiler_error(GCC_LOG, Path("/ws"))
+    text = cpp_cache.first_compiler_error(GCC_LOG, Path("/ws"))
     assert text.splitlines()[0] == "block_pool.h:31:9: error: 'num_blockz' was not declared in this scope"
     assert "^~~" in text and "40:1" not in text  # the first error only, with its caret
 
@@ -81,7 +81,7 @@ def test_broken_header_fails_once_and_is_cached(tmp_path, monkeypatch):
 def test_the_precompiled_header_takes_only_the_sources_leading_system_includes():
     """dev check precompiles what a source includes first (grading_kit/cpp_build.py): only
     `#include <...>` lines before any other code, in order, so `-include` changes nothing."""
-    from roadmap_cli.grading_kit.cpp_build import leading_system_includes
+    from roadmap_cli.grading_kit.cpp_pch import leading_system_includes
 
     text = (
         "// RMSNorm\n\n#include <ATen/ATen.h>  // tensors\n#include <torch/library.h>\n"
@@ -95,16 +95,16 @@ def test_the_precompiled_header_takes_only_the_sources_leading_system_includes()
 def test_a_grade_uses_a_built_precompiled_header_and_never_builds_or_waits_for_one(tmp_path, monkeypatch):
     """Only dev check (ROADMAP_CPP_PCH=1) and `roadmap watch`'s background prebuild build the header; any
     other grade uses it once it is there and compiles without it until then (a small header here: <vector>)."""
-    from roadmap_cli.grading_kit import cpp_build
+    from roadmap_cli.grading_kit import cpp_pch
 
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "op.cpp"
     source.write_text("#include <vector>\nint size() { return std::vector<int>(3).size(); }\n")
     flags = ["-std=c++20", "-O0"]
-    assert cpp_build._precompiled_header([source], flags, 60, build=False) is None  # not built: not waited for
+    assert cpp_pch.precompiled_header([source], flags, 60, build=False) is None  # not built: not waited for
     assert not list((tmp_path / "cache").glob("pch-*/*.gch"))
-    header = cpp_build._precompiled_header([source], flags, 60, build=True)
+    header = cpp_pch.precompiled_header([source], flags, 60, build=True)
     assert header is not None and header.with_suffix(".h.gch").is_file()
     assert header.read_text() == "#include <vector>\n"
-    assert cpp_build._precompiled_header([source], flags, 60, build=False) == header  # built: used
+    assert cpp_pch.precompiled_header([source], flags, 60, build=False) == header  # built: used
     assert [p.name for p in header.parent.iterdir() if p.name.endswith(".gch")] == ["roadmap_pch.h.gch"]

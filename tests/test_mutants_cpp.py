@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.grading_kit import cpp_build
+from roadmap_cli.grading_kit import cpp_build, cpp_cache
 from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.authoring.cpp_tokens import tokenize
 from roadmap_cli.authoring.mutants import generate
@@ -208,13 +208,13 @@ def test_a_failed_build_is_logged_for_dev_mutate(tmp_path, monkeypatch):
     for _ in range(2):
         with pytest.raises(cpp_build.CppBuildError):
             cpp_build.asan_binary(main, ws, [ws / "pool.h"])
-    rows = cpp_build.read_build_failures(log)
+    rows = cpp_cache.read_build_failures(log)
     assert len(rows) == 2 and rows[0] == rows[1]
     assert rows[0]["kind"] == "asan" and rows[0]["inputs"] == ["main.cpp", "pool.h"]
     assert rows[0]["first_error"].startswith("pool.h:1:")
     (ws / "pool.h").write_text("struct Pool { int x = 1; };\n")
     cpp_build.asan_binary(main, ws, [ws / "pool.h"])
-    assert len(cpp_build.read_build_failures(log)) == 2  # a good build adds nothing
+    assert len(cpp_cache.read_build_failures(log)) == 2  # a good build adds nothing
     assert json.loads(log.read_text().splitlines()[0])["kind"] == "asan"
 
 
@@ -296,7 +296,7 @@ inline int clamped_sum(const int* v, int n, int cap) {
 from pathlib import Path
 
 from roadmap_cli import grading_kit as kit
-from roadmap_cli.grading_kit import cpp_build
+from roadmap_cli.grading_kit import cpp_build, cpp_cache
 
 
 def test_clamped_sum():

@@ -406,7 +406,7 @@ def test_the_grade_network_is_made_before_a_conftest_that_imports_torch(tmp_path
     import subprocess
     import sys
 
-    from roadmap_cli.grading.runner import GRADE_NETWORK_VAR
+    from roadmap_cli.grading.launch import GRADE_NETWORK_VAR
     from roadmap_cli.grading_kit import oswall
 
     if oswall.status()[0] != oswall.STRONG:

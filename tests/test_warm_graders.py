@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders
+from roadmap_cli.grading.launch import warm_graders
+from roadmap_cli.grading.runner import GradeJob, grade_workspace
 from roadmap_cli.grading.warm import WarmProc
 
 from warm_helpers import make_workspace, verdict

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from roadmap_cli.grading.runner import GradeJob, grade_workspace, warm_graders, warm_learners
+from roadmap_cli.grading.launch import warm_graders, warm_learners
+from roadmap_cli.grading.runner import GradeJob, grade_workspace
 from roadmap_cli.grading_kit import oswall
 
 from warm_helpers import FIXTURES, make_workspace, verdict
@@ -221,7 +222,7 @@ def test_a_learner_that_crashes_is_reported_as_a_cold_one_and_the_next_call_gets
 
 
 def test_only_a_walled_grade_under_the_root_uses_the_warm_learner(cpu, monkeypatch, tmp_path):
-    from roadmap_cli.grading.runner import grader_env
+    from roadmap_cli.grading.launch import grader_env
     from roadmap_cli.grading_kit import warm_learner
 
     root = tmp_path / "root"

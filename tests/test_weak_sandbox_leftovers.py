@@ -152,7 +152,7 @@ def test_a_weak_grade_that_appends_to_a_reference_input_in_data_is_void(
 def test_a_cpp_cache_rewrite_after_a_clean_weak_grade_is_not_blamed_on_it(
     run_cli, workspace: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from roadmap_cli.grading import integrity
+    from roadmap_cli.grading import weak_taint
 
     cache = Path(os.environ["ROADMAP_CPP_CACHE"])
     entry = cache / "asan-0123"
@@ -168,7 +168,7 @@ def test_a_cpp_cache_rewrite_after_a_clean_weak_grade_is_not_blamed_on_it(
     again = run_cli("grade", "--part", "add", "--json")
     assert again.exit_code == 0, again.stderr
     assert again.json()["data"]["parts"][0]["status"] == "passed", again.json()["data"].get("message")
-    marker = integrity.taint_file()
+    marker = weak_taint.taint_file()
     assert marker is None or not marker.exists()
 
 

@@ -75,9 +75,9 @@ def _append_from_learner_code(path: Path) -> str:
 def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv_bin() -> None:
     import sys
 
-    from roadmap_cli.grading import integrity
+    from roadmap_cli.grading import weak_runtime
 
-    roots = integrity.runtime_roots()
+    roots = weak_runtime.runtime_roots()
 
     def covered(path: str) -> bool:
         real = os.path.realpath(path)
@@ -90,7 +90,7 @@ def test_the_runtime_snapshot_covers_the_stdlib_every_site_packages_and_the_venv
 
     assert covered(_pytest.reports.__file__)
     # And the comparison sees an append deep inside a tree (same inode, a new size and ctime).
-    snap = integrity.tree_snapshot([os.path.dirname(_pytest.reports.__file__)])
+    snap = weak_runtime.tree_snapshot([os.path.dirname(_pytest.reports.__file__)])
     assert snap[_pytest.reports.__file__][0] == os.stat(_pytest.reports.__file__).st_ino
 
 
@@ -162,21 +162,21 @@ def test_a_weak_grade_that_rewrites_the_shared_cpp_cache_is_void(
 def test_a_weak_grade_builds_into_a_private_cache_never_the_shared_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from roadmap_cli.grading_kit import cpp_build, sandbox
+    from roadmap_cli.grading_kit import cpp_cache, sandbox
 
     monkeypatch.setenv("ROADMAP_CPP_CACHE", str(tmp_path / "shared"))
     artefacts = tmp_path / "grade-artefacts"
     artefacts.mkdir()
-    monkeypatch.setattr(cpp_build, "_PRIVATE", [])
+    monkeypatch.setattr(cpp_cache, "_PRIVATE", [])
     try:
         sandbox.configure({"os_wall": None, "artefacts": str(artefacts)})  # a weak grade's grader
-        weak = cpp_build.cache_root()
-        assert weak.parent == artefacts and weak != cpp_build.shared_cache_root()
+        weak = cpp_cache.cache_root()
+        assert weak.parent == artefacts and weak != cpp_cache.shared_cache_root()
         sandbox.configure({"os_wall": {"view": "strong"}, "artefacts": str(artefacts)})
-        assert cpp_build.cache_root() == tmp_path / "shared"
+        assert cpp_cache.cache_root() == tmp_path / "shared"
     finally:
         sandbox.configure(None)
-    assert cpp_build.cache_root() == tmp_path / "shared"  # outside a grade: the engine's shared cache
+    assert cpp_cache.cache_root() == tmp_path / "shared"  # outside a grade: the engine's shared cache
 
 
 def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(run_cli, cohort, monkeypatch) -> None:
@@ -184,7 +184,7 @@ def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(ru
     rank it) and what it passed proves checkpoints only as the learner's claim."""
     from pg_writer import fake_run
     from roadmap_cli import context
-    from roadmap_cli.grading import queue
+    from roadmap_cli.grading import queue, submissions
     from roadmap_cli.labs.spec import find_lab
 
     from test_cohort_verified import _add, _sql
@@ -194,7 +194,7 @@ def test_a_workers_weak_grade_is_recorded_unverified_and_proves_no_checkpoint(ru
     _add(run_cli, cohort, ada)
     context.reset()
     store = context.current().store()
-    queue._ensure_queue(store)
+    submissions.ensure_queue(store)
     lab = find_lab("adder")
     worker = object.__new__(queue.Worker)
     worker.store, worker.options = store, queue.WorkerOptions(name="box:1")

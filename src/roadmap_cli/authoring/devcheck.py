@@ -35,10 +35,11 @@ from roadmap_cli.labs.device import DeviceInfo, detect_device
 from roadmap_cli.labs.nodeids import file_of
 from roadmap_cli.grading.focus import Focus
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
-from roadmap_cli.grading.runner import GradeRun, grade_workspace, gradable_parts
-from roadmap_cli.grading.runner import warm_graders, warm_learners
+from roadmap_cli.grading.launch import warm_graders, warm_learners
+from roadmap_cli.grading.runner import GradeRun, grade_workspace
+from roadmap_cli.grading.selection import gradable_parts
 from roadmap_cli.grading.warm import WarmGraders, WarmLearners
-from roadmap_cli.grading_kit.cpp_build import PCH_VAR
+from roadmap_cli.grading_kit.cpp_pch import PCH_VAR
 from roadmap_cli.labs.spec import LabSpec
 from roadmap_cli.authoring.handout import check_handout
 from roadmap_cli.authoring.rules import NO_RULES_WARNING, check_rules
@@ -157,7 +158,7 @@ def _grade_in(
     spec: LabSpec, build: Callable[[Path], None], *, learners: Optional[WarmLearners] = None, **kwargs
 ) -> GradeRun:
     # Every C++ variant compiles a torch extension: a precompiled header of its includes
-    # (grading_kit/cpp_build.py) makes each compile ~2.6x faster once it is built.
+    # (grading_kit/cpp_pch.py) makes each compile ~2.6x faster once it is built.
     kwargs.setdefault("extra_env", {PCH_VAR: "1"})
     # Under the warm learner's root when there is one: the one folder its learners can write.
     with tempfile.TemporaryDirectory(

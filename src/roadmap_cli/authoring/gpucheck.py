@@ -111,7 +111,7 @@ def run_gpu_check(
 ) -> DevCheckReport:
     from concurrent.futures import ThreadPoolExecutor
 
-    from roadmap_cli.grading.runner import warm_graders
+    from roadmap_cli.grading.launch import warm_graders
 
     device = device or detect_device()
     if not device.cuda:

@@ -13,7 +13,7 @@ time. Each mutant is
   explained           survived, and lab.yaml `known_survivors` says why;
   invalid             the mutated file does not compile: a Python syntax
                       error, or a C/C++ build that failed during the grade
-                      (grading_kit.cpp_build's build log) (excluded);
+                      (grading_kit.cpp_cache's build log) (excluded);
   not-gradable-here   it only touches code graded on a CUDA GPU (excluded);
   error               the grader itself broke (excluded, listed).
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from roadmap_cli.errors import UserError
-from roadmap_cli.grading_kit.cpp_build import read_build_failures
+from roadmap_cli.grading_kit.cpp_cache import read_build_failures
 from roadmap_cli.authoring import mutants_cpp
 from roadmap_cli.labs import workspace as ws
 from roadmap_cli.labs.device import DeviceInfo, detect_device
@@ -52,8 +52,9 @@ from roadmap_cli.authoring.mutant_rows import MutantResult, all_mutants, explain
 from roadmap_cli.authoring.mutants import Mutant
 from roadmap_cli.authoring.mutate_coverage import Coverage, measure
 from roadmap_cli.grading.results import BAD_TEST_OUTCOMES
-from roadmap_cli.grading.runner import GradeRun, gradable_parts, grade_workspace, tests_sha256
-from roadmap_cli.grading.runner import warm_graders
+from roadmap_cli.grading.launch import warm_graders
+from roadmap_cli.grading.runner import GradeRun, grade_workspace, tests_sha256
+from roadmap_cli.grading.selection import gradable_parts
 from roadmap_cli.grading.warm import WarmGraders
 from roadmap_cli.labs.spec import LabSpec
 

@@ -159,7 +159,9 @@ def run_walk(
     """Grade every walk state of one lab in its own temporary workspace
     (`steps`: see walk_states; a partial walk judges fewer states, and a part
     that never passes in them is taken to need the last file of each walk)."""
-    from roadmap_cli.grading.runner import gradable_parts, grade_workspace, warm_graders
+    from roadmap_cli.grading.launch import warm_graders
+    from roadmap_cli.grading.runner import grade_workspace
+    from roadmap_cli.grading.selection import gradable_parts
     from roadmap_cli.grading.warm import WarmGraders
 
     t0 = time.monotonic()

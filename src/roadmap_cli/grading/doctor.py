@@ -84,7 +84,7 @@ def probe_torch(timeout: float = 120) -> dict:
 
 def run_doctor() -> DoctorReport:
     from roadmap_cli.labs.device import detect_device
-    from roadmap_cli.grading.runner import gradable_parts
+    from roadmap_cli.grading.selection import gradable_parts
     from roadmap_cli.labs.spec import load_all
 
     device = detect_device()

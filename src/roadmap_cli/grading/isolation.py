@@ -114,10 +114,10 @@ def learner_view(
                 project .git and data home.
 
     To grant one more folder to every grade, add one line to `grants` below."""
-    from roadmap_cli.grading_kit import cpp_build, learner_extras
+    from roadmap_cli.grading_kit import cpp_cache, learner_extras
 
     # Without a folder of its own (a grade of dev check, whose warm learner sees the cache): the cache.
-    artefacts = artefacts or str(cpp_build.cache_root())
+    artefacts = artefacts or str(cpp_cache.cache_root())
     grants = learner_grants(spec, workspace, scratch, shim, artefacts)
     grants += [
         (
@@ -156,7 +156,7 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
     and one writable folder, `root`, under which every workspace and every
     grade's scratch folder are made, and the GPU build folders
     (grading_kit/learner_extras.py: every workspace's Triton cache and torch extensions)."""
-    from roadmap_cli.grading_kit import cpp_build, learner_extras
+    from roadmap_cli.grading_kit import cpp_cache, learner_extras
 
     grants = [
         ("read_write", root, "dev check's root: every workspace and scratch folder of the run"),
@@ -165,7 +165,7 @@ def warm_learner_view(specs: list["LabSpec"], root: str, shims: str) -> dict:
             for path in learner_extras.shared_rw_dirs()
         ),
         ("read_only", shims, "the labs' adapter shims"),
-        ("read_only", str(cpp_build.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
+        ("read_only", str(cpp_cache.cache_root()), "the C++ build cache: the grader builds, the learner loads"),
         *(("read_only", str(Path(spec.root).resolve() / "data"), "a lab's input data") for spec in specs),
     ]
     # On the host's network (no namespace of its own): the graders of dev check, which run on the host's, talk

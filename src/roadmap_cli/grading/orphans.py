@@ -15,7 +15,7 @@ this engine (a worker's --concurrency) are left alone: their supervisors are
 registered here while they run.
 
 macOS has no subreaper: there an escaped child still outlives the grade, and
-the runtime record (grading/integrity.py) is the only net; docs/grading.md.
+the runtime record (grading/weak_runtime.py) is the only net; docs/grading.md.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class WarmGraders:
     def __init__(self, env: dict[str, str], python: Callable[[str], list[str]]) -> None:
         """`env`: the grader environment for the device, less what is per grade;
         `python`: argv of the grader's interpreter running some code (its flags, its fixed sys.path).
-        (grading/runner.py's warm_graders(device) gives both.)"""
+        (grading/launch.py's warm_graders(device) gives both.)"""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = ours
         self._lock = threading.Lock()
@@ -293,7 +293,7 @@ class WarmLearners:
     every grade's scratch folder under it (GradeJob's `scratch_parent`), or
     that grade's learner starts cold. Start it from the main thread; pass
     `grade_env()` and `fd` to every grader (GradeJob does, given `learners`).
-    grading/runner.py's `warm_learners(specs, device)` gives None where there is no OS wall."""
+    grading/launch.py's `warm_learners(specs, device)` gives None where there is no OS wall."""
 
     def __init__(self, env: dict[str, str], view: dict, root: str, shims: Optional[str] = None) -> None:
         from roadmap_cli.grading_kit import oswall

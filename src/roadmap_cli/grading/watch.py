@@ -62,7 +62,7 @@ class Watcher:
     ) -> None:
         from roadmap_cli.labs import service
         from roadmap_cli.labs.device import detect_device
-        from roadmap_cli.grading.runner import gradable_parts
+        from roadmap_cli.grading.selection import gradable_parts
 
         self.ctx = ctx
         self.on = on  # a remote's name (`watch --on NAME`): every grade runs there (grading/remote/near.py)
@@ -233,7 +233,7 @@ class Watcher:
         ROADMAP_WARM_GRADERS=0 keeps every grade cold (to compare, or to rule
         the warm grader out when something looks wrong)."""
         if self.warm is None and self.on is None and os.environ.get("ROADMAP_WARM_GRADERS") != "0":
-            from roadmap_cli.grading.runner import warm_graders
+            from roadmap_cli.grading.launch import warm_graders
             from roadmap_cli.labs.device import detect_device
 
             self.warm = warm_graders(detect_device())

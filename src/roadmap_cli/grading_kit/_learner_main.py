@@ -253,7 +253,7 @@ def _guarded_builtins() -> dict:
         return _GUARDED
     import builtins
 
-    from roadmap_cli.grading_kit.labcode import runtime_refusal
+    from roadmap_cli.grading_kit.labcode_policy import runtime_refusal
 
     real = dict(vars(builtins))
 

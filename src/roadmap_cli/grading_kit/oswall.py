@@ -184,7 +184,7 @@ def site_paths() -> list[str]:
     site-packages folder, the folders its .pth files name (their `import`
     lines are never run), and the folder roadmap_cli imports from (an
     editable install's finder may point anywhere). The grader starts with
-    `python -I -S` and exactly these (grading/runner.py `grader_python`)."""
+    `python -I -S` and exactly these (grading/launch.py `grader_python`)."""
     import site
 
     out: list[str] = []

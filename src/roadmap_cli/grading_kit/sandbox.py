@@ -45,7 +45,7 @@ def requests_sent() -> int:
 _LEARNER_CMD = "from roadmap_cli.grading_kit._learner_main import main; main()"
 # Environment the learner process keeps; everything else (PYTEST_*, the
 # secret seed, anything about the results channel) is dropped.
-_KEEP_ENV = {
+KEEP_ENV = {
     "PATH",
     "HOME",
     "LANG",
@@ -153,7 +153,7 @@ def proxy_module(name: str) -> "LearnerProxy":
 
 
 def learner_env(config: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
+    env = {k: v for k, v in os.environ.items() if k in KEEP_ENV or k.startswith("LC_")}
     env["ROADMAP_WORKSPACE"] = config["workspace"]
     if config.get("grade_token"):
         # The engine's second net: it kills whatever still carries this mark

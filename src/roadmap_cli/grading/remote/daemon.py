@@ -128,7 +128,7 @@ class Agent:
 
         self.device = detect_device()
         if os.environ.get("ROADMAP_WARM_GRADERS") != "0":
-            from roadmap_cli.grading.runner import warm_graders
+            from roadmap_cli.grading.launch import warm_graders
 
             self.warm = warm_graders(self.device)  # from the main thread: the zygote dies with this one
         try:
