@@ -34,37 +34,15 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E); exp2 is one fa
 
 @triton.jit
 def _attn_fwd_kernel(
-    Q,
-    K,
-    V,
-    O,
-    LSE,  # pointers; LSE is [batch, heads, seq] fp32, contiguous
-    stride_qb,
-    stride_qh,
-    stride_qn,
-    stride_qd,
-    stride_kb,
-    stride_kh,
-    stride_kn,
-    stride_kd,
-    stride_vb,
-    stride_vh,
-    stride_vn,
-    stride_vd,
-    stride_ob,
-    stride_oh,
-    stride_on,
-    stride_od,
-    H,
-    N,
-    HEAD_DIM,
-    GROUP_SIZE,  # heads, seq length, real head_dim, heads per kv head
+    Q, K, V, O, LSE,  # pointers; LSE is [batch, heads, seq] fp32, contiguous
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    H, N, HEAD_DIM, GROUP_SIZE,  # heads, seq length, real head_dim, heads per kv head
     qk_scale,  # softmax scale * log2(e): scores come out in log2 units
-    CAUSAL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # BEGIN SOLUTION
     # Program (pid_m, pid_bh) owns query rows [pid_m * BLOCK_M, +BLOCK_M) of one (batch, head).
@@ -152,7 +130,8 @@ def _attn_fwd_kernel(
 
 
 @triton.jit
-def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM,
+                         BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     # BEGIN SOLUTION
     # delta_i = sum_d dO_i,d * O_i,d = rowsum(dO * O). It appears in dS = P * (dP - delta)
     # because d softmax: dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik) and sum_k P_ik dP_ik = dO_i . O_i.
@@ -174,26 +153,10 @@ def _attn_bwd_preprocess(O, DO, DELTA, stride_on, stride_dn, N, HEAD_DIM, BLOCK_
 
 @triton.jit
 def _attn_bwd_dkdv_kernel(
-    Q,
-    K,
-    V,
-    DO,
-    LSE,
-    DELTA,
-    DK,
-    DV,  # Q, DO: [B, H, N, D]; K, V, DK, DV: [B, H_kv, N, D]; all contiguous
-    H,
-    H_KV,
-    N,
-    HEAD_DIM,
-    GROUP_SIZE,
-    sm_scale,
-    qk_scale,
-    CAUSAL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    Q, K, V, DO, LSE, DELTA, DK, DV,  # Q, DO: [B, H, N, D]; K, V, DK, DV: [B, H_kv, N, D]; all contiguous
+    H, H_KV, N, HEAD_DIM, GROUP_SIZE, sm_scale, qk_scale,
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # BEGIN SOLUTION
     # One program per block of BLOCK_N keys of one (batch, kv head). It keeps K_j, V_j and
@@ -256,24 +219,10 @@ def _attn_bwd_dkdv_kernel(
 
 @triton.jit
 def _attn_bwd_dq_kernel(
-    Q,
-    K,
-    V,
-    DO,
-    LSE,
-    DELTA,
-    DQ,  # same layouts as the dK/dV kernel; DQ like Q
-    H,
-    N,
-    HEAD_DIM,
-    GROUP_SIZE,
-    sm_scale,
-    qk_scale,
-    CAUSAL: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    Q, K, V, DO, LSE, DELTA, DQ,  # same layouts as the dK/dV kernel; DQ like Q
+    H, N, HEAD_DIM, GROUP_SIZE, sm_scale, qk_scale,
+    CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # BEGIN SOLUTION
     # One program per block of query rows: dQ_i = scale * sum_j dS_ij K_j, looping over
@@ -326,10 +275,8 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[in
         raise ValueError("q, k, v must be [batch, heads, seq, head_dim]")
     batch, heads, seq, head_dim = q.shape
     if k.shape != v.shape or k.shape[0] != batch or k.shape[2] != seq or k.shape[3] != head_dim:
-        raise ValueError(
-            f"k and v must be [batch, kv_heads, seq, head_dim]; got q {tuple(q.shape)}, "
-            f"k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
+        raise ValueError(f"k and v must be [batch, kv_heads, seq, head_dim]; got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
     kv_heads = k.shape[1]
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -377,9 +324,7 @@ def _shared_memory_per_block(device) -> int:
         return int(triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"])
     except Exception:  # noqa: BLE001 - an older Triton: ask torch
         props = torch.cuda.get_device_properties(index)
-        return int(
-            getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 49152)
-        )
+        return int(getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 49152))
 
 
 def _tile_bytes(kind: str, block_m: int, block_n: int, block_d: int, stages: int, elem: int) -> int:
@@ -408,21 +353,16 @@ def _fitting_tiles(kind: str, candidates, block_d: int, elem: int, device) -> li
 def _check_gpu_dtype(t: torch.Tensor) -> None:
     """bf16 tl.dot compiles only for compute capability 8.0 and newer (a T4 is 7.5)."""
     if t.dtype == torch.bfloat16 and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] < 8:
-        raise ValueError(
-            f"bfloat16 needs a GPU of compute capability 8.0 or newer; "
-            f"{torch.cuda.get_device_name(t.device)} has "
-            f"{'.'.join(map(str, torch.cuda.get_device_capability(t.device)))}"
-        )
-
-
+        raise ValueError(f"bfloat16 needs a GPU of compute capability 8.0 or newer; "
+                         f"{torch.cuda.get_device_name(t.device)} has "
+                         f"{'.'.join(map(str, torch.cuda.get_device_capability(t.device)))}")
 # STARTER
 # def _launch_config(head_dim: int, kernel: str, interpret: bool) -> dict:
-# """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq" (a starting point:
-# for part 8, try triton.autotune over a few of these).
+    # """Tile sizes and launch settings for kernel "fwd", "dkdv" or "dq" (a starting point:
+    # for part 8, try triton.autotune over a few of these).
 # END SOLUTION
 
-# BEGIN SOLUTION
-
+    # BEGIN SOLUTION
 
 def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None:
     """Launch kernel `kind` ("fwd", "dkdv", "dq"); grid(BLOCK_M, BLOCK_N) -> launch grid.
@@ -440,21 +380,20 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
     if interpret:
         # BEGIN SOLUTION
         block_m, block_n = INTERPRETER_BLOCKS[kind]
-        kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1, **kwargs)
+        kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1,
+                                       **kwargs)
         return
     q = args[0]
     _check_gpu_dtype(q)
     fp32 = kwargs["DOT_PRECISION"] == "ieee"
     # Tiles sized for an H100 need more shared memory than sm_86/sm_89 (RTX, A10, L4, L40S) give a block.
-    tiles = _fitting_tiles(
-        kind, [_GPU_TILES_FP32[kind]] if fp32 else _GPU_TILES[kind], kwargs["BLOCK_D"], q.element_size(), q.device
-    )
+    tiles = _fitting_tiles(kind, [_GPU_TILES_FP32[kind]] if fp32 else _GPU_TILES[kind], kwargs["BLOCK_D"],
+                           q.element_size(), q.device)
     if fp32 or seq < AUTOTUNE_MIN_SEQ:
         for i, (block_m, block_n, warps, stages) in enumerate(tiles):
             try:
-                kernel[grid(block_m, block_n)](
-                    *args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **kwargs
-                )
+                kernel[grid(block_m, block_n)](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+                                               num_stages=stages, **kwargs)
                 return
             except triton.runtime.errors.OutOfResources:
                 if i == len(tiles) - 1:
@@ -464,16 +403,16 @@ def _launch(kind: str, grid, *args, seq: int, interpret: bool, **kwargs) -> None
         configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st) for m, n, w, st in tiles]
         _TUNED[key] = triton.autotune(configs=configs, key=["N", "HEAD_DIM", "CAUSAL", "DOT_PRECISION"])(kernel)
     _TUNED[key][lambda meta: grid(meta["BLOCK_M"], meta["BLOCK_N"])](*args, **kwargs)
-    # STARTER
-    # block_m, block_n = INTERPRETER_BLOCKS[kernel]
-    # return dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1)
+        # STARTER
+        # block_m, block_n = INTERPRETER_BLOCKS[kernel]
+        # return dict(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=1, num_stages=1)
     # # Chosen so that, compiled for an H100/H200 (sm_90), no tile spills registers.
     # if kernel == "dkdv":
-    # return dict(BLOCK_M=32, BLOCK_N=128 if head_dim <= 64 else 64, num_warps=8, num_stages=3)
+        # return dict(BLOCK_M=32, BLOCK_N=128 if head_dim <= 64 else 64, num_warps=8, num_stages=3)
     # if kernel == "dq":
-    # return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3)
+        # return dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3)
     # return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
-    # END SOLUTION
+        # END SOLUTION
 
 
 def _interpreting(t: torch.Tensor) -> bool:
@@ -492,27 +431,12 @@ def flash_attention_forward(q, k, v, causal: bool = False, scale: float | None =
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, seq), device=q.device, dtype=torch.float32)
     _launch(
-        "fwd",
-        lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
-        q,
-        k,
-        v,
-        o,
-        lse,
-        *q.stride(),
-        *k.stride(),
-        *v.stride(),
-        *o.stride(),
-        heads,
-        seq,
-        head_dim,
-        heads // kv_heads,
-        scale * LOG2E,
-        CAUSAL=bool(causal),
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        seq=seq,
-        interpret=_interpreting(q),
+        "fwd", lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
+        q, k, v, o, lse,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        heads, seq, head_dim, heads // kv_heads, scale * LOG2E,
+        CAUSAL=bool(causal), DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)), seq=seq, interpret=_interpreting(q),
     )
     return o, lse
     # STARTER
@@ -538,47 +462,13 @@ def flash_attention_backward(q, k, v, o, lse, do, causal: bool = False, scale: f
     # delta first (one row sum per query), then the two gradient kernels; neither needs atomics.
     pre_block = 32 if interpret else 64
     _attn_bwd_preprocess[(triton.cdiv(seq, pre_block), batch * heads)](
-        o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=pre_block, BLOCK_D=block_d
-    )
+        o, do, delta, o.stride(2), do.stride(2), seq, head_dim, BLOCK_M=pre_block, BLOCK_D=block_d)
     common = dict(CAUSAL=bool(causal), DOT_PRECISION=precision, BLOCK_D=block_d, seq=seq, interpret=interpret)
-    _launch(
-        "dq",
-        lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
-        q,
-        k,
-        v,
-        do,
-        lse,
-        delta,
-        dq,
-        heads,
-        seq,
-        head_dim,
-        heads // kv_heads,
-        scale,
-        scale * LOG2E,
-        **common,
-    )
-    _launch(
-        "dkdv",
-        lambda block_m, block_n: (triton.cdiv(seq, block_n), batch * kv_heads),
-        q,
-        k,
-        v,
-        do,
-        lse,
-        delta,
-        dk,
-        dv,
-        heads,
-        kv_heads,
-        seq,
-        head_dim,
-        heads // kv_heads,
-        scale,
-        scale * LOG2E,
-        **common,
-    )
+    _launch("dq", lambda block_m, block_n: (triton.cdiv(seq, block_m), batch * heads),
+            q, k, v, do, lse, delta, dq, heads, seq, head_dim, heads // kv_heads, scale, scale * LOG2E, **common)
+    _launch("dkdv", lambda block_m, block_n: (triton.cdiv(seq, block_n), batch * kv_heads),
+            q, k, v, do, lse, delta, dk, dv, heads, kv_heads, seq, head_dim, heads // kv_heads, scale,
+            scale * LOG2E, **common)
     return dq, dk, dv
     # STARTER
     # # TODO (README.md, 'Part 6: backward'): delta = rowsum(dO * O), then the dK/dV kernel and

@@ -41,12 +41,12 @@ Follows the shape of the Triton tutorial 03-matrix-multiplication.
 # - no torch.matmul / mm / bmm / einsum / F.linear / `@` (they raise while graded).
 #
 # Useful Triton pieces:
-# tl.program_id(0), tl.cdiv(a, b), tl.arange(0, BLOCK)
-# x[:, None], x[None, :]                  # make a column / a row (broadcasting)
-# tl.load(ptrs, mask=m, other=0.0)        # masked lanes read 0: adds nothing to a dot product
-# acc = tl.dot(a, b, acc)                 # (BM, BK) @ (BK, BN) added into acc (BM, BN)
-# acc.to(c_ptr.dtype.element_ty)          # convert to the output's dtype
-# tl.store(ptrs, values, mask=m)
+    # tl.program_id(0), tl.cdiv(a, b), tl.arange(0, BLOCK)
+    # x[:, None], x[None, :]                  # make a column / a row (broadcasting)
+    # tl.load(ptrs, mask=m, other=0.0)        # masked lanes read 0: adds nothing to a dot product
+    # acc = tl.dot(a, b, acc)                 # (BM, BK) @ (BK, BN) added into acc (BM, BN)
+    # acc.to(c_ptr.dtype.element_ty)          # convert to the output's dtype
+    # tl.store(ptrs, values, mask=m)
 # """
 # END SOLUTION
 
@@ -61,27 +61,18 @@ import triton.language as tl
 
 @triton.jit
 def matmul_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,  # pointers to A (M, K), B (K, N), C (M, N)
-    M,
-    N,
-    K,  # matrix sizes
+    a_ptr, b_ptr, c_ptr,  # pointers to A (M, K), B (K, N), C (M, N)
+    M, N, K,  # matrix sizes
     # BEGIN SOLUTION
-    stride_am,
-    stride_ak,  # how far to move in memory for one step along each dim
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
+    stride_am, stride_ak,  # how far to move in memory for one step along each dim
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
     # STARTER
     # stride_am, stride_ak,  # A[m, k] is at a_ptr + m * stride_am + k * stride_ak
     # stride_bk, stride_bn,  # B[k, n] is at b_ptr + k * stride_bk + n * stride_bn
     # stride_cm, stride_cn,  # C[m, n] is at c_ptr + m * stride_cm + n * stride_cn
     # END SOLUTION
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,  # rows of tiles per group (L2 reuse)
 ):
     # BEGIN SOLUTION

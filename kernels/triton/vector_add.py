@@ -23,16 +23,16 @@ the kernel is bound by memory bandwidth (a good one reaches ~90% of HBM peak).
 #
 # You write two things:
 # 1. `add_kernel`, the @triton.jit kernel. One *program* (one instance of the
-# kernel) handles BLOCK_SIZE consecutive elements.
+   # kernel) handles BLOCK_SIZE consecutive elements.
 # 2. `vector_add`, the wrapper that checks the inputs, allocates the output,
-# computes the grid and launches the kernel.
+   # computes the grid and launches the kernel.
 #
 # Useful Triton pieces:
-# pid = tl.program_id(axis=0)          # which program am I? 0 .. grid-1
-# offs = start + tl.arange(0, BLOCK)   # a block of BLOCK indices (BLOCK: power of 2)
-# v = tl.load(ptr + offs, mask=m, other=0.0)   # masked lanes read `other`
-# tl.store(ptr + offs, v, mask=m)              # masked lanes write nothing
-# triton.cdiv(n, BLOCK)                # ceil(n / BLOCK) on the host
+    # pid = tl.program_id(axis=0)          # which program am I? 0 .. grid-1
+    # offs = start + tl.arange(0, BLOCK)   # a block of BLOCK indices (BLOCK: power of 2)
+    # v = tl.load(ptr + offs, mask=m, other=0.0)   # masked lanes read `other`
+    # tl.store(ptr + offs, v, mask=m)              # masked lanes write nothing
+    # triton.cdiv(n, BLOCK)                # ceil(n / BLOCK) on the host
 #
 # The grader calls vector_add(x, y) with 1-D fp32 and fp16 tensors of lengths
 # such as 1, 7, 1024, 1025 and 10_007, some of them views into bigger buffers,
