@@ -335,7 +335,7 @@ def gpu_trace(r: random.Random, stream: int = 7) -> dict:
 
 def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
     """cpu_ops (and cuda_runtime calls when `cuda`) in which each planted bottleneck shows exactly at its
-    threshold, and each absent one at one below it (near misses), among unrelated ops."""
+    threshold, and each absent one at one below it (near misses), among unrelated ops (small aten::addmm ones too: not aten::mm)."""
     b = Builder(r)
     t = [0.0]
 
@@ -362,6 +362,7 @@ def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
         items.append(("mm", i))
     items += [("big-mm", i) for i in range(r.randint(8, 12))] + [("free-contig", i) for i in range(3)]
     items += [("bare-copy", i) for i in range(3)] + [("matmul-small", i) for i in range(3)]
+    items += [("addmm-small", i) for i in range(3)]
     r.shuffle(items)
     for kind, i in items:
         if kind == "sync":
@@ -379,6 +380,12 @@ def bottleneck_trace(r: random.Random, planted: set, cuda: bool) -> dict:
             b.x("cpu_op", "aten::empty_like", t[0] + 1, 1.0)
             b.x("cpu_op", "aten::copy_", t[0] + 2.5, d - 4)         # two levels below the contiguous
             advance(d)
+        elif kind == "addmm-small":
+            # addmm with a 2-D bias (a first input of at most 8 rows): its name holds "mm" but it is not aten::mm
+            rows, k, n = r.randint(1, SMALL_ROWS), r.randint(4, 64), r.randint(4, 64)
+            name = "aten::_addmm_activation" if i == 2 else "aten::addmm"
+            op(name, 5.0, **{"Input Dims": [[rows, n], [rows, k], [k, n]]})
+            advance(5.0)
         elif kind in ("mm", "big-mm", "matmul-small"):
             rows = r.randint(1, SMALL_ROWS) if kind != "big-mm" else r.randint(SMALL_ROWS + 1, 64)
             if kind == "mm" and i == 0:
@@ -544,3 +551,48 @@ def cause_trace(r: random.Random, kind: str, stream: int = 7) -> dict:
     for child, parent in pairs:
         _file_order(trace, child, parent)
     return trace
+
+
+def off_grid_gap_trace(r: random.Random, stream: int = 7) -> tuple[dict, float]:
+    """Kernels on `stream` at whole nanoseconds off the 0.25 µs grid, and the `min_gap_us` to ask for.
+
+    Planted until each shows at least twice, for both ways of writing the float difference
+    (`nts - (pts + pdur)` and `nts - pts - pdur`): kernels that touch in integer ns (next start == end)
+    whose float difference comes out a hair above 0 (no gap: it is not longer than 0), and gaps exactly
+    `min_gap_us` long in integer ns whose float difference comes out a hair below it (kept: at least
+    min_gap_us). Between them, gaps of other lengths, each with one top-level cpu_op inside as its cause."""
+    b = Builder(r)
+    gap_ns = r.randint(1, 9) * 1000 + r.choice([1, 3, 7, 13, 101, 333])    # off the grid: 1.001 µs, 4.333 µs ...
+    min_gap_us = gap_ns / 1000
+    touch, exact = [0, 0], [0, 0]
+    t_ns = r.randint(1, 5000)
+    prev = None
+
+    def kernel(start_ns: int, dur_ns: int) -> dict:
+        b.corr += 1
+        b.x("cuda_runtime", "cudaLaunchKernel", (start_ns - r.randint(3000, 8000)) / 1000, 2.0, correlation=b.corr)
+        return b.x("kernel", r.choice(KERNELS)[0], start_ns / 1000, dur_ns / 1000, tid=stream, pid=0,
+                   correlation=b.corr, stream=stream)
+
+    while min(touch + exact) < 2:
+        dur_ns = r.randint(12_000, 30_000)
+        kind = r.choice(["touch", "exact", "other"])
+        if prev is None:
+            kind = "other"
+        gap = {"touch": 0, "exact": gap_ns, "other": gap_ns + r.randint(1000, 40_000)}[kind]
+        start_ns = t_ns + gap
+        if kind == "other" and prev is not None:
+            b.x("cpu_op", r.choice(CPU_NAMES), (t_ns + gap // 4) / 1000, (gap // 2) / 1000)
+        k = kernel(start_ns, dur_ns)
+        if prev is not None and kind != "other":
+            one = k["ts"] - (prev["ts"] + prev["dur"])
+            two = k["ts"] - prev["ts"] - prev["dur"]
+            if kind == "touch":
+                touch[0] += one > 0
+                touch[1] += two > 0
+            else:
+                exact[0] += one < min_gap_us
+                exact[1] += two < min_gap_us
+        prev = k
+        t_ns = start_ns + dur_ns
+    return b.trace(), min_gap_us

@@ -128,3 +128,20 @@ def test_gap_cause_on_the_launching_thread():
 
 def test_gap_cause_top_level_only():
     _check_cause("nested")
+
+
+# ---- times compared as integer nanoseconds, on gaps too (red team r3: float µs differences)
+
+
+def test_idle_gaps_in_integer_nanoseconds():
+    # real traces hold whole nanoseconds: kernels that touch in integer ns can have a float difference a hair
+    # above 0 (no gap), and a gap exactly min_gap_us long one a hair below min_gap_us (kept)
+    trace, min_gap = refs.off_grid_gap_trace(refs.rng("off-grid-gaps"), STREAM)
+    why = ("times compared as integer nanoseconds, round(t * 1000): kernels touching in integer ns leave no gap, "
+           "a gap exactly min_gap_us long is kept, whatever the float ts + dur sums say")
+    for min_gap_us in (0.0, min_gap):
+        want = refs.idle_gaps(trace, STREAM, min_gap_us)
+        assert len(want) >= 2, "grader: the off-grid gap trace is malformed"
+        refs.compare_rows(adapter.call("idle_gaps", trace, STREAM, min_gap_us), want, ("after", "before", "cause"),
+                          ("start_us", "end_us", "dur_us"),
+                          f"idle_gaps(off-grid trace, stream={STREAM}, min_gap_us={min_gap_us!r}; {why})", SECTION)

@@ -31,6 +31,22 @@ def test_holds_inside_the_tolerance_band():
     _check(p, [(0, 55), (1, 45), (2, 56), (3, 44)], "queues 55, 45 (inside +-10% of 50) then 56, 44")
 
 
+def test_tolerance_band_is_relative_to_wanted():
+    """The band is `tolerance * wanted` around `wanted = current * target`, both edges inclusive, on both
+    sides: with a wide band (tolerance 0.5, 0.25: exact in binary) a band measured relative to
+    `queue_depth` or to `current`, or an exclusive edge, decides otherwise at each edge (README.md,
+    "Part 3")."""
+    p = {"target": 4, "min": 1, "max": 50, "cooldown": 0.0, "tolerance": 0.5, "start": 10}
+    # wanted 40, band [20, 60]: hold at both edges, rescale just past one; then 16 replicas (band [32, 96]),
+    # then 8 (band [16, 48])
+    _check(p, [(0, 20), (1, 60), (2, 61), (3, 32), (4, 96), (5, 31), (6, 48), (7, 16), (8, 49)],
+           "queues at both edges of the band (tolerance 0.5 of wanted) and one past each")
+    p = {"target": 8, "min": 1, "max": 50, "cooldown": 0.0, "tolerance": 0.25, "start": 6}
+    # wanted 48, band [36, 60]; then 5 replicas (band [30, 50]), then 7 (band [42, 70])
+    _check(p, [(0, 36), (1, 60), (2, 35), (3, 30), (4, 50), (5, 51), (6, 42), (7, 70), (8, 41)],
+           "queues at both edges of the band (tolerance 0.25 of wanted) and one past each")
+
+
 def test_clamps_to_min_and_max():
     p = {"target": 2, "min": 2, "max": 6, "cooldown": 0.0, "tolerance": 0.0, "start": 3}
     _check(p, [(0, 100), (1, 0), (2, 7)], "queues 100 (max 6), 0 (min 2), 7")
