@@ -59,7 +59,8 @@ BINARY = ["add", "sub", "mul"]
 
 
 def passes_spec(r: random.Random) -> dict:
-    """A random graph for part 2 with everything the passes must handle: constant chains (folding),
+    """A random graph for part 2 with everything the passes must handle: constant chains (folding), calls
+    with no node inputs (torch.ones: constant),
     dead chains and an unused input (DCE), duplicated chains and kwargs twins (CSE), random draws, used
     and unused, with and without node inputs (impure nodes)."""
     b = SpecBuilder(r)
@@ -81,6 +82,12 @@ def passes_spec(r: random.Random) -> dict:
     h = b.call("mul", h, b.call("sin", c2))
     live.append(h)
     h = b.call("add", h, c2)          # a plain attribute used by a live node: it stays itself, never a _folded_i
+    live.append(h)
+    # Calls with no input nodes at all are constant (torch.ones((D,))): one a live node reads directly, one
+    # feeding a constant chain (only the chain's last node is folded then, and the ones call is erased).
+    h = b.call("sub", h, b.call("ones", [D]))
+    live.append(h)
+    h = b.call("mul", h, b.call("add", b.call("ones", [D]), c2))
     live.append(h)
     # Duplicated chains: the second copy repeats the first node for node (CSE merges level by level).
     src = r.choice(live)

@@ -97,6 +97,19 @@ def test_fold_never_folds_random_draws():
         _check_outputs("fold_constants", c)
 
 
+def test_fold_folds_calls_without_inputs():
+    # "one with no input nodes at all, torch.ones(3), is constant": all(...) of no inputs is True, so
+    # no ones call survives the pass; each one is folded itself or erased inside a folded chain.
+    for c in RUN("fold_constants"):
+        _ok("fold_constants", c)
+        left = [r for r in c["got"]["table"] if tuple(r) == ("call_function", "ones")]
+        assert not left, (f"{_label('fold_constants', c)}: {len(left)} torch.ones calls left after the pass, "
+                          f"expected none: a call with no input nodes is constant (README.md, section "
+                          f"\"{SECTION}\")")
+        _check_outputs("fold_constants", c)
+        _check_counts("fold_constants", c)
+
+
 def test_fold_buffer_names():
     for c in RUN("fold_constants"):
         _ok("fold_constants", c)
