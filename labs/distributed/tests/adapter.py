@@ -280,9 +280,14 @@ def _job_ddp(comm, payload):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         comm.log.append(("backward-done",))
+        # finish() copies into the .grad tensors backward made: the same objects on the same storage after it.
+        before = [(p.grad, None if p.grad is None else p.grad.data_ptr()) for p in params]
         ddp.finish()
         grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
-        iterations.append({"log": comm.log[start:], "grads": grads})
+        kept = [{"same_object": p.grad is g, "same_storage": p.grad is not None and p.grad.data_ptr() == ptr}
+                for p, (g, ptr) in zip(params, before)]
+        del before
+        iterations.append({"log": comm.log[start:], "grads": grads, "grads_kept": kept})
         with torch.no_grad():
             for p in params:
                 if p.grad is not None:

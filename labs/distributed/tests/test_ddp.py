@@ -129,6 +129,20 @@ def test_gradients_equal_single_process(p):
 
 
 @pytest.mark.parametrize("p", WORLD)
+def test_finish_copies_into_the_existing_grads(p):
+    _payload, out = RUN(p)
+    for rank in range(p):
+        for it in range(ITERATIONS):
+            for i, kept in enumerate(out[rank]["iterations"][it]["grads_kept"]):
+                what = "another tensor" if not kept["same_object"] else "the same tensor on new storage"
+                assert kept["same_object"] and kept["same_storage"], (
+                    f"rank {rank} of {p}, iteration {it + 1}, parameter {i}: after finish() .grad is {what}; copy "
+                    f"the averaged results back INTO the .grad tensors backward made (grad.copy_(...)), do not "
+                    f"rebind .grad (or .grad.data) to a slice of the bucket buffer or a new tensor "
+                    f"(README.md, section \"{SECTION}\")")
+
+
+@pytest.mark.parametrize("p", WORLD)
 def test_one_all_reduce_per_bucket(p):
     payload, out = RUN(p)
     sizes = _param_bytes()

@@ -384,6 +384,67 @@ def run_engine(engine_config: dict, requests: list, model_config: dict | None = 
 
 
 @learner_side
+def run_engine_recording_writes(engine_config: dict, requests: list, max_steps: int = 2000) -> dict:
+    """Run the learner's LLMEngine like run_engine and record, per step, what was
+    scheduled (each decode's and prefill's length, num_cached_tokens and block
+    table, taken when schedule() returns) and the slot_mapping of every write_kv
+    call the step made (the handout's `attend` calls write_kv; the engine module's
+    own name and paged_attention.write_kv are both wrapped). Plain data only."""
+    import engine_model
+
+    engine_mod = _module("engine")
+    pa_mod = _module("paged_attention")
+    result = {"steps": [], "error": None}
+    writes: list[list[int]] = []
+    original = pa_mod.write_kv
+
+    def recording_write_kv(key, value, key_cache, value_cache, slot_mapping):
+        writes.append([int(s) for s in slot_mapping.reshape(-1).tolist()])
+        return original(key, value, key_cache, value_cache, slot_mapping)
+
+    try:
+        pa_mod.write_kv = recording_write_kv
+        if getattr(engine_mod, "write_kv", None) is original:
+            engine_mod.write_kv = recording_write_kv
+        engine = engine_mod.LLMEngine(engine_model.make_model({}, None), engine_mod.EngineConfig(**engine_config))
+        bm = engine.block_manager
+        schedule, scheduled = engine.scheduler.schedule, []
+
+        def recording_schedule():
+            out = schedule()
+            scheduled.append({
+                "decodes": [(len(s.token_ids), [int(b) for b in bm.block_table(s.seq_id)]) for s in out.decodes],
+                "prefills": [(len(s.token_ids), int(s.num_cached_tokens), [int(b) for b in bm.block_table(s.seq_id)])
+                             for s in out.prefills],
+            })
+            return out
+
+        engine.scheduler.schedule = recording_schedule
+        pending = list(requests)
+        steps = 0
+        while pending or engine.has_unfinished():
+            while pending and pending[0][0] <= steps:
+                _, prompt, max_tokens = pending.pop(0)
+                engine.add_request(list(prompt), max_tokens)
+            if engine.has_unfinished():
+                del scheduled[:], writes[:]
+                engine.step()
+                result["steps"].append({"scheduled": scheduled[-1] if scheduled else None,
+                                        "writes": [list(w) for w in writes]})
+            steps += 1
+            if steps >= max_steps:
+                result["error"] = f"the engine made no progress in {max_steps} steps (leaked blocks? a stuck queue?)"
+                break
+    except Exception as exc:  # noqa: BLE001
+        result["error"] = _describe_error(exc)
+    finally:
+        pa_mod.write_kv = original
+        if getattr(engine_mod, "write_kv", None) is recording_write_kv:
+            engine_mod.write_kv = original
+    return result
+
+
+@learner_side
 def run_engine_copy_step(engine_config: dict, prompt: list, max_tokens: int, n_copies: int = 2) -> dict:
     """Step 2 of one `step()` on its own. LLMEngine never forks, so the scheduler never
     returns copies; here the first schedule() output gets `n_copies` (src, dst) pairs

@@ -4,6 +4,7 @@ with and without prefix caching, and with preemption forced by a small pool
 (GRADING.md invariants 7 and 9). Metrics are recomputed by the grader step by
 step; on a mixed workload KV utilisation must reach 95%."""
 
+import collections
 import functools
 import random
 
@@ -194,3 +195,53 @@ def test_step_applies_copies_to_every_layers_key_and_value_cache():
         expect(f"{name} cache: dst block equals its src after a step with out.copies = two (src, dst) pairs, "
                f"per layer", want, got[name], ENGINE,
                "apply out.copies to every layer's key and value cache (cache[dst] = cache[src])")
+
+
+# Fully cached prompts: B is admitted with A (it hits A's blocks in the same step), C and D arrive while A
+# runs (8 and 4 cached tokens of 8 and 4: each recomputes its last token), E is cached up to a block edge.
+CACHED_PROMPT = [31, 32, 33, 34, 35, 36, 37, 38]
+WRITE_WORKLOADS = {
+    "fully-cached": lambda: [(0, CACHED_PROMPT, 5), (0, CACHED_PROMPT, 2), (0, [41, 42, 43], 3),
+                             (3, CACHED_PROMPT, 3), (3, CACHED_PROMPT[:4], 2), (4, CACHED_PROMPT[:6], 2)],
+    "prefix-caching": lambda: _workload("engine-prefix-caching", 16),
+}
+
+
+def _slot(table, pos):
+    return table[pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE
+
+
+@pytest.mark.parametrize("workload", list(WRITE_WORKLOADS))
+def test_fully_cached_prompt_writes_no_kv(workload):
+    """Every write_kv call of a step stores exactly the step's new tokens: a decode's
+    last token and a prefill's positions from num_cached_tokens on. A fully cached
+    prompt recomputes its last token with slot -1: its KV is already in a (maybe
+    shared) block."""
+    config = dict(block_size=BLOCK_SIZE, num_blocks=96, max_num_seqs=4, max_num_batched_tokens=64,
+                  enable_prefix_caching=True)
+    got = adapter.run_engine_recording_writes(config, WRITE_WORKLOADS[workload]())
+    require(got["error"] is None, f"the engine raised {got['error']} (engine config {config})", ENGINE)
+    fully_cached = 0
+    for step_no, step in enumerate(got["steps"], 1):
+        sched = step["scheduled"]
+        if sched is None or not (sched["decodes"] or sched["prefills"]):
+            continue
+        want = sorted([_slot(table, n - 1) for n, table in sched["decodes"]]
+                      + [_slot(table, pos) for n, cached, table in sched["prefills"] for pos in range(cached, n)])
+        fully_cached += sum(cached >= n for n, cached, _ in sched["prefills"])
+        require(step["writes"], f"step {step_no}: the engine scheduled tokens but never called write_kv; "
+                                f"attend(layer, q, k, v, positions) calls write_kv then paged_attention", ENGINE)
+        for layer, slots in enumerate(step["writes"]):
+            written = sorted(s for s in slots if s >= 0)
+            if written != want:
+                extra = sorted((collections.Counter(written) - collections.Counter(want)).elements())
+                raise AssertionError(
+                    f"step {step_no}, write_kv call {layer + 1}: stored slots {written}, expected {want} (each "
+                    f"decode's last token, each prefill's positions from num_cached_tokens on; prefills as "
+                    f"(len, num_cached_tokens) {[(n, c) for n, c, _ in sched['prefills']]}): "
+                    + (f"slots {extra} hold cached KV; a fully cached prompt recomputes its last token but does "
+                       f"not write its KV again (slot -1) " if extra else "")
+                    + f"({section('Prefix caching')})")
+    if workload == "fully-cached":
+        require(fully_cached >= 3, f"expected at least 3 fully cached prompts in this workload, saw {fully_cached} "
+                                   f"(a prompt repeating a running one's blocks is cached in full)", "Prefix caching")
