@@ -105,10 +105,10 @@ class Reaper:
             return 0
         me, killed = os.getpid(), 0
         for _ in range(200):
+            below = _below(me)
+            new_branches = {b for b in {branch for _, branch in below} if (b, _start_time(b)) not in self.before}
             new = [
-                pid
-                for pid, branch in _below(me)
-                if (branch, _start_time(branch)) not in self.before and (pid, _start_time(pid)) not in self.before
+                pid for pid, branch in below if branch in new_branches and (pid, _start_time(pid)) not in self.before
             ]
             for pid in new:
                 try:
